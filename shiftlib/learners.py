@@ -1,0 +1,153 @@
+"""Candidate learners by stable name (RT §3 uses DT, NB, LR, SVM; we add kNN and RF).
+
+Every learner is a scikit-learn classifier with ``predict_proba`` whose ``fit`` accepts
+``sample_weight`` — the hook importance weighting uses:
+
+* DT, NB, LR, RF, SVM pass ``sample_weight`` to the scikit-learn estimator (which supports it).
+* kNN: scikit-learn's ``KNeighborsClassifier.fit`` takes no ``sample_weight``. Here weighting means
+  *importance-weighted voting*: ``P(y=c|x) = Σ_{k∈N(x)} w_k·1[y_k=c] / Σ_{k∈N(x)} w_k`` over the
+  ``n_neighbors`` nearest training rows — the k-NN estimate under the weighted empirical
+  distribution. It is deterministic (no resampling noise) and equals plain kNN when all w are equal.
+
+Scale-sensitive learners (LR, SVM, kNN) standardise features inside their pipeline, so the scaler is
+fitted on the training rows only. ``sample_weight`` is routed to the final step only.
+
+Public API: ``LEARNERS`` (name → factory) and ``make_learner(name, **params)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.calibration import CalibratedClassifierCV
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+from sklearn.naive_bayes import GaussianNB
+from sklearn.neighbors import NearestNeighbors
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import LabelEncoder, StandardScaler
+from sklearn.svm import SVC
+from sklearn.tree import DecisionTreeClassifier
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+__all__ = ["LEARNERS", "WeightedPipeline", "WeightedKNeighborsClassifier", "make_learner", "fit_learner"]
+
+
+class WeightedPipeline(Pipeline):
+    """A ``Pipeline`` whose ``fit(X, y, sample_weight=w)`` routes ``w`` to the final estimator.
+
+    scikit-learn's Pipeline only takes ``<step>__sample_weight``; selection and training code fit every
+    learner through one call signature, so the routing lives here.
+    """
+
+    def fit(self, X: Any, y: Any = None, sample_weight: Any = None, **params: Any) -> WeightedPipeline:
+        if sample_weight is not None:
+            params[f"{self.steps[-1][0]}__sample_weight"] = np.asarray(sample_weight, dtype=float)
+        return super().fit(X, y, **params)
+
+
+class WeightedKNeighborsClassifier(ClassifierMixin, BaseEstimator):
+    """k-nearest-neighbours whose votes are weighted by per-row importance weights.
+
+    ``predict_proba(x)[c] = Σ_{k∈N(x)} w_k·1[y_k=c] / Σ_{k∈N(x)} w_k`` (uniform w gives plain kNN).
+    Written by hand because scikit-learn's KNeighborsClassifier has no ``sample_weight``.
+    """
+
+    def __init__(self, n_neighbors: int = 5) -> None:
+        self.n_neighbors = n_neighbors
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> WeightedKNeighborsClassifier:
+        X, y = validate_data(self, X, y, reset=True)
+        self._le = LabelEncoder().fit(y)
+        self.classes_ = self._le.classes_
+        self._y = self._le.transform(y)
+        w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+        if w.shape != (len(y),) or np.any(w < 0) or not np.all(np.isfinite(w)):
+            raise ValueError("sample_weight must be one finite, non-negative number per training row")
+        self._w = w
+        self._nn = NearestNeighbors(n_neighbors=min(self.n_neighbors, len(y))).fit(X)
+        return self
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        check_is_fitted(self, "classes_")
+        X = validate_data(self, X, reset=False)
+        idx = self._nn.kneighbors(X, return_distance=False)
+        w = self._w[idx]
+        proba = np.zeros((len(X), len(self.classes_)))
+        for c in range(len(self.classes_)):
+            proba[:, c] = (w * (self._y[idx] == c)).sum(axis=1)
+        tot = proba.sum(axis=1, keepdims=True)
+        # all-zero weights in a neighbourhood: fall back to the unweighted vote
+        zero = tot[:, 0] <= 0
+        if zero.any():
+            for c in range(len(self.classes_)):
+                proba[zero, c] = (self._y[idx[zero]] == c).mean(axis=1)
+            tot[zero] = 1.0
+        return proba / tot
+
+    def predict(self, X: Any) -> np.ndarray:
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+
+def _dt(random_state: int | None = None, **params: Any) -> BaseEstimator:
+    return WeightedPipeline([("clf", DecisionTreeClassifier(random_state=random_state, **params))])
+
+
+def _nb(random_state: int | None = None, **params: Any) -> BaseEstimator:
+    return WeightedPipeline([("clf", GaussianNB(**params))])
+
+
+def _lr(random_state: int | None = None, **params: Any) -> BaseEstimator:
+    params.setdefault("max_iter", 1000)
+    return WeightedPipeline(
+        [("scale", StandardScaler()), ("clf", LogisticRegression(random_state=random_state, **params))]
+    )
+
+
+def _svm(random_state: int | None = None, **params: Any) -> BaseEstimator:
+    # SVC(probability=True) is deprecated in scikit-learn 1.9; this is its documented replacement.
+    svc = SVC(random_state=random_state, **params)
+    return WeightedPipeline(
+        [("scale", StandardScaler()),
+         ("clf", CalibratedClassifierCV(svc, method="sigmoid", ensemble=False, cv=5))]
+    )
+
+
+def _knn(random_state: int | None = None, **params: Any) -> BaseEstimator:
+    return WeightedPipeline([("scale", StandardScaler()), ("clf", WeightedKNeighborsClassifier(**params))])
+
+
+def _rf(random_state: int | None = None, **params: Any) -> BaseEstimator:
+    params.setdefault("n_estimators", 200)
+    params.setdefault("n_jobs", 1)
+    return WeightedPipeline([("clf", RandomForestClassifier(random_state=random_state, **params))])
+
+
+LEARNERS: dict[str, Callable[..., BaseEstimator]] = {
+    "DT": _dt,
+    "NB": _nb,
+    "LR": _lr,
+    "SVM": _svm,
+    "kNN": _knn,
+    "RF": _rf,
+}
+
+
+def make_learner(name: str, *, random_state: int | None = None, **params: Any) -> BaseEstimator:
+    """Build an unfitted candidate learner by its registry name (see ``LEARNERS``).
+
+    ``params`` go to the final estimator (e.g. ``make_learner("kNN", n_neighbors=7)``).
+    """
+    if name not in LEARNERS:
+        raise KeyError(f"unknown learner {name!r}; choose one of {sorted(LEARNERS)}")
+    return LEARNERS[name](random_state=random_state, **params)
+
+
+def fit_learner(estimator: BaseEstimator, X: Any, y: Any, sample_weight: Any = None) -> BaseEstimator:
+    """Fit ``estimator`` on (X, y), passing ``sample_weight`` only when given. Returns the estimator."""
+    if sample_weight is None:
+        return estimator.fit(X, y)
+    return estimator.fit(X, y, sample_weight=sample_weight)
