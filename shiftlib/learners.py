@@ -33,7 +33,14 @@ from sklearn.svm import SVC
 from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-__all__ = ["LEARNERS", "WeightedPipeline", "WeightedKNeighborsClassifier", "make_learner", "fit_learner"]
+__all__ = [
+    "LEARNERS",
+    "WeightedPipeline",
+    "WeightedKNeighborsClassifier",
+    "fit_learner",
+    "make_learner",
+    "needs_target",
+]
 
 
 class WeightedPipeline(Pipeline):
@@ -146,8 +153,37 @@ def make_learner(name: str, *, random_state: int | None = None, **params: Any) -
     return LEARNERS[name](random_state=random_state, **params)
 
 
-def fit_learner(estimator: BaseEstimator, X: Any, y: Any, sample_weight: Any = None) -> BaseEstimator:
-    """Fit ``estimator`` on (X, y), passing ``sample_weight`` only when given. Returns the estimator."""
-    if sample_weight is None:
-        return estimator.fit(X, y)
-    return estimator.fit(X, y, sample_weight=sample_weight)
+def needs_target(estimator: BaseEstimator) -> bool:
+    """True when ``estimator.fit`` needs the unlabeled target rows (``X_target=``), e.g. DL's CSLR.
+
+    Convention: such an estimator has ``requires_target = True`` and ``fit(X, y, *, X_target, ...)``.
+    The target rows are the rows the fitted model will be asked about (the deployment batch in
+    training; the set being scored in selection, e.g. D when ReverseTesting retrains on T).
+    """
+    final = estimator.steps[-1][1] if isinstance(estimator, Pipeline) else estimator
+    return bool(getattr(final, "requires_target", False))
+
+
+def fit_learner(
+    estimator: BaseEstimator,
+    X: Any,
+    y: Any,
+    sample_weight: Any = None,
+    X_target: Any = None,
+) -> BaseEstimator:
+    """Fit ``estimator`` on (X, y) through one signature for every learner; returns the estimator.
+
+    ``sample_weight`` is passed only when given; ``X_target`` (unlabeled rows of the population the
+    model will serve) only to learners that need it (see ``needs_target``), which then require it.
+    """
+    kwargs: dict[str, Any] = {}
+    if sample_weight is not None:
+        kwargs["sample_weight"] = sample_weight
+    if needs_target(estimator):
+        if X_target is None:
+            raise ValueError(
+                f"{type(estimator).__name__} learns from the unlabeled target rows: pass X_target= "
+                "(the deployment batch) to fit_learner"
+            )
+        kwargs["X_target"] = X_target
+    return estimator.fit(X, y, **kwargs)
