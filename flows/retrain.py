@@ -1,0 +1,129 @@
+"""The retrain flow: ingest → training → evaluation (more stages plug in here). Composition only."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from mlflow.tracking import MlflowClient
+from prefect import flow, get_run_logger, runtime, unmapped
+from prefect.artifacts import create_markdown_artifact
+
+from flows.config import RetrainConfig
+from tasks.evaluation import evaluate
+from tasks.ingest import ingest
+from tasks.store import StageStore
+from tasks.tracking import check_reachable, default_tracking_uri, ensure_experiment, with_retries
+from tasks.training import collect_training, relog_reused, train_learner, training_key
+
+
+def shiftflow_home() -> Path:
+    """Local state folder (MLflow sqlite store, artifacts): ``$SHIFTFLOW_HOME`` or ``./.shiftflow``."""
+    return Path(os.environ.get("SHIFTFLOW_HOME", ".shiftflow")).resolve()
+
+
+def _flat(prefix: str, obj: Any) -> dict[str, Any]:
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            out |= _flat(f"{prefix}.{k}" if prefix else str(k), v)
+        return out
+    return {prefix: obj if isinstance(obj, (int, float, str, bool)) or obj is None else str(obj)}
+
+
+@flow(name="retrain", log_prints=True)
+def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa: B008
+    """Retrain every candidate learner on the (biased) labeled source for the unlabeled target batch."""
+    log = get_run_logger()
+    flow_run_id = str(runtime.flow_run.id or uuid.uuid4())
+    home = shiftflow_home()
+    tracking_uri = config.tracking_uri or default_tracking_uri(home)
+    check_reachable(tracking_uri)
+    home.mkdir(parents=True, exist_ok=True)
+    experiment_id = with_retries(ensure_experiment, tracking_uri, config.experiment, home / "mlartifacts")
+    store = StageStore(Path(config.run_root).resolve(), flow_run_id)
+    client = MlflowClient(tracking_uri)
+    parent = with_retries(
+        client.create_run, experiment_id, run_name=f"retrain-{runtime.flow_run.name or flow_run_id[:8]}",
+        tags={"prefect.flow_run_id": flow_run_id, "shiftflow.run_dir": str(store.run_dir)},
+    )
+    parent_id = parent.info.run_id
+    try:
+        params = _flat("", config.model_dump(mode="json"))
+        with_retries(client.log_batch, parent_id, params=[
+            __import__("mlflow").entities.Param(k, str(v)[:6000]) for k, v in params.items()])
+
+        ing = ingest(store, config.source, config.target, config.label, positive_label=config.positive_label,
+                     simulate_bias=config.simulate_bias.model_dump() if config.simulate_bias else None,
+                     seed=config.seed)
+        reused = ["ingest"] if ing.get("reused_from") else []
+        for k, v in ing["extra"]["data_hashes"].items():
+            client.set_tag(parent_id, f"data.{k}_sha256", v)
+        for f in ("source.parquet", "target.parquet"):
+            client.set_tag(parent_id, f"ingest.{f.split('.')[0]}_parquet_sha256", ing["files"][f]["sha256"])
+
+        candidates = [{"learner": name, "weighting": None} for name in config.learners]
+        key, tparams, tinputs = training_key(store, candidates, config.seed, config.cv_folds)
+        found = store.find_reusable("training", key)
+        if found is not None:
+            log.info("training: reusing stage from run %s (same inputs and parameters)", found["run_id"])
+            training = store.adopt("training", found)
+            run_ids = relog_reused(training, tracking_uri=tracking_uri, experiment_id=experiment_id,
+                                   parent_run_id=parent_id, flow_run_id=flow_run_id)
+            reused.append("training")
+        else:
+            futures = train_learner.map(
+                unmapped(store), [c["learner"] for c in candidates], seed=config.seed,
+                cv_folds=config.cv_folds, tracking_uri=tracking_uri, experiment_id=experiment_id,
+                parent_run_id=parent_id, weighting=[c["weighting"] for c in candidates],
+                flow_run_id=flow_run_id,
+            )
+            results = [f.result() for f in futures]
+            training = collect_training(store, results, key, tparams, tinputs)
+            run_ids = {r["name"]: r["run_id"] for r in results}
+
+        target_scores = evaluate(store, run_ids, tracking_uri=tracking_uri)
+        summary = {
+            "flow_run_id": flow_run_id,
+            "run_dir": str(store.run_dir),
+            "mlflow_parent_run_id": parent_id,
+            "mlflow_experiment_id": experiment_id,
+            "tracking_uri": tracking_uri,
+            "mlflow_ui": f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port 5000",
+            "reused_stages": reused,
+            "learners": {n: m["cv"] for n, m in training["extra"]["models"].items()},
+            "model_uris": {n: m["model_uri"] for n, m in training["extra"]["models"].items()},
+            "target_scores": None if target_scores is None else target_scores.to_dict(orient="records"),
+        }
+        client.set_tag(parent_id, "shiftflow.reused_stages", ",".join(reused) or "none")
+        create_markdown_artifact(key="retrain-summary", markdown=_summary_markdown(summary),
+                                 description="shiftflow retrain summary")
+        with_retries(client.set_terminated, parent_id, "FINISHED")
+        return summary
+    except BaseException:
+        try:
+            client.set_terminated(parent_id, "FAILED")
+        except Exception:  # noqa: BLE001 - the original error matters more
+            pass
+        raise
+
+
+def _summary_markdown(s: dict[str, Any]) -> str:
+    lines = ["# shiftflow retrain", "", f"- run folder: `{s['run_dir']}`",
+             f"- MLflow parent run: `{s['mlflow_parent_run_id']}`",
+             f"- reused stages: {', '.join(s['reused_stages']) or 'none'}", "",
+             "| learner | source-CV accuracy | source-CV AUC | target accuracy (held-out labels) |",
+             "|---|---|---|---|"]
+    truth = {r["learner"]: r for r in (s["target_scores"] or [])}
+    for n, cv in s["learners"].items():
+        t = truth.get(n, {}).get("target_accuracy")
+        lines.append(f"| {n} | {cv['accuracy']:.3f} | {cv['auc']:.3f} | {'' if t is None else f'{t:.3f}'} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    from flows.cli import main
+
+    main(["retrain", *os.sys.argv[1:]])

@@ -1,0 +1,53 @@
+"""Source cross-validation metrics of a candidate (out-of-fold probabilities, stratified k-fold)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.metrics import accuracy_score, brier_score_loss, log_loss, roc_auc_score
+from sklearn.model_selection import StratifiedKFold
+
+from shiftlib.learners import fit_learner
+
+__all__ = ["cv_metrics"]
+
+
+def cv_metrics(
+    estimator: BaseEstimator,
+    X: Any,
+    y: np.ndarray,
+    *,
+    n_splits: int = 5,
+    random_state: int | None = None,
+    sample_weight: np.ndarray | None = None,
+    X_target: Any = None,
+) -> dict[str, float]:
+    """Out-of-fold accuracy, AUC (binary: positive = larger code; multi-class: one-vs-rest macro),
+    log-loss and (binary) Brier on the source; weighted by ``sample_weight`` when given (IWCV-style)."""
+    y = np.asarray(y)
+    classes = np.unique(y)
+    n_splits = int(min(n_splits, np.bincount(np.searchsorted(classes, y)).min()))
+    if n_splits < 2:
+        raise ValueError("a class has fewer than 2 source rows; cross-validation needs at least 2 per class")
+    proba = np.zeros((len(y), len(classes)))
+    skf = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=random_state)
+    Xa = X.iloc if hasattr(X, "iloc") else X
+    for tr, te in skf.split(np.zeros(len(y)), y):
+        w = None if sample_weight is None else np.asarray(sample_weight)[tr]
+        m = fit_learner(clone(estimator), Xa[tr], y[tr], sample_weight=w, X_target=X_target)
+        p = m.predict_proba(Xa[te])
+        proba[np.ix_(te, np.searchsorted(classes, m.classes_))] = p
+    pred = classes[np.argmax(proba, axis=1)]
+    sw = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
+    out = {
+        "accuracy": float(accuracy_score(y, pred, sample_weight=sw)),
+        "log_loss": float(log_loss(y, np.clip(proba, 1e-15, 1), labels=classes, sample_weight=sw)),
+    }
+    if len(classes) == 2:
+        out["auc"] = float(roc_auc_score(y, proba[:, 1], sample_weight=sw))
+        out["brier"] = float(brier_score_loss(y, proba[:, 1], sample_weight=sw, pos_label=classes[1]))
+    else:
+        out["auc"] = float(roc_auc_score(y, proba, multi_class="ovr", labels=classes))
+    return out

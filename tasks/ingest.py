@@ -1,0 +1,131 @@
+"""Stage ``ingest``: load the source and target tables, (optionally) simulate a selection bias, validate
+and encode with ``shiftlib.ingest``, write ``source.parquet``, ``target.parquet`` and, when the target
+carries labels, ``target_labels.parquet`` (evaluation only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from shiftlib.ingest import IngestError, prepare_tables
+from tasks.logs import run_logger
+from tasks.sources import load_table
+from tasks.store import StageStore, stage_key
+
+ROW, LABEL = "_row", "_label"
+
+
+def frame_hash(df: pd.DataFrame) -> str:
+    """Content hash of a raw table (values, column names and dtypes)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    h.update(repr([(str(c), str(t)) for c, t in df.dtypes.items()]).encode())
+    h.update(pd.util.hash_pandas_object(df, index=False).to_numpy().tobytes())
+    return h.hexdigest()
+
+
+def _biased_split(
+    source: pd.DataFrame, target: pd.DataFrame | None, label: str, bias: dict[str, Any], seed: int
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any], np.ndarray]:
+    """Apply a known selection to the source (or split one table); returns P(s=1|x,y) of kept rows."""
+    from shiftlib.bias import apply_bias, split_biased
+
+    X = source.drop(columns=[label])
+    y = source[label].to_numpy()
+    params = dict(bias.get("params", {}))
+    if target is not None:
+        sel = apply_bias(bias["mechanism"], X, y, random_state=seed, **params)
+        info = {"mechanism": sel.mechanism, "params": sel.params, "n_selected": sel.n_selected,
+                "n_population": len(source), "target": "given"}
+        return source.iloc[sel.indices].reset_index(drop=True), target, info, sel.p_select
+    split = split_biased(X, y, bias["mechanism"], random_state=seed, **params)
+    info = {"mechanism": split.selection.mechanism, "params": split.selection.params,
+            "n_selected": int(len(split.source)), "n_population": len(source), "target": split.target_kind}
+    return (
+        source.iloc[split.source].reset_index(drop=True),
+        source.iloc[split.target].reset_index(drop=True),
+        info,
+        split.p_source,
+    )
+
+
+@task(name="ingest", cache_policy=NO_CACHE)
+def ingest(
+    store: StageStore,
+    source_spec: str,
+    target_spec: str | None,
+    label: str,
+    *,
+    positive_label: Any = None,
+    simulate_bias: dict[str, Any] | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Returns the stage manifest (``extra`` holds classes, encodings and data hashes)."""
+    log = run_logger()
+    raw_source = load_table(source_spec, label=label)
+    raw_target = load_table(target_spec, label=label) if target_spec else None
+    if raw_target is None and simulate_bias is None:
+        raise IngestError("no target given: name a target table or set simulate_bias to split the source")
+    inputs = {"source": frame_hash(raw_source)}
+    if raw_target is not None:
+        inputs["target"] = frame_hash(raw_target)
+    params = {"source": source_spec, "target": target_spec, "label": label,
+              "positive_label": positive_label, "simulate_bias": simulate_bias, "seed": seed}
+    key = stage_key("ingest", params, inputs)
+    found = store.find_reusable("ingest", key)
+    if found is not None:
+        log.info("ingest: reusing stage from run %s (same inputs and parameters)", found["run_id"])
+        return store.adopt("ingest", found)
+
+    bias_info, p_select = None, None
+    if label not in raw_source.columns:
+        raise IngestError(
+            f"label column {label!r} is not in the source table (columns: {list(raw_source.columns)}); "
+            "pass the name of the column that holds the labels"
+        )
+    if simulate_bias is not None:
+        raw_source, raw_target, bias_info, p_select = _biased_split(
+            raw_source, raw_target, label, simulate_bias, seed
+        )
+    prepared = prepare_tables(raw_source, raw_target, label, positive_label=positive_label)
+    for reserved in (ROW, LABEL):
+        if reserved in prepared.feature_columns:
+            raise IngestError(f"a feature column is named {reserved!r}, a name shiftflow reserves; rename it")
+    source = prepared.source_X.copy()
+    source.insert(0, ROW, np.arange(len(source), dtype=np.int64))
+    source[LABEL] = prepared.source_y
+    target = prepared.target_X.copy()
+    target.insert(0, ROW, np.arange(len(target), dtype=np.int64))
+    tables = {"source": source, "target": target}
+    if prepared.target_y is not None:
+        tables["target_labels"] = pd.DataFrame({ROW: target[ROW], LABEL: prepared.target_y})
+    if p_select is not None:  # the true P(s=1|x,y) of each source row: oracle weights, evaluation only
+        tables["source_selection"] = pd.DataFrame({ROW: source[ROW], "p_select": p_select})
+    extra = prepared.to_dict() | {"label": label, "bias": bias_info, "data_hashes": inputs}
+    manifest = store.write_stage("ingest", tables, key=key, params=params, inputs=inputs, extra=extra)
+    log.info(
+        "ingest: %d source rows, %d target rows, %d features%s",
+        len(source), len(target), len(prepared.feature_columns),
+        "; target labels held out for evaluation" if prepared.target_y is not None else "",
+    )
+    return manifest
+
+
+def load_xy(store: StageStore) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
+    """(X_source, y_source, X_target) from a finished ingest stage — never the target labels."""
+    src = store.read_table("ingest", "source")
+    tgt = store.read_table("ingest", "target")
+    X_s = src.drop(columns=[ROW, LABEL])
+    return X_s, src[LABEL].to_numpy(), tgt.drop(columns=[ROW])[X_s.columns]
+
+
+def load_target_labels(store: StageStore) -> np.ndarray | None:
+    """Held-out target labels (evaluation only), or None when the target had none."""
+    if "target_labels.parquet" not in store.manifest("ingest")["files"]:
+        return None
+    return store.read_table("ingest", "target_labels")[LABEL].to_numpy()

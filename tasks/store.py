@@ -1,0 +1,222 @@
+"""Stage persistence: ``<run root>/<flow-run-id>/<stage>/*.parquet`` plus ``manifest.json``.
+
+Every file is written atomically (a temp file in the same folder, fsync, then ``os.replace``), so a
+killed run leaves either the old file or the new one, never a torn one. The manifest carries, per
+file, the row count, the column schema and the SHA-256 of the bytes, plus the stage's *key*: a hash of
+the stage name, its parameters, the hashes of its inputs and the code version. A later run with the
+same key finds the manifest (in any run folder under the same root), verifies every file's hash and
+copies the stage instead of recomputing it. A file whose bytes no longer match its manifest is never
+read: ``read_table`` raises ``CorruptStageError`` and ``find_reusable`` skips that stage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+MANIFEST = "manifest.json"
+
+
+class CorruptStageError(RuntimeError):
+    """A stage file does not match the hash recorded in its manifest."""
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _atomic_write_bytes(path: Path, write: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_parquet_atomic(df: pd.DataFrame, path: str | Path) -> str:
+    """Write ``df`` (index dropped) as Parquet via temp file + rename; returns the file's SHA-256."""
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    _atomic_write_bytes(Path(path), lambda f: pq.write_table(table, f))
+    return sha256_file(path)
+
+
+def write_json_atomic(obj: Any, path: str | Path) -> None:
+    data = json.dumps(obj, indent=2, sort_keys=True, default=str).encode()
+    _atomic_write_bytes(Path(path), lambda f: f.write(data))
+
+
+def write_bytes_atomic(data: bytes, path: str | Path) -> None:
+    _atomic_write_bytes(Path(path), lambda f: f.write(data))
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """Hash of the shiftlib and tasks sources: a stage computed by other code is not reused."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for pkg in ("shiftlib", "tasks"):
+        for p in sorted((root / pkg).rglob("*.py")):
+            h.update(str(p.relative_to(root)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def stage_key(stage: str, params: Mapping[str, Any], inputs: Mapping[str, str]) -> str:
+    """Key of a stage computation: stage name, parameters, input hashes and code version."""
+    blob = json.dumps(
+        {"stage": stage, "params": params, "inputs": dict(inputs), "code": code_version()},
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class StageStore:
+    """Files of one flow run under ``run_root/run_id``."""
+
+    run_root: Path
+    run_id: str
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.run_root) / self.run_id
+
+    def stage_dir(self, stage: str) -> Path:
+        return self.run_dir / stage
+
+    def manifest(self, stage: str) -> dict[str, Any]:
+        path = self.stage_dir(stage) / MANIFEST
+        if not path.exists():
+            raise FileNotFoundError(f"stage {stage!r} has no manifest at {path}; run that stage first")
+        return json.loads(path.read_text())
+
+    def write_stage(
+        self,
+        stage: str,
+        tables: Mapping[str, pd.DataFrame],
+        *,
+        key: str,
+        params: Mapping[str, Any],
+        inputs: Mapping[str, str],
+        extra: Mapping[str, Any] | None = None,
+        files: Mapping[str, bytes] | None = None,
+    ) -> dict[str, Any]:
+        """Write ``tables`` (name → DataFrame) and other ``files`` atomically, then the manifest last."""
+        d = self.stage_dir(stage)
+        entries: dict[str, Any] = {}
+        for name, df in tables.items():
+            path = d / f"{name}.parquet"
+            digest = write_parquet_atomic(df, path)
+            entries[path.name] = {
+                "rows": int(len(df)),
+                "schema": {str(c): str(t) for c, t in df.dtypes.items()},
+                "sha256": digest,
+            }
+        for name, data in (files or {}).items():
+            path = d / name
+            write_bytes_atomic(data, path)
+            entries[name] = {"sha256": sha256_file(path), "bytes": len(data)}
+        manifest = {
+            "stage": stage,
+            "key": key,
+            "run_id": self.run_id,
+            "params": dict(params),
+            "inputs": dict(inputs),
+            "code_version": code_version(),
+            "files": entries,
+            "extra": dict(extra or {}),
+        }
+        write_json_atomic(manifest, d / MANIFEST)
+        return manifest
+
+    def verify(self, stage_dir: Path) -> dict[str, Any] | None:
+        """The manifest of ``stage_dir`` if every file it lists is present with its recorded hash."""
+        mpath = stage_dir / MANIFEST
+        try:
+            manifest = json.loads(mpath.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        for name, entry in manifest.get("files", {}).items():
+            p = stage_dir / name
+            if not p.exists() or sha256_file(p) != entry["sha256"]:
+                return None
+        return manifest
+
+    def find_reusable(self, stage: str, key: str) -> dict[str, Any] | None:
+        """A verified manifest with ``key`` for ``stage`` — this run's first, then any run under the root."""
+        here = self.stage_dir(stage)
+        candidates = [here] + sorted(
+            p for p in Path(self.run_root).glob(f"*/{stage}") if p != here and p.is_dir()
+        )
+        for d in candidates:
+            mpath = d / MANIFEST
+            if not mpath.exists():
+                continue
+            try:
+                if json.loads(mpath.read_text()).get("key") != key:
+                    continue
+            except (OSError, json.JSONDecodeError):
+                continue
+            manifest = self.verify(d)
+            if manifest is not None:
+                return manifest | {"_dir": str(d)}
+        return None
+
+    def adopt(self, stage: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        """Copy a verified stage from another run folder into this run (files first, manifest last)."""
+        src = Path(manifest["_dir"])
+        dst = self.stage_dir(stage)
+        if src.resolve() == dst.resolve():
+            return {k: v for k, v in manifest.items() if k != "_dir"}
+        dst.mkdir(parents=True, exist_ok=True)
+        for name in manifest["files"]:
+            _atomic_write_bytes(dst / name, lambda f, n=name: shutil.copyfileobj(open(src / n, "rb"), f))
+        out = {k: v for k, v in manifest.items() if k != "_dir"}
+        out["reused_from"] = manifest.get("run_id")
+        out["run_id"] = self.run_id
+        write_json_atomic(out, dst / MANIFEST)
+        return out
+
+    def path(self, stage: str, name: str) -> Path:
+        return self.stage_dir(stage) / name
+
+    def read_table(self, stage: str, name: str) -> pd.DataFrame:
+        """Read ``<stage>/<name>.parquet`` after checking its bytes against the manifest."""
+        fname = f"{name}.parquet"
+        manifest = self.manifest(stage)
+        entry = manifest["files"].get(fname)
+        path = self.stage_dir(stage) / fname
+        if entry is None:
+            raise FileNotFoundError(f"stage {stage!r} manifest lists no {fname}")
+        if not path.exists() or sha256_file(path) != entry["sha256"]:
+            raise CorruptStageError(
+                f"{path} does not match the SHA-256 in its manifest (truncated or altered); "
+                "delete the stage folder and re-run to recompute it"
+            )
+        return pq.read_table(path).to_pandas()
+
+    def file_hash(self, stage: str, name: str) -> str:
+        return self.manifest(stage)["files"][name]["sha256"]

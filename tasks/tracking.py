@@ -1,0 +1,112 @@
+"""MLflow plumbing shared by the tasks: tracking URI, experiment, runs, model logging."""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import numpy as np
+import pandas as pd
+from mlflow.models import infer_signature
+from mlflow.tracking import MlflowClient
+
+SHIFTLIB_DIR = str(Path(__file__).resolve().parent.parent / "shiftlib")
+
+
+def pip_requirements() -> list[str]:
+    """Explicit requirements for logged models (skips MLflow's ~5 s inference per model)."""
+    import cloudpickle
+    import scipy
+    import sklearn
+
+    return [
+        f"scikit-learn=={sklearn.__version__}",
+        f"numpy=={np.__version__}",
+        f"pandas=={pd.__version__}",
+        f"scipy=={scipy.__version__}",
+        f"cloudpickle=={cloudpickle.__version__}",
+    ]
+
+
+def default_tracking_uri(home: Path) -> str:
+    return f"sqlite:///{(home / 'mlflow.db').resolve()}"
+
+
+def ensure_experiment(tracking_uri: str, name: str, artifact_root: Path | None = None) -> str:
+    """Create (or find) the experiment; file-backed artifact root when the store is local sqlite."""
+    mlflow.set_tracking_uri(tracking_uri)
+    client = MlflowClient(tracking_uri)
+    exp = client.get_experiment_by_name(name)
+    if exp is not None:
+        return exp.experiment_id
+    loc = artifact_root.resolve().as_uri() if artifact_root is not None else None
+    return client.create_experiment(name, artifact_location=loc)
+
+
+def check_reachable(tracking_uri: str, timeout_s: float = 5.0) -> None:
+    """Fail fast, naming the URI, when an http(s) tracking server does not answer."""
+    if not tracking_uri.startswith(("http://", "https://")):
+        return
+    import urllib.error
+    import urllib.request
+
+    url = tracking_uri.rstrip("/") + "/health"
+    try:
+        urllib.request.urlopen(url, timeout=timeout_s).read()
+    except (urllib.error.URLError, OSError) as exc:
+        raise ConnectionError(
+            f"MLflow tracking server at {tracking_uri} is unreachable ({exc}); start it "
+            "(`shiftflow up`) or pass a reachable --tracking-uri"
+        ) from exc
+
+
+def with_retries(fn: Any, *args: Any, attempts: int = 4, base_delay: float = 0.5, **kwargs: Any) -> Any:
+    """Call ``fn`` retrying transient failures with exponential backoff (tracking-server hiccups)."""
+    for i in range(attempts):
+        try:
+            return fn(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - MLflow raises many types for transient faults
+            if i == attempts - 1:
+                raise
+            time.sleep(base_delay * 2**i)
+    return None
+
+
+def log_sklearn_model(
+    model: Any, name: str, X_example: pd.DataFrame, *, predict_fn: str = "predict_proba"
+) -> str:
+    """Log ``model`` to the active run so ``mlflow.pyfunc.load_model`` returns ``predict_fn`` output.
+
+    cloudpickle (skops refuses our pipelines' types), explicit pip requirements, signature and input
+    example from the rows the model will serve, and shiftlib shipped as code so a fresh process loads it.
+    """
+    example = X_example.head(5)
+    out = getattr(model, predict_fn)(example)
+    # we choose cloudpickle knowingly (skops refuses our types); keep MLflow's per-model notices quiet
+    quiet = logging.getLogger("mlflow.sklearn")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            info = _log(model, name, example, out, predict_fn)
+    finally:
+        quiet.setLevel(level)
+    return info.model_uri
+
+
+def _log(model: Any, name: str, example: pd.DataFrame, out: Any, predict_fn: str) -> Any:
+    return mlflow.sklearn.log_model(
+        model,
+        name=name,
+        serialization_format="cloudpickle",
+        pip_requirements=pip_requirements(),
+        signature=infer_signature(example, out),
+        input_example=example,
+        pyfunc_predict_fn=predict_fn,
+        code_paths=[SHIFTLIB_DIR],
+    )

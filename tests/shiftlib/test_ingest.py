@@ -1,0 +1,103 @@
+"""shiftlib.ingest: every bad input named in the foundation issue gets an IngestError whose message
+names the problem; good input is encoded consistently across source and target."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from shiftlib.ingest import IngestError, prepare_tables
+
+
+def _tables(n: int = 30) -> tuple[pd.DataFrame, pd.DataFrame]:
+    rng = np.random.default_rng(0)
+    src = pd.DataFrame({"age": rng.normal(40, 5, n), "color": rng.choice(["red", "blue"], n),
+                        "y": rng.choice(["no", "yes"], n)})
+    tgt = pd.DataFrame({"age": rng.normal(45, 5, n), "color": rng.choice(["red", "blue", "green"], n)})
+    return src, tgt
+
+
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        (lambda s, t: (s.drop(columns=["y"]), t), "label column 'y' is not in the source"),
+        (lambda s, t: (s.assign(y=s["y"].where(s.index != 3)), t), "1 missing value(s)"),
+        (lambda s, t: (s.assign(y="no"), t), "only one class"),
+        (lambda s, t: (s, t.iloc[:0]), "target set has 0 rows"),
+        (lambda s, t: (s, t.rename(columns={"age": "AGE"})), "missing from the target ['age']"),
+        (lambda s, t: (s, t.assign(extra=1.0)), "only in the target ['extra']"),
+        (lambda s, t: (s, t.assign(age=t["age"].astype(str))), "column 'age' is text in the target but numeric"),
+        (lambda s, t: (pd.concat([s, s[["age"]]], axis=1), t), "duplicate column names ['age']"),
+        (lambda s, t: (s.assign(age=s["age"].where(s.index != 0, np.inf)), t), "infinite value"),
+        (lambda s, t: (s.assign(color=[f"c{i % 25}" for i in range(len(s))]),
+                       t.assign(color="c1")), "25 distinct values"),
+    ],
+    ids=["no-label", "nan-label", "one-class", "empty-target", "renamed", "extra", "type", "dup", "inf",
+         "levels"],
+)
+def test_bad_input_is_refused_with_a_named_problem(mutate, needle):
+    src, tgt = mutate(*_tables())
+    with pytest.raises(IngestError) as exc:
+        prepare_tables(src, tgt, "y")
+    assert needle in str(exc.value)
+
+
+def test_categoricals_encode_with_source_levels_and_unseen_target_level_is_all_zero():
+    src, tgt = _tables()
+    out = prepare_tables(src, tgt, "y")
+    assert out.feature_columns == ["age", "color=blue", "color=red"]
+    assert list(out.source_X.columns) == list(out.target_X.columns)
+    green = (tgt["color"] == "green").to_numpy()
+    # an unseen level ('green') encodes as all zeros; seen levels as exactly one 1
+    assert (out.target_X.loc[green, ["color=blue", "color=red"]].sum(axis=1) == 0).all()
+    assert (out.target_X.loc[~green, ["color=blue", "color=red"]].sum(axis=1) == 1).all()
+    assert (out.source_X[["color=blue", "color=red"]].sum(axis=1) == 1).all()
+    # labels coded in sorted order: 'no' → 0, 'yes' → 1 (positive = the larger value)
+    assert out.classes == ["no", "yes"]
+    np.testing.assert_array_equal(out.source_y, (src["y"] == "yes").astype(int))
+
+
+def test_positive_label_reorders_codes():
+    src, tgt = _tables()
+    out = prepare_tables(src, tgt, "y", positive_label="no")
+    assert out.classes == ["yes", "no"]
+    np.testing.assert_array_equal(out.source_y, (src["y"] == "no").astype(int))
+
+
+def test_missing_numeric_is_imputed_with_source_median_and_indicator():
+    src, tgt = _tables()
+    src.loc[[0, 1], "age"] = np.nan
+    tgt.loc[[5], "age"] = np.nan
+    out = prepare_tables(src, tgt, "y")
+    med = float(np.nanmedian(src["age"]))  # the documented policy: source median
+    assert out.imputed == {"age": med}
+    assert out.source_X.loc[[0, 1], "age"].tolist() == [med, med]
+    assert out.target_X.loc[5, "age"] == med
+    assert out.source_X["age__missing"].sum() == 2 and out.target_X["age__missing"].sum() == 1
+    assert np.isfinite(out.source_X.to_numpy()).all() and np.isfinite(out.target_X.to_numpy()).all()
+
+
+def test_id_like_column_is_dropped_with_warning():
+    src, tgt = _tables()
+    src.insert(0, "customer_id", np.arange(len(src)))
+    tgt.insert(0, "customer_id", np.arange(1000, 1000 + len(tgt)))
+    with pytest.warns(UserWarning, match="customer_id"):
+        out = prepare_tables(src, tgt, "y")
+    assert "customer_id" not in out.feature_columns
+    assert out.dropped_columns == {"customer_id": "id-like: every value is distinct"}
+
+
+def test_target_labels_are_split_off_and_never_features():
+    src, tgt = _tables()
+    tgt["y"] = np.where(tgt["age"] > 45, "yes", "no")
+    out = prepare_tables(src, tgt, "y")
+    assert "y" not in out.target_X.columns
+    np.testing.assert_array_equal(out.target_y, (tgt["y"] == "yes").astype(int))
+
+
+def test_target_label_unseen_in_source_is_refused():
+    src, tgt = _tables()
+    tgt["y"] = "maybe"
+    with pytest.raises(IngestError, match="never seen in the source"):
+        prepare_tables(src, tgt, "y")
