@@ -37,6 +37,7 @@ class RetrainConfig(BaseModel):
     learners: list[LearnerName] = Field(
         default_factory=lambda: ["DT", "NB", "LR", "SVM", "kNN", "RF"], description="candidate learners"
     )
+    drift_alpha: float = Field(0.05, gt=0, lt=1, description="significance level of the drift tests")
     cv_folds: int = Field(5, ge=2, le=20, description="folds of the source cross-validation metrics")
     seed: int = Field(0, description="the one seed every random step derives from")
     run_root: str = Field(".shiftflow/runs", description="where stage Parquet files go")

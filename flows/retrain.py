@@ -1,4 +1,4 @@
-"""The retrain flow: ingest → training → evaluation (more stages plug in here). Composition only."""
+"""The retrain flow: ingest → drift → training → evaluation (more stages plug in here). Composition only."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from prefect import flow, get_run_logger, runtime, unmapped
 from prefect.artifacts import create_markdown_artifact
 
 from flows.config import RetrainConfig
+from tasks.drift import drift
 from tasks.evaluation import evaluate
 from tasks.ingest import ingest
 from tasks.store import StageStore
@@ -64,6 +65,11 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
         for f in ("source.parquet", "target.parquet"):
             client.set_tag(parent_id, f"ingest.{f.split('.')[0]}_parquet_sha256", ing["files"][f]["sha256"])
 
+        drift_summary = drift(store, seed=config.seed, alpha=config.drift_alpha, tracking_uri=tracking_uri,
+                              parent_run_id=parent_id)
+        if drift_summary.get("manifest_key") and store.manifest("drift").get("reused_from"):
+            reused.append("drift")
+
         candidates = [{"learner": name, "weighting": None} for name in config.learners]
         key, tparams, tinputs = training_key(store, candidates, config.seed, config.cv_folds)
         found = store.find_reusable("training", key)
@@ -93,6 +99,8 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
             "tracking_uri": tracking_uri,
             "mlflow_ui": f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port 5000",
             "reused_stages": reused,
+            "drift": {k: drift_summary[k] for k in ("drifted", "domain_auc", "domain_pvalue", "mmd2",
+                                                     "mmd_pvalue", "drifted_features")},
             "learners": {n: m["cv"] for n, m in training["extra"]["models"].items()},
             "model_uris": {n: m["model_uri"] for n, m in training["extra"]["models"].items()},
             "target_scores": None if target_scores is None else target_scores.to_dict(orient="records"),
@@ -113,7 +121,10 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
 def _summary_markdown(s: dict[str, Any]) -> str:
     lines = ["# shiftflow retrain", "", f"- run folder: `{s['run_dir']}`",
              f"- MLflow parent run: `{s['mlflow_parent_run_id']}`",
-             f"- reused stages: {', '.join(s['reused_stages']) or 'none'}", "",
+             f"- reused stages: {', '.join(s['reused_stages']) or 'none'}",
+             f"- drift: {'**detected**' if s['drift']['drifted'] else 'not detected'} "
+             f"(domain AUC {s['drift']['domain_auc']:.3f}, MMD p = {s['drift']['mmd_pvalue']:.3g}); "
+             f"drifting features: {', '.join(s['drift']['drifted_features'][:5]) or 'none'}", "",
              "| learner | source-CV accuracy | source-CV AUC | target accuracy (held-out labels) |",
              "|---|---|---|---|"]
     truth = {r["learner"]: r for r in (s["target_scores"] or [])}

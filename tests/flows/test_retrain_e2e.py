@@ -47,7 +47,7 @@ def test_one_parent_and_one_nested_run_per_learner(two_runs):
 def test_parquet_schemas_and_manifest_hashes(two_runs):
     _, first, _ = two_runs
     run_dir = Path(first["run_dir"])
-    for stage in ("ingest", "training", "evaluation"):
+    for stage in ("ingest", "drift", "training", "evaluation"):
         m = json.loads((run_dir / stage / "manifest.json").read_text())
         for name, entry in m["files"].items():
             assert sha256_file(run_dir / stage / name) == entry["sha256"]
@@ -65,7 +65,7 @@ def test_parquet_schemas_and_manifest_hashes(two_runs):
 
 def test_second_run_reuses_stages_with_identical_bytes(two_runs):
     _, first, second = two_runs
-    assert second["reused_stages"] == ["ingest", "training"]
+    assert second["reused_stages"] == ["ingest", "drift", "training"]
     for stage, name in [("ingest", "source.parquet"), ("training", "predictions.parquet")]:
         a = Path(first["run_dir"]) / stage / name
         b = Path(second["run_dir"]) / stage / name

@@ -1,0 +1,93 @@
+"""Stage ``drift``: two-sample tests between the ingested source and target (``shiftlib.drift``);
+writes ``drift/features.parquet``, ``drift/row_scores.parquet``, ``drift/summary.json``; logs ``drift.*``
+metrics and a per-feature chart on the parent MLflow run and a Prefect markdown artifact."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mlflow.tracking import MlflowClient
+from prefect import task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+
+from shiftlib.drift import DriftReport, detect_drift, plot_drift
+from tasks.ingest import load_xy
+from tasks.logs import run_logger
+from tasks.store import StageStore, stage_key
+from tasks.tracking import with_retries
+
+STAGE = "drift"
+
+
+def _markdown(s: dict[str, Any], top: int = 5) -> str:
+    verdict = "**drift detected**" if s["drifted"] else "no drift detected"
+    lines = [f"# Drift: {verdict}", "",
+             f"- domain-classifier AUC {s['domain_auc']:.3f} (p = {s['domain_pvalue']:.3g})",
+             f"- MMD² {s['mmd2']:.4g} (p = {s['mmd_pvalue']:.3g})",
+             f"- rule: {s['verdict_rule']}", "", "| feature | test | adjusted p | PSI |", "|---|---|---|---|"]
+    feats = sorted((f for f in s["features"] if f.get("p_adjusted") is not None),
+                   key=lambda f: f["p_adjusted"])[:top]
+    for f in feats:
+        psi = f.get("psi")
+        lines.append(f"| {f['feature']} | {f['test']} | {f['p_adjusted']:.3g} | "
+                     f"{'' if psi is None else f'{psi:.3f}'} |")
+    return "\n".join(lines)
+
+
+@task(name="drift", cache_policy=NO_CACHE)
+def drift(store: StageStore, *, seed: int, alpha: float, tracking_uri: str, parent_run_id: str) -> dict[str, Any]:
+    """Run ``detect_drift`` (or reuse an identical earlier run) and log it; returns the summary dict."""
+    log = run_logger()
+    ing = store.manifest("ingest")["files"]
+    inputs = {"source": ing["source.parquet"]["sha256"], "target": ing["target.parquet"]["sha256"]}
+    params = {"seed": seed, "alpha": alpha}
+    key = stage_key(STAGE, params, inputs)
+    found = store.find_reusable(STAGE, key)
+    if found is not None:
+        log.info("drift: reusing stage from run %s (same inputs and parameters)", found["run_id"])
+        manifest = store.adopt(STAGE, found)
+        summary = json.loads(store.path(STAGE, "summary.json").read_text())
+        fig = None
+    else:
+        X_s, _, X_t = load_xy(store)
+        report: DriftReport = detect_drift(X_s, X_t, alpha=alpha, random_state=seed)
+        summary = report.to_dict()
+        manifest = store.write_stage(
+            STAGE, {"features": report.features, "row_scores": report.row_scores}, key=key, params=params,
+            inputs=inputs, files={"summary.json": json.dumps(summary, indent=2, sort_keys=True).encode()},
+        )
+        fig = plot_drift(report)
+    client = MlflowClient(tracking_uri)
+    metrics = {"drift.drifted": float(summary["drifted"]), "drift.domain_auc": summary["domain_auc"],
+               "drift.domain_pvalue": summary["domain_pvalue"], "drift.mmd2": summary["mmd2"],
+               "drift.mmd_pvalue": summary["mmd_pvalue"],
+               "drift.n_drifted_features": float(len(summary["drifted_features"]))}
+    for k, v in metrics.items():
+        if v is not None:
+            with_retries(client.log_metric, parent_run_id, k, float(v))
+    if fig is None:
+        fig = _figure_from_table(store)
+    with_retries(client.log_figure, parent_run_id, fig, "drift/features.png")
+    create_markdown_artifact(key="drift-verdict", markdown=_markdown(summary), description="drift verdict")
+    log.info("drift: %s (domain AUC %.3f, MMD p %.3g); drifting features: %s",
+             "DRIFT" if summary["drifted"] else "no drift", summary["domain_auc"], summary["mmd_pvalue"],
+             ", ".join(summary["drifted_features"][:5]) or "none")
+    return summary | {"manifest_key": manifest["key"]}
+
+
+def _figure_from_table(store: StageStore) -> Any:
+    """Re-draw the chart of a reused stage from its stored tables (no tests are re-run)."""
+    import pandas as pd
+
+    summary = json.loads(store.path(STAGE, "summary.json").read_text())
+    rep = DriftReport(
+        drifted=summary["drifted"], alpha=summary["alpha"], domain_auc=summary["domain_auc"],
+        domain_pvalue=summary["domain_pvalue"], domain_method=summary["domain_method"],
+        mmd2=summary["mmd2"], mmd_pvalue=summary["mmd_pvalue"], mmd_bandwidth=summary["mmd_bandwidth"],
+        features=store.read_table(STAGE, "features"), row_scores=pd.DataFrame(),
+        n_source=summary["n_source"], n_target=summary["n_target"], correction=summary["correction"],
+        verdict_rule=summary["verdict_rule"],
+    )
+    return plot_drift(rep)
