@@ -17,7 +17,7 @@ from tasks.evaluation import evaluate
 from tasks.ingest import ingest
 from tasks.store import StageStore
 from tasks.tracking import check_reachable, default_tracking_uri, ensure_experiment, with_retries
-from tasks.training import collect_training, relog_reused, train_learner, training_key
+from tasks.training import collect_training, train_learner
 
 
 def shiftflow_home() -> Path:
@@ -71,24 +71,16 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
             reused.append("drift")
 
         candidates = [{"learner": name, "weighting": None} for name in config.learners]
-        key, tparams, tinputs = training_key(store, candidates, config.seed, config.cv_folds)
-        found = store.find_reusable("training", key)
-        if found is not None:
-            log.info("training: reusing stage from run %s (same inputs and parameters)", found["run_id"])
-            training = store.adopt("training", found)
-            run_ids = relog_reused(training, tracking_uri=tracking_uri, experiment_id=experiment_id,
-                                   parent_run_id=parent_id, flow_run_id=flow_run_id)
+        futures = train_learner.map(
+            unmapped(store), [c["learner"] for c in candidates], seed=config.seed,
+            cv_folds=config.cv_folds, tracking_uri=tracking_uri, experiment_id=experiment_id,
+            parent_run_id=parent_id, weighting=[c["weighting"] for c in candidates], flow_run_id=flow_run_id,
+        )
+        results = [f.result() for f in futures]
+        training = collect_training(store, results, config.seed, config.cv_folds)
+        run_ids = {r["name"]: r["run_id"] for r in results}
+        if all(r["reused"] for r in results):
             reused.append("training")
-        else:
-            futures = train_learner.map(
-                unmapped(store), [c["learner"] for c in candidates], seed=config.seed,
-                cv_folds=config.cv_folds, tracking_uri=tracking_uri, experiment_id=experiment_id,
-                parent_run_id=parent_id, weighting=[c["weighting"] for c in candidates],
-                flow_run_id=flow_run_id,
-            )
-            results = [f.result() for f in futures]
-            training = collect_training(store, results, key, tparams, tinputs)
-            run_ids = {r["name"]: r["run_id"] for r in results}
 
         target_scores = evaluate(store, run_ids, tracking_uri=tracking_uri)
         summary = {
@@ -109,6 +101,7 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
         create_markdown_artifact(key="retrain-summary", markdown=_summary_markdown(summary),
                                  description="shiftflow retrain summary")
         with_retries(client.set_terminated, parent_id, "FINISHED")
+        log.info("retrain finished: run folder %s, MLflow parent run %s", store.run_dir, parent_id)
         return summary
     except BaseException:
         try:

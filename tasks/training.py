@@ -1,6 +1,11 @@
-"""Stage ``training``: one task per learner (mapped) fits on the source, scores source cross-validation,
+"""Stage ``training``: one task per candidate (mapped) fits on the source, scores source cross-validation,
 logs a nested MLflow run with the model, and predicts the target; ``collect_training`` writes
-``training/predictions.parquet`` and ``training/learners.parquet``."""
+``training/predictions.parquet`` and ``training/learners.parquet``.
+
+Each candidate also persists its own part (``training_parts/<name>/``, Parquet + manifest) as soon as it
+finishes, so a run killed mid-training and started again with the same parameters refits only the
+candidates that had not finished. A reused part still gets a nested MLflow run in the new parent run,
+pointing at the original model (tag ``shiftflow.reused_from_run``)."""
 
 from __future__ import annotations
 
@@ -23,18 +28,27 @@ from tasks.tracking import log_sklearn_model, with_retries
 STAGE = "training"
 
 
-def training_key(store: StageStore, candidates: list[dict[str, Any]], seed: int, cv_folds: int,
-                 weights_hash: str | None = None) -> tuple[str, dict[str, Any], dict[str, str]]:
+def candidate_name(learner: str, weighting: str | None) -> str:
+    return learner if not weighting or weighting == "none" else f"{learner}+{weighting}"
+
+
+def _inputs(store: StageStore, weighting: str | None) -> dict[str, str]:
     ing = store.manifest("ingest")["files"]
     inputs = {"source": ing["source.parquet"]["sha256"], "target": ing["target.parquet"]["sha256"]}
-    if weights_hash:
-        inputs["weights"] = weights_hash
-    params = {"candidates": candidates, "seed": seed, "cv_folds": cv_folds}
-    return stage_key(STAGE, params, inputs), params, inputs
+    if weighting and weighting != "none":
+        inputs["weights"] = store.manifest("weights")["files"]["weights.parquet"]["sha256"]
+    return inputs
 
 
-def candidate_name(learner: str, weighting: str | None) -> str:
-    return learner if not weighting else f"{learner}+{weighting}"
+def _nested_run(name: str, *, experiment_id: str, parent_run_id: str, tags: dict[str, str],
+                params: dict[str, Any], metrics: dict[str, float], model: Any = None,
+                X_example: pd.DataFrame | None = None) -> tuple[str, str | None]:
+    with mlflow.start_run(experiment_id=experiment_id, run_name=name, parent_run_id=parent_run_id,
+                          nested=True, tags=tags) as run:
+        mlflow.log_params(params)
+        mlflow.log_metrics(metrics)
+        uri = log_sklearn_model(model, "model", X_example) if model is not None else None
+        return run.info.run_id, uri
 
 
 @task(name="train-learner", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 8])
@@ -50,81 +64,75 @@ def train_learner(
     weighting: str | None = None,
     flow_run_id: str = "",
 ) -> dict[str, Any]:
-    """Fit one candidate, log it as a nested MLflow run, predict the target rows."""
+    """Fit one candidate (or reuse its finished part), log a nested MLflow run, predict the target."""
     log = run_logger()
+    name = candidate_name(learner, weighting)
+    weighting = weighting if weighting and weighting != "none" else None
+    part = f"training_parts/{name}"
+    params = {"learner": learner, "weighting": weighting, "seed": seed, "cv_folds": cv_folds}
+    key = stage_key(part, params, _inputs(store, weighting))
+    mlflow.set_tracking_uri(tracking_uri)
+    tags = {"shiftflow.learner": learner, "shiftflow.weighting": weighting or "none",
+            "prefect.flow_run_id": flow_run_id}
+    found = store.find_reusable(part, key)
+    if found is not None:
+        m = store.adopt(part, found)["extra"]
+        preds = store.read_table(part, "predictions")
+        run_id, _ = with_retries(
+            _nested_run, name, experiment_id=experiment_id, parent_run_id=parent_run_id,
+            tags=tags | {"shiftflow.reused_from_run": m["run_id"], "shiftflow.model_uri": m["model_uri"]},
+            params={"learner": learner, "weighting": weighting or "none"},
+            metrics={f"training.cv_{k}": v for k, v in m["cv"].items()},
+        )
+        log.info("training %s: reusing the finished fit from run %s", name, m["run_id"])
+        return {"name": name, "learner": learner, "weighting": weighting or "none", "run_id": run_id,
+                "model_uri": m["model_uri"], "model_run_id": m["run_id"], "cv": m["cv"],
+                "predictions": preds, "reused": True}
+
     X_s, y_s, X_t = load_xy(store)
     w = None
     if weighting:
-        wt = store.read_table("weights", "weights")
-        w = wt[weighting].to_numpy(dtype=float)
+        w = store.read_table("weights", "weights")[weighting].to_numpy(dtype=float)
     est = make_learner(learner, random_state=seed)
-    name = candidate_name(learner, weighting)
     cv = cv_metrics(est, X_s, y_s, n_splits=cv_folds, random_state=seed, sample_weight=w, X_target=X_t)
     model = fit_learner(clone(est), X_s, y_s, sample_weight=w, X_target=X_t)
     proba = model.predict_proba(X_t)
     pred = model.classes_[np.argmax(proba, axis=1)]
-
-    mlflow.set_tracking_uri(tracking_uri)
-
-    def _log() -> tuple[str, str]:
-        with mlflow.start_run(
-            experiment_id=experiment_id, run_name=name, parent_run_id=parent_run_id, nested=True,
-            tags={"shiftflow.learner": learner, "shiftflow.weighting": weighting or "none",
-                  "prefect.flow_run_id": flow_run_id},
-        ) as run:
-            final = est.steps[-1][1] if hasattr(est, "steps") else est
-            params = {f"model.{k}": v for k, v in final.get_params(deep=False).items()
-                      if isinstance(v, (int, float, str, bool, type(None)))}
-            mlflow.log_params({"learner": learner, "weighting": weighting or "none", "seed": seed,
-                               "cv_folds": cv_folds, "estimator": type(final).__name__} | params)
-            mlflow.log_metrics({f"training.cv_{k}": v for k, v in cv.items()})
-            uri = log_sklearn_model(model, "model", X_t)
-            return run.info.run_id, uri
-
-    run_id, model_uri = with_retries(_log)
-    log.info("trained %s: source-CV accuracy %.3f", name, cv["accuracy"])
+    final = est.steps[-1][1] if hasattr(est, "steps") else est
+    hyper = {f"model.{k}": v for k, v in final.get_params(deep=False).items()
+             if isinstance(v, (int, float, str, bool, type(None)))}
+    run_id, model_uri = with_retries(
+        _nested_run, name, experiment_id=experiment_id, parent_run_id=parent_run_id, tags=tags,
+        params={"learner": learner, "weighting": weighting or "none", "seed": seed, "cv_folds": cv_folds,
+                "estimator": type(final).__name__} | hyper,
+        metrics={f"training.cv_{k}": v for k, v in cv.items()}, model=model, X_example=X_t,
+    )
     preds = pd.DataFrame({ROW: np.arange(len(X_t), dtype=np.int64), "learner": name,
                           "predicted": pred.astype(np.int64)})
     for j, c in enumerate(model.classes_):
         preds[f"proba_{int(c)}"] = proba[:, j]
+    store.write_stage(part, {"predictions": preds}, key=key, params=params, inputs=_inputs(store, weighting),
+                      extra={"run_id": run_id, "model_uri": model_uri, "cv": cv})
+    log.info("trained %s: source-CV accuracy %.3f", name, cv["accuracy"])
     return {"name": name, "learner": learner, "weighting": weighting or "none", "run_id": run_id,
-            "model_uri": model_uri, "cv": cv, "predictions": preds}
+            "model_uri": model_uri, "model_run_id": run_id, "cv": cv, "predictions": preds,
+            "reused": False}
 
 
 @task(name="collect-training", cache_policy=NO_CACHE)
-def collect_training(
-    store: StageStore, results: list[dict[str, Any]], key: str, params: dict[str, Any], inputs: dict[str, str]
-) -> dict[str, Any]:
-    """Write the stage's Parquet tables and manifest (model URIs and run ids in ``extra``)."""
+def collect_training(store: StageStore, results: list[dict[str, Any]], seed: int, cv_folds: int) -> dict[str, Any]:
+    """Write the stage tables (deterministic bytes) and manifest (model URIs and run ids in ``extra``)."""
     preds = pd.concat([r["predictions"] for r in results], ignore_index=True)
     table = pd.DataFrame(
         [{"learner": r["name"], "base_learner": r["learner"], "weighting": r["weighting"],
-          "mlflow_run_id": r["run_id"], "model_uri": r["model_uri"],
           **{f"cv_{k}": v for k, v in r["cv"].items()}} for r in results]
     )
-    extra = {"models": {r["name"]: {"run_id": r["run_id"], "model_uri": r["model_uri"], "cv": r["cv"],
-                                    "learner": r["learner"], "weighting": r["weighting"]}
+    candidates = [{"learner": r["learner"], "weighting": r["weighting"]} for r in results]
+    params = {"candidates": candidates, "seed": seed, "cv_folds": cv_folds}
+    inputs = {r["name"]: store.file_hash(f"training_parts/{r['name']}", "predictions.parquet") for r in results}
+    extra = {"models": {r["name"]: {"run_id": r["run_id"], "model_run_id": r["model_run_id"],
+                                    "model_uri": r["model_uri"], "cv": r["cv"], "learner": r["learner"],
+                                    "weighting": r["weighting"], "reused": r["reused"]}
                         for r in results}}
-    return store.write_stage(STAGE, {"predictions": preds, "learners": table}, key=key, params=params,
-                             inputs=inputs, extra=extra)
-
-
-@task(name="relog-reused-training", cache_policy=NO_CACHE)
-def relog_reused(manifest: dict[str, Any], *, tracking_uri: str, experiment_id: str, parent_run_id: str,
-                 flow_run_id: str = "") -> dict[str, str]:
-    """A reused training stage still gets one nested run per learner, pointing at the original model.
-
-    Returns learner name → the new nested run id."""
-    mlflow.set_tracking_uri(tracking_uri)
-    out: dict[str, str] = {}
-    for name, m in manifest["extra"]["models"].items():
-        with mlflow.start_run(
-            experiment_id=experiment_id, run_name=name, parent_run_id=parent_run_id, nested=True,
-            tags={"shiftflow.learner": m["learner"], "shiftflow.weighting": m["weighting"],
-                  "shiftflow.reused_from_run": m["run_id"], "shiftflow.model_uri": m["model_uri"],
-                  "prefect.flow_run_id": flow_run_id},
-        ) as run:
-            mlflow.log_params({"learner": m["learner"], "weighting": m["weighting"]})
-            mlflow.log_metrics({f"training.cv_{k}": v for k, v in m["cv"].items()})
-            out[name] = run.info.run_id
-    return out
+    return store.write_stage(STAGE, {"predictions": preds, "learners": table},
+                             key=stage_key(STAGE, params, inputs), params=params, inputs=inputs, extra=extra)
