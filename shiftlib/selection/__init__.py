@@ -1,0 +1,93 @@
+"""Model selection without target labels: ReverseTesting (RT §4), TrCV (TrCV Fig. 1/3, eq. 14–16),
+the CV baselines of RT §3 / TrCV §5.1, and agreement measures against a ground truth.
+
+Every selector returns a typed result with ``scores``, ``ranks``, ``ranking`` (best first, ties
+kept), ``winner(a, b)``, ``to_frame()`` (learner, selector, score, rank, interval_low,
+interval_high) and ``to_dict()``; ReverseTesting adds the matrix M[labeler, retrainer]
+(``matrix``, ``matrix_frame()``).
+"""
+
+from .agreement import (
+    Agreement,
+    PairwiseAgreement,
+    agreement,
+    corr_measure,
+    kendall_tau,
+    pairwise_order_accuracy,
+    regret,
+)
+from .baselines import (
+    cv_score,
+    leave_one_out,
+    repeated_cv,
+    source_cv,
+    source_target_validation,
+    target_cv,
+    weighted_cv,
+)
+from .candidates import Candidate, resolve_candidates
+from .importance import importance_weights
+from .plotting import plot_rt_matrix
+from .results import SCORE_COLUMNS, SelectorScores
+from .reverse_testing import (
+    ReverseCell,
+    ReverseTestingResult,
+    TargetLabels,
+    combine,
+    label_target,
+    pair_decision,
+    reverse_score,
+    reverse_testing,
+)
+from .scoring import BenefitScorer, accuracy_scorer, get_scorer, roc_auc_scorer
+from .trcv import (
+    TrCVResult,
+    accuracy_distribution,
+    accuracy_interval,
+    probability_better,
+    reverse_validation_fold,
+    trcv,
+    trcv_select,
+)
+
+__all__ = [
+    "SCORE_COLUMNS",
+    "Agreement",
+    "BenefitScorer",
+    "Candidate",
+    "PairwiseAgreement",
+    "ReverseCell",
+    "ReverseTestingResult",
+    "SelectorScores",
+    "TargetLabels",
+    "TrCVResult",
+    "accuracy_distribution",
+    "accuracy_interval",
+    "accuracy_scorer",
+    "agreement",
+    "combine",
+    "corr_measure",
+    "cv_score",
+    "get_scorer",
+    "importance_weights",
+    "kendall_tau",
+    "label_target",
+    "leave_one_out",
+    "pair_decision",
+    "pairwise_order_accuracy",
+    "plot_rt_matrix",
+    "probability_better",
+    "regret",
+    "repeated_cv",
+    "resolve_candidates",
+    "reverse_score",
+    "reverse_testing",
+    "reverse_validation_fold",
+    "roc_auc_scorer",
+    "source_cv",
+    "source_target_validation",
+    "target_cv",
+    "trcv",
+    "trcv_select",
+    "weighted_cv",
+]

@@ -1,0 +1,125 @@
+"""Candidates for model selection: a name, an unfitted estimator and optional importance weights.
+
+A *weighted candidate* such as ``"LR+kmm"`` is an unweighted learner fitted with importance weights on
+the source rows: ``Candidate("LR+kmm", make_learner("LR"), sample_weight=w)``. The weights apply
+whenever the candidate is fitted on source rows (RT's forward fit on D, CV training folds, TrCV's f_i;
+a fold uses the weights of its own rows). Fits on *target* rows (RT's reverse step on T, TrCV's
+reverse model f̄_i) are unweighted: the weights describe source rows only.
+
+Every fit goes through ``shiftlib.learners.fit_learner`` on a fresh ``sklearn.base.clone`` of the
+estimator, so candidates are never mutated and the fits are independent of each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+
+from shiftlib.learners import fit_learner, make_learner
+
+from ._validation import check_row_weights, take
+
+__all__ = ["Candidate", "CandidatesLike", "fit_candidate", "resolve_candidates"]
+
+
+@dataclass(frozen=True, eq=False)
+class Candidate:
+    """One learner to select among: ``name``, an unfitted ``estimator`` and optional source-row weights."""
+
+    name: str
+    estimator: BaseEstimator
+    sample_weight: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError("a Candidate needs a non-empty string name")
+        if not hasattr(self.estimator, "fit"):
+            raise TypeError(
+                f"candidate {self.name!r}: estimator must be an unfitted scikit-learn estimator "
+                f"(got {type(self.estimator).__name__})"
+            )
+        if self.sample_weight is not None:
+            object.__setattr__(self, "sample_weight", np.asarray(self.sample_weight, dtype=float))
+
+    def source_weights(self, n_source: int) -> np.ndarray | None:
+        """The candidate's weights checked against the number of source rows (None when unweighted)."""
+        return check_row_weights(self.sample_weight, n_source, f"sample_weight of candidate {self.name!r}",
+                                 "source rows")
+
+
+#: What selectors accept as ``learners``.
+CandidatesLike = Mapping[str, Any] | Sequence[Any]
+
+
+def resolve_candidates(learners: Any, *, random_state: int | None = None) -> list[Candidate]:
+    """Turn ``learners`` into a list of ``Candidate`` (input order kept, names unique).
+
+    Accepts a dict ``name -> estimator | Candidate | registry name`` or a list of registry names
+    (``"DT"``, ``"LR"``, ... see ``shiftlib.learners.LEARNERS``) and ``Candidate`` objects. Learners
+    built from registry names get ``random_state``; given estimators keep their own.
+    """
+    out: list[Candidate] = []
+    if isinstance(learners, Candidate | str) or isinstance(learners, BaseEstimator):
+        learners = [learners]
+    if isinstance(learners, Mapping):
+        for key, value in learners.items():
+            if isinstance(value, Candidate):
+                if value.name != key:
+                    raise ValueError(f"candidate named {value.name!r} is stored under key {key!r}: use one name")
+                out.append(value)
+            elif isinstance(value, str):
+                out.append(Candidate(str(key), make_learner(value, random_state=random_state)))
+            else:
+                out.append(Candidate(str(key), value))
+    elif isinstance(learners, Sequence):
+        for value in learners:
+            if isinstance(value, Candidate):
+                out.append(value)
+            elif isinstance(value, str):
+                out.append(Candidate(value, make_learner(value, random_state=random_state)))
+            else:
+                raise TypeError(
+                    "a list of learners may hold registry names or Candidate objects; pass a dict "
+                    f"name -> estimator for plain estimators (got {type(value).__name__})"
+                )
+    else:
+        raise TypeError(
+            "learners must be a dict name -> estimator/Candidate/registry name, or a list of registry "
+            f"names / Candidates (got {type(learners).__name__})"
+        )
+    if not out:
+        raise ValueError("no learners given: pass at least one candidate")
+    names = [c.name for c in out]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"candidate names must be unique; repeated: {dup}")
+    return out
+
+
+def fit_candidate(
+    candidate: Candidate,
+    X: Any,
+    y: Any,
+    *,
+    rows: np.ndarray | None = None,
+    weighted: bool = True,
+    X_target: Any = None,
+) -> BaseEstimator:
+    """Fit a fresh clone of ``candidate.estimator`` through ``fit_learner``; returns the fitted clone.
+
+    ``rows`` selects source rows (positions into X/y and into the candidate's weights); ``weighted``
+    is False for fits on target rows. ``X_target`` is the set the model will be scored on / label.
+    """
+    est = clone(candidate.estimator)
+    w = None
+    if weighted and candidate.sample_weight is not None:
+        w = candidate.source_weights(len(X))
+        if rows is not None:
+            w = w[rows]
+    if rows is not None:
+        X, y = take(X, rows), np.asarray(y)[rows]
+    return fit_learner(est, X, y, sample_weight=w, X_target=X_target)

@@ -1,0 +1,118 @@
+"""Typed results shared by every selector: per-learner scores, ranks, ranking tiers and export.
+
+``SelectorScores`` holds one estimated score per learner (higher is better) and optional intervals;
+``to_frame()`` gives the long table ``learner, selector, score, rank, interval_low, interval_high``
+that every selector (including ReverseTesting) exports, so the tables concatenate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["SCORE_COLUMNS", "SelectorScores", "ranking_tiers", "ranks_from_scores"]
+
+SCORE_COLUMNS = ["learner", "selector", "score", "rank", "interval_low", "interval_high"]
+
+
+def ranks_from_scores(scores: pd.Series) -> pd.Series:
+    """Competition ranks (1 = best, equal scores share the smallest rank: 1, 2, 2, 4); NaN ranks last."""
+    r = scores.rank(method="min", ascending=False, na_option="bottom")
+    return r.astype(int)
+
+
+def ranking_tiers(scores: pd.Series) -> list[tuple[str, ...]]:
+    """Learners best first, grouped into tiers of equal score (input order inside a tier)."""
+    ranks = ranks_from_scores(scores)
+    return [tuple(ranks.index[ranks == r]) for r in sorted(ranks.unique())]
+
+
+def _num(v: Any) -> Any:
+    if v is None:
+        return None
+    v = float(v)
+    return None if math.isnan(v) else v
+
+
+@dataclass(frozen=True, eq=False)
+class SelectorScores:
+    """Estimated score per learner from one selector (SCV, LOO, WCV, TCV, STV, TrCV, ...); higher is better.
+
+    A learner whose fit raised ``ValueError`` (e.g. too few rows of a class for its inner CV) has score
+    NaN, ranks last and its message is in ``errors``; NaN never wins a comparison.
+    """
+
+    selector: str
+    scores: pd.Series
+    n_fits: int
+    intervals: pd.DataFrame | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def learners(self) -> list[str]:
+        return list(self.scores.index)
+
+    @property
+    def ranks(self) -> pd.Series:
+        """Rank per learner: 1 = best, ties share the smallest rank."""
+        return ranks_from_scores(self.scores)
+
+    @property
+    def ranking(self) -> list[tuple[str, ...]]:
+        """Learners best first as tiers; a tier holds learners with exactly equal scores."""
+        return ranking_tiers(self.scores)
+
+    @property
+    def best(self) -> tuple[str, ...]:
+        """The top tier (one name unless scores tie)."""
+        return self.ranking[0]
+
+    def winner(self, a: str, b: str) -> str | None:
+        """The learner with the higher score, or None when the scores are equal."""
+        for n in (a, b):
+            if n not in self.scores.index:
+                raise KeyError(f"{n!r} is not a scored learner; known: {self.learners}")
+        sa, sb = self.scores[a], self.scores[b]
+        if sa > sb:
+            return a
+        if sb > sa:
+            return b
+        return None
+
+    def to_frame(self) -> pd.DataFrame:
+        """Long table: learner, selector, score, rank, interval_low, interval_high (NaN without interval)."""
+        lo = hi = pd.Series(np.nan, index=self.scores.index)
+        if self.intervals is not None:
+            lo = self.intervals["low"].reindex(self.scores.index)
+            hi = self.intervals["high"].reindex(self.scores.index)
+        return pd.DataFrame({
+            "learner": self.scores.index.astype(str),
+            "selector": self.selector,
+            "score": self.scores.to_numpy(dtype=float),
+            "rank": self.ranks.to_numpy(dtype=int),
+            "interval_low": lo.to_numpy(dtype=float),
+            "interval_high": hi.to_numpy(dtype=float),
+        })[SCORE_COLUMNS]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable summary (NaN becomes None)."""
+        out: dict[str, Any] = {
+            "selector": self.selector,
+            "n_fits": int(self.n_fits),
+            "scores": {k: _num(v) for k, v in self.scores.items()},
+            "ranks": {k: int(v) for k, v in self.ranks.items()},
+            "ranking": [list(t) for t in self.ranking],
+        }
+        if self.intervals is not None:
+            out["intervals"] = {k: [_num(r["low"]), _num(r["high"])] for k, r in self.intervals.iterrows()}
+        if self.errors:
+            out["errors"] = dict(self.errors)
+        params = self.details.get("params")
+        if params is not None:
+            out["params"] = params
+        return out

@@ -1,0 +1,316 @@
+"""Transfer Cross-Validation (TrCV, Zhong et al. ECML'10): reverse validation (Fig. 1) per fold,
+density-ratio weighting (Fig. 3), the accuracy estimate (eq. 14) with its interval (eq. 15) and the
+probability that one model beats another (eq. 16).
+
+Fig. 1 for fold i (S_i held out, S̄_i the rest, U = unlabeled target rows, L = labeled target rows):
+fit f_i on S̄_i; label U with f_i; fit f̄_i on U (pseudo labels) ∪ L; predict S_i;
+``r(x) = 1[y ≠ ȳ]``. Fig. 3: ``loss = Σ_x β(x)·r(x) / n`` over all n source rows (each is held out
+once), β normalised to mean 1 so the loss is a weighted mean of r and lies in [0, 1].
+
+Decisions where the paper is silent (stated once, here):
+
+* eq. 14's nuisance α is not estimated (α = 0): ``accuracy = 1 − loss``.
+* n in eq. 15–16 is the number of source rows (the validated rows), as in the paper.
+* eq. 16 uses σ exactly as the paper defines it — the half-width of the eq. 15 interval — as the
+  standard deviation of each accuracy; so P depends on ``confidence`` (z) as in the paper.
+* folds are ``StratifiedKFold(k, shuffle=True, random_state)`` on the source labels.
+* a learner's own source weights (``Candidate.sample_weight``) are used when fitting f_i; f̄_i is
+  unweighted. Target-aware learners get ``X_target=U`` for f_i and ``X_target=S_i`` for f̄_i.
+* if U's pseudo labels ∪ Y_L hold one class, f̄_i is the constant classifier of that class (what any
+  learner learns from one class); the number of such folds is reported (``n_constant_folds``).
+* β is estimated once on all of S against U ∪ L (Fig. 3 step 1), not per fold.
+* a fit that raises ``ValueError`` in any fold makes ``trcv`` raise (naming learner and fold) and
+  gives that learner NaN in ``trcv_select``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.model_selection import StratifiedKFold
+
+from ._validation import check_X, check_y, take, vstack
+from .candidates import Candidate, fit_candidate, resolve_candidates
+from .importance import importance_weights
+from .results import SCORE_COLUMNS, SelectorScores
+
+__all__ = [
+    "TrCVResult",
+    "accuracy_distribution",
+    "accuracy_interval",
+    "probability_better",
+    "reverse_validation_fold",
+    "trcv",
+    "trcv_select",
+]
+
+
+def _z(confidence: float) -> float:
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), e.g. 0.95; got {confidence}")
+    return float(NormalDist().inv_cdf((1 + confidence) / 2))
+
+
+def _check_acc_n(accuracy: float, n: int) -> None:
+    if not 0 <= accuracy <= 1:
+        raise ValueError(f"accuracy must be in [0, 1]; got {accuracy}")
+    if n < 1:
+        raise ValueError(f"n must be a positive number of validated rows; got {n}")
+
+
+def accuracy_interval(accuracy: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """TrCV eq. 15 inverted: (2nε + z² ∓ z√(4nε + z² − 4nε²)) / (2(n + z²)), z the (1+λ)/2 normal quantile."""
+    _check_acc_n(accuracy, n)
+    z = _z(confidence)
+    mid = 2 * n * accuracy + z * z
+    half = z * math.sqrt(max(4 * n * accuracy + z * z - 4 * n * accuracy * accuracy, 0.0))
+    den = 2 * (n + z * z)
+    return ((mid - half) / den, (mid + half) / den)
+
+
+def accuracy_distribution(accuracy: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """TrCV §4.3 (before eq. 16): μ = (2nε + z²)/(2(n + z²)), σ = z√(4nε + z² − 4nε²)/(2(n + z²))."""
+    lo, hi = accuracy_interval(accuracy, n, confidence)
+    return ((lo + hi) / 2, (hi - lo) / 2)
+
+
+def probability_better(f1: Any, f2: Any, *, n: int | None = None, confidence: float | None = None) -> float:
+    """TrCV eq. 16: P(ε(f1) > ε(f2)) = 1 − Φ((μ2 − μ1)/√(σ1² + σ2²)).
+
+    ``f1``/``f2`` are ``TrCVResult``s (their n and confidence are used) or accuracy estimates in
+    [0, 1] with ``n`` and ``confidence`` given.
+    """
+    def params(f: Any) -> tuple[float, float]:
+        if isinstance(f, TrCVResult):
+            return f.mu, f.sigma
+        if n is None or confidence is None:
+            raise ValueError("pass n= and confidence= when comparing plain accuracy numbers")
+        return accuracy_distribution(float(f), n, confidence)
+
+    (m1, s1), (m2, s2) = params(f1), params(f2)
+    sd = math.hypot(s1, s2)
+    if sd == 0:
+        return 0.5 if m1 == m2 else float(m1 > m2)
+    return float(1.0 - NormalDist().cdf((m2 - m1) / sd))
+
+
+@dataclass(frozen=True, eq=False)
+class FoldResidual:
+    """TrCV Fig. 1 output for one fold: r(x) per held-out row and the fits it took."""
+
+    r: np.ndarray
+    n_fits: int
+    constant: bool
+
+
+def reverse_validation_fold(
+    candidate: Candidate,
+    X_source: Any,
+    y_source: Any,
+    holdout: np.ndarray,
+    X_unlabeled: Any,
+    *,
+    X_labeled: Any = None,
+    y_labeled: Any = None,
+) -> FoldResidual:
+    """TrCV Fig. 1: r(x) = 1[y ≠ ȳ] on S_i = rows ``holdout`` via f_i (on S̄_i) → U → f̄_i (on U ∪ L)."""
+    n = len(X_source)
+    mask = np.ones(n, bool)
+    mask[holdout] = False
+    train = np.flatnonzero(mask)
+    X_hold, y_hold = take(X_source, holdout), np.asarray(y_source)[holdout]
+    f_i = fit_candidate(candidate, X_source, y_source, rows=train, X_target=X_unlabeled)
+    pseudo = np.asarray(f_i.predict(X_unlabeled))
+    if X_labeled is not None:
+        X_new = vstack([X_unlabeled, X_labeled])
+        y_new = np.concatenate([pseudo, np.asarray(y_labeled)])
+    else:
+        X_new, y_new = X_unlabeled, pseudo
+    classes = np.unique(y_new)
+    if len(classes) == 1:
+        y_bar = np.full(len(holdout), classes[0])
+        return FoldResidual((y_bar != y_hold).astype(float), 1, True)
+    f_bar = fit_candidate(candidate, X_new, y_new, weighted=False, X_target=X_hold)
+    y_bar = np.asarray(f_bar.predict(X_hold))
+    return FoldResidual((y_bar != y_hold).astype(float), 2, False)
+
+
+@dataclass(frozen=True, eq=False)
+class TrCVResult:
+    """TrCV Fig. 3 / eq. 14–16 for one learner: loss, accuracy = 1 − loss, eq. 15 interval, eq. 16 μ and σ."""
+
+    learner: str
+    loss: float
+    accuracy: float
+    interval: tuple[float, float]
+    confidence: float
+    n: int
+    mu: float
+    sigma: float
+    residuals: np.ndarray
+    weights: np.ndarray
+    folds: np.ndarray
+    k: int
+    n_fits: int
+    n_constant_folds: int
+    n_labeled_target: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def probability_better_than(self, other: TrCVResult) -> float:
+        """TrCV eq. 16: P(ε(self) > ε(other))."""
+        return probability_better(self, other)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row in the shared score table (selector 'trcv', score = accuracy, rank 1)."""
+        return pd.DataFrame([{
+            "learner": self.learner, "selector": "trcv", "score": self.accuracy, "rank": 1,
+            "interval_low": self.interval[0], "interval_high": self.interval[1],
+        }])[SCORE_COLUMNS]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable summary (per-row arrays omitted)."""
+        return {
+            "learner": self.learner, "loss": self.loss, "accuracy": self.accuracy,
+            "interval": list(self.interval), "confidence": self.confidence, "n": self.n,
+            "mu": self.mu, "sigma": self.sigma, "k": self.k, "n_fits": self.n_fits,
+            "n_constant_folds": self.n_constant_folds, "n_labeled_target": self.n_labeled_target,
+            "weights_ess": float(self.weights.sum() ** 2 / (self.weights ** 2).sum()),
+            "notes": list(self.notes),
+        }
+
+
+def _prepare(X_source: Any, y_source: Any, X_target: Any, X_target_labeled: Any, y_target_labeled: Any,
+             k: int) -> tuple[Any, np.ndarray, Any, Any, np.ndarray | None]:
+    X_source = check_X(X_source, "X_source")
+    y_source = check_y(y_source, X_source, "y_source", "X_source")
+    X_target = check_X(X_target, "X_target (unlabeled target rows)", like=X_source)
+    if (X_target_labeled is None) != (y_target_labeled is None):
+        raise ValueError("pass both X_target_labeled and y_target_labeled, or neither")
+    y_l = None
+    if X_target_labeled is not None:
+        X_target_labeled = check_X(X_target_labeled, "X_target_labeled", like=X_source)
+        y_l = check_y(y_target_labeled, X_target_labeled, "y_target_labeled", "X_target_labeled")
+    if not isinstance(k, int | np.integer) or k < 2:
+        raise ValueError(f"k must be an integer ≥ 2 folds; got {k!r}")
+    if k > len(X_source):
+        raise ValueError(f"k={k} folds but only {len(X_source)} source rows: use k ≤ the number of rows")
+    return X_source, y_source, X_target, X_target_labeled, y_l
+
+
+def _folds(y: np.ndarray, k: int, random_state: int | None) -> np.ndarray:
+    fold = np.empty(len(y), dtype=int)
+    _, counts = np.unique(y, return_counts=True)
+    if counts.max() < k:
+        raise ValueError(f"k={k} folds but no class has {k} source rows: lower k")
+    skf = StratifiedKFold(n_splits=k, shuffle=True, random_state=random_state)
+    for i, (_, hold) in enumerate(skf.split(np.zeros(len(y)), y)):
+        fold[hold] = i
+    return fold
+
+
+def _trcv_one(cand: Candidate, X_s: Any, y_s: np.ndarray, X_u: Any, X_l: Any, y_l: Any, beta: np.ndarray,
+              fold: np.ndarray, k: int, confidence: float) -> TrCVResult:
+    n = len(y_s)
+    r = np.empty(n)
+    n_fits = n_const = 0
+    for i in range(k):
+        hold = np.flatnonzero(fold == i)
+        try:
+            fr = reverse_validation_fold(cand, X_s, y_s, hold, X_u, X_labeled=X_l, y_labeled=y_l)
+        except ValueError as err:
+            raise ValueError(f"TrCV: learner {cand.name!r} could not be fitted in fold {i + 1} of {k}: {err}") from err
+        r[hold] = fr.r
+        n_fits += fr.n_fits
+        n_const += fr.constant
+    loss = float(np.sum(beta * r) / n)
+    acc = 1.0 - loss
+    interval = accuracy_interval(acc, n, confidence)
+    mu, sigma = accuracy_distribution(acc, n, confidence)
+    notes = []
+    if n_const:
+        notes.append(f"{n_const} of {k} folds: f_i labeled the target with one class; f̄_i is constant")
+    return TrCVResult(cand.name, loss, acc, interval, confidence, n, mu, sigma, r, beta, fold, k, n_fits,
+                      n_const, 0 if X_l is None else len(X_l), notes)
+
+
+def trcv(
+    learner: Any,
+    X_source: Any,
+    y_source: Any,
+    X_target: Any,
+    *,
+    X_target_labeled: Any = None,
+    y_target_labeled: Any = None,
+    weights: Any = "kmm",
+    k: int = 10,
+    confidence: float = 0.95,
+    random_state: int | None = None,
+) -> TrCVResult:
+    """TrCV Fig. 3 for one learner (a registry name, estimator or Candidate); returns a ``TrCVResult``.
+
+    ``weights``: a ``shiftlib.weights`` name (default KMM), an estimator with ``fit(X_source,
+    X_target)`` / ``weights_``, an array (one per source row) or None (all 1); β is fitted on S vs
+    U ∪ L and normalised to mean 1. ``random_state`` seeds the folds and registry-built learners.
+    """
+    X_s, y_s, X_u, X_l, y_l = _prepare(X_source, y_source, X_target, X_target_labeled, y_target_labeled, k)
+    _z(confidence)
+    if isinstance(learner, Candidate | str):
+        cand = resolve_candidates([learner], random_state=random_state)[0]
+    else:
+        cand = Candidate(type(learner).__name__, learner)
+    cand.source_weights(len(y_s))  # a wrong weight vector is an input error, raised before any fit
+    X_all_t = X_u if X_l is None else vstack([X_u, X_l])
+    beta = importance_weights(weights, X_s, X_all_t)
+    fold = _folds(y_s, k, random_state)
+    return _trcv_one(cand, X_s, y_s, X_u, X_l, y_l, beta, fold, k, confidence)
+
+
+def trcv_select(
+    learners: Any,
+    X_source: Any,
+    y_source: Any,
+    X_target: Any,
+    *,
+    X_target_labeled: Any = None,
+    y_target_labeled: Any = None,
+    weights: Any = "kmm",
+    k: int = 10,
+    confidence: float = 0.95,
+    random_state: int | None = None,
+) -> SelectorScores:
+    """TrCV for several learners with one β and one fold split; returns ``SelectorScores`` (score = eq. 14 accuracy).
+
+    ``details["results"]`` maps learner → ``TrCVResult``; intervals are eq. 15. A learner that cannot
+    be fitted in some fold (``ValueError``) scores NaN with a warning and an entry in ``errors``.
+    """
+    X_s, y_s, X_u, X_l, y_l = _prepare(X_source, y_source, X_target, X_target_labeled, y_target_labeled, k)
+    _z(confidence)
+    cands = resolve_candidates(learners, random_state=random_state)
+    for c in cands:  # input errors raise here, before per-learner fit failures are caught
+        c.source_weights(len(y_s))
+    X_all_t = X_u if X_l is None else vstack([X_u, X_l])
+    beta = importance_weights(weights, X_s, X_all_t)
+    fold = _folds(y_s, k, random_state)
+    res, errors = {}, {}
+    for c in cands:
+        try:
+            res[c.name] = _trcv_one(c, X_s, y_s, X_u, X_l, y_l, beta, fold, k, confidence)
+        except ValueError as err:
+            errors[c.name] = f"{err}; its score is NaN"
+            warnings.warn(errors[c.name], RuntimeWarning, stacklevel=2)
+    names = [c.name for c in cands]
+    scores = pd.Series({n: res[n].accuracy if n in res else np.nan for n in names}, dtype=float)
+    intervals = pd.DataFrame({"low": {n: res[n].interval[0] if n in res else np.nan for n in names},
+                              "high": {n: res[n].interval[1] if n in res else np.nan for n in names}})
+    return SelectorScores(
+        "trcv", scores, sum(r.n_fits for r in res.values()), intervals,
+        {"results": res, "params": {"k": k, "confidence": confidence, "random_state": random_state,
+                                    "weights": weights if isinstance(weights, str | None) else "given"}},
+        errors,
+    )
