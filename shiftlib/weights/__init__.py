@@ -1,0 +1,91 @@
+"""Importance-weight (density-ratio) estimators with one shared base (DESIGN.md "Importance weights").
+
+Every estimator: ``fit(X_source, X_target) -> self``; ``weights_`` (one per source row, mean 1),
+``ess_``, ``mmd2_before_``/``mmd2_after_`` under one shared kernel; ``predict_weights(X)`` where the
+method allows it.
+
+========================  ==============================================  =====================
+name                      method                                          predict_weights
+========================  ==============================================  =====================
+``"kmm"``                 kernel mean matching (KMM eq. 12), ensemble     no
+``"discriminative"``      source-vs-target classifier (DL eq. 7)          yes
+``"ssb"``                 ``1/p(s=1|x)`` (DL Prop. 2, §5)                 classifier mode
+``"kde"``                 ratio of Gaussian KDEs (Shimodaira 2000)        yes
+``"oracle"``              ``1/P(s=1|x)`` from the true selection model    no
+========================  ==============================================  =====================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._base import (
+    BaseWeighter,
+    SharedKernel,
+    WeightsUnavailableError,
+    check_pair,
+    effective_sample_size,
+    median_heuristic_gamma,
+    mmd2,
+    normalize_weights,
+    shared_kernel,
+)
+from .discriminative import DiscriminativeWeights
+from .kde import KDEWeights
+from .kmm import (
+    KMM,
+    KMMSolution,
+    bound_violation,
+    chunk_indices,
+    combine_chunks,
+    default_eps,
+    kmm_chunk,
+    kmm_kappa,
+    kmm_objective,
+    solve_kmm,
+)
+from .oracle import OracleWeights
+from .ssb import SSBWeights
+
+__all__ = [
+    "KMM",
+    "WEIGHTERS",
+    "BaseWeighter",
+    "DiscriminativeWeights",
+    "KDEWeights",
+    "KMMSolution",
+    "OracleWeights",
+    "SSBWeights",
+    "SharedKernel",
+    "WeightsUnavailableError",
+    "bound_violation",
+    "check_pair",
+    "chunk_indices",
+    "combine_chunks",
+    "default_eps",
+    "effective_sample_size",
+    "kmm_chunk",
+    "kmm_kappa",
+    "kmm_objective",
+    "make_weighter",
+    "median_heuristic_gamma",
+    "mmd2",
+    "normalize_weights",
+    "shared_kernel",
+    "solve_kmm",
+]
+
+WEIGHTERS: dict[str, type[BaseWeighter]] = {
+    "kmm": KMM,
+    "discriminative": DiscriminativeWeights,
+    "ssb": SSBWeights,
+    "kde": KDEWeights,
+    "oracle": OracleWeights,
+}
+
+
+def make_weighter(name: str, **params: Any) -> BaseWeighter:
+    """Build an unfitted weighter by registry name (see ``WEIGHTERS``), e.g. ``make_weighter("kmm", B=10)``."""
+    if name not in WEIGHTERS:
+        raise KeyError(f"unknown weighter {name!r}; choose one of {sorted(WEIGHTERS)}")
+    return WEIGHTERS[name](**params)

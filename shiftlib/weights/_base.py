@@ -1,0 +1,323 @@
+"""Shared base and diagnostics for the importance-weight estimators (DESIGN.md "Importance weights").
+
+Every estimator estimates ``w(x) = p_target(x) / p_source(x)`` on the source rows and reports:
+
+* ``weights_`` — one weight per source row, normalized to mean 1;
+* ``ess_`` — the effective sample size ``(Σw)² / Σw²`` (Kish);
+* ``mmd2_before_`` / ``mmd2_after_`` — the squared maximum mean discrepancy (the biased V-statistic,
+  the quantity KMM eq. 12 minimizes up to constants) between the unweighted / weighted source and the
+  target, all measured with **one shared kernel** (:func:`shared_kernel`) so estimators compare:
+  a Gaussian kernel ``k(x, x') = exp(-gamma·‖z - z'‖²)`` on the pooled-standardized data ``z``, with the
+  median heuristic ``gamma = 1 / median ‖z_i - z_j‖²`` over pairs of (a seeded subsample of at most
+  2,000 rows of) the pooled data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Self
+
+import numpy as np
+import pandas as pd
+from scipy.spatial.distance import pdist
+from sklearn.base import BaseEstimator
+from sklearn.metrics.pairwise import rbf_kernel
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
+
+__all__ = [
+    "BaseWeighter",
+    "SharedKernel",
+    "WeightsUnavailableError",
+    "check_pair",
+    "effective_sample_size",
+    "median_heuristic_gamma",
+    "mmd2",
+    "normalize_weights",
+    "shared_kernel",
+]
+
+#: rows of the pooled data used for the median heuristic (pairs: 2,000·1,999/2 ≈ 2 M distances)
+MEDIAN_MAX_ROWS = 2000
+#: fixed seed of that subsample, so every estimator gets the same kernel for the same data
+MEDIAN_SEED = 0
+#: kernel blocks hold at most this many entries (8 M doubles = 64 MB)
+_BLOCK_ENTRIES = 8_000_000
+
+
+class WeightsUnavailableError(NotImplementedError):
+    """Raised by ``predict_weights`` for a method that only weights the rows it was fitted on."""
+
+
+# --------------------------------------------------------------------------------------------------
+# input checks
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckedPair:
+    """Source and target as float arrays with the same columns (names kept when given)."""
+
+    X_source: np.ndarray
+    X_target: np.ndarray
+    feature_names: np.ndarray | None
+
+
+def _as_2d_float(X: Any, what: str) -> tuple[np.ndarray, np.ndarray | None]:
+    names: np.ndarray | None = None
+    if isinstance(X, pd.Series):
+        raise ValueError(f"{what} is a pandas Series; pass a DataFrame (e.g. {what}.to_frame())")
+    if isinstance(X, pd.DataFrame):
+        for col in X.columns:
+            if not (pd.api.types.is_numeric_dtype(X[col]) or pd.api.types.is_bool_dtype(X[col])):
+                raise ValueError(
+                    f"column {col!r} of {what} is {X[col].dtype} (not numeric); encode it as numbers first"
+                )
+        names = np.asarray([str(c) for c in X.columns], dtype=object)
+        arr = X.to_numpy(dtype=float, na_value=np.nan)
+    else:
+        try:
+            arr = np.asarray(X, dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{what} must hold numbers only; could not convert it to float ({exc})") from exc
+    if arr.ndim == 1:
+        raise ValueError(f"{what} is 1-d; pass a 2-d array (rows × features), e.g. X.reshape(-1, 1)")
+    if arr.ndim != 2:
+        raise ValueError(f"{what} must be 2-d (rows × features); got {arr.ndim} dimensions")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        col = int(np.flatnonzero(bad.any(axis=0))[0])
+        label = repr(names[col]) if names is not None else str(col)
+        raise ValueError(
+            f"{what} has {int(bad.sum())} missing or infinite values (first in column {label}); "
+            "impute or drop them first"
+        )
+    return arr, names
+
+
+def check_pair(X_source: Any, X_target: Any, *, min_rows: int = 1) -> CheckedPair:
+    """Validate a (source, target) pair: 2-d, numeric, finite, same columns. Returns float arrays.
+
+    DataFrames with the same columns in a different order are aligned to the source order.
+    Hand-written because scikit-learn's ``check_array`` checks one array, not that two agree.
+    """
+    Xs, names_s = _as_2d_float(X_source, "X_source")
+    Xt, names_t = _as_2d_float(X_target, "X_target")
+    for X, label in ((Xs, "source"), (Xt, "target")):
+        if X.shape[0] < min_rows:
+            raise ValueError(f"{label} set has {X.shape[0]} rows; at least {min_rows} needed")
+    if names_s is not None and names_t is not None:
+        missing = [c for c in names_s if c not in set(names_t)]
+        extra = [c for c in names_t if c not in set(names_s)]
+        if missing or extra:
+            raise ValueError(
+                f"source and target columns differ: missing in target {missing}, extra in target {extra}"
+            )
+        order = [list(names_t).index(c) for c in names_s]
+        Xt = Xt[:, order]
+    if Xs.shape[1] != Xt.shape[1]:
+        raise ValueError(
+            f"X_source has {Xs.shape[1]} columns but X_target has {Xt.shape[1]}; pass the same features"
+        )
+    if Xs.shape[1] == 0:
+        raise ValueError("X_source has 0 columns; pass at least one feature")
+    return CheckedPair(Xs, Xt, names_s if names_s is not None else names_t)
+
+
+def check_probabilities(p: Any, n_rows: int, what: str = "selection_proba") -> np.ndarray:
+    """Validate a vector of probabilities P(s=1|x) for the source rows: shape (n_rows,), in (0, 1]."""
+    arr = np.asarray(p, dtype=float)
+    if arr.ndim != 1 or arr.shape[0] != n_rows:
+        raise ValueError(f"{what} has shape {np.shape(p)}; pass one probability per source row ({n_rows})")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{what} has missing or infinite values")
+    if np.any(arr <= 0) or np.any(arr > 1):
+        raise ValueError(
+            f"{what} must lie in (0, 1] for selected rows (a selected row has P(s=1|x) > 0); "
+            f"got min {arr.min():.3g}, max {arr.max():.3g}"
+        )
+    return arr
+
+
+# --------------------------------------------------------------------------------------------------
+# weights and the shared kernel
+# --------------------------------------------------------------------------------------------------
+
+
+def normalize_weights(w: Any) -> np.ndarray:
+    """Rescale non-negative weights to mean 1 (DESIGN.md "Importance weights"). Returns a new array."""
+    w = np.asarray(w, dtype=float)
+    if w.ndim != 1 or w.size == 0:
+        raise ValueError("weights must be a non-empty 1-d array")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("weights must be finite and non-negative")
+    total = w.sum()
+    if total <= 0:
+        raise ValueError("all weights are zero; the estimator found no source row resembling the target")
+    return w * (w.size / total)
+
+
+def effective_sample_size(w: Any) -> float:
+    """Kish's effective sample size ``(Σw)² / Σw²`` (DESIGN.md "Importance weights")."""
+    w = np.asarray(w, dtype=float)
+    sq = float(np.dot(w, w))
+    if sq == 0:
+        raise ValueError("all weights are zero; the effective sample size is undefined")
+    return float(w.sum() ** 2 / sq)
+
+
+def median_heuristic_gamma(Z: Any, *, max_rows: int = MEDIAN_MAX_ROWS, seed: int = MEDIAN_SEED) -> float:
+    """Median heuristic for ``exp(-gamma·‖z - z'‖²)``: ``gamma = 1 / median ‖z_i - z_j‖²`` over row pairs.
+
+    Uses all rows when there are at most ``max_rows``, else a subsample drawn with ``seed``.
+    Distances of 0 (duplicate rows) are left out of the median.
+    """
+    Z = np.asarray(Z, dtype=float)
+    if Z.shape[0] < 2:
+        raise ValueError("the median heuristic needs at least 2 rows")
+    if Z.shape[0] > max_rows:
+        idx = np.random.default_rng(seed).choice(Z.shape[0], size=max_rows, replace=False)
+        Z = Z[np.sort(idx)]
+    d2 = pdist(Z, metric="sqeuclidean")
+    d2 = d2[d2 > 0]
+    if d2.size == 0:
+        raise ValueError("all rows are identical; the kernel width is undefined (give gamma explicitly)")
+    return float(1.0 / np.median(d2))
+
+
+@dataclass(frozen=True)
+class SharedKernel:
+    """The diagnostic kernel: pooled standardization plus ``gamma`` of ``exp(-gamma·‖z - z'‖²)``."""
+
+    scaler: StandardScaler
+    gamma: float
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        """Map raw features to the standardized space the kernel is defined on."""
+        return self.scaler.transform(X)
+
+
+def shared_kernel(X_source: np.ndarray, X_target: np.ndarray) -> SharedKernel:
+    """The one kernel every estimator's MMD diagnostics use: pooled StandardScaler + median heuristic."""
+    scaler = StandardScaler().fit(np.vstack([X_source, X_target]))
+    Z = np.vstack([scaler.transform(X_source), scaler.transform(X_target)])
+    return SharedKernel(scaler=scaler, gamma=median_heuristic_gamma(Z))
+
+
+def _blocks(n_rows: int, n_cols: int) -> list[slice]:
+    step = max(1, _BLOCK_ENTRIES // max(n_cols, 1))
+    return [slice(i, min(i + step, n_rows)) for i in range(0, n_rows, step)]
+
+
+def kernel_row_sums(Z: np.ndarray, Z_other: np.ndarray, gamma: float) -> np.ndarray:
+    """``Σ_j k(z_i, z'_j)`` for every row of Z, computed in blocks so memory stays bounded."""
+    out = np.empty(Z.shape[0])
+    for blk in _blocks(Z.shape[0], Z_other.shape[0]):
+        out[blk] = rbf_kernel(Z[blk], Z_other, gamma=gamma).sum(axis=1)
+    return out
+
+
+def mmd2_many(Z_source: np.ndarray, Z_target: np.ndarray, gamma: float, W: np.ndarray) -> np.ndarray:
+    """Biased MMD² between the W[:, k]-weighted source and the target, for every column k of W.
+
+    ``MMD² = wᵀK_ss w / m² − 2 wᵀK_st 1 / (m m') + 1ᵀK_tt 1 / m'²`` with weights of mean 1
+    (KMM §3, the expansion above eq. 12). Blocked: never holds more than one kernel block.
+    """
+    m, mt = Z_source.shape[0], Z_target.shape[0]
+    W = np.asarray(W, dtype=float).reshape(m, -1)
+    quad = np.zeros(W.shape[1])
+    # one BLAS thread: on shared cores this was 2× faster than the default (benchmarks/kmm.py machine)
+    with threadpool_limits(limits=1, user_api="blas"):
+        for blk in _blocks(m, m):
+            quad += np.einsum("ik,ik->k", W[blk], rbf_kernel(Z_source[blk], Z_source, gamma=gamma) @ W)
+        cross = kernel_row_sums(Z_source, Z_target, gamma) @ W
+        tt = kernel_row_sums(Z_target, Z_target, gamma).sum()
+    return np.maximum(quad / m**2 - 2.0 * cross / (m * mt) + tt / mt**2, 0.0)
+
+
+def mmd2(X_source: Any, X_target: Any, weights: Any = None, *, kernel: SharedKernel | None = None) -> float:
+    """Biased MMD² of the (weighted) source vs the target under the shared kernel (KMM §3).
+
+    ``weights`` (one per source row) are rescaled to mean 1; ``None`` means uniform.
+    """
+    pair = check_pair(X_source, X_target)
+    kern = kernel if kernel is not None else shared_kernel(pair.X_source, pair.X_target)
+    w = np.ones(pair.X_source.shape[0]) if weights is None else normalize_weights(weights)
+    if w.shape[0] != pair.X_source.shape[0]:
+        raise ValueError(f"weights has {w.shape[0]} entries but the source has {pair.X_source.shape[0]} rows")
+    Zs, Zt = kern.transform(pair.X_source), kern.transform(pair.X_target)
+    return float(mmd2_many(Zs, Zt, kern.gamma, w[:, None])[0])
+
+
+# --------------------------------------------------------------------------------------------------
+# the base estimator
+# --------------------------------------------------------------------------------------------------
+
+
+class BaseWeighter(BaseEstimator):
+    """Base of every importance-weight estimator: fit(X_source, X_target) -> self.
+
+    Subclasses implement ``_fit_raw(Xs, Xt, **fit_params) -> raw weights (one per source row)`` and,
+    when the method can weight new points, ``_predict_raw(X) -> raw weights`` on the same scale.
+
+    Learned attributes: ``weights_`` (mean 1), ``raw_weights_`` (as estimated), ``norm_`` (the mean of
+    ``raw_weights_``, so ``weights_ = raw_weights_ / norm_``), ``ess_``, ``mmd2_before_``,
+    ``mmd2_after_``, ``kernel_`` (the shared diagnostic kernel), ``n_features_in_`` and, for
+    DataFrames, ``feature_names_in_``.
+    """
+
+    #: minimum rows per set this method needs
+    _min_rows: int = 1
+
+    def fit(self, X_source: Any, X_target: Any, **fit_params: Any) -> Self:
+        """Estimate weights for the source rows so the weighted source resembles the target."""
+        pair = check_pair(X_source, X_target, min_rows=self._min_rows)
+        self.n_features_in_ = pair.X_source.shape[1]
+        if pair.feature_names is not None:
+            self.feature_names_in_ = pair.feature_names
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        raw = np.asarray(self._fit_raw(pair.X_source, pair.X_target, **fit_params), dtype=float)
+        if raw.shape != (pair.X_source.shape[0],):
+            raise RuntimeError(
+                f"{type(self).__name__} produced weights of shape {raw.shape} for {pair.X_source.shape[0]} source rows"
+            )
+        self.raw_weights_ = raw
+        self.weights_ = normalize_weights(raw)
+        self.norm_ = float(raw.mean())
+        self.ess_ = effective_sample_size(self.weights_)
+        X_diag = self._diagnostic_target(pair.X_source, pair.X_target)
+        self.kernel_ = shared_kernel(pair.X_source, X_diag)
+        Zs, Zt = self.kernel_.transform(pair.X_source), self.kernel_.transform(X_diag)
+        before, after = mmd2_many(Zs, Zt, self.kernel_.gamma, np.column_stack([np.ones(len(raw)), self.weights_]))
+        self.mmd2_before_, self.mmd2_after_ = float(before), float(after)
+        return self
+
+    def predict_weights(self, X: Any) -> np.ndarray:
+        """Importance weights for new rows, on the scale of ``weights_`` (divided by ``norm_``)."""
+        check_is_fitted(self, "weights_")
+        Xc, names = _as_2d_float(X, "X")
+        if names is not None and hasattr(self, "feature_names_in_"):
+            want = list(self.feature_names_in_)
+            if set(names) != set(want):
+                raise ValueError(f"X has columns {list(names)} but the weighter was fitted on {want}")
+            Xc = Xc[:, [list(names).index(c) for c in want]]
+        if Xc.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {Xc.shape[1]} columns but the weighter was fitted on {self.n_features_in_}")
+        return np.asarray(self._predict_raw(Xc), dtype=float) / self.norm_
+
+    # -- hooks ---------------------------------------------------------------------------------------
+
+    def _fit_raw(self, X_source: np.ndarray, X_target: np.ndarray, **fit_params: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def _predict_raw(self, X: np.ndarray) -> np.ndarray:
+        raise WeightsUnavailableError(
+            f"{type(self).__name__} weights only the source rows it was fitted on (use weights_); "
+            "for weights at new points use DiscriminativeWeights or KDEWeights"
+        )
+
+    def _diagnostic_target(self, X_source: np.ndarray, X_target: np.ndarray) -> np.ndarray:
+        """Rows the weighted source should resemble (the target, unless a subclass says otherwise)."""
+        return X_target
