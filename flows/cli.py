@@ -25,6 +25,13 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--tracking-uri")
     r.add_argument("--experiment")
     r.add_argument("--config", help="JSON file with RetrainConfig fields (flags override it)")
+    u = sub.add_parser("up", help="start Prefect server, MLflow server and a worker on 127.0.0.1 "
+                       "(state in $SHIFTFLOW_HOME, default ./.shiftflow)")
+    u.add_argument("--prefect-port", type=int, default=4200, help="Prefect server port (default 4200)")
+    u.add_argument("--mlflow-port", type=int, default=5000, help="MLflow tracking server port (default 5000)")
+    u.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each service (default 300)")
+    d = sub.add_parser("down", help="stop the services `shiftflow up` recorded in $SHIFTFLOW_HOME/services.json")
+    d.add_argument("--timeout", type=float, default=20.0, help="seconds of grace before SIGKILL (default 20)")
     return p
 
 
@@ -52,6 +59,8 @@ def config_from_args(ns: argparse.Namespace) -> RetrainConfig:  # noqa: F821
 def main(argv: Sequence[str] | None = None) -> int:
 
     ns = _parser().parse_args(argv)
+    if ns.command in ("up", "down"):
+        return _services(ns)
     if ns.command == "retrain":
         from pydantic import ValidationError
 
@@ -74,6 +83,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  open the MLflow UI: {summary['mlflow_ui']}  → http://127.0.0.1:5000")
         return 0
     return 1
+
+
+def _services(ns: argparse.Namespace) -> int:
+    from flows import services
+
+    home = services.shiftflow_home()
+    try:
+        if ns.command == "up":
+            t0 = time.perf_counter()
+            services.up(services.Stack(home, ns.prefect_port, ns.mlflow_port), timeout_s=ns.timeout)
+            print(f"shiftflow up: done in {time.perf_counter() - t0:.1f} s")
+        else:
+            services.down(home, timeout_s=ns.timeout)
+    except services.ServiceError as exc:
+        print(f"shiftflow {ns.command}: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 LearnerName = Literal["DT", "NB", "LR", "SVM", "kNN", "RF", "CSLR", "CSLR-rbf"]
 
@@ -38,13 +38,34 @@ class RetrainConfig(BaseModel):
         default_factory=lambda: ["DT", "NB", "LR", "SVM", "kNN", "RF"], description="candidate learners"
     )
     drift_alpha: float = Field(0.05, gt=0, lt=1, description="significance level of the drift tests")
+    weighting: Literal["none", "kmm", "discriminative", "ssb", "kde", "auto"] = Field(
+        "auto",
+        description="importance weighting: each learner also trains as a weighted candidate ('LR+kmm'); "
+        "'auto' uses KMM only when the drift stage finds drift",
+    )
+    selectors: list[Literal["rt", "trcv", "scv", "wcv"]] = Field(
+        default_factory=lambda: ["rt", "trcv", "scv"],
+        description="model selectors to run: ReverseTesting, Transfer CV, source k-fold CV, importance-weighted CV",
+    )
+    selector: Literal["rt", "trcv", "scv", "wcv"] = Field(
+        "scv",
+        description="the selector whose best candidate becomes the run's choice (default: 10-fold source "
+        "CV, which ordered learners best in reports/rt_replication.md; RT and TrCV are reported beside it)",
+    )
+    selection_folds: int = Field(10, ge=2, le=20, description="folds of TrCV / SCV / WCV")
     cv_folds: int = Field(5, ge=2, le=20, description="folds of the source cross-validation metrics")
     seed: int = Field(0, description="the one seed every random step derives from")
-    run_root: str = Field(".shiftflow/runs", description="where stage Parquet files go")
+    run_root: str | None = Field(None, description="where stage Parquet files go (default $SHIFTFLOW_HOME/runs)")
     tracking_uri: str | None = Field(
         None, description="MLflow tracking URI (default: sqlite store under .shiftflow/)"
     )
     experiment: str = Field("shiftflow", description="MLflow experiment name")
+
+    @model_validator(mode="after")
+    def _decider_is_run(self) -> RetrainConfig:
+        if self.selector not in self.selectors:
+            raise ValueError(f"selector {self.selector!r} must be one of selectors {self.selectors}")
+        return self
 
     @field_validator("learners")
     @classmethod

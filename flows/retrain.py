@@ -1,4 +1,4 @@
-"""The retrain flow: ingest → drift → training → evaluation (more stages plug in here). Composition only."""
+"""The retrain flow: ingest → drift → weights → training → evaluation → selection (more stages plug in here). Composition only."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from flows.config import RetrainConfig
 from tasks.drift import drift
 from tasks.evaluation import evaluate
 from tasks.ingest import ingest
+from tasks.selection import selection
 from tasks.store import StageStore
 from tasks.tracking import check_reachable, default_tracking_uri, ensure_experiment, with_retries
 from tasks.training import collect_training, train_learner
+from tasks.weights import weights
 
 
 def shiftflow_home() -> Path:
@@ -40,11 +42,14 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
     log = get_run_logger()
     flow_run_id = str(runtime.flow_run.id or uuid.uuid4())
     home = shiftflow_home()
-    tracking_uri = config.tracking_uri or default_tracking_uri(home)
+    tracking_uri = config.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(home)
     check_reachable(tracking_uri)
     home.mkdir(parents=True, exist_ok=True)
-    experiment_id = with_retries(ensure_experiment, tracking_uri, config.experiment, home / "mlartifacts")
-    store = StageStore(Path(config.run_root).resolve(), flow_run_id)
+    experiment_id = with_retries(
+        ensure_experiment, tracking_uri, config.experiment,
+        None if tracking_uri.startswith(("http://", "https://")) else home / "mlartifacts",
+    )
+    store = StageStore(Path(config.run_root or home / "runs").resolve(), flow_run_id)
     client = MlflowClient(tracking_uri)
     parent = with_retries(
         client.create_run, experiment_id, run_name=f"retrain-{runtime.flow_run.name or flow_run_id[:8]}",
@@ -70,7 +75,22 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
         if drift_summary.get("manifest_key") and store.manifest("drift").get("reused_from"):
             reused.append("drift")
 
+        method = config.weighting
+        if method == "auto":
+            method = "kmm" if drift_summary["drifted"] else "none"
+            log.info("weighting=auto: %s", "drift found, weighting with KMM" if method == "kmm"
+                     else "no drift found, no weighting")
+        client.set_tag(parent_id, "shiftflow.weighting", method)
+        weights_summary = None
+        if method != "none":
+            weights_summary = weights(store, [method], seed=config.seed, tracking_uri=tracking_uri,
+                                      parent_run_id=parent_id)
+            if store.manifest("weights").get("reused_from"):
+                reused.append("weights")
+
         candidates = [{"learner": name, "weighting": None} for name in config.learners]
+        if method != "none":
+            candidates += [{"learner": name, "weighting": method} for name in config.learners]
         futures = train_learner.map(
             unmapped(store), [c["learner"] for c in candidates], seed=config.seed,
             cv_folds=config.cv_folds, tracking_uri=tracking_uri, experiment_id=experiment_id,
@@ -83,22 +103,32 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
             reused.append("training")
 
         target_scores = evaluate(store, run_ids, tracking_uri=tracking_uri)
+        chosen = selection(store, list(config.selectors), config.selector, seed=config.seed,
+                           k=config.selection_folds, tracking_uri=tracking_uri, parent_run_id=parent_id,
+                           run_ids=run_ids)
+        if store.manifest("selection").get("reused_from"):
+            reused.append("selection")
         summary = {
             "flow_run_id": flow_run_id,
             "run_dir": str(store.run_dir),
             "mlflow_parent_run_id": parent_id,
             "mlflow_experiment_id": experiment_id,
             "tracking_uri": tracking_uri,
-            "mlflow_ui": f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port 5000",
+            "mlflow_ui": (f"open {tracking_uri}" if tracking_uri.startswith("http") else
+                          f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port 5000"),
             "reused_stages": reused,
             "drift": {k: drift_summary[k] for k in ("drifted", "domain_auc", "domain_pvalue", "mmd2",
                                                      "mmd_pvalue", "drifted_features")},
+            "weighting": method,
+            "selection": {"selector": chosen["selector"], "chosen": chosen["chosen"],
+                          "agreement": chosen["agreement"]},
+            "weights": weights_summary,
             "learners": {n: m["cv"] for n, m in training["extra"]["models"].items()},
             "model_uris": {n: m["model_uri"] for n, m in training["extra"]["models"].items()},
             "target_scores": None if target_scores is None else target_scores.to_dict(orient="records"),
         }
         client.set_tag(parent_id, "shiftflow.reused_stages", ",".join(reused) or "none")
-        create_markdown_artifact(key="retrain-summary", markdown=_summary_markdown(summary),
+        create_markdown_artifact(key="retrain-summary", markdown=_summary_markdown(summary, chosen["scores"]),
                                  description="shiftflow retrain summary")
         with_retries(client.set_terminated, parent_id, "FINISHED")
         log.info("retrain finished: run folder %s, MLflow parent run %s", store.run_dir, parent_id)
@@ -111,19 +141,45 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
         raise
 
 
-def _summary_markdown(s: dict[str, Any]) -> str:
-    lines = ["# shiftflow retrain", "", f"- run folder: `{s['run_dir']}`",
-             f"- MLflow parent run: `{s['mlflow_parent_run_id']}`",
-             f"- reused stages: {', '.join(s['reused_stages']) or 'none'}",
-             f"- drift: {'**detected**' if s['drift']['drifted'] else 'not detected'} "
-             f"(domain AUC {s['drift']['domain_auc']:.3f}, MMD p = {s['drift']['mmd_pvalue']:.3g}); "
-             f"drifting features: {', '.join(s['drift']['drifted_features'][:5]) or 'none'}", "",
-             "| learner | source-CV accuracy | source-CV AUC | target accuracy (held-out labels) |",
-             "|---|---|---|---|"]
-    truth = {r["learner"]: r for r in (s["target_scores"] or [])}
+def _summary_markdown(s: dict[str, Any], scores: list[dict[str, Any]]) -> str:
+    """The run's one-page summary (Prefect artifact): drift, weights, selection table, choice, ids."""
+    d = s["drift"]
+    lines = ["# shiftflow retrain", "",
+             f"- **choice: {s['selection']['chosen']}** (selector `{s['selection']['selector']}`)",
+             f"- drift: {'**detected**' if d['drifted'] else 'not detected'} (domain AUC {d['domain_auc']:.3f}, "
+             f"MMD p = {d['mmd_pvalue']:.3g}); drifting features: {', '.join(d['drifted_features'][:5]) or 'none'}",
+             f"- weighting: {s['weighting']}"]
+    for w in s["weights"]["summary"] if s["weights"] else []:
+        lines.append(f"  - {w['method']}: ESS {w['ess']:.1f}, max {w['max']:.2f}, "
+                     f"MMD² {w['mmd2_before']:.4g} → {w['mmd2_after']:.4g}")
+    lines += [f"- run folder: `{s['run_dir']}`", f"- MLflow parent run: `{s['mlflow_parent_run_id']}`",
+              f"- reused stages: {', '.join(s['reused_stages']) or 'none'}", ""]
+    selectors = sorted({r["selector"] for r in scores})
+    truth = {r["learner"]: r["target_accuracy"] for r in (s["target_scores"] or [])}
+    head = ["candidate", "source-CV acc"] + [f"{x} score (rank)" for x in selectors]
+    if truth:
+        head.append("target accuracy (held out)")
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    by = {(r["learner"], r["selector"]): r for r in scores}
     for n, cv in s["learners"].items():
-        t = truth.get(n, {}).get("target_accuracy")
-        lines.append(f"| {n} | {cv['accuracy']:.3f} | {cv['auc']:.3f} | {'' if t is None else f'{t:.3f}'} |")
+        cells = [n, f"{cv['accuracy']:.3f}"]
+        for x in selectors:
+            r = by.get((n, x))
+            if r is None or r["score"] is None:
+                cells.append("")
+                continue
+            iv = ""
+            if r.get("interval_low") is not None and r["interval_low"] == r["interval_low"]:
+                iv = f" [{r['interval_low']:.3f}, {r['interval_high']:.3f}]"
+            cells.append(f"{r['score']:.3f}{iv} ({r['rank']})")
+        if truth:
+            cells.append(f"{truth.get(n, float('nan')):.3f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    if s["selection"]["agreement"]:
+        lines += ["", "Selector agreement with the held-out target labels:", "",
+                  "| selector | pairwise accuracy | Kendall τ | regret |", "|---|---|---|---|"]
+        for a in s["selection"]["agreement"]:
+            lines.append(f"| {a['selector']} | {a['pairwise_accuracy']} | {a['kendall_tau']} | {a['regret']} |")
     return "\n".join(lines)
 
 

@@ -1,4 +1,4 @@
-"""Candidate learners by stable name (RT §3 uses DT, NB, LR, SVM; we add kNN and RF).
+"""Candidate learners by stable name (RT §3 uses DT, NB, LR, SVM; we add kNN, RF and DL's CSLR).
 
 Every learner is a scikit-learn classifier with ``predict_proba`` whose ``fit`` accepts
 ``sample_weight`` — the hook importance weighting uses:
@@ -133,6 +133,20 @@ def _rf(random_state: int | None = None, **params: Any) -> BaseEstimator:
     return WeightedPipeline([("clf", RandomForestClassifier(random_state=random_state, **params))])
 
 
+def _cslr(random_state: int | None = None, **params: Any) -> BaseEstimator:
+    # DL's integrated model; standardises internally and learns from X_target (requires_target)
+    from shiftlib.cslr import CovariateShiftLogisticRegression
+
+    return CovariateShiftLogisticRegression(**params)
+
+
+def _cslr_rbf(random_state: int | None = None, **params: Any) -> BaseEstimator:
+    from shiftlib.cslr import CovariateShiftLogisticRegression
+
+    params.setdefault("kernel", "rbf")
+    return CovariateShiftLogisticRegression(**params)
+
+
 LEARNERS: dict[str, Callable[..., BaseEstimator]] = {
     "DT": _dt,
     "NB": _nb,
@@ -140,6 +154,8 @@ LEARNERS: dict[str, Callable[..., BaseEstimator]] = {
     "SVM": _svm,
     "kNN": _knn,
     "RF": _rf,
+    "CSLR": _cslr,
+    "CSLR-rbf": _cslr_rbf,
 }
 
 

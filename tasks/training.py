@@ -125,7 +125,7 @@ def collect_training(store: StageStore, results: list[dict[str, Any]], seed: int
     preds = pd.concat([r["predictions"] for r in results], ignore_index=True)
     table = pd.DataFrame(
         [{"learner": r["name"], "base_learner": r["learner"], "weighting": r["weighting"],
-          **{f"cv_{k}": v for k, v in r["cv"].items()}} for r in results]
+          **{f"cv_{k}": r["cv"][k] for k in sorted(r["cv"])}} for r in results]
     )
     candidates = [{"learner": r["learner"], "weighting": r["weighting"]} for r in results]
     params = {"candidates": candidates, "seed": seed, "cv_folds": cv_folds}

@@ -25,7 +25,8 @@ def two_runs(prefect_harness, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("e2e")
     cfg = RetrainConfig(learners=LEARNERS, run_root=str(root / "runs"),
-                        tracking_uri=f"sqlite:///{root / 'mlflow.db'}", experiment="e2e", cv_folds=3)
+                        tracking_uri=f"sqlite:///{root / 'mlflow.db'}", experiment="e2e", cv_folds=3,
+                        selectors=["rt", "scv"], selector="rt", selection_folds=5)
     first = retrain(cfg)
     second = retrain(cfg)
     return cfg, first, second
@@ -38,16 +39,23 @@ def test_one_parent_and_one_nested_run_per_learner(two_runs):
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     assert len(parents) == 2  # two flow runs → two parent runs
     nested = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == first["mlflow_parent_run_id"]]
-    assert sorted(r.info.run_name for r in nested) == sorted(LEARNERS)
+    # Pima under RT §3.1 drifts (npreg), so weighting=auto adds one KMM-weighted candidate per learner
+    assert first["weighting"] == "kmm"
+    assert sorted(r.info.run_name for r in nested) == sorted(LEARNERS + [f"{n}+kmm" for n in LEARNERS])
     for r in nested:
-        assert {"training.cv_accuracy", "training.cv_auc", "eval.target_accuracy"} <= set(r.data.metrics)
+        assert {"training.cv_accuracy", "training.cv_auc", "eval.target_accuracy",
+                "selection.rt.rank", "selection.scv.rank"} <= set(r.data.metrics)
         assert r.data.tags["prefect.flow_run_id"] == first["flow_run_id"]
+    parent = client.get_run(first["mlflow_parent_run_id"])
+    assert parent.data.tags["shiftflow.selected_learner"] == first["selection"]["chosen"]
+    assert parent.data.tags["shiftflow.selector"] == "rt"
+    assert {"drift.domain_auc", "weights.kmm.ess", "selection.rt.kendall_tau"} <= set(parent.data.metrics)
 
 
 def test_parquet_schemas_and_manifest_hashes(two_runs):
     _, first, _ = two_runs
     run_dir = Path(first["run_dir"])
-    for stage in ("ingest", "drift", "training", "evaluation"):
+    for stage in ("ingest", "drift", "weights", "training", "evaluation", "selection"):
         m = json.loads((run_dir / stage / "manifest.json").read_text())
         for name, entry in m["files"].items():
             assert sha256_file(run_dir / stage / name) == entry["sha256"]
@@ -59,13 +67,18 @@ def test_parquet_schemas_and_manifest_hashes(two_runs):
     assert len(src) == 150 and len(tgt) == 332
     preds = pd.read_parquet(run_dir / "training" / "predictions.parquet")
     assert list(preds.columns) == ["_row", "learner", "predicted", "proba_0", "proba_1"]
-    assert len(preds) == 332 * len(LEARNERS)
+    assert len(preds) == 332 * 2 * len(LEARNERS)
+    scores = pd.read_parquet(run_dir / "selection" / "scores.parquet")
+    assert list(scores.columns) == ["learner", "selector", "score", "rank", "interval_low", "interval_high"]
+    assert len(scores) == 2 * 2 * len(LEARNERS)  # 2 selectors × 6 candidates
+    rt = pd.read_parquet(run_dir / "selection" / "rt_matrix.parquet")
+    assert len(rt) == (2 * len(LEARNERS)) ** 2  # one M[labeler, retrainer] cell per ordered pair
     assert (preds[["proba_0", "proba_1"]].sum(axis=1) - 1).abs().max() < 1e-9  # probabilities sum to one
 
 
 def test_second_run_reuses_stages_with_identical_bytes(two_runs):
     _, first, second = two_runs
-    assert second["reused_stages"] == ["ingest", "drift", "training"]
+    assert second["reused_stages"] == ["ingest", "drift", "weights", "training", "selection"]
     for stage, name in [("ingest", "source.parquet"), ("training", "predictions.parquet")]:
         a = Path(first["run_dir"]) / stage / name
         b = Path(second["run_dir"]) / stage / name
@@ -93,5 +106,5 @@ def test_models_reload_in_a_fresh_process_and_reproduce_predictions(two_runs):
                          capture_output=True, text=True, timeout=300, cwd="/")
     assert res.returncode == 0, res.stderr[-3000:]
     diffs = json.loads(res.stdout.strip().splitlines()[-1])
-    assert set(diffs) == set(LEARNERS)
+    assert len(diffs) == 2 * len(LEARNERS)
     assert all(d == 0.0 for d in diffs.values()), diffs  # exactly the saved predictions

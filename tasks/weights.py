@@ -1,0 +1,117 @@
+"""Stage ``weights``: importance weights of the source rows for the target batch (``shiftlib.weights``);
+writes ``weights/weights.parquet`` (``_row`` plus one column per method, mean 1) and
+``weights/summary.parquet``; logs ``weights.<method>.ess``, ``.mmd2_before``, ``.mmd2_after``, ``.max``
+and a histogram PNG on the parent MLflow run.
+
+KMM on more than ``KMM_CHUNK_ROWS`` source rows runs as ensemble KMM: the source is split into chunks,
+each chunk is one ``kmm-chunk`` task (fanned out by the flow's task runner, e.g. Dask) solved against the
+whole target, and the chunk solutions are put back in row order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from mlflow.tracking import MlflowClient
+from prefect import task, unmapped
+from prefect.cache_policies import NO_CACHE
+
+from shiftlib.weights import (
+    chunk_indices,
+    combine_chunks,
+    effective_sample_size,
+    kmm_chunk,
+    make_weighter,
+    mmd2,
+    normalize_weights,
+    shared_kernel,
+)
+from tasks.ingest import ROW, load_xy
+from tasks.logs import run_logger
+from tasks.store import StageStore, stage_key
+from tasks.tracking import with_retries
+
+STAGE = "weights"
+KMM_CHUNK_ROWS = 5000
+METHODS = ("kmm", "discriminative", "ssb", "kde")
+
+
+@task(name="kmm-chunk", cache_policy=NO_CACHE)
+def kmm_chunk_task(Z_chunk: np.ndarray, Z_target: np.ndarray, gamma: float) -> np.ndarray:
+    """One ensemble-KMM chunk (KMM eq. 12 against the full target), independent of the others."""
+    return kmm_chunk(Z_chunk, Z_target, gamma=gamma)
+
+
+def _kmm_fanned(X_s: np.ndarray, X_t: np.ndarray, seed: int) -> np.ndarray:
+    kern = shared_kernel(X_s, X_t)
+    Zs, Zt = kern.transform(X_s), kern.transform(X_t)
+    chunks = chunk_indices(len(Zs), KMM_CHUNK_ROWS, seed)
+    futures = kmm_chunk_task.map([Zs[c] for c in chunks], unmapped(Zt), unmapped(kern.gamma))
+    return normalize_weights(combine_chunks(len(Zs), chunks, [f.result() for f in futures]))
+
+
+def _histogram(table: pd.DataFrame, methods: list[str]) -> Figure:
+    fig = Figure(figsize=(7, 3.5), layout="constrained")
+    ax = fig.add_subplot()
+    for m in methods:
+        w = table[m].to_numpy()
+        ax.hist(w, bins=40, alpha=0.5, label=f"{m} (ESS {effective_sample_size(w):.0f} of {len(w)})")
+    ax.set_xlabel("importance weight (mean 1)")
+    ax.set_ylabel("source rows")
+    ax.legend()
+    return fig
+
+
+@task(name="weights", cache_policy=NO_CACHE)
+def weights(store: StageStore, methods: list[str], *, seed: int, tracking_uri: str,
+            parent_run_id: str) -> dict[str, Any]:
+    """Estimate each method's weights (or reuse an identical earlier stage), log them; returns the summary."""
+    log = run_logger()
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        raise ValueError(f"unknown weighting method(s) {unknown}; choose from {list(METHODS)}")
+    ing = store.manifest("ingest")
+    inputs = {"source": ing["files"]["source.parquet"]["sha256"], "target": ing["files"]["target.parquet"]["sha256"]}
+    has_oracle = "source_selection.parquet" in ing["files"]
+    params = {"methods": sorted(methods), "seed": seed, "oracle": has_oracle}
+    key = stage_key(STAGE, params, inputs)
+    found = store.find_reusable(STAGE, key)
+    if found is not None:
+        log.info("weights: reusing stage from run %s (same inputs and parameters)", found["run_id"])
+        store.adopt(STAGE, found)
+        table, summary = store.read_table(STAGE, "weights"), store.read_table(STAGE, "summary")
+    else:
+        X_s, _, X_t = load_xy(store)
+        Xs, Xt = X_s.to_numpy(dtype=float), X_t.to_numpy(dtype=float)
+        table = pd.DataFrame({ROW: np.arange(len(Xs), dtype=np.int64)})
+        rows = []
+        kern = shared_kernel(Xs, Xt)
+        before = mmd2(Xs, Xt, kernel=kern)
+        cols = list(methods) + (["oracle"] if has_oracle else [])
+        for m in cols:
+            if m == "kmm" and len(Xs) > KMM_CHUNK_ROWS:
+                w = _kmm_fanned(Xs, Xt, seed)
+            elif m == "oracle":
+                p = store.read_table("ingest", "source_selection")["p_select"].to_numpy()
+                w = make_weighter("oracle").fit(Xs, Xt, selection_proba=p).weights_
+            else:
+                kw = {"random_state": seed} if m in ("kmm", "discriminative", "ssb") else {}
+                w = make_weighter(m, **kw).fit(Xs, Xt).weights_
+            table[m] = w
+            rows.append({"method": m, "ess": effective_sample_size(w), "max": float(np.max(w)),
+                         "mmd2_before": before, "mmd2_after": mmd2(Xs, Xt, w, kernel=kern),
+                         "candidate": m != "oracle"})
+        summary = pd.DataFrame(rows)
+        store.write_stage(STAGE, {"weights": table, "summary": summary}, key=key, params=params, inputs=inputs)
+    client = MlflowClient(tracking_uri)
+    for r in summary.to_dict("records"):
+        for k in ("ess", "max", "mmd2_before", "mmd2_after"):
+            with_retries(client.log_metric, parent_run_id, f"weights.{r['method']}.{k}", float(r[k]))
+    with_retries(client.log_figure, parent_run_id, _histogram(table, list(summary["method"])),
+                 "weights/histogram.png")
+    for r in summary.to_dict("records"):
+        log.info("weights %s: ESS %.1f of %d, max %.2f, MMD² %.4g → %.4g", r["method"], r["ess"], len(table),
+                 r["max"], r["mmd2_before"], r["mmd2_after"])
+    return {"methods": list(methods), "summary": summary.to_dict("records")}
