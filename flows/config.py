@@ -30,6 +30,8 @@ class RetrainConfig(BaseModel):
     )
     label: str = Field("type", description="name of the label column")
     positive_label: str | int | None = Field(None, description="the positive class (default: the larger label)")
+    drop_columns: list[str] = Field(default_factory=list, description="feature columns to ignore")
+    max_levels: int = Field(20, ge=2, description="most levels a text column may have before it is refused")
     simulate_bias: BiasSpec | None = Field(
         default_factory=lambda: BiasSpec(mechanism="rt_sort", params={}),
         description="apply a known selection bias to the source rows (ground truth for evaluation)",
@@ -53,6 +55,15 @@ class RetrainConfig(BaseModel):
         "CV, which ordered learners best in reports/rt_replication.md; RT and TrCV are reported beside it)",
     )
     selection_folds: int = Field(10, ge=2, le=20, description="folds of TrCV / SCV / WCV")
+    undersample: float | Literal["balanced"] | None = Field(
+        None,
+        description="fraction of negatives kept (beta, US §III-A) or 'balanced'; set it to add the "
+        "recalibration stage, whose corrected model (US eq. 9, threshold eq. 12) is the one registered",
+    )
+    model_name: str | None = Field(
+        None, description="registered model in the MLflow Model Registry (default: shiftflow-<deployment name>, "
+        "or shiftflow-<experiment>-<label> outside a deployment)"
+    )
     cv_folds: int = Field(5, ge=2, le=20, description="folds of the source cross-validation metrics")
     seed: int = Field(0, description="the one seed every random step derives from")
     run_root: str | None = Field(None, description="where stage Parquet files go (default $SHIFTFLOW_HOME/runs)")

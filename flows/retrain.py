@@ -1,4 +1,5 @@
-"""The retrain flow: ingest → drift → weights → training → evaluation → selection (more stages plug in here). Composition only."""
+"""The retrain flow: ingest → drift → weights → training → evaluation → selection → recalibration →
+champion. Composition only."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from prefect import flow, get_run_logger, runtime, unmapped
 from prefect.artifacts import create_markdown_artifact
 
 from flows.config import RetrainConfig
+from tasks.champion import champion
 from tasks.drift import drift
 from tasks.evaluation import evaluate
 from tasks.ingest import ingest
+from tasks.recalibration import recalibration
 from tasks.selection import selection
 from tasks.store import StageStore
 from tasks.tracking import check_reachable, default_tracking_uri, ensure_experiment, with_retries
@@ -63,7 +66,7 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
 
         ing = ingest(store, config.source, config.target, config.label, positive_label=config.positive_label,
                      simulate_bias=config.simulate_bias.model_dump() if config.simulate_bias else None,
-                     seed=config.seed)
+                     seed=config.seed, drop_columns=config.drop_columns, max_levels=config.max_levels)
         reused = ["ingest"] if ing.get("reused_from") else []
         for k, v in ing["extra"]["data_hashes"].items():
             client.set_tag(parent_id, f"data.{k}_sha256", v)
@@ -108,6 +111,18 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
                            run_ids=run_ids)
         if store.manifest("selection").get("reused_from"):
             reused.append("selection")
+        recal = None
+        if config.undersample is not None:
+            recal = recalibration(store, chosen["chosen"], beta=config.undersample, seed=config.seed,
+                                  cv_folds=config.cv_folds, tracking_uri=tracking_uri, experiment_id=experiment_id,
+                                  parent_run_id=parent_id, flow_run_id=flow_run_id)
+            if store.manifest("recalibration").get("reused_from"):
+                reused.append("recalibration")
+        model_name = config.model_name or (f"shiftflow-{runtime.deployment.name}" if runtime.deployment.name
+                                           else f"shiftflow-{config.experiment}-{config.label}")
+        decision = champion(store, chosen, model_name=model_name, seed=config.seed, k=config.selection_folds,
+                            tracking_uri=tracking_uri, parent_run_id=parent_id, flow_run_id=flow_run_id,
+                            served_model_uri=None if recal is None else recal["model_uri"])
         summary = {
             "flow_run_id": flow_run_id,
             "run_dir": str(store.run_dir),
@@ -120,6 +135,8 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
             "drift": {k: drift_summary[k] for k in ("drifted", "domain_auc", "domain_pvalue", "mmd2",
                                                      "mmd_pvalue", "drifted_features")},
             "weighting": method,
+            "champion": decision,
+            "recalibration": recal,
             "selection": {"selector": chosen["selector"], "chosen": chosen["chosen"],
                           "agreement": chosen["agreement"]},
             "weights": weights_summary,
@@ -152,7 +169,14 @@ def _summary_markdown(s: dict[str, Any], scores: list[dict[str, Any]]) -> str:
     for w in s["weights"]["summary"] if s["weights"] else []:
         lines.append(f"  - {w['method']}: ESS {w['ess']:.1f}, max {w['max']:.2f}, "
                      f"MMD² {w['mmd2_before']:.4g} → {w['mmd2_after']:.4g}")
-    lines += [f"- run folder: `{s['run_dir']}`", f"- MLflow parent run: `{s['mlflow_parent_run_id']}`",
+    if s["recalibration"]:
+        m = s["recalibration"]["metrics"]
+        lines.append(f"- recalibration (undersampled, US eq. 9): Brier p_s {m['calibration.brier_raw']:.4f} → "
+                     f"p′ {m['calibration.brier_corrected']:.4f}; AUC {m['calibration.auc']:.3f}; "
+                     f"τ′ = {m['calibration.tau_prime']:.3f}")
+    c = s["champion"]
+    lines += [f"- registry: `{c['registered_model']}` v{c['version']} → **{c['decision']}** ({c['reason']})",
+              f"- run folder: `{s['run_dir']}`", f"- MLflow parent run: `{s['mlflow_parent_run_id']}`",
               f"- reused stages: {', '.join(s['reused_stages']) or 'none'}", ""]
     selectors = sorted({r["selector"] for r in scores})
     truth = {r["learner"]: r["target_accuracy"] for r in (s["target_scores"] or [])}

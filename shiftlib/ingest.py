@@ -229,7 +229,7 @@ def prepare_tables(
         if len(levels) > max_levels:
             raise IngestError(
                 f"column {c!r} is text with {len(levels)} distinct values (more than max_levels="
-                f"{max_levels}); drop it, bin it, or raise max_levels"
+                f"{max_levels}); drop it (drop_columns), bin it, or raise max_levels"
             )
         unseen = sorted(set(t_str.dropna().tolist()) - set(levels))
         if unseen:

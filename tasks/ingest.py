@@ -64,6 +64,8 @@ def ingest(
     positive_label: Any = None,
     simulate_bias: dict[str, Any] | None = None,
     seed: int = 0,
+    drop_columns: list[str] | None = None,
+    max_levels: int = 20,
 ) -> dict[str, Any]:
     """Returns the stage manifest (``extra`` holds classes, encodings and data hashes)."""
     log = run_logger()
@@ -75,7 +77,8 @@ def ingest(
     if raw_target is not None:
         inputs["target"] = frame_hash(raw_target)
     params = {"source": source_spec, "target": target_spec, "label": label,
-              "positive_label": positive_label, "simulate_bias": simulate_bias, "seed": seed}
+              "positive_label": positive_label, "simulate_bias": simulate_bias, "seed": seed,
+              "drop_columns": sorted(drop_columns or []), "max_levels": max_levels}
     key = stage_key("ingest", params, inputs)
     found = store.find_reusable("ingest", key)
     if found is not None:
@@ -83,6 +86,13 @@ def ingest(
         return store.adopt("ingest", found)
 
     bias_info, p_select = None, None
+    for frame, which in ((raw_source, "source"), (raw_target, "target")):
+        absent = sorted(set(drop_columns or []) - set(frame.columns)) if frame is not None else []
+        if absent:
+            raise IngestError(f"drop_columns names {absent}, which the {which} table does not have")
+    if drop_columns:
+        raw_source = raw_source.drop(columns=list(drop_columns))
+        raw_target = raw_target.drop(columns=list(drop_columns)) if raw_target is not None else None
     if label not in raw_source.columns:
         raise IngestError(
             f"label column {label!r} is not in the source table (columns: {list(raw_source.columns)}); "
@@ -92,7 +102,7 @@ def ingest(
         raw_source, raw_target, bias_info, p_select = _biased_split(
             raw_source, raw_target, label, simulate_bias, seed
         )
-    prepared = prepare_tables(raw_source, raw_target, label, positive_label=positive_label)
+    prepared = prepare_tables(raw_source, raw_target, label, positive_label=positive_label, max_levels=max_levels)
     for reserved in (ROW, LABEL):
         if reserved in prepared.feature_columns:
             raise IngestError(f"a feature column is named {reserved!r}, a name shiftflow reserves; rename it")

@@ -87,22 +87,23 @@ def weights(store: StageStore, methods: list[str], *, seed: int, tracking_uri: s
         Xs, Xt = X_s.to_numpy(dtype=float), X_t.to_numpy(dtype=float)
         table = pd.DataFrame({ROW: np.arange(len(Xs), dtype=np.int64)})
         rows = []
-        kern = shared_kernel(Xs, Xt)
-        before = mmd2(Xs, Xt, kernel=kern)
+        kern = shared_kernel(Xs, Xt)  # the one diagnostic kernel every estimator reports MMD² under
         cols = list(methods) + (["oracle"] if has_oracle else [])
         for m in cols:
             if m == "kmm" and len(Xs) > KMM_CHUNK_ROWS:
                 w = _kmm_fanned(Xs, Xt, seed)
-            elif m == "oracle":
-                p = store.read_table("ingest", "source_selection")["p_select"].to_numpy()
-                w = make_weighter("oracle").fit(Xs, Xt, selection_proba=p).weights_
+                before, after = mmd2(Xs, Xt, kernel=kern), mmd2(Xs, Xt, w, kernel=kern)
             else:
-                kw = {"random_state": seed} if m in ("kmm", "discriminative", "ssb") else {}
-                w = make_weighter(m, **kw).fit(Xs, Xt).weights_
+                if m == "oracle":
+                    p = store.read_table("ingest", "source_selection")["p_select"].to_numpy()
+                    est = make_weighter("oracle").fit(Xs, Xt, selection_proba=p)
+                else:
+                    kw = {"random_state": seed} if m in ("kmm", "discriminative", "ssb") else {}
+                    est = make_weighter(m, **kw).fit(Xs, Xt)
+                w, before, after = est.weights_, est.mmd2_before_, est.mmd2_after_
             table[m] = w
             rows.append({"method": m, "ess": effective_sample_size(w), "max": float(np.max(w)),
-                         "mmd2_before": before, "mmd2_after": mmd2(Xs, Xt, w, kernel=kern),
-                         "candidate": m != "oracle"})
+                         "mmd2_before": float(before), "mmd2_after": float(after), "candidate": m != "oracle"})
         summary = pd.DataFrame(rows)
         store.write_stage(STAGE, {"weights": table, "summary": summary}, key=key, params=params, inputs=inputs)
     client = MlflowClient(tracking_uri)

@@ -108,3 +108,40 @@ def test_models_reload_in_a_fresh_process_and_reproduce_predictions(two_runs):
     diffs = json.loads(res.stdout.strip().splitlines()[-1])
     assert len(diffs) == 2 * len(LEARNERS)
     assert all(d == 0.0 for d in diffs.values()), diffs  # exactly the saved predictions
+
+
+def test_champion_then_challenger_in_the_registry(two_runs):
+    cfg, first, second = two_runs
+    client = MlflowClient(cfg.tracking_uri)
+    name = "shiftflow-e2e-type"  # default name outside a deployment: shiftflow-<experiment>-<label>
+    assert first["champion"]["decision"] == "champion" and first["champion"]["version"] == "1"
+    # same data and recipe → same selector score on the current batch: a tie keeps the incumbent
+    assert second["champion"]["decision"] == "challenger"
+    assert second["champion"]["new_score"] == second["champion"]["incumbent_score"]
+    assert str(client.get_model_version_by_alias(name, "champion").version) == "1"
+    assert str(client.get_model_version_by_alias(name, "challenger").version) == "2"
+    parent = client.get_run(second["mlflow_parent_run_id"])
+    assert parent.data.tags["champion.decision"] == "challenger"
+
+
+def test_recalibration_serves_corrected_probabilities(two_runs, tmp_path):
+    from flows.retrain import retrain
+
+    cfg, _, _ = two_runs
+    # LR: a learner with graded probabilities (a pure-leaf tree's 0/1 are fixed points of eq. 9)
+    third = retrain(cfg.model_copy(update={"undersample": "balanced", "model_name": "e2e-recalibrated",
+                                           "learners": ["LR"]}))
+    m = third["recalibration"]["metrics"]
+    # US eq. 9 undoes the prior shift of undersampling: p′ is better calibrated than p_s (US §V)
+    assert m["calibration.brier_corrected"] < m["calibration.brier_raw"]
+    # eq. 12 keeps p_s's decisions, so G-mean at τ′ equals G-mean at τ_s exactly (US §IV-B)
+    assert m["calibration.gmean_tau_prime"] == pytest.approx(m["calibration.gmean_tau_s"], abs=1e-12)
+    probs = pd.read_parquet(Path(third["run_dir"]) / "recalibration" / "probabilities.parquet")
+    tgt = pd.read_parquet(Path(third["run_dir"]) / "ingest" / "target.parquet").drop(columns=["_row"])
+    import mlflow
+
+    mlflow.set_tracking_uri(cfg.tracking_uri)
+    served = mlflow.pyfunc.load_model("models:/e2e-recalibrated@champion")
+    p = served.predict(tgt)
+    p1 = (p.to_numpy() if hasattr(p, "to_numpy") else p)[:, 1]
+    assert abs(p1 - probs["p_prime"].to_numpy()).max() < 1e-12  # the registry serves p′
