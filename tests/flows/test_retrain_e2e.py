@@ -145,3 +145,16 @@ def test_recalibration_serves_corrected_probabilities(two_runs, tmp_path):
     p = served.predict(tgt)
     p1 = (p.to_numpy() if hasattr(p, "to_numpy") else p)[:, 1]
     assert abs(p1 - probs["p_prime"].to_numpy()).max() < 1e-12  # the registry serves p′
+
+
+def test_damaged_stage_file_is_recomputed_not_read(two_runs):
+    from flows.retrain import retrain
+
+    cfg, first, _ = two_runs
+    good = (Path(first["run_dir"]) / "ingest" / "source.parquet").read_bytes()
+    for p in Path(cfg.run_root).glob("*/ingest/source.parquet"):  # damage every copy under the root
+        p.write_bytes(p.read_bytes()[:-20])
+    again = retrain(cfg)
+    assert "ingest" not in again["reused_stages"]  # the damaged copies failed their manifest hash
+    assert (Path(again["run_dir"]) / "ingest" / "source.parquet").read_bytes() == good  # recomputed exactly
+    assert "training" in again["reused_stages"]  # downstream keys match the recomputed bytes
