@@ -93,7 +93,9 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
 
         candidates = [{"learner": name, "weighting": None} for name in config.learners]
         if method != "none":
-            candidates += [{"learner": name, "weighting": method} for name in config.learners]
+            # CSLR learns its own weights from the target rows (DL): no second, pre-weighted variant
+            candidates += [{"learner": name, "weighting": method} for name in config.learners
+                           if not name.startswith("CSLR")]
         futures = train_learner.map(
             unmapped(store), [c["learner"] for c in candidates], seed=config.seed,
             cv_folds=config.cv_folds, tracking_uri=tracking_uri, experiment_id=experiment_id,
