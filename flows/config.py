@@ -62,7 +62,7 @@ class RetrainConfig(BaseModel):
     )
     model_name: str | None = Field(
         None, description="registered model in the MLflow Model Registry (default: shiftflow-<deployment name>, "
-        "or shiftflow-<experiment>-<label> outside a deployment)"
+        "or <experiment>-<label> outside a deployment)"
     )
     cv_folds: int = Field(5, ge=2, le=20, description="folds of the source cross-validation metrics")
     seed: int = Field(0, description="the one seed every random step derives from")

@@ -121,7 +121,7 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
             if store.manifest("recalibration").get("reused_from"):
                 reused.append("recalibration")
         model_name = config.model_name or (f"shiftflow-{runtime.deployment.name}" if runtime.deployment.name
-                                           else f"shiftflow-{config.experiment}-{config.label}")
+                                           else f"{config.experiment}-{config.label}")
         decision = champion(store, chosen, model_name=model_name, seed=config.seed, k=config.selection_folds,
                             tracking_uri=tracking_uri, parent_run_id=parent_id, flow_run_id=flow_run_id,
                             served_model_uri=None if recal is None else recal["model_uri"])

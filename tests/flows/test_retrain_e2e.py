@@ -113,7 +113,7 @@ def test_models_reload_in_a_fresh_process_and_reproduce_predictions(two_runs):
 def test_champion_then_challenger_in_the_registry(two_runs):
     cfg, first, second = two_runs
     client = MlflowClient(cfg.tracking_uri)
-    name = "shiftflow-e2e-type"  # default name outside a deployment: shiftflow-<experiment>-<label>
+    name = "e2e-type"  # default name outside a deployment: <experiment>-<label>
     assert first["champion"]["decision"] == "champion" and first["champion"]["version"] == "1"
     # same data and recipe → same selector score on the current batch: a tie keeps the incumbent
     assert second["champion"]["decision"] == "challenger"
