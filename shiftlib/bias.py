@@ -56,6 +56,8 @@ import pandas as pd
 from scipy.special import expit
 from sklearn.decomposition import PCA
 
+from shiftlib._random import seed_sequence as _seed_sequence
+
 __all__ = [
     "BIAS_MECHANISMS",
     "BiasedSplit",
@@ -76,8 +78,7 @@ __all__ = [
     "undersample",
 ]
 
-RandomState = int | np.random.Generator | np.random.SeedSequence | None
-
+from shiftlib._random import RandomState  # noqa: E402
 
 # --------------------------------------------------------------------------------------------------
 # results
@@ -246,15 +247,6 @@ def _matrix(X: Any, standardize: bool) -> np.ndarray:
         sd = arr.std(axis=0)
         arr = (arr - arr.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
     return arr
-
-
-def _seed_sequence(random_state: RandomState) -> np.random.SeedSequence:
-    """One SeedSequence from an int / None / Generator / SeedSequence (children are spawned from it)."""
-    if isinstance(random_state, np.random.SeedSequence):
-        return random_state
-    if isinstance(random_state, np.random.Generator):
-        return np.random.SeedSequence(int(random_state.integers(2**63)))
-    return np.random.SeedSequence(random_state)
 
 
 def _check_prob(name: str, value: float) -> float:

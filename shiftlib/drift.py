@@ -60,6 +60,8 @@ from sklearn.base import ClassifierMixin, clone
 from sklearn.metrics import pairwise, roc_auc_score
 from sklearn.model_selection import KFold, cross_val_predict
 
+from shiftlib._random import seed_sequence as _seed_sequence
+
 __all__ = [
     "DomainTestResult",
     "DriftReport",
@@ -77,20 +79,12 @@ __all__ = [
     "psi",
 ]
 
-RandomState = int | np.random.Generator | np.random.SeedSequence | None
+from shiftlib._random import RandomState  # noqa: E402
 
 FEATURE_COLUMNS = [
     "feature", "kind", "test", "statistic", "p_value", "p_adjusted", "psi", "drifted",
     "missing_source", "missing_target", "note",
 ]
-
-
-def _seed_sequence(random_state: RandomState) -> np.random.SeedSequence:
-    if isinstance(random_state, np.random.SeedSequence):
-        return random_state
-    if isinstance(random_state, np.random.Generator):
-        return np.random.SeedSequence(int(random_state.integers(2**63)))
-    return np.random.SeedSequence(random_state)
 
 
 def _int_seed(seq: np.random.SeedSequence) -> int:
