@@ -7,6 +7,10 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
+
+# flows.runners is light: prefect and prefect_dask are imported only when a runner is made
+from flows.runners import KINDS, make_task_runner
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,6 +29,13 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--tracking-uri")
     r.add_argument("--experiment")
     r.add_argument("--config", help="JSON file with RetrainConfig fields (flags override it)")
+    r.add_argument("--task-runner", choices=KINDS, help="where the per-candidate training tasks run: 'thread' "
+                   "(default: a thread pool in this process) or 'dask' (a Dask cluster; export PREFECT_API_URL "
+                   "of a running Prefect server first, see `shiftflow up`)")
+    r.add_argument("--dask-address", help="scheduler of an existing Dask cluster, e.g. tcp://127.0.0.1:8786 "
+                   "(implies --task-runner dask; default: a temporary local cluster)")
+    r.add_argument("--dask-workers", type=int, help="worker processes of the temporary local Dask cluster "
+                   "(implies --task-runner dask; default 2)")
     u = sub.add_parser("up", help="start Prefect server, MLflow server and a worker on 127.0.0.1 "
                        "(state in $SHIFTFLOW_HOME, default ./.shiftflow)")
     u.add_argument("--prefect-port", type=int, default=4200, help="Prefect server port (default 4200)")
@@ -56,6 +67,24 @@ def config_from_args(ns: argparse.Namespace) -> RetrainConfig:  # noqa: F821
     return RetrainConfig(**data)
 
 
+def task_runner_from_args(ns: argparse.Namespace) -> tuple[str, Any] | None:
+    """``(description, task runner)`` from ``--task-runner/--dask-address/--dask-workers``, or None when none
+    is given (the flow's own default, Prefect's thread pool). Raises ValueError naming the conflict."""
+    kind, address, workers = ns.task_runner, ns.dask_address, ns.dask_workers
+    if kind is None and address is None and workers is None:
+        return None
+    if kind == "thread" and (address is not None or workers is not None):
+        flag = "--dask-address" if address is not None else "--dask-workers"
+        raise ValueError(f"{flag} only applies to --task-runner dask; drop it or use --task-runner dask")
+    kind = kind or "dask"
+    runner = make_task_runner(kind, address=address, n_workers=workers)
+    if kind == "thread":
+        return "thread pool", runner
+    if address is not None:
+        return f"Dask cluster at {address}", runner
+    return f"temporary local Dask cluster ({workers or 2} worker processes)", runner
+
+
 def main(argv: Sequence[str] | None = None) -> int:
 
     ns = _parser().parse_args(argv)
@@ -66,16 +95,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         try:
             config = config_from_args(ns)
-        except (ValidationError, json.JSONDecodeError) as exc:
+            runner = task_runner_from_args(ns)
+        except (ValidationError, json.JSONDecodeError, ValueError) as exc:
             print(f"shiftflow: invalid parameters:\n{exc}", file=sys.stderr)
             return 2
         from flows.retrain import retrain
 
+        flow_fn = retrain if runner is None else retrain.with_options(task_runner=runner[1])
         t0 = time.perf_counter()
-        summary = retrain(config)
+        summary = flow_fn(config)
         dt = time.perf_counter() - t0
         print()
         print(f"shiftflow: retrain finished in {dt:.1f} s")
+        if runner is not None:
+            print(f"  task runner:       {runner[0]}")
         print(f"  run folder:        {summary['run_dir']}")
         print(f"  MLflow parent run: {summary['mlflow_parent_run_id']} (experiment {summary['mlflow_experiment_id']})")
         if summary["reused_stages"]:

@@ -4,10 +4,11 @@ Fast: ``down`` against dummy processes recorded in a temp services.json (kills e
 SIGTERM → SIGTERM → SIGKILL; leaves an unrelated process alone, even one whose pid is recorded with
 another start time).
 
-Slow (``-m slow``): the real stack on free ports in a temp ``SHIFTFLOW_HOME`` with its own ``PREFECT_HOME``;
-``retrain-nightly`` triggered through the Prefect REST API with non-default parameters, its MLflow runs
-read back from the tracking server, then ``down``. The server URLs go only to the child processes and the
-HTTP clients this module makes (no environment leaks into other tests).
+Slow (``-m slow``): the real stack (``stack`` fixture, ``conftest.py``: free ports, a temp ``SHIFTFLOW_HOME``
+with its own ``PREFECT_HOME``, shared with the package's other slow tests); ``retrain-nightly`` triggered
+through the Prefect REST API with non-default parameters, its MLflow runs read back from the tracking
+server, then ``down``. The server URLs go only to the child processes and the HTTP clients this module
+makes (no environment leaks into other tests).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +29,8 @@ from flows.services import (
     MLFLOW_SERVER,
     PREFECT_SERVER,
     PREFECT_WORKER,
-    PROJECT_DIR,
     RECORD_NAME,
     down,
-    free_port,
     healthy,
     is_alive,
     port_free,
@@ -40,6 +38,7 @@ from flows.services import (
     read_record,
     write_record,
 )
+from tests.flows.conftest import shiftflow_cli as _cli
 
 # --------------------------------------------------------------------------------------------- fast
 
@@ -125,39 +124,6 @@ def test_down_refuses_a_corrupt_record_naming_the_file(tmp_path: Path) -> None:
 
 RUN_TIMEOUT_S = 600  # a shared, loaded 2-core box: seen ~100 s for one LR+NB run, servers up to ~110 s
 CONFIG = {"learners": ["LR", "NB"], "seed": 3, "cv_folds": 3, "experiment": "services-e2e"}
-
-
-def _cli(args: list[str], env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=PROJECT_DIR, env=env, text=True,
-                          capture_output=True, timeout=timeout_s)
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    root = tmp_path_factory.mktemp("services")
-    prefect_port = free_port()
-    mlflow_port = free_port()
-    while mlflow_port == prefect_port:
-        mlflow_port = free_port()
-    env = dict(os.environ)
-    for k in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI", "PREFECT_PROFILE"):
-        env.pop(k, None)
-    env.update(SHIFTFLOW_HOME=str(root / "home"), PREFECT_HOME=str(root / "prefect-home"),
-               PREFECT_RESULTS_LOCAL_STORAGE_PATH=str(root / "prefect-results"))
-    t0 = time.monotonic()
-    res = _cli(["up", "--prefect-port", str(prefect_port), "--mlflow-port", str(mlflow_port),
-                "--timeout", "600"], env, timeout_s=1800)
-    info = {"root": root, "env": env, "home": root / "home", "up": res, "up_seconds": time.monotonic() - t0,
-            "prefect_api": f"http://127.0.0.1:{prefect_port}/api", "mlflow": f"http://127.0.0.1:{mlflow_port}",
-            "prefect_port": prefect_port, "mlflow_port": mlflow_port}
-    print(f"\n[shiftflow up] {info['up_seconds']:.1f} s\n{res.stdout}\n{res.stderr}")
-    try:
-        assert res.returncode == 0, f"shiftflow up failed:\n{res.stdout}\n{res.stderr}"
-        info["record"] = read_record(root / "home" / RECORD_NAME)
-        yield info
-    finally:
-        if (root / "home" / RECORD_NAME).exists():  # a test failed before test_down ran: clean up anyway
-            _cli(["down"], env, timeout_s=300)
 
 
 @pytest.mark.slow
