@@ -61,8 +61,8 @@ class RetrainConfig(BaseModel):
         "recalibration stage, whose corrected model (US eq. 9, threshold eq. 12) is the one registered",
     )
     model_name: str | None = Field(
-        None, description="registered model in the MLflow Model Registry (default: shiftflow-<deployment name>, "
-        "or <experiment>-<label> outside a deployment)"
+        None, description="registered model in the MLflow Model Registry (default: shiftflow-DEPLOYMENT, "
+        "or EXPERIMENT-LABEL outside a deployment)"
     )
     cv_folds: int = Field(5, ge=2, le=20, description="folds of the source cross-validation metrics")
     seed: int = Field(0, description="the one seed every random step derives from")
