@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from mlflow.entities import Param
 from mlflow.tracking import MlflowClient
 from prefect import flow, get_run_logger, runtime, unmapped
 from prefect.artifacts import create_markdown_artifact
@@ -19,7 +20,7 @@ from tasks.evaluation import evaluate
 from tasks.ingest import ingest
 from tasks.recalibration import recalibration
 from tasks.selection import selection
-from tasks.store import StageStore
+from tasks.store import MANIFEST, StageStore
 from tasks.tracking import check_reachable, default_tracking_uri, ensure_experiment, with_retries
 from tasks.training import collect_training, train_learner
 from tasks.weights import weights
@@ -37,6 +38,20 @@ def _flat(prefix: str, obj: Any) -> dict[str, Any]:
             out |= _flat(f"{prefix}.{k}" if prefix else str(k), v)
         return out
     return {prefix: obj if isinstance(obj, (int, float, str, bool)) or obj is None else str(obj)}
+
+
+def reused_stages(store: StageStore, *, training_reused: bool) -> list[str]:
+    """Stages this run copied from an earlier run (their manifests say ``reused_from``), in flow order.
+
+    Training counts as reused when every candidate's part was; its own tables are always re-collected."""
+    out = []
+    for stage in ("ingest", "drift", "weights", "training", "selection", "recalibration"):
+        if stage == "training":
+            if training_reused:
+                out.append(stage)
+        elif (store.stage_dir(stage) / MANIFEST).exists() and store.manifest(stage).get("reused_from"):
+            out.append(stage)
+    return out
 
 
 @flow(name="retrain", log_prints=True)
@@ -61,13 +76,11 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
     parent_id = parent.info.run_id
     try:
         params = _flat("", config.model_dump(mode="json"))
-        with_retries(client.log_batch, parent_id, params=[
-            __import__("mlflow").entities.Param(k, str(v)[:6000]) for k, v in params.items()])
+        with_retries(client.log_batch, parent_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
 
         ing = ingest(store, config.source, config.target, config.label, positive_label=config.positive_label,
                      simulate_bias=config.simulate_bias.model_dump() if config.simulate_bias else None,
                      seed=config.seed, drop_columns=config.drop_columns, max_levels=config.max_levels)
-        reused = ["ingest"] if ing.get("reused_from") else []
         for k, v in ing["extra"]["data_hashes"].items():
             client.set_tag(parent_id, f"data.{k}_sha256", v)
         for f in ("source.parquet", "target.parquet"):
@@ -75,8 +88,6 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
 
         drift_summary = drift(store, seed=config.seed, alpha=config.drift_alpha, tracking_uri=tracking_uri,
                               parent_run_id=parent_id)
-        if drift_summary.get("manifest_key") and store.manifest("drift").get("reused_from"):
-            reused.append("drift")
 
         method = config.weighting
         if method == "auto":
@@ -88,8 +99,6 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
         if method != "none":
             weights_summary = weights(store, [method], seed=config.seed, tracking_uri=tracking_uri,
                                       parent_run_id=parent_id)
-            if store.manifest("weights").get("reused_from"):
-                reused.append("weights")
 
         candidates = [{"learner": name, "weighting": None} for name in config.learners]
         if method != "none":
@@ -104,27 +113,22 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
         results = [f.result() for f in futures]
         training = collect_training(store, results, config.seed, config.cv_folds)
         run_ids = {r["name"]: r["run_id"] for r in results}
-        if all(r["reused"] for r in results):
-            reused.append("training")
 
         target_scores = evaluate(store, run_ids, tracking_uri=tracking_uri)
         chosen = selection(store, list(config.selectors), config.selector, seed=config.seed,
                            k=config.selection_folds, tracking_uri=tracking_uri, parent_run_id=parent_id,
                            run_ids=run_ids)
-        if store.manifest("selection").get("reused_from"):
-            reused.append("selection")
         recal = None
         if config.undersample is not None:
             recal = recalibration(store, chosen["chosen"], beta=config.undersample, seed=config.seed,
                                   cv_folds=config.cv_folds, tracking_uri=tracking_uri, experiment_id=experiment_id,
                                   parent_run_id=parent_id, flow_run_id=flow_run_id)
-            if store.manifest("recalibration").get("reused_from"):
-                reused.append("recalibration")
         model_name = config.model_name or (f"shiftflow-{runtime.deployment.name}" if runtime.deployment.name
                                            else f"{config.experiment}-{config.label}")
         decision = champion(store, chosen, model_name=model_name, seed=config.seed, k=config.selection_folds,
                             tracking_uri=tracking_uri, parent_run_id=parent_id, flow_run_id=flow_run_id,
                             served_model_uri=None if recal is None else recal["model_uri"])
+        reused = reused_stages(store, training_reused=all(r["reused"] for r in results))
         summary = {
             "flow_run_id": flow_run_id,
             "run_dir": str(store.run_dir),

@@ -33,6 +33,7 @@ from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 from scipy import sparse
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.calibration import calibration_curve
@@ -60,11 +61,13 @@ __all__ = [
     "correct_posterior",
     "corrected_threshold",
     "em_target_prior",
+    "oof_undersampling",
     "prior_shift",
     "reliability_figure",
     "resolve_pos_label",
     "undersample",
     "undersampled_posterior",
+    "undersampling_metrics",
 ]
 
 ArrayLike = Any
@@ -673,3 +676,53 @@ def reliability_figure(
     ax_hist.set_ylabel("rows")
     fig.tight_layout()
     return fig
+
+
+# ----------------------------------------------------------------------------------------------------
+# evaluation of an undersampled learner (the flow's recalibration stage)
+# ----------------------------------------------------------------------------------------------------
+def undersampling_metrics(
+    y: ArrayLike, p_s: ArrayLike, p_prime: ArrayLike, p_full: ArrayLike, tau_s: float, tau_prime: Any,
+    pos_label: Any = 1,
+) -> dict[str, float]:
+    """US §V metrics of p_s (undersampled), p′ (eq. 9) and p (all rows): Brier (eq. 13) of each, AUC(p′),
+    G-mean of p_s at τ_s and of p′ at τ′ (eq. 12). ``tau_prime`` may be one threshold per row (out-of-fold
+    predictions come from models with different realised β, hence different τ′)."""
+    from shiftlib.metrics import auc, brier, g_mean  # local import: metrics does not import calibration
+
+    p_prime = np.asarray(p_prime, dtype=float)
+    decided = (p_prime > np.asarray(tau_prime, dtype=float)).astype(float)  # decisions at τ′, row by row
+    return {
+        "brier_raw": brier(y, p_s, pos_label),
+        "brier_corrected": brier(y, p_prime, pos_label),
+        "brier_full": brier(y, p_full, pos_label),
+        "auc": auc(y, p_prime, pos_label),
+        "gmean_tau_s": g_mean(y, p_s, tau_s, pos_label),
+        "gmean_tau_prime": g_mean(y, decided, 0.5, pos_label),
+    }
+
+
+def oof_undersampling(
+    estimator: Any, X: ArrayLike, y: ArrayLike, *, beta: float | str = "balanced", n_splits: int = 5,
+    random_state: int | None = None, sample_weight: ArrayLike | None = None, pos_label: Any = 1,
+) -> pd.DataFrame:
+    """Stratified out-of-fold p_s, p′ (US eq. 9) and p (``estimator`` fitted on all training rows of the
+    fold) per row, with the fold's τ′ (eq. 12): columns ``y, p_s, p_prime, p_full, tau_prime``."""
+    from sklearn.model_selection import StratifiedKFold
+
+    y = np.asarray(y)
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
+    out = pd.DataFrame({"y": y, "p_s": np.nan, "p_prime": np.nan, "p_full": np.nan, "tau_prime": np.nan})
+    skf = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=random_state)
+    for tr, te in skf.split(np.zeros(len(y)), y):
+        fit_kw = {} if w is None else {"sample_weight": w[tr]}
+        X_tr, X_te = _safe_indexing(X, tr), _safe_indexing(X, te)
+        us = UndersampledClassifier(clone(estimator), beta=beta, random_state=random_state, pos_label=pos_label)
+        us.fit(X_tr, y[tr], **fit_kw)
+        full = clone(estimator).fit(X_tr, y[tr], **fit_kw)
+        col = int(np.flatnonzero(us.classes_ == pos_label)[0])
+        out.loc[te, "p_s"] = us.predict_proba_undersampled(X_te)[:, col]
+        out.loc[te, "p_prime"] = us.predict_proba(X_te)[:, col]
+        out.loc[te, "tau_prime"] = float(us.threshold_)
+        out.loc[te, "p_full"] = full.predict_proba(X_te)[:, list(full.classes_).index(pos_label)]
+    return out

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["IngestError", "PreparedData", "prepare_tables"]
+__all__ = ["IngestError", "PreparedData", "check_label_column", "prepare_tables"]
 
 
 class IngestError(ValueError):
@@ -99,6 +99,15 @@ def _is_id_like(s: pd.Series, t: pd.Series | None, min_rows: int) -> bool:
     return t is None or len(t) == 0 or bool(t.is_unique)
 
 
+def check_label_column(source: pd.DataFrame, label: str) -> None:
+    """Raise ``IngestError`` naming the columns when ``label`` is not a column of the source table."""
+    if label not in source.columns:
+        raise IngestError(
+            f"label column {label!r} is not in the source table (columns: {list(source.columns)}); "
+            "pass the name of the column that holds the labels"
+        )
+
+
 def prepare_tables(
     source: pd.DataFrame,
     target: pd.DataFrame,
@@ -119,11 +128,7 @@ def prepare_tables(
         raise IngestError("source and target must be pandas DataFrames")
     _check_duplicates(source, "source")
     _check_duplicates(target, "target")
-    if label not in source.columns:
-        raise IngestError(
-            f"label column {label!r} is not in the source table (columns: {list(source.columns)}); "
-            "pass the name of the column that holds the labels"
-        )
+    check_label_column(source, label)
     if len(source) == 0:
         raise IngestError("source table has 0 rows; point the source at a table with labeled rows")
     if len(target) == 0:

@@ -22,11 +22,9 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from shiftlib.learners import make_learner
-from shiftlib.selection import Candidate
 from tasks.ingest import load_xy
 from tasks.logs import run_logger
-from tasks.selection import run_selector
+from tasks.selection import make_candidates, run_selector
 from tasks.tracking import with_retries
 
 
@@ -40,23 +38,11 @@ def _incumbent(client: MlflowClient, name: str) -> Any:
 def _rescore(store: Any, selector: str, incumbent: dict[str, str], chosen: str, seed: int, k: int) -> dict[str, float]:
     """Score the incumbent's recipe and the new choice together with ``selector`` on the current batch."""
     X_s, y_s, X_t = load_xy(store)
-    from shiftlib.weights import make_weighter
-
-    models = store.manifest("training")["extra"]["models"]
-    weights: dict[str, np.ndarray] = {}
-
-    def cand(name: str, learner: str, weighting: str) -> Candidate:
-        w = None
-        if weighting != "none":
-            if weighting not in weights:
-                weights[weighting] = make_weighter(weighting).fit(X_s, X_t).weights_
-            w = weights[weighting]
-        return Candidate(name, make_learner(learner, random_state=seed), sample_weight=w)
-
+    m = store.manifest("training")["extra"]["models"][chosen]
     inc_name = f"incumbent:{incumbent['candidate']}"
-    cands = [cand(inc_name, incumbent["learner"], incumbent["weighting"]),
-             cand(chosen, models[chosen]["learner"], models[chosen]["weighting"])]
-    res = run_selector(selector, cands, X_s, y_s, X_t, seed=seed, k=k, weights_for_wcv=None)
+    cands = make_candidates(store, [(inc_name, incumbent["learner"], incumbent["weighting"]),
+                                    (chosen, m["learner"], m["weighting"])], seed)
+    res = run_selector(selector, cands, X_s, y_s, X_t, seed=seed, k=k)
     return {"incumbent": float(res.scores[inc_name]), "new": float(res.scores[chosen])}
 
 

@@ -4,6 +4,7 @@ carries labels, ``target_labels.parquet`` (evaluation only)."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from shiftlib.ingest import IngestError, prepare_tables
+from shiftlib.ingest import IngestError, check_label_column, prepare_tables
 from tasks.logs import run_logger
 from tasks.sources import load_table
 from tasks.store import StageStore, stage_key
@@ -21,8 +22,6 @@ ROW, LABEL = "_row", "_label"
 
 def frame_hash(df: pd.DataFrame) -> str:
     """Content hash of a raw table (values, column names and dtypes)."""
-    import hashlib
-
     h = hashlib.sha256()
     h.update(repr([(str(c), str(t)) for c, t in df.dtypes.items()]).encode())
     h.update(pd.util.hash_pandas_object(df, index=False).to_numpy().tobytes())
@@ -93,11 +92,7 @@ def ingest(
     if drop_columns:
         raw_source = raw_source.drop(columns=list(drop_columns))
         raw_target = raw_target.drop(columns=list(drop_columns)) if raw_target is not None else None
-    if label not in raw_source.columns:
-        raise IngestError(
-            f"label column {label!r} is not in the source table (columns: {list(raw_source.columns)}); "
-            "pass the name of the column that holds the labels"
-        )
+    check_label_column(raw_source, label)  # before a simulated bias needs the labels
     if simulate_bias is not None:
         raw_source, raw_target, bias_info, p_select = _biased_split(
             raw_source, raw_target, label, simulate_bias, seed

@@ -30,35 +30,44 @@ from shiftlib.selection import (
 )
 from tasks.ingest import load_target_labels, load_xy
 from tasks.logs import run_logger
-from tasks.store import StageStore, stage_key
+from tasks.store import MANIFEST, StageStore, stage_key
 from tasks.tracking import with_retries
+from tasks.weights import fit_weighter, stage_weights
 
 STAGE = "selection"
 SELECTORS = ("rt", "trcv", "scv", "wcv")
 
 
-def _candidates(store: StageStore, training: dict[str, Any], seed: int) -> list[Candidate]:
-    models = training["extra"]["models"]
-    wt = store.read_table("weights", "weights") if any(m["weighting"] != "none" for m in models.values()) else None
+def make_candidates(store: StageStore, specs: list[tuple[str, str, str]], seed: int) -> list[Candidate]:
+    """``Candidate`` per (name, learner, weighting): weights come from this run's weights stage, or are
+    fitted the stage's way when the run did not compute that method (e.g. an incumbent's recipe)."""
+    weights: dict[str, np.ndarray] = {}
     out = []
-    for name, m in models.items():
-        w = None if m["weighting"] == "none" else wt[m["weighting"]].to_numpy(dtype=float)
-        out.append(Candidate(name, make_learner(m["learner"], random_state=seed), sample_weight=w))
+    for name, learner, weighting in specs:
+        if weighting != "none" and weighting not in weights:
+            w = stage_weights(store, weighting)
+            if w is None:
+                X_s, _, X_t = load_xy(store)
+                w = fit_weighter(weighting, X_s, X_t, seed).weights_
+            weights[weighting] = w
+        w = weights.get(weighting)
+        out.append(Candidate(name, make_learner(learner, random_state=seed), sample_weight=w))
     return out
 
 
 def run_selector(selector: str, cands: list[Candidate], X_s: pd.DataFrame, y_s: np.ndarray, X_t: pd.DataFrame,
-                 *, seed: int, k: int, weights_for_wcv: np.ndarray | None) -> Any:
-    """One selector over all candidates (pure computation; shiftlib does the science)."""
+                 *, seed: int, k: int, kmm_weights: np.ndarray | None = None) -> Any:
+    """One selector over all candidates. TrCV and WCV use KMM weights: this run's (``kmm_weights``, from
+    the weights stage) when it computed them, else their own KMM fit."""
+    beta = "kmm" if kmm_weights is None else kmm_weights
     if selector == "rt":
         return reverse_testing(cands, X_s, y_s, X_t, random_state=seed)
     if selector == "trcv":
-        return trcv_select(cands, X_s, y_s, X_t, weights="kmm", k=k, random_state=seed)
+        return trcv_select(cands, X_s, y_s, X_t, weights=beta, k=k, random_state=seed)
     if selector == "scv":
         return source_cv(cands, X_s, y_s, k=k, random_state=seed)
     if selector == "wcv":
-        return weighted_cv(cands, X_s, y_s, X_t, weights="kmm" if weights_for_wcv is None else weights_for_wcv,
-                           k=k, random_state=seed)
+        return weighted_cv(cands, X_s, y_s, X_t, weights=beta, k=k, random_state=seed)
     raise ValueError(f"unknown selector {selector!r}; choose from {list(SELECTORS)}")
 
 
@@ -72,7 +81,7 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
     training = store.manifest("training")
     inputs = {"training": training["files"]["learners.parquet"]["sha256"],
               "source": store.manifest("ingest")["files"]["source.parquet"]["sha256"]}
-    if "weights" in {p.name for p in store.run_dir.iterdir()}:
+    if (store.stage_dir("weights") / MANIFEST).exists():
         inputs["weights"] = store.manifest("weights")["files"]["weights.parquet"]["sha256"]
     params = {"selectors": list(selectors), "primary": primary, "seed": seed, "k": k}
     key = stage_key(STAGE, params, inputs)
@@ -86,10 +95,12 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
         agree = store.read_table(STAGE, "agreement") if "agreement.parquet" in found["files"] else None
     else:
         X_s, y_s, X_t = load_xy(store)
-        cands = _candidates(store, training, seed)
+        kmm = stage_weights(store, "kmm")
+        cands = make_candidates(store, [(n, m["learner"], m["weighting"])
+                                        for n, m in training["extra"]["models"].items()], seed)
         results = {}
         for sel in selectors:
-            results[sel] = run_selector(sel, cands, X_s, y_s, X_t, seed=seed, k=k, weights_for_wcv=None)
+            results[sel] = run_selector(sel, cands, X_s, y_s, X_t, seed=seed, k=k, kmm_weights=kmm)
             log.info("selection %s: best %s", sel, ", ".join(results[sel].best))
         scores = pd.concat([r.to_frame() for r in results.values()], ignore_index=True)
         tables = {"scores": scores}

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -193,7 +192,7 @@ class StageStore:
             return {k: v for k, v in manifest.items() if k != "_dir"}
         dst.mkdir(parents=True, exist_ok=True)
         for name in manifest["files"]:
-            _atomic_write_bytes(dst / name, lambda f, n=name: shutil.copyfileobj(open(src / n, "rb"), f))
+            _atomic_write_bytes(dst / name, lambda f, n=name: f.write((src / n).read_bytes()))
         out = {k: v for k, v in manifest.items() if k != "_dir"}
         out["reused_from"] = manifest.get("run_id")
         out["run_id"] = self.run_id

@@ -24,6 +24,7 @@ from tasks.ingest import ROW, load_xy
 from tasks.logs import run_logger
 from tasks.store import StageStore, stage_key
 from tasks.tracking import log_sklearn_model, with_retries
+from tasks.weights import stage_weights
 
 STAGE = "training"
 
@@ -70,7 +71,8 @@ def train_learner(
     weighting = weighting if weighting and weighting != "none" else None
     part = f"training_parts/{name}"
     params = {"learner": learner, "weighting": weighting, "seed": seed, "cv_folds": cv_folds}
-    key = stage_key(part, params, _inputs(store, weighting))
+    inputs = _inputs(store, weighting)
+    key = stage_key(part, params, inputs)
     mlflow.set_tracking_uri(tracking_uri)
     tags = {"shiftflow.learner": learner, "shiftflow.weighting": weighting or "none",
             "prefect.flow_run_id": flow_run_id}
@@ -90,9 +92,7 @@ def train_learner(
                 "predictions": preds, "reused": True}
 
     X_s, y_s, X_t = load_xy(store)
-    w = None
-    if weighting:
-        w = store.read_table("weights", "weights")[weighting].to_numpy(dtype=float)
+    w = stage_weights(store, weighting) if weighting else None
     est = make_learner(learner, random_state=seed)
     cv = cv_metrics(est, X_s, y_s, n_splits=cv_folds, random_state=seed, sample_weight=w, X_target=X_t)
     model = fit_learner(clone(est), X_s, y_s, sample_weight=w, X_target=X_t)
@@ -111,7 +111,7 @@ def train_learner(
                           "predicted": pred.astype(np.int64)})
     for j, c in enumerate(model.classes_):
         preds[f"proba_{int(c)}"] = proba[:, j]
-    store.write_stage(part, {"predictions": preds}, key=key, params=params, inputs=_inputs(store, weighting),
+    store.write_stage(part, {"predictions": preds}, key=key, params=params, inputs=inputs,
                       extra={"run_id": run_id, "model_uri": model_uri, "cv": cv})
     log.info("trained %s: source-CV accuracy %.3f", name, cv["accuracy"])
     return {"name": name, "learner": learner, "weighting": weighting or "none", "run_id": run_id,

@@ -30,7 +30,7 @@ from shiftlib.weights import (
 )
 from tasks.ingest import ROW, load_xy
 from tasks.logs import run_logger
-from tasks.store import StageStore, stage_key
+from tasks.store import MANIFEST, StageStore, stage_key
 from tasks.tracking import with_retries
 
 STAGE = "weights"
@@ -50,6 +50,20 @@ def _kmm_fanned(X_s: np.ndarray, X_t: np.ndarray, seed: int) -> np.ndarray:
     chunks = chunk_indices(len(Zs), KMM_CHUNK_ROWS, seed)
     futures = kmm_chunk_task.map([Zs[c] for c in chunks], unmapped(Zt), unmapped(kern.gamma))
     return normalize_weights(combine_chunks(len(Zs), chunks, [f.result() for f in futures]))
+
+
+def stage_weights(store: StageStore, method: str) -> np.ndarray | None:
+    """This run's weights of ``method`` from the weights stage (hash-checked), or None when it has none."""
+    if not (store.stage_dir(STAGE) / MANIFEST).exists():
+        return None
+    table = store.read_table(STAGE, "weights")
+    return table[method].to_numpy(dtype=float) if method in table else None
+
+
+def fit_weighter(method: str, X_source: Any, X_target: Any, seed: int) -> Any:
+    """The stage's one way to fit a weighting method (seeded where the method is random)."""
+    kw = {"random_state": seed} if method in ("kmm", "discriminative", "ssb") else {}
+    return make_weighter(method, **kw).fit(X_source, X_target)
 
 
 def _histogram(table: pd.DataFrame, methods: list[str]) -> Figure:
@@ -98,8 +112,7 @@ def weights(store: StageStore, methods: list[str], *, seed: int, tracking_uri: s
                     p = store.read_table("ingest", "source_selection")["p_select"].to_numpy()
                     est = make_weighter("oracle").fit(Xs, Xt, selection_proba=p)
                 else:
-                    kw = {"random_state": seed} if m in ("kmm", "discriminative", "ssb") else {}
-                    est = make_weighter(m, **kw).fit(Xs, Xt)
+                    est = fit_weighter(m, Xs, Xt, seed)
                 w, before, after = est.weights_, est.mmd2_before_, est.mmd2_after_
             table[m] = w
             rows.append({"method": m, "ess": effective_sample_size(w), "max": float(np.max(w)),
