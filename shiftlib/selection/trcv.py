@@ -239,6 +239,20 @@ def _trcv_one(cand: Candidate, X_s: Any, y_s: np.ndarray, X_u: Any, X_l: Any, y_
                       n_const, 0 if X_l is None else len(X_l), notes)
 
 
+def _setup(cands: list[Candidate], X_source: Any, y_source: Any, X_target: Any, X_target_labeled: Any,
+           y_target_labeled: Any, weights: Any, k: int, confidence: float, random_state: int | None) -> tuple:
+    """Shared by ``trcv`` and ``trcv_select``: checked inputs, one β (S vs U ∪ L) and one fold split.
+
+    Input errors (including a wrong candidate weight vector) raise here, before any fit."""
+    X_s, y_s, X_u, X_l, y_l = _prepare(X_source, y_source, X_target, X_target_labeled, y_target_labeled, k)
+    _z(confidence)
+    for c in cands:
+        c.source_weights(len(y_s))
+    X_all_t = X_u if X_l is None else vstack([X_u, X_l])
+    beta = importance_weights(weights, X_s, X_all_t)
+    return X_s, y_s, X_u, X_l, y_l, beta, _folds(y_s, k, random_state)
+
+
 def trcv(
     learner: Any,
     X_source: Any,
@@ -258,16 +272,12 @@ def trcv(
     X_target)`` / ``weights_``, an array (one per source row) or None (all 1); β is fitted on S vs
     U ∪ L and normalised to mean 1. ``random_state`` seeds the folds and registry-built learners.
     """
-    X_s, y_s, X_u, X_l, y_l = _prepare(X_source, y_source, X_target, X_target_labeled, y_target_labeled, k)
-    _z(confidence)
     if isinstance(learner, Candidate | str):
         cand = resolve_candidates([learner], random_state=random_state)[0]
     else:
         cand = Candidate(type(learner).__name__, learner)
-    cand.source_weights(len(y_s))  # a wrong weight vector is an input error, raised before any fit
-    X_all_t = X_u if X_l is None else vstack([X_u, X_l])
-    beta = importance_weights(weights, X_s, X_all_t)
-    fold = _folds(y_s, k, random_state)
+    X_s, y_s, X_u, X_l, y_l, beta, fold = _setup([cand], X_source, y_source, X_target, X_target_labeled,
+                                                  y_target_labeled, weights, k, confidence, random_state)
     return _trcv_one(cand, X_s, y_s, X_u, X_l, y_l, beta, fold, k, confidence)
 
 
@@ -289,14 +299,9 @@ def trcv_select(
     ``details["results"]`` maps learner → ``TrCVResult``; intervals are eq. 15. A learner that cannot
     be fitted in some fold (``ValueError``) scores NaN with a warning and an entry in ``errors``.
     """
-    X_s, y_s, X_u, X_l, y_l = _prepare(X_source, y_source, X_target, X_target_labeled, y_target_labeled, k)
-    _z(confidence)
     cands = resolve_candidates(learners, random_state=random_state)
-    for c in cands:  # input errors raise here, before per-learner fit failures are caught
-        c.source_weights(len(y_s))
-    X_all_t = X_u if X_l is None else vstack([X_u, X_l])
-    beta = importance_weights(weights, X_s, X_all_t)
-    fold = _folds(y_s, k, random_state)
+    X_s, y_s, X_u, X_l, y_l, beta, fold = _setup(cands, X_source, y_source, X_target, X_target_labeled,
+                                                  y_target_labeled, weights, k, confidence, random_state)
     res, errors = {}, {}
     for c in cands:
         try:
