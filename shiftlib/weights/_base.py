@@ -6,7 +6,9 @@ Every estimator estimates ``w(x) = p_target(x) / p_source(x)`` on the source row
 * ``ess_`` — the effective sample size ``(Σw)² / Σw²`` (Kish);
 * ``mmd2_before_`` / ``mmd2_after_`` — the squared maximum mean discrepancy (the biased V-statistic,
   the quantity KMM eq. 12 minimizes up to constants) between the unweighted / weighted source and the
-  target, all measured with **one shared kernel** (:func:`shared_kernel`) so estimators compare:
+  target (each set subsampled to at most 5,000 rows with a fixed seed when larger: the statistic costs
+  O((m + m')²) kernel evaluations), all measured with **one shared kernel** (:func:`shared_kernel`) so
+  estimators compare:
   a Gaussian kernel ``k(x, x') = exp(-gamma·‖z - z'‖²)`` on the pooled-standardized data ``z``, with the
   median heuristic ``gamma = 1 / median ‖z_i - z_j‖²`` over pairs of (a seeded subsample of at most
   2,000 rows of) the pooled data.
@@ -21,7 +23,6 @@ import numpy as np
 import pandas as pd
 from scipy.spatial.distance import pdist
 from sklearn.base import BaseEstimator
-from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
@@ -42,8 +43,12 @@ __all__ = [
 MEDIAN_MAX_ROWS = 2000
 #: fixed seed of that subsample, so every estimator gets the same kernel for the same data
 MEDIAN_SEED = 0
-#: kernel blocks hold at most this many entries (8 M doubles = 64 MB)
-_BLOCK_ENTRIES = 8_000_000
+#: kernel blocks are computed in one reused buffer of about this many bytes
+_BLOCK_BYTES = 2 << 20
+#: MMD² diagnostics use at most this many rows of each set (a seeded subsample beyond)
+DIAG_MAX_ROWS = 5000
+#: seed of that subsample (source; the target uses DIAG_SEED + 1)
+DIAG_SEED = 0
 
 
 class WeightsUnavailableError(NotImplementedError):
@@ -106,7 +111,8 @@ def check_pair(X_source: Any, X_target: Any, *, min_rows: int = 1) -> CheckedPai
     Xt, names_t = _as_2d_float(X_target, "X_target")
     for X, label in ((Xs, "source"), (Xt, "target")):
         if X.shape[0] < min_rows:
-            raise ValueError(f"{label} set has {X.shape[0]} rows; at least {min_rows} needed")
+            rows = f"{X.shape[0]} row{'' if X.shape[0] == 1 else 's'}"
+            raise ValueError(f"{label} set has {rows}; at least {min_rows} needed")
     if names_s is not None and names_t is not None:
         missing = [c for c in names_s if c not in set(names_t)]
         extra = [c for c in names_t if c not in set(names_s)]
@@ -182,7 +188,10 @@ def median_heuristic_gamma(Z: Any, *, max_rows: int = MEDIAN_MAX_ROWS, seed: int
     d2 = pdist(Z, metric="sqeuclidean")
     d2 = d2[d2 > 0]
     if d2.size == 0:
-        raise ValueError("all rows are identical; the kernel width is undefined (give gamma explicitly)")
+        raise ValueError(
+            "all rows are identical (every pairwise distance is 0), so the median heuristic cannot set the "
+            "Gaussian kernel's width and there is no shift to correct; check the input"
+        )
     return float(1.0 / np.median(d2))
 
 
@@ -205,49 +214,110 @@ def shared_kernel(X_source: np.ndarray, X_target: np.ndarray) -> SharedKernel:
     return SharedKernel(scaler=scaler, gamma=median_heuristic_gamma(Z))
 
 
-def _blocks(n_rows: int, n_cols: int) -> list[slice]:
-    step = max(1, _BLOCK_ENTRIES // max(n_cols, 1))
-    return [slice(i, min(i + step, n_rows)) for i in range(0, n_rows, step)]
+def kernel_matmul(
+    Z: np.ndarray,
+    Z_other: np.ndarray,
+    gamma: float,
+    V: np.ndarray | None = None,
+    *,
+    dtype: type[np.floating] = np.float64,
+) -> np.ndarray:
+    """``K(Z, Z_other) @ V`` for the Gaussian kernel ``exp(-gamma·‖z − z'‖²)`` without forming K.
 
-
-def kernel_row_sums(Z: np.ndarray, Z_other: np.ndarray, gamma: float) -> np.ndarray:
-    """``Σ_j k(z_i, z'_j)`` for every row of Z, computed in blocks so memory stays bounded."""
-    out = np.empty(Z.shape[0])
-    for blk in _blocks(Z.shape[0], Z_other.shape[0]):
-        out[blk] = rbf_kernel(Z[blk], Z_other, gamma=gamma).sum(axis=1)
+    ``V=None`` means row sums ``Σ_j k(z_i, z'_j)`` (summed in float64 whatever ``dtype``). K is built in
+    row blocks as ``exp(2γ·z·z'ᵀ − γ‖z‖² − γ‖z'‖²)`` (one GEMM, exponent clipped at 0) in ``dtype``
+    inside one reused buffer of about 2 MB (no fresh pages per block, stays in cache); both sets are
+    first shifted by the mean of ``Z_other`` (distances are translation invariant), keeping the norms and
+    so the cancellation small. ``dtype=np.float32`` halves the memory traffic and doubles the SIMD width:
+    measured here at 2,000 × 20,000 rows (d = 20), row sums in 0.29 s vs 1.41 s for scikit-learn's float64
+    ``rbf_kernel(...).sum(1)``, relative error ≤ 6e-8.
+    """
+    Z = np.asarray(Z, dtype=float)
+    Z_other = np.asarray(Z_other, dtype=float)
+    n, n_other = Z.shape[0], Z_other.shape[0]
+    out = np.empty(n) if V is None else np.empty((n, np.asarray(V).reshape(n_other, -1).shape[1]))
+    if n == 0 or n_other == 0:
+        out[...] = 0.0
+        return out
+    mu = Z_other.mean(axis=0)
+    A, Bo = Z - mu, Z_other - mu
+    a = (-gamma * np.einsum("ij,ij->i", A, A)).astype(dtype)
+    b = (-gamma * np.einsum("ij,ij->i", Bo, Bo)).astype(dtype)
+    A = np.ascontiguousarray(A, dtype=dtype)
+    Bt = np.ascontiguousarray((2.0 * gamma * Bo).T, dtype=dtype)
+    Vd = None if V is None else np.ascontiguousarray(np.asarray(V, dtype=float).reshape(n_other, -1), dtype=dtype)
+    rows = max(1, min(n, _BLOCK_BYTES // (n_other * np.dtype(dtype).itemsize)))
+    buf = np.empty((rows, n_other), dtype=dtype)
+    for s in range(0, n, rows):
+        e = min(s + rows, n)
+        G = buf[: e - s]
+        np.matmul(A[s:e], Bt, out=G)
+        G += b
+        G += a[s:e, None]
+        np.minimum(G, 0.0, out=G)
+        np.exp(G, out=G)
+        if Vd is None:
+            out[s:e] = G.sum(axis=1, dtype=np.float64)
+        else:
+            out[s:e] = G @ Vd
     return out
+
+
+def kernel_row_sums(
+    Z: np.ndarray, Z_other: np.ndarray, gamma: float, *, dtype: type[np.floating] = np.float64
+) -> np.ndarray:
+    """``Σ_j k(z_i, z'_j)`` for every row of Z, blocked (see :func:`kernel_matmul`)."""
+    return kernel_matmul(Z, Z_other, gamma, None, dtype=dtype)
 
 
 def mmd2_many(Z_source: np.ndarray, Z_target: np.ndarray, gamma: float, W: np.ndarray) -> np.ndarray:
     """Biased MMD² between the W[:, k]-weighted source and the target, for every column k of W.
 
     ``MMD² = wᵀK_ss w / m² − 2 wᵀK_st 1 / (m m') + 1ᵀK_tt 1 / m'²`` with weights of mean 1
-    (KMM §3, the expansion above eq. 12). Blocked: never holds more than one kernel block.
+    (KMM §3, the expansion above eq. 12). Blocked, float64: never holds more than one kernel block.
     """
     m, mt = Z_source.shape[0], Z_target.shape[0]
     W = np.asarray(W, dtype=float).reshape(m, -1)
-    quad = np.zeros(W.shape[1])
     # one BLAS thread: on shared cores this was 2× faster than the default (benchmarks/kmm.py machine)
     with threadpool_limits(limits=1, user_api="blas"):
-        for blk in _blocks(m, m):
-            quad += np.einsum("ik,ik->k", W[blk], rbf_kernel(Z_source[blk], Z_source, gamma=gamma) @ W)
+        quad = np.einsum("ik,ik->k", W, kernel_matmul(Z_source, Z_source, gamma, W))
         cross = kernel_row_sums(Z_source, Z_target, gamma) @ W
         tt = kernel_row_sums(Z_target, Z_target, gamma).sum()
     return np.maximum(quad / m**2 - 2.0 * cross / (m * mt) + tt / mt**2, 0.0)
 
 
-def mmd2(X_source: Any, X_target: Any, weights: Any = None, *, kernel: SharedKernel | None = None) -> float:
+def diagnostic_subsample(n: int, max_rows: int | None, seed: int = DIAG_SEED) -> np.ndarray:
+    """Rows used for MMD² diagnostics: all ``n`` when ``n ≤ max_rows`` (or ``max_rows`` is None), else a
+    sorted uniform subsample of ``max_rows`` rows drawn with ``seed``."""
+    if max_rows is None or n <= max_rows:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, size=max_rows, replace=False))
+
+
+def mmd2(
+    X_source: Any,
+    X_target: Any,
+    weights: Any = None,
+    *,
+    kernel: SharedKernel | None = None,
+    max_rows: int | None = DIAG_MAX_ROWS,
+) -> float:
     """Biased MMD² of the (weighted) source vs the target under the shared kernel (KMM §3).
 
-    ``weights`` (one per source row) are rescaled to mean 1; ``None`` means uniform.
+    ``weights`` (one per source row) are rescaled to mean 1; ``None`` means uniform. A set with more than
+    ``max_rows`` rows (default 5,000; ``None`` = no limit) is replaced by a seeded uniform subsample of
+    ``max_rows`` rows (source weights restricted to it and rescaled to mean 1): the exact statistic costs
+    O((m + m')²) kernel evaluations, 4·10¹⁰ at m = 200,000.
     """
     pair = check_pair(X_source, X_target)
     kern = kernel if kernel is not None else shared_kernel(pair.X_source, pair.X_target)
     w = np.ones(pair.X_source.shape[0]) if weights is None else normalize_weights(weights)
     if w.shape[0] != pair.X_source.shape[0]:
         raise ValueError(f"weights has {w.shape[0]} entries but the source has {pair.X_source.shape[0]} rows")
-    Zs, Zt = kern.transform(pair.X_source), kern.transform(pair.X_target)
-    return float(mmd2_many(Zs, Zt, kern.gamma, w[:, None])[0])
+    rs = diagnostic_subsample(pair.X_source.shape[0], max_rows)
+    rt = diagnostic_subsample(pair.X_target.shape[0], max_rows, DIAG_SEED + 1)
+    Zs, Zt = kern.transform(pair.X_source[rs]), kern.transform(pair.X_target[rt])
+    return float(mmd2_many(Zs, Zt, kern.gamma, normalize_weights(w[rs])[:, None])[0])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -263,16 +333,22 @@ class BaseWeighter(BaseEstimator):
 
     Learned attributes: ``weights_`` (mean 1), ``raw_weights_`` (as estimated), ``norm_`` (the mean of
     ``raw_weights_``, so ``weights_ = raw_weights_ / norm_``), ``ess_``, ``mmd2_before_``,
-    ``mmd2_after_``, ``kernel_`` (the shared diagnostic kernel), ``n_features_in_`` and, for
+    ``mmd2_after_`` (on at most ``DIAG_MAX_ROWS`` rows of each set), ``kernel_`` (the shared diagnostic kernel), ``n_features_in_`` and, for
     DataFrames, ``feature_names_in_``.
     """
 
-    #: minimum rows per set this method needs
-    _min_rows: int = 1
+    #: minimum rows per set this method needs (one source row has weight 1 whatever the target)
+    _min_rows: int = 2
 
     def fit(self, X_source: Any, X_target: Any, **fit_params: Any) -> Self:
         """Estimate weights for the source rows so the weighted source resembles the target."""
         pair = check_pair(X_source, X_target, min_rows=self._min_rows)
+        pooled = np.vstack([pair.X_source, pair.X_target])
+        if np.all(pooled == pooled[0]):
+            raise ValueError(
+                "all rows are identical in the source and target (every pairwise distance is 0): there is no "
+                "shift to correct and no kernel width or density to estimate; check the input"
+            )
         self.n_features_in_ = pair.X_source.shape[1]
         if pair.feature_names is not None:
             self.feature_names_in_ = pair.feature_names
@@ -289,8 +365,11 @@ class BaseWeighter(BaseEstimator):
         self.ess_ = effective_sample_size(self.weights_)
         X_diag = self._diagnostic_target(pair.X_source, pair.X_target)
         self.kernel_ = shared_kernel(pair.X_source, X_diag)
-        Zs, Zt = self.kernel_.transform(pair.X_source), self.kernel_.transform(X_diag)
-        before, after = mmd2_many(Zs, Zt, self.kernel_.gamma, np.column_stack([np.ones(len(raw)), self.weights_]))
+        rs = diagnostic_subsample(len(raw), DIAG_MAX_ROWS)
+        rt = diagnostic_subsample(len(X_diag), DIAG_MAX_ROWS, DIAG_SEED + 1)
+        Zs, Zt = self.kernel_.transform(pair.X_source[rs]), self.kernel_.transform(X_diag[rt])
+        W = np.column_stack([np.ones(len(rs)), normalize_weights(self.weights_[rs])])
+        before, after = mmd2_many(Zs, Zt, self.kernel_.gamma, W)
         self.mmd2_before_, self.mmd2_after_ = float(before), float(after)
         return self
 
