@@ -29,9 +29,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--tracking-uri")
     r.add_argument("--experiment")
     r.add_argument("--config", help="JSON file with RetrainConfig fields (flags override it)")
-    r.add_argument("--task-runner", choices=KINDS, help="where the per-candidate training tasks run: 'thread' "
-                   "(default: a thread pool in this process) or 'dask' (a Dask cluster; export PREFECT_API_URL "
-                   "of a running Prefect server first, see `shiftflow up`)")
+    r.add_argument("--task-runner", choices=KINDS, help="where the fanned-out tasks run (training per candidate, "
+                   "ReverseTesting rows, TrCV folds, KMM chunks): 'thread' (default: a thread pool in this "
+                   "process) or 'dask' (a Dask cluster; export PREFECT_API_URL of a running Prefect server "
+                   "first, see `shiftflow up`)")
     r.add_argument("--dask-address", help="scheduler of an existing Dask cluster, e.g. tcp://127.0.0.1:8786 "
                    "(implies --task-runner dask; default: a temporary local cluster)")
     r.add_argument("--dask-workers", type=int, help="worker processes of the temporary local Dask cluster "

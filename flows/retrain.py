@@ -4,6 +4,7 @@ champion. Composition only."""
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from mlflow.entities import Param
 from mlflow.tracking import MlflowClient
 from prefect import flow, get_run_logger, runtime, unmapped
 from prefect.artifacts import create_markdown_artifact
+from prefect.futures import as_completed
 
 from flows.config import RetrainConfig
 from tasks.champion import champion
@@ -19,11 +21,11 @@ from tasks.drift import drift
 from tasks.evaluation import evaluate
 from tasks.ingest import ingest
 from tasks.recalibration import recalibration
-from tasks.selection import selection
+from tasks.selection import rt_row, selection, selection_plan, trcv_fold_task
 from tasks.store import MANIFEST, StageStore
 from tasks.tracking import check_reachable, default_tracking_uri, ensure_experiment, with_retries
 from tasks.training import collect_training, train_learner
-from tasks.weights import weights
+from tasks.weights import kmm_chunk_task, weights, weights_plan
 
 
 def shiftflow_home() -> Path:
@@ -51,6 +53,19 @@ def reused_stages(store: StageStore, *, training_reused: bool) -> list[str]:
                 out.append(stage)
         elif (store.stage_dir(stage) / MANIFEST).exists() and store.manifest(stage).get("reused_from"):
             out.append(stage)
+    return out
+
+
+def gather(futures: Any, what: str, log: Any) -> list[Any]:
+    """Results of mapped task futures in submission order, logging ``what: i/n done`` as each one finishes
+    (the progress line the CLI and the Prefect UI show on long stages)."""
+    futures = list(futures)
+    position = {id(f): i for i, f in enumerate(futures)}
+    out: list[Any] = [None] * len(futures)
+    t0 = time.monotonic()
+    for n, f in enumerate(as_completed(futures), 1):
+        out[position[id(f)]] = f.result()
+        log.info("%s: %d/%d done (%.1f s)", what, n, len(futures), time.monotonic() - t0)
     return out
 
 
@@ -97,8 +112,10 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
         client.set_tag(parent_id, "shiftflow.weighting", method)
         weights_summary = None
         if method != "none":
+            chunks = weights_plan(store, [method], seed=config.seed)["kmm_chunks"]
+            parts = None if chunks is None else gather(kmm_chunk_task.map(unmapped(store), chunks), "KMM chunks", log)
             weights_summary = weights(store, [method], seed=config.seed, tracking_uri=tracking_uri,
-                                      parent_run_id=parent_id)
+                                      parent_run_id=parent_id, kmm_chunks=chunks, kmm_parts=parts)
 
         candidates = [{"learner": name, "weighting": None} for name in config.learners]
         if method != "none":
@@ -110,14 +127,24 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
             cv_folds=config.cv_folds, tracking_uri=tracking_uri, experiment_id=experiment_id,
             parent_run_id=parent_id, weighting=[c["weighting"] for c in candidates], flow_run_id=flow_run_id,
         )
-        results = [f.result() for f in futures]
+        results = gather(futures, "training", log)
         training = collect_training(store, results, config.seed, config.cv_folds)
         run_ids = {r["name"]: r["run_id"] for r in results}
 
         target_scores = evaluate(store, run_ids, tracking_uri=tracking_uri)
-        chosen = selection(store, list(config.selectors), config.selector, seed=config.seed,
-                           k=config.selection_folds, tracking_uri=tracking_uri, parent_run_id=parent_id,
-                           run_ids=run_ids)
+        selectors, k = list(config.selectors), config.selection_folds
+        plan = selection_plan(store, selectors, config.selector, seed=config.seed, k=k)
+        rt_futures = trcv_futures = None
+        if plan["compute"] and "rt" in selectors:  # ReverseTesting: one task per row of M (1 + ℓ fits)
+            rt_futures = rt_row.map(unmapped(store), plan["candidates"], seed=config.seed)
+        if plan["compute"] and "trcv" in selectors:  # TrCV: one task per fold (2 fits per candidate)
+            trcv_futures = trcv_fold_task.map(unmapped(store), list(range(k)), unmapped(plan["trcv_beta"]),
+                                              seed=config.seed, k=k)
+        chosen = selection(store, selectors, config.selector, seed=config.seed, k=k, tracking_uri=tracking_uri,
+                           parent_run_id=parent_id, run_ids=run_ids,
+                           rt_rows=None if rt_futures is None else gather(rt_futures, "ReverseTesting rows", log),
+                           trcv_folds=None if trcv_futures is None else gather(trcv_futures, "TrCV folds", log),
+                           trcv_beta=plan["trcv_beta"])
         recal = None
         if config.undersample is not None:
             recal = recalibration(store, chosen["chosen"], beta=config.undersample, seed=config.seed,

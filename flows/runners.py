@@ -67,5 +67,11 @@ def make_task_runner(kind: str = "thread", address: str | None = None, n_workers
         "processes": True,
         "host": "127.0.0.1",
         "dashboard_address": None,
+        # import the flow's modules (prefect, mlflow, scikit-learn, …) while each worker starts, not while it
+        # unpickles its first task on its event loop: on a loaded 2-core box that import took > 30 s, the
+        # scheduler's default comm timeout, and the workers were dropped mid-run (the flow then waited forever)
+        "preload": ["flows.retrain"],
+        # Nanny merges these dotted keys into each worker's dask config
+        "config": {"distributed.comm.timeouts.tcp": "300s", "distributed.comm.timeouts.connect": "120s"},
     }
     return DaskTaskRunner(cluster_class="distributed.LocalCluster", cluster_kwargs=cluster_kwargs)

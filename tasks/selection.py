@@ -21,13 +21,23 @@ from prefect.cache_policies import NO_CACHE
 from shiftlib.learners import make_learner
 from shiftlib.selection import (
     Candidate,
+    ReverseCell,
+    TargetLabels,
     agreement,
+    combine,
+    importance_weights,
     plot_rt_matrix,
     reverse_testing,
+    reverse_testing_row,
     source_cv,
+    trcv_assemble,
+    trcv_fold,
+    trcv_scores,
     trcv_select,
+    trcv_setup,
     weighted_cv,
 )
+from shiftlib.selection.trcv import FoldResidual
 from tasks.ingest import load_target_labels, load_xy
 from tasks.logs import run_logger
 from tasks.store import MANIFEST, StageStore, stage_key
@@ -71,20 +81,89 @@ def run_selector(selector: str, cands: list[Candidate], X_s: pd.DataFrame, y_s: 
     raise ValueError(f"unknown selector {selector!r}; choose from {list(SELECTORS)}")
 
 
-@task(name="selection", cache_policy=NO_CACHE)
-def selection(store: StageStore, selectors: list[str], primary: str, *, seed: int, k: int,
-              tracking_uri: str, parent_run_id: str, run_ids: dict[str, str]) -> dict[str, Any]:
-    """Score every candidate with every selector; pick the primary selector's best candidate."""
-    log = run_logger()
-    if primary not in selectors:
-        raise ValueError(f"the deciding selector {primary!r} must be one of the selectors run: {selectors}")
-    training = store.manifest("training")
-    inputs = {"training": training["files"]["learners.parquet"]["sha256"],
+def _stage_specs(store: StageStore) -> list[tuple[str, str, str]]:
+    return [(n, m["learner"], m["weighting"]) for n, m in store.manifest("training")["extra"]["models"].items()]
+
+
+def _stage_key(store: StageStore, selectors: list[str], primary: str, seed: int, k: int) -> tuple[str, dict, dict]:
+    inputs = {"training": store.manifest("training")["files"]["learners.parquet"]["sha256"],
               "source": store.manifest("ingest")["files"]["source.parquet"]["sha256"]}
     if (store.stage_dir("weights") / MANIFEST).exists():
         inputs["weights"] = store.manifest("weights")["files"]["weights.parquet"]["sha256"]
     params = {"selectors": list(selectors), "primary": primary, "seed": seed, "k": k}
-    key = stage_key(STAGE, params, inputs)
+    return stage_key(STAGE, params, inputs), params, inputs
+
+
+# --- fan-out: the flow maps these over RT rows and TrCV folds (task runner: threads or Dask workers) ---------
+
+
+@task(name="selection-plan", cache_policy=NO_CACHE)
+def selection_plan(store: StageStore, selectors: list[str], primary: str, *, seed: int, k: int) -> dict[str, Any]:
+    """Whether the selection stage must be computed (no reusable earlier stage), the candidate names, and
+    the β TrCV shares across its folds (this run's KMM weights, else a KMM fit), computed once."""
+    key, _, _ = _stage_key(store, selectors, primary, seed, k)
+    names = [n for n, _, _ in _stage_specs(store)]
+    if store.find_reusable(STAGE, key) is not None:
+        return {"compute": False, "candidates": names, "trcv_beta": None}
+    beta = None
+    if "trcv" in selectors:
+        X_s, _, X_t = load_xy(store)
+        kmm = stage_weights(store, "kmm")
+        beta = importance_weights("kmm" if kmm is None else kmm, X_s, X_t)
+    return {"compute": True, "candidates": names, "trcv_beta": beta}
+
+
+@task(name="rt-row", cache_policy=NO_CACHE)
+def rt_row(store: StageStore, labeler: str, *, seed: int) -> tuple[TargetLabels, list[ReverseCell]]:
+    """ReverseTesting row M[labeler, ·]: 1 + ℓ fits (RT Fig. 3 steps 1–4)."""
+    X_s, y_s, X_t = load_xy(store)
+    return reverse_testing_row(labeler, make_candidates(store, _stage_specs(store), seed), X_s, y_s, X_t)
+
+
+@task(name="trcv-fold", cache_policy=NO_CACHE)
+def trcv_fold_task(store: StageStore, fold: int, beta: np.ndarray, *, seed: int,
+                   k: int) -> dict[str, FoldResidual | str]:
+    """TrCV Fig. 1 for fold ``fold`` for every candidate (2 fits each); a failed fit gives its message."""
+    X_s, y_s, X_t = load_xy(store)
+    cands = make_candidates(store, _stage_specs(store), seed)
+    setup = trcv_setup(cands, X_s, y_s, X_t, weights=beta, k=k, random_state=seed)
+    out: dict[str, FoldResidual | str] = {}
+    for c in cands:
+        try:
+            out[c.name] = trcv_fold(c, setup, fold)
+        except ValueError as err:
+            out[c.name] = str(err)
+    return out
+
+
+def _trcv_from_folds(cands: list[Candidate], X_s: pd.DataFrame, y_s: np.ndarray, X_t: pd.DataFrame,
+                     beta: np.ndarray, folds: list[dict[str, FoldResidual | str]], *, seed: int, k: int) -> Any:
+    setup = trcv_setup(cands, X_s, y_s, X_t, weights=beta, k=k, random_state=seed)
+    results, errors = {}, {}
+    for c in cands:
+        parts = [f[c.name] for f in folds]
+        failed = [p for p in parts if isinstance(p, str)]
+        if failed:
+            errors[c.name] = f"{failed[0]}; its score is NaN"
+        else:
+            results[c.name] = trcv_assemble(c.name, setup, parts)
+    return trcv_scores([c.name for c in cands], setup, results, errors)
+
+
+@task(name="selection", cache_policy=NO_CACHE)
+def selection(store: StageStore, selectors: list[str], primary: str, *, seed: int, k: int,
+              tracking_uri: str, parent_run_id: str, run_ids: dict[str, str],
+              rt_rows: list[tuple[TargetLabels, list[ReverseCell]]] | None = None,
+              trcv_folds: list[dict[str, FoldResidual | str]] | None = None,
+              trcv_beta: np.ndarray | None = None) -> dict[str, Any]:
+    """Score every candidate with every selector; pick the primary selector's best candidate.
+
+    ``rt_rows`` / ``trcv_folds`` (+ ``trcv_beta``): ReverseTesting rows and TrCV folds already computed by
+    fanned-out ``rt-row`` / ``trcv-fold`` tasks; without them those selectors run here, in-process."""
+    log = run_logger()
+    if primary not in selectors:
+        raise ValueError(f"the deciding selector {primary!r} must be one of the selectors run: {selectors}")
+    key, params, inputs = _stage_key(store, selectors, primary, seed, k)
     found = store.find_reusable(STAGE, key)
     rt = None
     if found is not None:
@@ -96,11 +175,19 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
     else:
         X_s, y_s, X_t = load_xy(store)
         kmm = stage_weights(store, "kmm")
-        cands = make_candidates(store, [(n, m["learner"], m["weighting"])
-                                        for n, m in training["extra"]["models"].items()], seed)
+        cands = make_candidates(store, _stage_specs(store), seed)
         results = {}
         for sel in selectors:
-            results[sel] = run_selector(sel, cands, X_s, y_s, X_t, seed=seed, k=k, kmm_weights=kmm)
+            if sel == "rt" and rt_rows is not None:
+                results[sel] = combine([t for t, _ in rt_rows], [c for _, row in rt_rows for c in row])
+            elif sel == "trcv" and trcv_folds is not None:
+                if trcv_beta is None:
+                    raise ValueError("trcv_folds were given without the trcv_beta they were computed with")
+                results[sel] = _trcv_from_folds(cands, X_s, y_s, X_t, trcv_beta, trcv_folds, seed=seed, k=k)
+            else:
+                results[sel] = run_selector(sel, cands, X_s, y_s, X_t, seed=seed, k=k, kmm_weights=kmm)
+            for name, err in getattr(results[sel], "errors", {}).items():
+                log.warning("selection %s: %s: %s", sel, name, err)
             log.info("selection %s: best %s", sel, ", ".join(results[sel].best))
         scores = pd.concat([r.to_frame() for r in results.values()], ignore_index=True)
         tables = {"scores": scores}

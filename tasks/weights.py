@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from mlflow.tracking import MlflowClient
-from prefect import task, unmapped
+from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from shiftlib.weights import (
@@ -38,18 +38,42 @@ KMM_CHUNK_ROWS = 5000
 METHODS = ("kmm", "discriminative", "ssb", "kde")
 
 
+def _standardized(store: StageStore) -> tuple[np.ndarray, np.ndarray, float]:
+    """Source and target on the shared diagnostic kernel's scale, and its width (deterministic)."""
+    X_s, _, X_t = load_xy(store)
+    Xs, Xt = X_s.to_numpy(dtype=float), X_t.to_numpy(dtype=float)
+    kern = shared_kernel(Xs, Xt)
+    return kern.transform(Xs), kern.transform(Xt), kern.gamma
+
+
 @task(name="kmm-chunk", cache_policy=NO_CACHE)
-def kmm_chunk_task(Z_chunk: np.ndarray, Z_target: np.ndarray, gamma: float) -> np.ndarray:
-    """One ensemble-KMM chunk (KMM eq. 12 against the full target), independent of the others."""
-    return kmm_chunk(Z_chunk, Z_target, gamma=gamma)
+def kmm_chunk_task(store: StageStore, rows: np.ndarray) -> np.ndarray:
+    """One ensemble-KMM chunk: KMM eq. 12 for the source ``rows`` against the whole target, independent
+    of every other chunk (the flow maps this over ``weights_plan``'s chunks)."""
+    Zs, Zt, gamma = _standardized(store)
+    return kmm_chunk(Zs[rows], Zt, gamma=gamma)
 
 
-def _kmm_fanned(X_s: np.ndarray, X_t: np.ndarray, seed: int) -> np.ndarray:
-    kern = shared_kernel(X_s, X_t)
-    Zs, Zt = kern.transform(X_s), kern.transform(X_t)
-    chunks = chunk_indices(len(Zs), KMM_CHUNK_ROWS, seed)
-    futures = kmm_chunk_task.map([Zs[c] for c in chunks], unmapped(Zt), unmapped(kern.gamma))
-    return normalize_weights(combine_chunks(len(Zs), chunks, [f.result() for f in futures]))
+def _params(store: StageStore, methods: list[str], seed: int) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        raise ValueError(f"unknown weighting method(s) {unknown}; choose from {list(METHODS)}")
+    ing = store.manifest("ingest")
+    inputs = {"source": ing["files"]["source.parquet"]["sha256"], "target": ing["files"]["target.parquet"]["sha256"]}
+    params = {"methods": sorted(methods), "seed": seed, "oracle": "source_selection.parquet" in ing["files"]}
+    return stage_key(STAGE, params, inputs), params, inputs
+
+
+@task(name="weights-plan", cache_policy=NO_CACHE)
+def weights_plan(store: StageStore, methods: list[str], *, seed: int) -> dict[str, Any]:
+    """The ensemble-KMM chunks (source row indices) the flow should fan out, or none: when KMM is not
+    asked for, the source has at most ``KMM_CHUNK_ROWS`` rows (one exact problem), or an identical earlier
+    stage will be reused."""
+    key, _, _ = _params(store, methods, seed)
+    n_source = store.manifest("ingest")["files"]["source.parquet"]["rows"]
+    if "kmm" not in methods or n_source <= KMM_CHUNK_ROWS or store.find_reusable(STAGE, key) is not None:
+        return {"kmm_chunks": None}
+    return {"kmm_chunks": chunk_indices(n_source, KMM_CHUNK_ROWS, seed)}
 
 
 def stage_weights(store: StageStore, method: str) -> np.ndarray | None:
@@ -79,18 +103,15 @@ def _histogram(table: pd.DataFrame, methods: list[str]) -> Figure:
 
 
 @task(name="weights", cache_policy=NO_CACHE)
-def weights(store: StageStore, methods: list[str], *, seed: int, tracking_uri: str,
-            parent_run_id: str) -> dict[str, Any]:
-    """Estimate each method's weights (or reuse an identical earlier stage), log them; returns the summary."""
+def weights(store: StageStore, methods: list[str], *, seed: int, tracking_uri: str, parent_run_id: str,
+            kmm_chunks: list[np.ndarray] | None = None, kmm_parts: list[np.ndarray] | None = None) -> dict[str, Any]:
+    """Estimate each method's weights (or reuse an identical earlier stage), log them; returns the summary.
+
+    ``kmm_chunks`` / ``kmm_parts``: ensemble KMM's chunks (from ``weights_plan``) and their solutions (from
+    the fanned-out ``kmm-chunk`` tasks), put back in row order here."""
     log = run_logger()
-    unknown = sorted(set(methods) - set(METHODS))
-    if unknown:
-        raise ValueError(f"unknown weighting method(s) {unknown}; choose from {list(METHODS)}")
-    ing = store.manifest("ingest")
-    inputs = {"source": ing["files"]["source.parquet"]["sha256"], "target": ing["files"]["target.parquet"]["sha256"]}
-    has_oracle = "source_selection.parquet" in ing["files"]
-    params = {"methods": sorted(methods), "seed": seed, "oracle": has_oracle}
-    key = stage_key(STAGE, params, inputs)
+    key, params, inputs = _params(store, methods, seed)
+    has_oracle = params["oracle"]
     found = store.find_reusable(STAGE, key)
     if found is not None:
         log.info("weights: reusing stage from run %s (same inputs and parameters)", found["run_id"])
@@ -105,7 +126,10 @@ def weights(store: StageStore, methods: list[str], *, seed: int, tracking_uri: s
         cols = list(methods) + (["oracle"] if has_oracle else [])
         for m in cols:
             if m == "kmm" and len(Xs) > KMM_CHUNK_ROWS:
-                w = _kmm_fanned(Xs, Xt, seed)
+                if kmm_chunks is None or kmm_parts is None:
+                    raise ValueError(f"KMM on {len(Xs)} source rows runs as ensemble KMM: pass the chunks from "
+                                     "weights_plan and their kmm-chunk solutions (the retrain flow does)")
+                w = normalize_weights(combine_chunks(len(Xs), kmm_chunks, kmm_parts))
                 before, after = mmd2(Xs, Xt, kernel=kern), mmd2(Xs, Xt, w, kernel=kern)
             else:
                 if m == "oracle":

@@ -38,16 +38,22 @@ from .reverse_testing import (
     pair_decision,
     reverse_score,
     reverse_testing,
+    reverse_testing_row,
 )
 from .scoring import BenefitScorer, accuracy_scorer, get_scorer, roc_auc_scorer
 from .trcv import (
     TrCVResult,
+    TrCVSetup,
     accuracy_distribution,
     accuracy_interval,
     probability_better,
     reverse_validation_fold,
     trcv,
+    trcv_assemble,
+    trcv_fold,
+    trcv_scores,
     trcv_select,
+    trcv_setup,
 )
 
 __all__ = [
@@ -61,6 +67,7 @@ __all__ = [
     "SelectorScores",
     "TargetLabels",
     "TrCVResult",
+    "TrCVSetup",
     "accuracy_distribution",
     "accuracy_interval",
     "accuracy_scorer",
@@ -82,12 +89,17 @@ __all__ = [
     "resolve_candidates",
     "reverse_score",
     "reverse_testing",
+    "reverse_testing_row",
     "reverse_validation_fold",
     "roc_auc_scorer",
     "source_cv",
     "source_target_validation",
     "target_cv",
     "trcv",
+    "trcv_assemble",
+    "trcv_fold",
+    "trcv_scores",
     "trcv_select",
+    "trcv_setup",
     "weighted_cv",
 ]

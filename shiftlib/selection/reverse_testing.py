@@ -50,6 +50,7 @@ __all__ = [
     "pair_decision",
     "reverse_score",
     "reverse_testing",
+    "reverse_testing_row",
 ]
 
 Rule = Literal["pair", "all"]
@@ -343,6 +344,40 @@ def reverse_testing(
         raise ValueError(f"unknown rule {rule!r}; use 'pair' (RT Conditions 4.1-4.3) or 'all'")
     get_scorer(scoring)
     cands = resolve_candidates(learners, random_state=random_state)
-    labels = [label_target(c, X_source, y_source, X_target) for c in cands]
-    cells = [reverse_score(j, t, X_target, X_source, y_source, scoring) for t in labels for j in cands]
+    labels, cells = [], []
+    for c in cands:
+        t, row = _row(c, cands, X_source, y_source, X_target, scoring)
+        labels.append(t)
+        cells += row
     return combine(labels, cells, rule=rule, scoring=scoring)
+
+
+def _row(labeler: Candidate, cands: list[Candidate], X_source: Any, y_source: Any, X_target: Any,
+         scoring: str | Scorer) -> tuple[TargetLabels, list[ReverseCell]]:
+    t = label_target(labeler, X_source, y_source, X_target)
+    return t, [reverse_score(j, t, X_target, X_source, y_source, scoring) for j in cands]
+
+
+def reverse_testing_row(
+    labeler: str,
+    learners: Any,
+    X_source: Any,
+    y_source: Any,
+    X_target: Any,
+    *,
+    scoring: str | Scorer = "accuracy",
+    random_state: int | None = None,
+) -> tuple[TargetLabels, list[ReverseCell]]:
+    """One row of M (RT Fig. 3 steps 1–4 for labeler i): label T with i, then every retrainer j's cell M[i, j].
+
+    1 + ℓ fits, independent of every other row, so a pipeline can fan the rows out;
+    ``combine(all labels, all cells)`` then gives exactly :func:`reverse_testing`'s result."""
+    X_source = check_X(X_source, "X_source")
+    y_source = check_y(y_source, X_source, "y_source", "X_source")
+    X_target = check_X(X_target, "X_target (the unlabeled target set T)", like=X_source)
+    get_scorer(scoring)
+    cands = resolve_candidates(learners, random_state=random_state)
+    by_name = {c.name: c for c in cands}
+    if labeler not in by_name:
+        raise ValueError(f"labeler {labeler!r} is not one of the learners {sorted(by_name)}")
+    return _row(by_name[labeler], cands, X_source, y_source, X_target, scoring)

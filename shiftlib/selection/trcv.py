@@ -42,12 +42,17 @@ from .results import SCORE_COLUMNS, SelectorScores
 
 __all__ = [
     "TrCVResult",
+    "TrCVSetup",
     "accuracy_distribution",
     "accuracy_interval",
     "probability_better",
     "reverse_validation_fold",
     "trcv",
+    "trcv_assemble",
+    "trcv_fold",
+    "trcv_scores",
     "trcv_select",
+    "trcv_setup",
 ]
 
 
@@ -214,43 +219,103 @@ def _folds(y: np.ndarray, k: int, random_state: int | None) -> np.ndarray:
     return fold
 
 
-def _trcv_one(cand: Candidate, X_s: Any, y_s: np.ndarray, X_u: Any, X_l: Any, y_l: Any, beta: np.ndarray,
-              fold: np.ndarray, k: int, confidence: float) -> TrCVResult:
-    n = len(y_s)
-    r = np.empty(n)
-    n_fits = n_const = 0
-    for i in range(k):
-        hold = np.flatnonzero(fold == i)
-        try:
-            fr = reverse_validation_fold(cand, X_s, y_s, hold, X_u, X_labeled=X_l, y_labeled=y_l)
-        except ValueError as err:
-            raise ValueError(f"TrCV: learner {cand.name!r} could not be fitted in fold {i + 1} of {k}: {err}") from err
-        r[hold] = fr.r
-        n_fits += fr.n_fits
-        n_const += fr.constant
-    loss = float(np.sum(beta * r) / n)
-    acc = 1.0 - loss
-    interval = accuracy_interval(acc, n, confidence)
-    mu, sigma = accuracy_distribution(acc, n, confidence)
-    notes = []
-    if n_const:
-        notes.append(f"{n_const} of {k} folds: f_i labeled the target with one class; f̄_i is constant")
-    return TrCVResult(cand.name, loss, acc, interval, confidence, n, mu, sigma, r, beta, fold, k, n_fits,
-                      n_const, 0 if X_l is None else len(X_l), notes)
+@dataclass(frozen=True, eq=False)
+class TrCVSetup:
+    """What every TrCV fold shares (Fig. 3 step 1): checked inputs, one β on S vs U ∪ L, one fold split.
+
+    Built once by :func:`trcv_setup`; each fold (:func:`trcv_fold`) is then an independent job, so a
+    pipeline can fan the folds out and put them back with :func:`trcv_assemble` / :func:`trcv_scores`."""
+
+    X_source: Any
+    y_source: np.ndarray
+    X_unlabeled: Any
+    X_labeled: Any
+    y_labeled: np.ndarray | None
+    beta: np.ndarray
+    folds: np.ndarray
+    k: int
+    confidence: float
+    random_state: int | None
+    weights: Any
+
+    def holdout(self, i: int) -> np.ndarray:
+        """Source rows S_i of fold ``i`` (0-based)."""
+        if not 0 <= i < self.k:
+            raise ValueError(f"fold {i} does not exist: folds are 0 … {self.k - 1}")
+        return np.flatnonzero(self.folds == i)
 
 
-def _setup(cands: list[Candidate], X_source: Any, y_source: Any, X_target: Any, X_target_labeled: Any,
-           y_target_labeled: Any, weights: Any, k: int, confidence: float, random_state: int | None) -> tuple:
-    """Shared by ``trcv`` and ``trcv_select``: checked inputs, one β (S vs U ∪ L) and one fold split.
+def trcv_setup(
+    learners: Any,
+    X_source: Any,
+    y_source: Any,
+    X_target: Any,
+    *,
+    X_target_labeled: Any = None,
+    y_target_labeled: Any = None,
+    weights: Any = "kmm",
+    k: int = 10,
+    confidence: float = 0.95,
+    random_state: int | None = None,
+) -> TrCVSetup:
+    """Checked inputs, β (fitted on all of S against U ∪ L) and the fold split shared by every learner.
 
     Input errors (including a wrong candidate weight vector) raise here, before any fit."""
     X_s, y_s, X_u, X_l, y_l = _prepare(X_source, y_source, X_target, X_target_labeled, y_target_labeled, k)
     _z(confidence)
-    for c in cands:
+    for c in resolve_candidates(learners, random_state=random_state):
         c.source_weights(len(y_s))
     X_all_t = X_u if X_l is None else vstack([X_u, X_l])
     beta = importance_weights(weights, X_s, X_all_t)
-    return X_s, y_s, X_u, X_l, y_l, beta, _folds(y_s, k, random_state)
+    return TrCVSetup(X_s, y_s, X_u, X_l, y_l, beta, _folds(y_s, k, random_state), k, confidence, random_state,
+                     weights if isinstance(weights, str | None) else "given")
+
+
+def trcv_fold(candidate: Candidate, setup: TrCVSetup, i: int) -> FoldResidual:
+    """TrCV Fig. 1 for fold ``i`` of ``setup``; a ``ValueError`` from a fit names the learner and the fold."""
+    try:
+        return reverse_validation_fold(candidate, setup.X_source, setup.y_source, setup.holdout(i),
+                                       setup.X_unlabeled, X_labeled=setup.X_labeled, y_labeled=setup.y_labeled)
+    except ValueError as err:
+        raise ValueError(
+            f"TrCV: learner {candidate.name!r} could not be fitted in fold {i + 1} of {setup.k}: {err}"
+        ) from err
+
+
+def trcv_assemble(learner: str, setup: TrCVSetup, folds: list[FoldResidual]) -> TrCVResult:
+    """TrCV Fig. 3 / eq. 14–16 from one learner's k fold residuals (``folds[i]`` = fold i)."""
+    if len(folds) != setup.k:
+        raise ValueError(f"TrCV needs all {setup.k} folds of {learner!r}; got {len(folds)}")
+    n = len(setup.y_source)
+    r = np.empty(n)
+    for i, fr in enumerate(folds):
+        r[setup.holdout(i)] = fr.r
+    n_fits = sum(fr.n_fits for fr in folds)
+    n_const = sum(fr.constant for fr in folds)
+    loss = float(np.sum(setup.beta * r) / n)
+    acc = 1.0 - loss
+    interval = accuracy_interval(acc, n, setup.confidence)
+    mu, sigma = accuracy_distribution(acc, n, setup.confidence)
+    notes = []
+    if n_const:
+        notes.append(f"{n_const} of {setup.k} folds: f_i labeled the target with one class; f̄_i is constant")
+    return TrCVResult(learner, loss, acc, interval, setup.confidence, n, mu, sigma, r, setup.beta, setup.folds,
+                      setup.k, n_fits, n_const, 0 if setup.X_labeled is None else len(setup.X_labeled), notes)
+
+
+def trcv_scores(names: list[str], setup: TrCVSetup, results: dict[str, TrCVResult],
+                errors: dict[str, str]) -> SelectorScores:
+    """The selector table over ``names`` (score = eq. 14 accuracy, interval = eq. 15); a learner in
+    ``errors`` scores NaN and keeps its message."""
+    scores = pd.Series({n: results[n].accuracy if n in results else np.nan for n in names}, dtype=float)
+    intervals = pd.DataFrame({"low": {n: results[n].interval[0] if n in results else np.nan for n in names},
+                              "high": {n: results[n].interval[1] if n in results else np.nan for n in names}})
+    return SelectorScores(
+        "trcv", scores, sum(r.n_fits for r in results.values()), intervals,
+        {"results": results, "params": {"k": setup.k, "confidence": setup.confidence,
+                                        "random_state": setup.random_state, "weights": setup.weights}},
+        errors,
+    )
 
 
 def trcv(
@@ -276,9 +341,10 @@ def trcv(
         cand = resolve_candidates([learner], random_state=random_state)[0]
     else:
         cand = Candidate(type(learner).__name__, learner)
-    X_s, y_s, X_u, X_l, y_l, beta, fold = _setup([cand], X_source, y_source, X_target, X_target_labeled,
-                                                  y_target_labeled, weights, k, confidence, random_state)
-    return _trcv_one(cand, X_s, y_s, X_u, X_l, y_l, beta, fold, k, confidence)
+    setup = trcv_setup([cand], X_source, y_source, X_target, X_target_labeled=X_target_labeled,
+                       y_target_labeled=y_target_labeled, weights=weights, k=k, confidence=confidence,
+                       random_state=random_state)
+    return trcv_assemble(cand.name, setup, [trcv_fold(cand, setup, i) for i in range(k)])
 
 
 def trcv_select(
@@ -300,22 +366,14 @@ def trcv_select(
     be fitted in some fold (``ValueError``) scores NaN with a warning and an entry in ``errors``.
     """
     cands = resolve_candidates(learners, random_state=random_state)
-    X_s, y_s, X_u, X_l, y_l, beta, fold = _setup(cands, X_source, y_source, X_target, X_target_labeled,
-                                                  y_target_labeled, weights, k, confidence, random_state)
+    setup = trcv_setup(cands, X_source, y_source, X_target, X_target_labeled=X_target_labeled,
+                       y_target_labeled=y_target_labeled, weights=weights, k=k, confidence=confidence,
+                       random_state=random_state)
     res, errors = {}, {}
     for c in cands:
         try:
-            res[c.name] = _trcv_one(c, X_s, y_s, X_u, X_l, y_l, beta, fold, k, confidence)
+            res[c.name] = trcv_assemble(c.name, setup, [trcv_fold(c, setup, i) for i in range(k)])
         except ValueError as err:
             errors[c.name] = f"{err}; its score is NaN"
             warnings.warn(errors[c.name], RuntimeWarning, stacklevel=2)
-    names = [c.name for c in cands]
-    scores = pd.Series({n: res[n].accuracy if n in res else np.nan for n in names}, dtype=float)
-    intervals = pd.DataFrame({"low": {n: res[n].interval[0] if n in res else np.nan for n in names},
-                              "high": {n: res[n].interval[1] if n in res else np.nan for n in names}})
-    return SelectorScores(
-        "trcv", scores, sum(r.n_fits for r in res.values()), intervals,
-        {"results": res, "params": {"k": k, "confidence": confidence, "random_state": random_state,
-                                    "weights": weights if isinstance(weights, str | None) else "given"}},
-        errors,
-    )
+    return trcv_scores([c.name for c in cands], setup, res, errors)

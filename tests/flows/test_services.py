@@ -153,6 +153,23 @@ def _wait_flow_run(client: Any, flow_run_id: str, timeout_s: float) -> dict[str,
         time.sleep(2)
 
 
+def _trigger(stack: dict[str, Any], deployment_id: str, config: dict[str, Any]) -> str:
+    """Start a run of the deployment through the REST API with these parameters; wait until it completes."""
+    import httpx
+
+    with httpx.Client(base_url=stack["prefect_api"], timeout=60) as client:
+        created = client.post(f"/deployments/{deployment_id}/create_flow_run",
+                              json={"parameters": {"config": config}}).raise_for_status().json()
+        t0 = time.monotonic()
+        fr = _wait_flow_run(client, created["id"], RUN_TIMEOUT_S)
+        print(f"\n[retrain-nightly] {fr['state']['type']} after {time.monotonic() - t0:.1f} s")
+    worker_log = Path(stack["record"]["services"][PREFECT_WORKER]["log"])
+    assert fr["state"]["type"] == "COMPLETED", (
+        f"flow run {created['id']} ended {fr['state']['type']}: {fr['state'].get('message')}\n"
+        f"worker log tail:\n{worker_log.read_text()[-3000:]}")
+    return str(created["id"])
+
+
 @pytest.mark.slow
 def test_retrain_nightly_runs_on_the_worker_and_logs_to_the_mlflow_server(stack: dict[str, Any]) -> None:
     import httpx
@@ -162,16 +179,8 @@ def test_retrain_nightly_runs_on_the_worker_and_logs_to_the_mlflow_server(stack:
     config = CONFIG | {"run_root": str(stack["root"] / "runs")}
     with httpx.Client(base_url=stack["prefect_api"], timeout=60) as client:
         dep = client.get("/deployments/name/retrain/retrain-nightly").raise_for_status().json()
-        assert dep["parameters"]["config"]["seed"] == 0  # prefect.yaml's defaults; we override them below
-        created = client.post(f"/deployments/{dep['id']}/create_flow_run",
-                              json={"parameters": {"config": config}}).raise_for_status().json()
-        t0 = time.monotonic()
-        fr = _wait_flow_run(client, created["id"], RUN_TIMEOUT_S)
-        print(f"\n[retrain-nightly] {fr['state']['type']} after {time.monotonic() - t0:.1f} s")
-    worker_log = Path(stack["record"]["services"][PREFECT_WORKER]["log"])
-    assert fr["state"]["type"] == "COMPLETED", (
-        f"flow run {created['id']} ended {fr['state']['type']}: {fr['state'].get('message')}\n"
-        f"worker log tail:\n{worker_log.read_text()[-3000:]}")
+    assert dep["parameters"]["config"]["seed"] == 0  # prefect.yaml's defaults; we override them below
+    created = {"id": _trigger(stack, dep["id"], config)}
 
     ml = MlflowClient(stack["mlflow"])
     exp = ml.get_experiment_by_name(CONFIG["experiment"])
@@ -190,8 +199,26 @@ def test_retrain_nightly_runs_on_the_worker_and_logs_to_the_mlflow_server(stack:
     for r in nested:
         assert r.data.params["seed"] == "3" and r.data.params["cv_folds"] == "3", r.info.run_name
         assert "training.cv_accuracy" in r.data.metrics
-    # ---- champion aliases: NOT YET. When the registry stage lands, assert here that the registered
-    # ---- model has a 'champion' alias pointing at one of `nested`'s models (ml.get_model_version_by_alias).
+    # registry: the first run of a deployment has no incumbent, so its model is the champion; the parent run
+    # names the version it registered, and the alias points at a model logged by this flow run
+    assert parent.data.tags["champion.decision"] == "champion", parent.data.tags.get("champion.reason")
+    model_name, version = parent.data.tags["champion.registered_model"].rsplit(" v", 1)
+    champ = ml.get_model_version_by_alias(model_name, "champion")
+    assert champ.version == version
+    assert champ.run_id in {r.info.run_id for r in runs}
+    assert ml.get_registered_model(model_name).aliases == {"champion": version}
+
+    # the same parameters again: every stage is reused, the new model ties the champion re-scored on the
+    # same batch, and a tie keeps the incumbent — the new version becomes the challenger
+    again_id = _trigger(stack, dep["id"], config)
+    (again,) = [r for r in ml.search_runs([exp.experiment_id],
+                                          filter_string=f"tags.`prefect.flow_run_id` = '{again_id}'")
+                if "mlflow.parentRunId" not in r.data.tags]
+    assert again.data.tags["champion.decision"] == "challenger", again.data.tags.get("champion.reason")
+    assert again.data.metrics["champion.new_score"] == again.data.metrics["champion.incumbent_score"]
+    new_version = again.data.tags["champion.registered_model"].rsplit(" v", 1)[1]
+    assert int(new_version) == int(version) + 1
+    assert ml.get_registered_model(model_name).aliases == {"champion": version, "challenger": new_version}
 
 
 @pytest.mark.slow

@@ -1,0 +1,170 @@
+"""Task runners: ``shiftflow retrain --task-runner/--dask-address/--dask-workers`` (fast), and the retrain flow
+on a 2-worker Dask ``LocalCluster`` giving the same result as on threads, with training tasks, ReverseTesting
+rows and TrCV folds run by the workers (slow).
+
+Slow: a real Prefect server and MLflow server (``stack`` fixture, ``conftest.py``); ``PREFECT_API_URL`` and
+``MLFLOW_TRACKING_URI`` are set for this test only (``monkeypatch`` for the Dask worker processes, which
+inherit the environment, and ``temporary_settings`` for this process, whose Prefect settings were read at
+import). The flow runs in-process twice on the same small config (learners LR, NB, DT; fixed seed), each
+with its own run root (so no stage is reused) and its own registered model name (so the second run's
+champion stage does not compete with the first's model), once with the thread runner and once with
+``make_task_runner("dask", n_workers=2)``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flows.cli import _parser, main, task_runner_from_args
+
+# --------------------------------------------------------------------------------------------- fast
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--task-runner", "thread", "--dask-workers", "2"], "--dask-workers only applies to --task-runner dask"),
+    (["--task-runner", "thread", "--dask-address", "tcp://127.0.0.1:8786"], "--dask-address only applies"),
+])
+def test_cli_refuses_dask_flags_with_the_thread_runner(args: list[str], message: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["retrain", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_rejects_an_unknown_runner(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["retrain", "--task-runner", "ray"])
+    assert exc.value.code == 2 and "invalid choice: 'ray'" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------- slow
+# (importing prefect_dask/distributed takes ~10 s on a loaded box, so even the cheap Dask checks are here)
+
+
+@pytest.mark.slow
+def test_cli_builds_the_task_runner_from_its_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")  # no warning; nothing connects here
+    parse = _parser().parse_args
+
+    assert task_runner_from_args(parse(["retrain"])) is None  # the flow's own default
+    desc, runner = task_runner_from_args(parse(["retrain", "--task-runner", "thread"]))
+    assert desc == "thread pool" and type(runner).__name__ == "ThreadPoolTaskRunner"
+    desc, runner = task_runner_from_args(parse(["retrain", "--task-runner", "dask", "--dask-workers", "3"]))
+    assert type(runner).__name__ == "DaskTaskRunner" and "3 worker processes" in desc
+    assert runner.cluster_kwargs["n_workers"] == 3 and runner.cluster_kwargs["threads_per_worker"] == 1
+    desc, runner = task_runner_from_args(parse(["retrain", "--dask-address", "tcp://127.0.0.1:8786"]))
+    assert type(runner).__name__ == "DaskTaskRunner" and runner.address == "tcp://127.0.0.1:8786"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args, message", [
+    (["--dask-address", "127.0.0.1:8786"], "needs a scheme"),
+    (["--dask-address", "tcp://127.0.0.1:8786", "--dask-workers", "2"], "drop n_workers or drop address"),
+    (["--dask-workers", "0"], "n_workers must be at least 1"),
+])
+def test_cli_refuses_bad_dask_flags(args: list[str], message: str, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    assert main(["retrain", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+LEARNERS = ["LR", "NB", "DT"]
+RUN_TIMEOUT_S = 900  # per flow run; seen 30–45 s on threads and ~155 s on Dask on a loaded 2-core box
+
+
+@pytest.fixture
+def real_prefect_api(stack: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    monkeypatch.setenv("PREFECT_API_URL", stack["prefect_api"])
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", stack["mlflow"])
+    with temporary_settings({PREFECT_API_URL: stack["prefect_api"]}):
+        yield stack
+
+
+def _spy_on_local_clusters(monkeypatch: pytest.MonkeyPatch, log: Path) -> list[dict[str, Any]]:
+    """Record every ``distributed.LocalCluster`` made (``make_task_runner`` names it by its qualified name)
+    and, through a scheduler plugin, append ``<key>\t<worker>`` to ``log`` for each task a worker finishes.
+    (The plugin writes to a file: the scheduler's plugin objects are copies by the time tasks finish, so an
+    in-memory list would stay empty.)"""
+    import distributed
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    clusters: list[dict[str, Any]] = []
+    path = str(log)
+
+    class Recorder(SchedulerPlugin):
+        def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+            if finish == "memory":
+                with open(path, "a") as f:
+                    f.write(f"{key}\t{kwargs.get('worker')}\n")
+
+    class SpyCluster(distributed.LocalCluster):
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            super().__init__(*a, **kw)
+            clusters.append({"workers": sorted(self.scheduler_info["workers"]), "kwargs": kw})
+            self.scheduler.add_plugin(Recorder(), name="shiftflow-test-recorder")
+
+    monkeypatch.setattr(distributed, "LocalCluster", SpyCluster)
+    return clusters
+
+
+@pytest.mark.slow
+def test_dask_runner_gives_the_thread_runners_selection_and_bytes(real_prefect_api: dict[str, Any],
+                                                                   tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import pandas as pd
+
+    from flows.config import RetrainConfig
+    from flows.retrain import retrain
+    from flows.runners import make_task_runner
+
+    stack = real_prefect_api
+    done_log = tmp_path / "dask-tasks.tsv"
+    clusters = _spy_on_local_clusters(monkeypatch, done_log)
+
+    def config(name: str) -> RetrainConfig:
+        return RetrainConfig(learners=LEARNERS, seed=11, cv_folds=3, selectors=["rt", "trcv", "scv"],
+                             selector="scv", selection_folds=5, run_root=str(tmp_path / name / "runs"), tracking_uri=stack["mlflow"],
+                             experiment="dask-e2e", model_name=f"shiftflow-dask-e2e-{name}")
+
+    # timeout_seconds: a Dask cluster that lost its workers leaves the flow waiting on a future forever
+    t0 = time.monotonic()
+    on_threads = retrain.with_options(task_runner=make_task_runner("thread"), timeout_seconds=RUN_TIMEOUT_S)(
+        config("thread"))
+    t_thread = time.monotonic() - t0
+    t0 = time.monotonic()
+    on_dask = retrain.with_options(task_runner=make_task_runner("dask", n_workers=2), timeout_seconds=RUN_TIMEOUT_S)(
+        config("dask"))
+    t_dask = time.monotonic() - t0
+    print(f"\n[dask] retrain on threads: {t_thread:.1f} s; on a 2-worker LocalCluster: {t_dask:.1f} s")
+
+    # the Dask run really ran its training tasks on the cluster's two worker processes
+    assert len(clusters) == 1, clusters
+    cluster = clusters[0]
+    assert len(cluster["workers"]) == 2 and cluster["kwargs"]["n_workers"] == 2, cluster
+    candidates = sorted(on_dask["model_uris"])
+    done = [line.split("\t") for line in done_log.read_text().splitlines()] if done_log.exists() else []
+    # fanned out to the workers: one training task and one ReverseTesting row per candidate, one task per
+    # TrCV fold (Pima's 150 source rows are one exact KMM problem: no KMM chunks)
+    assert len(done) == 2 * len(candidates) + 5, done
+    assert {w for _, w in done} == set(cluster["workers"]), (done, cluster)  # both workers took tasks
+    print(f"[dask] {len(done)} tasks finished on workers {sorted({w for _, w in done})}; candidates {candidates}")
+
+    assert on_threads["reused_stages"] == [] and on_dask["reused_stages"] == []
+    assert on_threads["run_dir"] != on_dask["run_dir"]
+    assert sorted(on_threads["model_uris"]) == candidates
+    assert on_dask["weighting"] == on_threads["weighting"]
+    assert on_dask["selection"]["chosen"] == on_threads["selection"]["chosen"]
+    a, b = Path(on_threads["run_dir"]), Path(on_dask["run_dir"])
+    tables = sorted(p.name for p in (a / "selection").glob("*.parquet"))
+    assert "scores.parquet" in tables and tables == sorted(p.name for p in (b / "selection").glob("*.parquet"))
+    for name in tables:
+        pd.testing.assert_frame_equal(pd.read_parquet(a / "selection" / name), pd.read_parquet(b / "selection" / name),
+                                      check_exact=True, obj=f"selection/{name}")
+    assert (a / "training" / "predictions.parquet").read_bytes() == (b / "training" / "predictions.parquet").read_bytes()
