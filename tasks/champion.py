@@ -26,6 +26,7 @@ from tasks.ingest import load_xy
 from tasks.logs import run_logger
 from tasks.selection import make_candidates, run_selector
 from tasks.tracking import with_retries
+from tasks.weights import kmm_beta
 
 
 def _incumbent(client: MlflowClient, name: str) -> Any:
@@ -42,7 +43,8 @@ def _rescore(store: Any, selector: str, incumbent: dict[str, str], chosen: str, 
     inc_name = f"incumbent:{incumbent['candidate']}"
     cands = make_candidates(store, [(inc_name, incumbent["learner"], incumbent["weighting"]),
                                     (chosen, m["learner"], m["weighting"])], seed)
-    res = run_selector(selector, cands, X_s, y_s, X_t, seed=seed, k=k)
+    kmm = kmm_beta(store, seed) if selector in ("trcv", "wcv") else None  # the β the selection stage used
+    res = run_selector(selector, cands, X_s, y_s, X_t, seed=seed, k=k, kmm_weights=kmm)
     return {"incumbent": float(res.scores[inc_name]), "new": float(res.scores[chosen])}
 
 

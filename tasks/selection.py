@@ -42,7 +42,7 @@ from tasks.ingest import load_target_labels, load_xy
 from tasks.logs import run_logger
 from tasks.store import MANIFEST, StageStore, stage_key
 from tasks.tracking import with_retries
-from tasks.weights import fit_weighter, stage_weights
+from tasks.weights import fit_weighter, kmm_beta, stage_weights
 
 STAGE = "selection"
 SELECTORS = ("rt", "trcv", "scv", "wcv")
@@ -108,8 +108,7 @@ def selection_plan(store: StageStore, selectors: list[str], primary: str, *, see
     beta = None
     if "trcv" in selectors:
         X_s, _, X_t = load_xy(store)
-        kmm = stage_weights(store, "kmm")
-        beta = importance_weights("kmm" if kmm is None else kmm, X_s, X_t)
+        beta = importance_weights(kmm_beta(store, seed), X_s, X_t)
     return {"compute": True, "candidates": names, "trcv_beta": beta}
 
 
@@ -174,7 +173,7 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
         agree = store.read_table(STAGE, "agreement") if "agreement.parquet" in found["files"] else None
     else:
         X_s, y_s, X_t = load_xy(store)
-        kmm = stage_weights(store, "kmm")
+        kmm = kmm_beta(store, seed) if {"trcv", "wcv"} & set(selectors) else None
         cands = make_candidates(store, _stage_specs(store), seed)
         results = {}
         for sel in selectors:

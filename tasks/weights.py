@@ -85,9 +85,23 @@ def stage_weights(store: StageStore, method: str) -> np.ndarray | None:
 
 
 def fit_weighter(method: str, X_source: Any, X_target: Any, seed: int) -> Any:
-    """The stage's one way to fit a weighting method (seeded where the method is random)."""
-    kw = {"random_state": seed} if method in ("kmm", "discriminative", "ssb") else {}
+    """The stage's one way to fit a weighting method in-process (seeded where the method is random).
+
+    KMM on more than ``KMM_CHUNK_ROWS`` source rows is ensemble KMM with the same chunks as the flow's
+    fanned-out ``kmm-chunk`` tasks (so the weights are the same), solved here one chunk after another."""
+    kw: dict[str, Any] = {"random_state": seed} if method in ("kmm", "discriminative", "ssb") else {}
+    if method == "kmm" and len(X_source) > KMM_CHUNK_ROWS:
+        kw["chunk_size"] = KMM_CHUNK_ROWS
     return make_weighter(method, **kw).fit(X_source, X_target)
+
+
+def kmm_beta(store: StageStore, seed: int) -> np.ndarray:
+    """The KMM weights selection uses (TrCV's β, WCV): this run's weights stage's, else fitted here."""
+    beta = stage_weights(store, "kmm")
+    if beta is None:
+        X_s, _, X_t = load_xy(store)
+        beta = fit_weighter("kmm", X_s, X_t, seed).weights_
+    return beta
 
 
 def _histogram(table: pd.DataFrame, methods: list[str]) -> Figure:

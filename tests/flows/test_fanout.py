@@ -97,3 +97,17 @@ def test_fanned_selection_equals_the_one_call_selectors(fanned_run):
     for sel, expected in (("rt", rt), ("trcv", tr)):
         got = scores[scores["selector"] == sel].sort_values("learner").reset_index(drop=True)
         pd.testing.assert_frame_equal(got, expected.sort_values("learner").reset_index(drop=True), check_dtype=False)
+
+
+def test_in_process_kmm_fit_equals_the_fanned_chunks(fanned_run, monkeypatch):
+    # selection and the champion's re-score fit KMM in-process when the weights stage has none (weighting
+    # none, large source): ensemble KMM with the flow's chunks, so the same weights as the fanned-out tasks
+    import tasks.weights
+
+    _, summary, _ = fanned_run
+    run_dir = Path(summary["run_dir"])
+    X_s, _, X_t = _inputs(run_dir)
+    monkeypatch.setattr(tasks.weights, "KMM_CHUNK_ROWS", 60)
+    w = tasks.weights.fit_weighter("kmm", X_s, X_t, 0).weights_
+    np.testing.assert_allclose(w, pd.read_parquet(run_dir / "weights" / "weights.parquet")["kmm"].to_numpy(),
+                               rtol=1e-12, atol=0)
