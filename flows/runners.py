@@ -7,7 +7,9 @@ temporary Prefect API (STACK_NOTES: 32 s instead of 10 s for the same work). Run
 ``export PREFECT_API_URL=http://127.0.0.1:4200/api`` (and ``MLFLOW_TRACKING_URI=http://127.0.0.1:5000``)
 before the flow starts: a local cluster's workers inherit the flow process's environment; the workers
 of an existing cluster (``address=``) must have been started with those variables themselves, and must
-see the same filesystem (stage Parquet files, MLflow artifacts).
+see the same filesystem (stage Parquet files, MLflow artifacts); start them with
+``dask worker <scheduler> --nthreads 1 --preload flows.retrain`` so the flow's modules are imported before
+the first task arrives (see the local cluster's settings below for why).
 """
 
 from __future__ import annotations
