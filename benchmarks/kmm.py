@@ -19,10 +19,20 @@ objective found by any route, max constraint violation, and time ratios against 
 
 Part 2, ensemble KMM at m = 200,000, m' = 20,000, d = 20: 100 chunks of 2,000 source rows, each solved
 against all 20,000 target rows (κ per chunk: 4·10⁷ kernel entries in float32 blocks, ``kappa_dtype=
-"float32"``), in 2 worker processes. Printed: wall time, peak RSS (``resource.getrusage``, parent and
-largest worker), and MMD² on a seeded 5,000-row subsample S of the source against all 20,000 target rows
-— the full 200,000-row statistic would need 4·10¹⁰ kernel entries: unweighted, the ensemble weights
-restricted to S, exact KMM solved on S itself, and ensemble KMM (chunks of 2,000) solved on S alone.
+"float32"``), in 2 worker processes, then :func:`kmm_polish` (eq. 12 of the full problem re-solved on the
+support of the combined β) in the parent. Printed: wall time (polish included), peak RSS
+(``resource.getrusage``, parent and largest worker), and MMD² against all 20,000 target rows, weights
+normalized to mean 1 on the rows scored:
+
+* like for like — the criterion "MMD² within 10% of exact KMM's on a 5,000-row subsample": on a seeded
+  5,000-row subsample S, exact KMM solved on S vs ensemble KMM (chunks of 2,000, with and without the
+  polish) solved on S; the same on a 20,000-row superset S2 ⊃ S (10 chunks; exact KMM is cheap there too,
+  the working-set solver needs few kernel columns), scored on S2;
+* for information only — weights solved on more rows than S, restricted to S: the 200k ensemble's and
+  exact KMM on S2's. These are *not* a measure of the chunking error: KMM's optimum is sparse, and the
+  rows a larger problem selects are mostly outside S — exact KMM solved on S2 and restricted to S
+  scores 1.8× exact KMM on S, and the polished 200k β has no non-zero row in S at all (measured here).
+  The previous version of this benchmark reported the restricted 200k ensemble (1.146) as the criterion.
 
 Run: ``nice .venv/bin/python -m benchmarks.kmm`` (``--quick`` for smaller sizes). No timings are asserted
 anywhere; the numbers are ratios against this run's baselines.
@@ -52,6 +62,7 @@ from shiftlib.weights import (  # noqa: E402
     kmm_chunk,
     kmm_kappa,
     kmm_objective,
+    kmm_polish,
     shared_kernel,
     solve_kmm,
 )
@@ -168,7 +179,7 @@ def exact(m: int, d: int, cvxpy_solvers: list[str], cvxpy_timeout: float) -> Non
         viol = bound_violation(b, B=1000.0, eps=eps)
         print(f"  {name:<9} {t:>8.2f} {objs[name]:>20.8f} {gap:>12.2e} {viol:>10.1e} {t / t_auto:>10.1f}  {note}")
     print(f"  {skada_note}")
-    print(f"  auto: certified bound on f(β) − f* (duality gap) {auto.gap:.2e} = {auto.gap / abs(auto.objective):.1e}"
+    print(f"  auto: certified bound on f(β) − f* (its gap field: duality gap, or the tie-break's excess bound) {auto.gap:.2e} = {auto.gap / abs(auto.objective):.1e}"
           f"·|f|; non-zero weights {int(np.sum(auto.beta > 0))} of {m}")
 
 
@@ -207,33 +218,72 @@ def ensemble(m: int, mt: int, d: int, chunk_size: int, n_jobs: int, n_sub: int) 
     betas = [r[0] for r in results]
     chunk_s = np.array([r[1] for r in results])
     beta = combine_chunks(m, chunks, betas)
+    t0 = time.perf_counter()
+    polished = kmm_polish(p.Zs, p.Zt, beta, gamma=p.gamma, kappa_dtype="float32")
+    t_polish = time.perf_counter() - t0
     t_fit = time.perf_counter() - t_all
-    viol = max(bound_violation(b, B=1000.0, eps=default_eps(len(b))) for b in betas)
+    viol = max([bound_violation(b, B=1000.0, eps=default_eps(len(b))) for b in betas]
+               + [bound_violation(polished, B=1000.0, eps=default_eps(m))])
     rss_parent, rss_worker = _rss_gib(resource.RUSAGE_SELF), max(r[2] for r in results)
     print(f"  wall: data + shared kernel {t_data:.1f} s, {len(chunks)} chunks {t_chunks:.1f} s "
-          f"(per chunk: median {np.median(chunk_s):.2f} s, max {chunk_s.max():.2f} s); total to β {t_fit:.1f} s")
+          f"(per chunk: median {np.median(chunk_s):.2f} s, max {chunk_s.max():.2f} s); kmm_polish on the "
+          f"{int(np.sum(beta > 0))} non-zero rows {t_polish:.1f} s ({int(np.sum(polished > 0))} non-zero after); "
+          f"total to polished β {t_fit:.1f} s")
     print(f"  peak RSS (getrusage): parent {rss_parent:.2f} GiB, largest worker {rss_worker:.2f} GiB "
           f"(sum {rss_parent + n_jobs * rss_worker:.2f} GiB at most); max chunk constraint violation {viol:.1e}")
     # MMD² diagnostics on a subsample (the full statistic: 4e10 kernel entries)
     t0 = time.perf_counter()
-    sub = np.sort(np.random.default_rng(SEED + 1).choice(m, size=n_sub, replace=False))
+    rng = np.random.default_rng(SEED + 1)
+    sub = np.sort(rng.choice(m, size=n_sub, replace=False))
+    rest = np.setdiff1d(np.arange(m), sub)
+    sup = np.sort(np.concatenate([sub, rng.choice(rest, size=min(3 * n_sub, rest.size), replace=False)]))
+    in_sup = np.searchsorted(sup, sub)  # positions of S inside the superset
     Zs_sub = p.Zs[sub]
     with threadpool_limits(limits=1, user_api="blas"):
         exact_sub = _chunk_solution(Zs_sub, p.Zt, gamma=p.gamma, B=1000.0, eps=None, solver="auto",
                                     cvxpy_solver=None, tol=1e-13)
+        exact_sup = _chunk_solution(p.Zs[sup], p.Zt, gamma=p.gamma, B=1000.0, eps=None, solver="auto",
+                                    cvxpy_solver=None, tol=1e-13, kappa_dtype="float32")
         sub_chunks = chunk_indices(n_sub, chunk_size, SEED)
         ens_sub = combine_chunks(n_sub, sub_chunks, [kmm_chunk(Zs_sub[c], p.Zt, gamma=p.gamma) for c in sub_chunks])
-        W = np.column_stack([np.ones(n_sub), beta[sub], exact_sub.beta, ens_sub])
-        W = W / W.mean(axis=0)
-        before, after_ens, after_exact, after_ens_sub = mmd2_many(Zs_sub, p.Zt, p.gamma, W)
+        pol_sub = kmm_polish(Zs_sub, p.Zt, ens_sub, gamma=p.gamma)
+        cols = [np.ones(n_sub), exact_sub.beta, ens_sub, pol_sub, beta[sub], polished[sub], exact_sup.beta[in_sup]]
+        W = np.column_stack(cols)
+        W = W / np.where(W.sum(axis=0) > 0, W.mean(axis=0), np.nan)  # a column all zero on S → NaN
+        before, after_exact, after_ens_sub, after_pol_sub, after_ens, after_pol, after_sup = mmd2_many(
+            Zs_sub, p.Zt, p.gamma, W)
+        # like for like on the superset (more chunks than S has): exact vs ensemble ± polish, all solved on it
+        Zs_sup = p.Zs[sup]
+        sup_chunks = chunk_indices(sup.size, chunk_size, SEED)
+        ens_sup = combine_chunks(sup.size, sup_chunks,
+                                 [kmm_chunk(Zs_sup[c], p.Zt, gamma=p.gamma, kappa_dtype="float32") for c in sup_chunks])
+        pol_sup = kmm_polish(Zs_sup, p.Zt, ens_sup, gamma=p.gamma, kappa_dtype="float32")
+        W2 = np.column_stack([exact_sup.beta, ens_sup, pol_sup])
+        sup_exact, sup_ens, sup_pol = mmd2_many(Zs_sup, p.Zt, p.gamma, W2 / W2.mean(axis=0))
     t_mmd = time.perf_counter() - t0
-    print(f"  MMD² on a {n_sub}-row source subsample S vs all {mt} target rows ({t_mmd:.1f} s, not in the wall "
-          f"time above):")
-    print(f"    unweighted                          {before:.4e}")
-    print(f"    exact KMM solved on S               {after_exact:.4e}  (route {exact_sub.solver})")
-    print(f"    200k ensemble weights restricted to S {after_ens:.4e}  ratio to exact {after_ens / after_exact:.3f}")
-    print(f"    ensemble KMM (chunks of {chunk_size}) on S   {after_ens_sub:.4e}  ratio to exact "
+    print(f"  MMD² on a {n_sub}-row source subsample S vs all {mt} target rows, weights normalized to mean 1 on S "
+          f"({t_mmd:.1f} s, not in the wall time above):")
+    print(f"    unweighted                                        {before:.4e}")
+    print(f"    exact KMM solved on S                             {after_exact:.4e}  (route {exact_sub.solver})")
+    print("   like for like (the method run on S itself; the criterion, ratio ≤ 1.10):")
+    print(f"    ensemble KMM (chunks of {chunk_size}) on S                 {after_ens_sub:.4e}  ratio to exact "
           f"{after_ens_sub / after_exact:.3f}")
+    print(f"    ensemble KMM (chunks of {chunk_size}) + kmm_polish on S    {after_pol_sub:.4e}  ratio to exact "
+          f"{after_pol_sub / after_exact:.3f}")
+    print(f"   like for like on a {sup.size}-row superset S2 ⊃ S ({len(sup_chunks)} chunks): MMD² on S2")
+    print(f"    exact KMM solved on S2                            {sup_exact:.4e}  (route {exact_sup.solver})")
+    print(f"    ensemble KMM (chunks of {chunk_size}) on S2                {sup_ens:.4e}  ratio to exact "
+          f"{sup_ens / sup_exact:.3f}")
+    print(f"    ensemble KMM (chunks of {chunk_size}) + kmm_polish on S2   {sup_pol:.4e}  ratio to exact "
+          f"{sup_pol / sup_exact:.3f}")
+    print("   weights solved on more rows than S, restricted to S (not like for like, see the docstring):")
+    print(f"    {m // 1000}k ensemble weights                         {after_ens:.4e}  ratio to exact "
+          f"{after_ens / after_exact:.3f}")
+    print(f"    {m // 1000}k ensemble + kmm_polish weights            {after_pol:.4e}  ratio to exact "
+          f"{after_pol / after_exact:.3f}  ({int(np.sum(polished[sub] > 0))} of its {int(np.sum(polished > 0))} "
+          "non-zero rows in S)")
+    print(f"    exact KMM on S2, restricted to S                  {after_sup:.4e}  ratio to exact "
+          f"{after_sup / after_exact:.3f}")
 
 
 def main() -> None:

@@ -5,7 +5,8 @@ and a histogram PNG on the parent MLflow run.
 
 KMM on more than ``KMM_CHUNK_ROWS`` source rows runs as ensemble KMM: the source is split into chunks,
 each chunk is one ``kmm-chunk`` task (fanned out by the flow's task runner, e.g. Dask) solved against the
-whole target, and the chunk solutions are put back in row order."""
+whole target; the chunk solutions are put back in row order and the whole problem is re-solved on their
+support (``kmm_polish``)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from shiftlib.weights import (
     combine_chunks,
     effective_sample_size,
     kmm_chunk,
+    kmm_polish,
     make_weighter,
     mmd2,
     normalize_weights,
@@ -143,7 +145,11 @@ def weights(store: StageStore, methods: list[str], *, seed: int, tracking_uri: s
                 if kmm_chunks is None or kmm_parts is None:
                     raise ValueError(f"KMM on {len(Xs)} source rows runs as ensemble KMM: pass the chunks from "
                                      "weights_plan and their kmm-chunk solutions (the retrain flow does)")
-                w = normalize_weights(combine_chunks(len(Xs), kmm_chunks, kmm_parts))
+                # the chunks' β put back in row order, then eq. 12 of the whole problem re-solved on their
+                # support (kmm_polish) — what KMM(chunk_size=...) does in-process
+                Zs, Zt = kern.transform(Xs), kern.transform(Xt)
+                combined = combine_chunks(len(Xs), kmm_chunks, kmm_parts)
+                w = normalize_weights(kmm_polish(Zs, Zt, combined, gamma=kern.gamma))
                 before, after = mmd2(Xs, Xt, kernel=kern), mmd2(Xs, Xt, w, kernel=kern)
             else:
                 if m == "oracle":

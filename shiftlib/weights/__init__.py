@@ -43,6 +43,7 @@ from .kmm import (
     kmm_chunk,
     kmm_kappa,
     kmm_objective,
+    kmm_polish,
     solve_kmm,
 )
 from .oracle import OracleWeights
@@ -69,6 +70,7 @@ __all__ = [
     "kmm_chunk",
     "kmm_kappa",
     "kmm_objective",
+    "kmm_polish",
     "make_weighter",
     "median_heuristic_gamma",
     "mmd2",

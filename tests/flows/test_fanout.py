@@ -14,7 +14,14 @@ import pandas as pd
 import pytest
 
 from shiftlib.selection import reverse_testing, trcv_select
-from shiftlib.weights import chunk_indices, combine_chunks, kmm_chunk, normalize_weights, shared_kernel
+from shiftlib.weights import (
+    chunk_indices,
+    combine_chunks,
+    kmm_chunk,
+    kmm_polish,
+    normalize_weights,
+    shared_kernel,
+)
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +81,8 @@ def test_ensemble_kmm_chunks_equal_the_shiftlib_recipe(fanned_run):
     kern = shared_kernel(Xs, Xt)
     Zs, Zt = kern.transform(Xs), kern.transform(Xt)
     chunks = chunk_indices(len(Zs), 60, 0)  # seed 0 = the config's seed
-    expected = normalize_weights(combine_chunks(len(Zs), chunks, [kmm_chunk(Zs[c], Zt, gamma=kern.gamma)
-                                                                   for c in chunks]))
+    combined = combine_chunks(len(Zs), chunks, [kmm_chunk(Zs[c], Zt, gamma=kern.gamma) for c in chunks])
+    expected = normalize_weights(kmm_polish(Zs, Zt, combined, gamma=kern.gamma))
     got = pd.read_parquet(run_dir / "weights" / "weights.parquet")["kmm"].to_numpy()
     np.testing.assert_array_equal(got, expected)
 

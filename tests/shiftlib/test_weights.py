@@ -157,11 +157,19 @@ def _gaussian_shift(design: str, d: int, seed: int) -> tuple[np.ndarray, np.ndar
     return pool[keep], Xt, -np.log(p[keep]), p[keep]
 
 
+#: seeds of the Spearman test: five per case, median asserted. KMM's tie-break (shiftlib.weights.kmm,
+#: _TIE_RIDGES/_TIE_TOL) was chosen from the objective tolerance of the issue (1e-6) and measurements on
+#: seeds 0–9, not on these seeds.
+_RANK_SEEDS = (0, 10, 20, 30, 40)
 _KNOWN_SHORT = {
-    # measured with these seeds; recorded, not tuned away (see the report of the issue)
-    ("kmm", "mean", 5): "KMM's β is sparse (most rows exactly 0), so its ranks barely follow the ratio",
-    ("kmm", "kmm41", 5): "KMM's β is sparse (most rows exactly 0), so its ranks barely follow the ratio",
-    ("kde", "mean", 5): "5-d KDE ratio with Silverman bandwidths is too smooth/noisy in the tails",
+    # measured on _RANK_SEEDS with the defaults (Spearman per seed, median); recorded, not tuned away
+    ("kmm", "mean", 1): "eq. 12's optimum puts the mass on the few source rows under the target's tail: "
+    "rho 1.00, 0.99, 0.52, 0.24, 0.16 (median 0.52). On seeds 0-9 a ridge that ranks at >= 0.8 cost "
+    "2e-6..4e-4 of the objective (8-61% of the optimal MMD²) where the tie-break's 1e-6 did not reach",
+    ("kmm", "mean", 5): "eq. 12's β is sparse (75% exact zeros): rho 0.27, 0.21, 0.23, 0.25, 0.22 (median 0.23)",
+    ("kmm", "kmm41", 5): "eq. 12's β is sparse (97% exact zeros): rho 0.19, 0.08, 0.19, 0.20, 0.11 (median 0.19)",
+    ("kde", "mean", 5): "5-d KDE ratio with Silverman bandwidths is too smooth/noisy in the tails: "
+    "rho 0.68, 0.62, 0.73, 0.70, 0.70 (median 0.70)",
 }
 _CASES = [
     pytest.param(
@@ -178,12 +186,18 @@ _CASES = [
 
 @pytest.mark.parametrize(("name", "design", "d"), _CASES)
 def test_weights_rank_like_the_true_density_ratio(name: str, design: str, d: int) -> None:
-    # Spearman ρ(weights, true p_t/p_s) ≥ 0.8 with every estimator's defaults; the value is printed (-s)
-    Xs, Xt, log_ratio, p = _gaussian_shift(design, d, seed=100 + d)
-    fit_params = {"selection_proba": p} if name == "oracle" else {}
-    w = make_weighter(name).fit(Xs, Xt, **fit_params).weights_
-    rho = spearmanr(w, log_ratio).statistic
-    print(f"\nSpearman {name:>14} {design:>9} d={d}: rho = {rho:.3f} (m = {len(Xs)}, zero weights {np.mean(w == 0):.0%})")
+    # Spearman ρ(weights, true p_t/p_s) with every estimator's defaults on five seeds; the MEDIAN must be
+    # ≥ 0.8 (one seed is luck: KMM's 1-d "mean" case ranges from 0.16 to 1.00). Values printed (-s)
+    rhos, zeros = [], []
+    for k in _RANK_SEEDS:
+        Xs, Xt, log_ratio, p = _gaussian_shift(design, d, seed=100 + d + k)
+        fit_params = {"selection_proba": p} if name == "oracle" else {}
+        w = make_weighter(name).fit(Xs, Xt, **fit_params).weights_
+        rhos.append(float(spearmanr(w, log_ratio).statistic))
+        zeros.append(float(np.mean(w == 0)))
+    rho = float(np.median(rhos))
+    print(f"\nSpearman {name:>14} {design:>9} d={d}: median rho = {rho:.3f} over seeds {[100 + d + k for k in _RANK_SEEDS]}: "
+          + ", ".join(f"{r:.3f}" for r in rhos) + f" (m ≈ 1000, zero weights {np.mean(zeros):.0%})")
     assert rho >= 0.8
 
 
