@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
+from replications._markdown import md_table
 from shiftlib.bias import rt_sort, split_biased
 from shiftlib.learners import fit_learner, make_learner
 from shiftlib.selection import (
@@ -256,14 +257,6 @@ def run_one(p: Problem, *, repeats: int, loo: bool, reverse_validation: bool = T
 # ----------------------------------------------------------------------------------------------------
 # report
 # ----------------------------------------------------------------------------------------------------
-def _fmt_table(df: pd.DataFrame) -> str:
-    cols = list(df.columns)
-    lines = ["| " + " | ".join(str(c) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for _, r in df.iterrows():
-        lines.append("| " + " | ".join(str(r[c]) for c in cols) + " |")
-    return "\n".join(lines)
-
-
 def _summary(agree: pd.DataFrame, subset: str, by_dataset: bool) -> pd.DataFrame:
     a = agree[agree.learners == subset]
     keys = ["dataset", "selector"] if by_dataset else ["selector"]
@@ -342,19 +335,19 @@ def write_report(out: Path, agree: pd.DataFrame, scores: pd.DataFrame, infos: li
         "",
         "## True target accuracy (mean over seeds; cf. RT Table 7)",
         "",
-        _fmt_table(truth),
+        md_table(truth),
         "",
         f"## All runs, {len(LEARNERS)} learners ({len(list(combinations(LEARNERS, 2)))} pairs per run)",
         "",
-        _fmt_table(overall5),
+        md_table(overall5),
         "",
         "## All runs, RT's four learners (6 pairs per run; RT recombined from the same fits)",
         "",
-        _fmt_table(overall4),
+        md_table(overall4),
         "",
         f"## Per dataset, {len(LEARNERS)} learners",
         "",
-        _fmt_table(per_ds),
+        md_table(per_ds),
         "",
         "## Does RT beat 10-fold CV (RT §5's claim)?",
         "",

@@ -63,6 +63,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
+from replications._markdown import md_table
 from shiftlib.drift import detect_drift
 from shiftlib.ingest import prepare_tables
 from shiftlib.learners import fit_learner, make_learner
@@ -336,15 +337,6 @@ def run_cases(names: list[str], registry: dict[str, Callable[[], Case]], seeds: 
 # ----------------------------------------------------------------------------------------------------
 # tables
 # ----------------------------------------------------------------------------------------------------
-def fmt_table(df: pd.DataFrame) -> str:
-    """A DataFrame as a Markdown table (values printed as they are)."""
-    cols = list(df.columns)
-    lines = ["| " + " | ".join(str(c) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for _, r in df.iterrows():
-        lines.append("| " + " | ".join(str(r[c]) for c in cols) + " |")
-    return "\n".join(lines)
-
-
 def summarize(agree: pd.DataFrame, keys: list[str], order: tuple[str, ...] = SELECTOR_ORDER) -> pd.DataFrame:
     """Pooled pairwise accuracy, mean corr, τ, regret and best-hit per ``keys`` (last key = selector)."""
     g = agree.groupby(keys, sort=False)
@@ -446,29 +438,29 @@ def write_report(out: Path, prefix: str, agree: pd.DataFrame, infos: pd.DataFram
         "",
         "## Cases (mean over seeds)",
         "",
-        fmt_table(case_table(infos)),
+        md_table(case_table(infos)),
         "",
         "## True target accuracy (mean over seeds)",
         "",
-        fmt_table(truth_table(infos)),
+        md_table(truth_table(infos)),
         "",
         f"## TrCV Table 4 layout: corr (of {n_pairs}) with n_L labeled target rows",
         "",
         "`scv` and `wcv` use no target label (same values as below); `trcv` here is TrCV with L (`trcv_l`).",
         "",
-        fmt_table(corr_table(agree.replace({"selector": {"trcv": "trcv_none", "trcv_l": "trcv"}}), PAPER_FIVE)),
+        md_table(corr_table(agree.replace({"selector": {"trcv": "trcv_none", "trcv_l": "trcv"}}), PAPER_FIVE)),
         "",
         f"## corr (of {n_pairs}) with no labeled target rows",
         "",
-        fmt_table(corr_table(free, paper_none)),
+        md_table(corr_table(free, paper_none)),
         "",
         "## All selectors, all runs",
         "",
-        fmt_table(summarize(agree, ["selector"])),
+        md_table(summarize(agree, ["selector"])),
         "",
         "## Per case",
         "",
-        fmt_table(summarize(agree, ["case", "selector"])),
+        md_table(summarize(agree, ["case", "selector"])),
         "",
         "## Is TrCV better than plain 10-fold source CV here?",
         "",

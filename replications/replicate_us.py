@@ -44,6 +44,7 @@ from scipy import stats
 from sklearn.model_selection import RepeatedStratifiedKFold
 from threadpoolctl import threadpool_limits
 
+from replications._markdown import md_table
 from shiftlib.calibration import (
     UndersampledClassifier,
     correct_posterior,
@@ -334,21 +335,6 @@ def _ttest(a: np.ndarray, b: np.ndarray) -> float:
 # ----------------------------------------------------------------------------------------------------
 # report
 # ----------------------------------------------------------------------------------------------------
-def _md_table(df: pd.DataFrame, floatfmt: str = ".5g") -> str:
-    cols = list(df.columns)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for _, r in df.iterrows():
-        cells = []
-        for c in cols:
-            v = r[c]
-            if isinstance(v, float | np.floating):
-                cells.append(format(float(v), floatfmt))
-            else:
-                cells.append(str(v))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
 def write_report(out: Path, cfg: Config, command: str, runtime: float, syn_summary: pd.DataFrame,
                  infos: pd.DataFrame, cells: pd.DataFrame, table5: pd.DataFrame, checks: dict) -> Path:
     share = checks["share_cells_brier_pprime_lt_ps"]
@@ -420,23 +406,23 @@ def write_report(out: Path, cfg: Config, command: str, runtime: float, syn_summa
         "",
         "## Data sets (natively imbalanced, minority < 15%)",
         "",
-        _md_table(infos[["dataset", "source", "target", "N", "N_pos", "pos_rate", "min_beta", "n_features"]]),
+        md_table(infos[["dataset", "source", "target", "N", "N_pos", "pos_rate", "min_beta", "n_features"]], ".5g"),
         "",
         "## US Table V analogue (rank sums)",
         "",
-        _md_table(table5, ".3g"),
+        md_table(table5, ".3g"),
         "",
         "## Per learner (means over datasets and beta < 1)",
         "",
-        _md_table(by_learner),
+        md_table(by_learner, ".5g"),
         "",
         "## Cells where Brier(p̂') ≥ Brier(p̂_s)",
         "",
-        _md_table(failures) if len(failures) else "None.",
+        md_table(failures, ".5g") if len(failures) else "None.",
         "",
         "## Synthetic §III-D (US Fig. 3–4)",
         "",
-        _md_table(syn),
+        md_table(syn, ".5g"),
         "",
         f"Curves on an x grid: `us_synthetic_curves.csv`. max |eq. 9(eq. 3(p)) − p| on the grid = "
         f"{syn_summary['max_abs_eq9_of_eq3_minus_p_grid'].max():.3g}.",

@@ -49,6 +49,8 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from shiftlib.metrics import check_probabilities
+
 if TYPE_CHECKING:  # matplotlib is imported only when a figure is drawn
     from matplotlib.figure import Figure
 
@@ -89,18 +91,6 @@ def _check_beta(beta: Any) -> float:
             "Use beta=1 for no undersampling and beta='balanced' (= N+/N−) for a balanced training set"
         )
     return b
-
-
-def _check_probabilities(p: ArrayLike, name: str) -> np.ndarray:
-    a = np.asarray(p, dtype=float)
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} contains NaN or infinite values; fix or drop those rows")
-    if a.size and (a.min() < 0.0 or a.max() > 1.0):
-        raise ValueError(
-            f"{name} must be probabilities in [0, 1]; got values in [{a.min():.4g}, {a.max():.4g}] — pass the "
-            "positive-class column of predict_proba, not decision_function scores or logits"
-        )
-    return a
 
 
 def _check_prior(prior: Any, name: str) -> float:
@@ -334,7 +324,7 @@ def _eq9(p: np.ndarray, beta: float) -> np.ndarray:
 def undersampled_posterior(p: ArrayLike, beta: float) -> np.ndarray | float:
     """US eq. 3: p_s = p / (p + beta·(1 − p)), the posterior after keeping negatives at rate beta."""
     b = _check_beta(beta)
-    a = _check_probabilities(p, "p")
+    a = check_probabilities(p, "p")
     out = np.clip(a / (a + b * (1.0 - a)), 0.0, 1.0)
     return _as_output(out, p)
 
@@ -342,7 +332,7 @@ def undersampled_posterior(p: ArrayLike, beta: float) -> np.ndarray | float:
 def correct_posterior(p_s: ArrayLike, beta: float) -> np.ndarray | float:
     """US eq. 9: p' = beta·p_s / (beta·p_s − p_s + 1), the undersampled posterior mapped back to p(+|x)."""
     b = _check_beta(beta)
-    a = _check_probabilities(p_s, "p_s")
+    a = check_probabilities(p_s, "p_s")
     return _as_output(_eq9(a, b), p_s)
 
 
@@ -353,7 +343,7 @@ def corrected_threshold(tau_s: ArrayLike, beta: float) -> np.ndarray | float:
     ``p_s <= tau_s`` implies ``p' <= tau'`` in floating point too.
     """
     b = _check_beta(beta)
-    t = _check_probabilities(tau_s, "tau_s")
+    t = check_probabilities(tau_s, "tau_s")
     return _as_output(_eq9(t, b), tau_s)
 
 
@@ -364,7 +354,7 @@ def prior_shift(p: ArrayLike, train_prior: float, target_prior: float) -> np.nda
     ``target_prior`` (class-conditional densities unchanged). ``correct_posterior(p_s, beta)`` equals
     ``prior_shift(p_s, pi_s+, pi+)`` (US Appendix).
     """
-    a = _check_probabilities(p, "p")
+    a = check_probabilities(p, "p")
     ps = _check_prior(train_prior, "train_prior")
     pt = _check_prior(target_prior, "target_prior")
     num = (pt / ps) * a
@@ -410,7 +400,7 @@ def em_target_prior(
     ``p^(s) = prior_shift(proba, train_prior, pi^(s))``, ``pi^(s+1) = mean(p^(s))`` until
     ``|pi^(s+1) − pi^(s)| < tol``. Each step does not decrease ``log_likelihood`` (EM).
     """
-    p = _check_probabilities(proba, "proba").ravel()
+    p = check_probabilities(proba, "proba").ravel()
     if p.size == 0:
         raise ValueError("proba has 0 rows; the target batch must have at least one row")
     pi_tr = _check_prior(train_prior, "train_prior")
@@ -661,7 +651,7 @@ def reliability_figure(
     ax_hist = fig.add_subplot(gs[1], sharex=ax)
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", label="perfectly calibrated")
     for name, p in probas.items():
-        pa = _check_probabilities(p, f"probas[{name!r}]").ravel()
+        pa = check_probabilities(p, f"probas[{name!r}]").ravel()
         if pa.shape[0] != yb.shape[0]:
             raise ValueError(f"probas[{name!r}] has {pa.shape[0]} rows but y has {yb.shape[0]}")
         frac_pos, mean_pred = calibration_curve(yb, pa, n_bins=n_bins, strategy="uniform")
@@ -720,9 +710,9 @@ def oof_undersampling(
         us = UndersampledClassifier(clone(estimator), beta=beta, random_state=random_state, pos_label=pos_label)
         us.fit(X_tr, y[tr], **fit_kw)
         full = clone(estimator).fit(X_tr, y[tr], **fit_kw)
-        col = int(np.flatnonzero(us.classes_ == pos_label)[0])
-        out.loc[te, "p_s"] = us.predict_proba_undersampled(X_te)[:, col]
-        out.loc[te, "p_prime"] = us.predict_proba(X_te)[:, col]
+        raw = us._member_ps(X_te)  # members' p_s, predicted once for both columns
+        out.loc[te, "p_s"] = np.clip(raw.mean(axis=0), 0.0, 1.0)  # = predict_proba_undersampled
+        out.loc[te, "p_prime"] = _eq9(np.clip(raw, 0.0, 1.0), us.beta_).mean(axis=0)  # = predict_proba
         out.loc[te, "tau_prime"] = float(us.threshold_)
         out.loc[te, "p_full"] = full.predict_proba(X_te)[:, list(full.classes_).index(pos_label)]
     return out

@@ -85,6 +85,8 @@ FEATURE_COLUMNS = [
     "feature", "kind", "test", "statistic", "p_value", "p_adjusted", "psi", "drifted",
     "missing_source", "missing_target", "note",
 ]
+#: the note of a categorical column χ² cannot test; detect_drift keeps such columns in the global tests
+_FEW_LEVELS = "not testable: fewer than 2 levels"
 
 
 def _int_seed(seq: np.random.SeedSequence) -> int:
@@ -573,7 +575,7 @@ def _chi2(s_vals: np.ndarray, t_vals: np.ndarray) -> tuple[float, float, str]:
     keep = (cs + ct) > 0
     table = np.vstack([cs[keep], ct[keep]])
     if table.shape[1] < 2:
-        return math.nan, math.nan, "not testable: fewer than 2 levels with expected count ≥ 5"
+        return math.nan, math.nan, f"{_FEW_LEVELS} with expected count ≥ 5"
     res = stats.chi2_contingency(table)
     return float(res.statistic), float(res.pvalue), note
 
@@ -698,7 +700,7 @@ def detect_drift(
     # constant or (nearly) all-missing columns are left out of the global tests; a categorical column
     # whose levels are too rare for χ² still carries information and stays in
     usable = [c for c, t, n in zip(S.columns, feats["test"], feats["note"], strict=True)
-              if t != "none" or n.startswith("not testable: fewer than 2 levels")]
+              if t != "none" or n.startswith(_FEW_LEVELS)]
     if not usable:
         raise ValueError("no testable column: every column is constant, or nearly all missing, on a side")
     if len(usable) < S.shape[1]:

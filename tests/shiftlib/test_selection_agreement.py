@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import kendalltau
-from threadpoolctl import threadpool_limits
 
 from shiftlib.selection import (
     ReverseCell,
@@ -22,12 +21,7 @@ from shiftlib.selection import (
     regret,
 )
 
-
-@pytest.fixture(autouse=True)
-def _one_blas_thread():
-    """The machine is 2 shared cores: keep BLAS single-threaded (results are unaffected)."""
-    with threadpool_limits(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
 
 TRUE = pd.Series({"a": 0.9, "b": 0.8, "c": 0.7, "d": 0.6})

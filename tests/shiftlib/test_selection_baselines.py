@@ -19,7 +19,6 @@ from sklearn.naive_bayes import GaussianNB
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from threadpoolctl import threadpool_limits
 
 from shiftlib.learners import make_learner
 from shiftlib.selection import (
@@ -32,12 +31,7 @@ from shiftlib.selection import (
     weighted_cv,
 )
 
-
-@pytest.fixture(autouse=True)
-def _one_blas_thread():
-    """The machine is 2 shared cores: keep BLAS single-threaded (results are unaffected)."""
-    with threadpool_limits(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
 
 X_ALL, Y_ALL = load_breast_cancer(return_X_y=True)

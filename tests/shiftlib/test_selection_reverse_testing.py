@@ -17,7 +17,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.base import BaseEstimator, ClassifierMixin
-from threadpoolctl import threadpool_limits
 
 from shiftlib.selection import (
     BenefitScorer,
@@ -31,12 +30,7 @@ from shiftlib.selection import (
     reverse_testing,
 )
 
-
-@pytest.fixture(autouse=True)
-def _one_blas_thread():
-    """The machine is 2 shared cores: keep BLAS single-threaded (results are unaffected)."""
-    with threadpool_limits(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
 
 FIT_CALLS: list[str] = []

@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.naive_bayes import GaussianNB
-from threadpoolctl import threadpool_limits
 
 from shiftlib.selection import (
     Candidate,
@@ -23,12 +22,7 @@ from shiftlib.selection import (
     trcv_select,
 )
 
-
-@pytest.fixture(autouse=True)
-def _one_blas_thread():
-    """The machine is 2 shared cores: keep BLAS single-threaded (results are unaffected)."""
-    with threadpool_limits(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
 
 class BinMajority(ClassifierMixin, BaseEstimator):
