@@ -115,7 +115,7 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
             chunks = weights_plan(store, [method], seed=config.seed)["kmm_chunks"]
             parts = None if chunks is None else gather(kmm_chunk_task.map(unmapped(store), chunks), "KMM chunks", log)
             weights_summary = weights(store, [method], seed=config.seed, tracking_uri=tracking_uri,
-                                      parent_run_id=parent_id, kmm_chunks=chunks, kmm_parts=parts)
+                                      parent_run_id=parent_id, kmm_parts=parts)
 
         candidates = [{"learner": name, "weighting": None} for name in config.learners]
         if method != "none":

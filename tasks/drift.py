@@ -14,7 +14,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from shiftlib.drift import DriftReport, detect_drift, plot_drift
-from tasks.ingest import load_xy
+from tasks.ingest import ingest_inputs, load_xy
 from tasks.logs import run_logger
 from tasks.store import StageStore, stage_key
 from tasks.tracking import with_retries
@@ -41,8 +41,7 @@ def _markdown(s: dict[str, Any], top: int = 5) -> str:
 def drift(store: StageStore, *, seed: int, alpha: float, tracking_uri: str, parent_run_id: str) -> dict[str, Any]:
     """Run ``detect_drift`` (or reuse an identical earlier run) and log it; returns the summary dict."""
     log = run_logger()
-    ing = store.manifest("ingest")["files"]
-    inputs = {"source": ing["source.parquet"]["sha256"], "target": ing["target.parquet"]["sha256"]}
+    inputs = ingest_inputs(store)
     params = {"seed": seed, "alpha": alpha}
     key = stage_key(STAGE, params, inputs)
     found = store.find_reusable(STAGE, key)

@@ -121,6 +121,16 @@ def ingest(
     return manifest
 
 
+def ingest_inputs(store: StageStore, *, labels: bool = False) -> dict[str, str]:
+    """The ingest hashes a stage key depends on: source and target tables (and the held-out target labels,
+    when ``labels`` and present) — so a new target batch never reuses a stage computed for another."""
+    files = store.manifest("ingest")["files"]
+    inputs = {"source": files["source.parquet"]["sha256"], "target": files["target.parquet"]["sha256"]}
+    if labels and "target_labels.parquet" in files:
+        inputs["labels"] = files["target_labels.parquet"]["sha256"]
+    return inputs
+
+
 def load_xy(store: StageStore) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
     """(X_source, y_source, X_target) from a finished ingest stage — never the target labels."""
     src = store.read_table("ingest", "source")

@@ -30,7 +30,7 @@ from shiftlib.calibration import (
     undersampling_metrics,
 )
 from shiftlib.learners import fit_learner, make_learner, needs_target
-from tasks.ingest import ROW, load_target_labels, load_xy
+from tasks.ingest import ROW, ingest_inputs, load_target_labels, load_xy
 from tasks.logs import run_logger
 from tasks.store import StageStore, stage_key
 from tasks.tracking import log_sklearn_model, with_retries
@@ -50,8 +50,7 @@ def recalibration(store: StageStore, chosen: str, *, beta: float | str, seed: in
     if needs_target(base):
         raise ValueError(f"{chosen} learns from the target rows and cannot be refitted on an undersampled copy; "
                          "choose a selector/learner set without it or unset `undersample`")
-    ing = store.manifest("ingest")["files"]
-    inputs = {"source": ing["source.parquet"]["sha256"], "target": ing["target.parquet"]["sha256"]}
+    inputs = ingest_inputs(store)
     params = {"candidate": chosen, "learner": info["learner"], "weighting": info["weighting"],
               "beta": beta, "seed": seed, "cv_folds": cv_folds}
     key = stage_key(STAGE, params, inputs)

@@ -30,15 +30,14 @@ from shiftlib.selection import (
     reverse_testing,
     reverse_testing_row,
     source_cv,
-    trcv_assemble,
-    trcv_fold,
-    trcv_scores,
+    trcv_fold_all,
+    trcv_from_folds,
     trcv_select,
     trcv_setup,
     weighted_cv,
 )
 from shiftlib.selection.trcv import FoldResidual
-from tasks.ingest import load_target_labels, load_xy
+from tasks.ingest import ingest_inputs, load_target_labels, load_xy
 from tasks.logs import run_logger
 from tasks.store import MANIFEST, StageStore, stage_key
 from tasks.tracking import with_retries
@@ -86,8 +85,10 @@ def _stage_specs(store: StageStore) -> list[tuple[str, str, str]]:
 
 
 def _stage_key(store: StageStore, selectors: list[str], primary: str, seed: int, k: int) -> tuple[str, dict, dict]:
-    inputs = {"training": store.manifest("training")["files"]["learners.parquet"]["sha256"],
-              "source": store.manifest("ingest")["files"]["source.parquet"]["sha256"]}
+    # the target batch (and its held-out labels, which the agreement table uses) are inputs: the candidates'
+    # source-CV table alone does not change with the target
+    inputs = ingest_inputs(store, labels=True) | {
+        "training": store.manifest("training")["files"]["learners.parquet"]["sha256"]}
     if (store.stage_dir("weights") / MANIFEST).exists():
         inputs["weights"] = store.manifest("weights")["files"]["weights.parquet"]["sha256"]
     params = {"selectors": list(selectors), "primary": primary, "seed": seed, "k": k}
@@ -125,28 +126,7 @@ def trcv_fold_task(store: StageStore, fold: int, beta: np.ndarray, *, seed: int,
     """TrCV Fig. 1 for fold ``fold`` for every candidate (2 fits each); a failed fit gives its message."""
     X_s, y_s, X_t = load_xy(store)
     cands = make_candidates(store, _stage_specs(store), seed)
-    setup = trcv_setup(cands, X_s, y_s, X_t, weights=beta, k=k, random_state=seed)
-    out: dict[str, FoldResidual | str] = {}
-    for c in cands:
-        try:
-            out[c.name] = trcv_fold(c, setup, fold)
-        except ValueError as err:
-            out[c.name] = str(err)
-    return out
-
-
-def _trcv_from_folds(cands: list[Candidate], X_s: pd.DataFrame, y_s: np.ndarray, X_t: pd.DataFrame,
-                     beta: np.ndarray, folds: list[dict[str, FoldResidual | str]], *, seed: int, k: int) -> Any:
-    setup = trcv_setup(cands, X_s, y_s, X_t, weights=beta, k=k, random_state=seed)
-    results, errors = {}, {}
-    for c in cands:
-        parts = [f[c.name] for f in folds]
-        failed = [p for p in parts if isinstance(p, str)]
-        if failed:
-            errors[c.name] = f"{failed[0]}; its score is NaN"
-        else:
-            results[c.name] = trcv_assemble(c.name, setup, parts)
-    return trcv_scores([c.name for c in cands], setup, results, errors)
+    return trcv_fold_all(cands, trcv_setup(cands, X_s, y_s, X_t, weights=beta, k=k, random_state=seed), fold)
 
 
 @task(name="selection", cache_policy=NO_CACHE)
@@ -173,7 +153,8 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
         agree = store.read_table(STAGE, "agreement") if "agreement.parquet" in found["files"] else None
     else:
         X_s, y_s, X_t = load_xy(store)
-        kmm = kmm_beta(store, seed) if {"trcv", "wcv"} & set(selectors) else None
+        # KMM β for the selectors that run here (WCV; TrCV when its folds were not fanned out): at most one fit
+        kmm = kmm_beta(store, seed) if "wcv" in selectors or ("trcv" in selectors and trcv_folds is None) else None
         cands = make_candidates(store, _stage_specs(store), seed)
         results = {}
         for sel in selectors:
@@ -182,7 +163,8 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
             elif sel == "trcv" and trcv_folds is not None:
                 if trcv_beta is None:
                     raise ValueError("trcv_folds were given without the trcv_beta they were computed with")
-                results[sel] = _trcv_from_folds(cands, X_s, y_s, X_t, trcv_beta, trcv_folds, seed=seed, k=k)
+                setup = trcv_setup(cands, X_s, y_s, X_t, weights=trcv_beta, k=k, random_state=seed)
+                results[sel] = trcv_from_folds([c.name for c in cands], setup, trcv_folds)
             else:
                 results[sel] = run_selector(sel, cands, X_s, y_s, X_t, seed=seed, k=k, kmm_weights=kmm)
             for name, err in getattr(results[sel], "errors", {}).items():

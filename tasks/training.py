@@ -20,7 +20,7 @@ from sklearn.base import clone
 
 from shiftlib.cv import cv_metrics
 from shiftlib.learners import fit_learner, make_learner
-from tasks.ingest import ROW, load_xy
+from tasks.ingest import ROW, ingest_inputs, load_xy
 from tasks.logs import run_logger
 from tasks.store import StageStore, stage_key
 from tasks.tracking import log_sklearn_model, with_retries
@@ -34,8 +34,7 @@ def candidate_name(learner: str, weighting: str | None) -> str:
 
 
 def _inputs(store: StageStore, weighting: str | None) -> dict[str, str]:
-    ing = store.manifest("ingest")["files"]
-    inputs = {"source": ing["source.parquet"]["sha256"], "target": ing["target.parquet"]["sha256"]}
+    inputs = ingest_inputs(store)
     if weighting and weighting != "none":
         inputs["weights"] = store.manifest("weights")["files"]["weights.parquet"]["sha256"]
     return inputs

@@ -21,16 +21,12 @@ from prefect.cache_policies import NO_CACHE
 
 from shiftlib.weights import (
     chunk_indices,
-    combine_chunks,
     effective_sample_size,
     kmm_chunk,
-    kmm_polish,
     make_weighter,
-    mmd2,
-    normalize_weights,
     shared_kernel,
 )
-from tasks.ingest import ROW, load_xy
+from tasks.ingest import ROW, ingest_inputs, load_xy
 from tasks.logs import run_logger
 from tasks.store import MANIFEST, StageStore, stage_key
 from tasks.tracking import with_retries
@@ -60,9 +56,9 @@ def _params(store: StageStore, methods: list[str], seed: int) -> tuple[str, dict
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
         raise ValueError(f"unknown weighting method(s) {unknown}; choose from {list(METHODS)}")
-    ing = store.manifest("ingest")
-    inputs = {"source": ing["files"]["source.parquet"]["sha256"], "target": ing["files"]["target.parquet"]["sha256"]}
-    params = {"methods": sorted(methods), "seed": seed, "oracle": "source_selection.parquet" in ing["files"]}
+    inputs = ingest_inputs(store)
+    params = {"methods": sorted(methods), "seed": seed,
+              "oracle": "source_selection.parquet" in store.manifest("ingest")["files"]}
     return stage_key(STAGE, params, inputs), params, inputs
 
 
@@ -86,15 +82,16 @@ def stage_weights(store: StageStore, method: str) -> np.ndarray | None:
     return table[method].to_numpy(dtype=float) if method in table else None
 
 
-def fit_weighter(method: str, X_source: Any, X_target: Any, seed: int) -> Any:
+def fit_weighter(method: str, X_source: Any, X_target: Any, seed: int, **fit_params: Any) -> Any:
     """The stage's one way to fit a weighting method in-process (seeded where the method is random).
 
     KMM on more than ``KMM_CHUNK_ROWS`` source rows is ensemble KMM with the same chunks as the flow's
-    fanned-out ``kmm-chunk`` tasks (so the weights are the same), solved here one chunk after another."""
+    fanned-out ``kmm-chunk`` tasks (so the weights are the same), solved here one chunk after another unless
+    ``chunk_betas`` (the tasks' solutions) is passed in ``fit_params``."""
     kw: dict[str, Any] = {"random_state": seed} if method in ("kmm", "discriminative", "ssb") else {}
     if method == "kmm" and len(X_source) > KMM_CHUNK_ROWS:
         kw["chunk_size"] = KMM_CHUNK_ROWS
-    return make_weighter(method, **kw).fit(X_source, X_target)
+    return make_weighter(method, **kw).fit(X_source, X_target, **fit_params)
 
 
 def kmm_beta(store: StageStore, seed: int) -> np.ndarray:
@@ -120,11 +117,11 @@ def _histogram(table: pd.DataFrame, methods: list[str]) -> Figure:
 
 @task(name="weights", cache_policy=NO_CACHE)
 def weights(store: StageStore, methods: list[str], *, seed: int, tracking_uri: str, parent_run_id: str,
-            kmm_chunks: list[np.ndarray] | None = None, kmm_parts: list[np.ndarray] | None = None) -> dict[str, Any]:
+            kmm_parts: list[np.ndarray] | None = None) -> dict[str, Any]:
     """Estimate each method's weights (or reuse an identical earlier stage), log them; returns the summary.
 
-    ``kmm_chunks`` / ``kmm_parts``: ensemble KMM's chunks (from ``weights_plan``) and their solutions (from
-    the fanned-out ``kmm-chunk`` tasks), put back in row order here."""
+    ``kmm_parts``: the solutions of the fanned-out ``kmm-chunk`` tasks (one per chunk of ``weights_plan``),
+    which ``KMM(chunk_size=KMM_CHUNK_ROWS).fit(..., chunk_betas=)`` combines and polishes."""
     log = run_logger()
     key, params, inputs = _params(store, methods, seed)
     has_oracle = params["oracle"]
@@ -138,26 +135,19 @@ def weights(store: StageStore, methods: list[str], *, seed: int, tracking_uri: s
         Xs, Xt = X_s.to_numpy(dtype=float), X_t.to_numpy(dtype=float)
         table = pd.DataFrame({ROW: np.arange(len(Xs), dtype=np.int64)})
         rows = []
-        kern = shared_kernel(Xs, Xt)  # the one diagnostic kernel every estimator reports MMD² under
         cols = list(methods) + (["oracle"] if has_oracle else [])
         for m in cols:
-            if m == "kmm" and len(Xs) > KMM_CHUNK_ROWS:
-                if kmm_chunks is None or kmm_parts is None:
-                    raise ValueError(f"KMM on {len(Xs)} source rows runs as ensemble KMM: pass the chunks from "
-                                     "weights_plan and their kmm-chunk solutions (the retrain flow does)")
-                # the chunks' β put back in row order, then eq. 12 of the whole problem re-solved on their
-                # support (kmm_polish) — what KMM(chunk_size=...) does in-process
-                Zs, Zt = kern.transform(Xs), kern.transform(Xt)
-                combined = combine_chunks(len(Xs), kmm_chunks, kmm_parts)
-                w = normalize_weights(kmm_polish(Zs, Zt, combined, gamma=kern.gamma))
-                before, after = mmd2(Xs, Xt, kernel=kern), mmd2(Xs, Xt, w, kernel=kern)
+            if m == "oracle":
+                p = store.read_table("ingest", "source_selection")["p_select"].to_numpy()
+                est = make_weighter("oracle").fit(Xs, Xt, selection_proba=p)
+            elif m == "kmm" and len(Xs) > KMM_CHUNK_ROWS:
+                if kmm_parts is None:
+                    raise ValueError(f"KMM on {len(Xs)} source rows runs as ensemble KMM: pass the kmm-chunk "
+                                     "solutions of weights_plan's chunks (the retrain flow does)")
+                est = fit_weighter(m, Xs, Xt, seed, chunk_betas=kmm_parts)  # combine + polish, no re-solve
             else:
-                if m == "oracle":
-                    p = store.read_table("ingest", "source_selection")["p_select"].to_numpy()
-                    est = make_weighter("oracle").fit(Xs, Xt, selection_proba=p)
-                else:
-                    est = fit_weighter(m, Xs, Xt, seed)
-                w, before, after = est.weights_, est.mmd2_before_, est.mmd2_after_
+                est = fit_weighter(m, Xs, Xt, seed)
+            w, before, after = est.weights_, est.mmd2_before_, est.mmd2_after_
             table[m] = w
             rows.append({"method": m, "ess": effective_sample_size(w), "max": float(np.max(w)),
                          "mmd2_before": float(before), "mmd2_after": float(after), "candidate": m != "oracle"})

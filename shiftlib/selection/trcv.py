@@ -50,6 +50,8 @@ __all__ = [
     "trcv",
     "trcv_assemble",
     "trcv_fold",
+    "trcv_fold_all",
+    "trcv_from_folds",
     "trcv_scores",
     "trcv_select",
     "trcv_setup",
@@ -282,6 +284,33 @@ def trcv_fold(candidate: Candidate, setup: TrCVSetup, i: int) -> FoldResidual:
         ) from err
 
 
+def trcv_fold_all(candidates: list[Candidate], setup: TrCVSetup, i: int) -> dict[str, FoldResidual | str]:
+    """Fold ``i`` for every candidate: name → its :class:`FoldResidual`, or the fit's error message (one
+    independent job; :func:`trcv_from_folds` puts the folds together)."""
+    out: dict[str, FoldResidual | str] = {}
+    for c in candidates:
+        try:
+            out[c.name] = trcv_fold(c, setup, i)
+        except ValueError as err:
+            out[c.name] = str(err)
+    return out
+
+
+def trcv_from_folds(names: list[str], setup: TrCVSetup, folds: list[dict[str, FoldResidual | str]]) -> SelectorScores:
+    """TrCV's selector table from all k folds (``folds[i]`` = :func:`trcv_fold_all` of fold i): a learner
+    that failed in any fold scores NaN with the first fold's message in ``errors`` (and a warning)."""
+    results, errors = {}, {}
+    for n in names:
+        parts = [f[n] for f in folds]
+        failed = [p for p in parts if isinstance(p, str)]
+        if failed:
+            errors[n] = f"{failed[0]}; its score is NaN"
+            warnings.warn(errors[n], RuntimeWarning, stacklevel=2)
+        else:
+            results[n] = trcv_assemble(n, setup, parts)
+    return trcv_scores(names, setup, results, errors)
+
+
 def trcv_assemble(learner: str, setup: TrCVSetup, folds: list[FoldResidual]) -> TrCVResult:
     """TrCV Fig. 3 / eq. 14–16 from one learner's k fold residuals (``folds[i]`` = fold i)."""
     if len(folds) != setup.k:
@@ -369,11 +398,4 @@ def trcv_select(
     setup = trcv_setup(cands, X_source, y_source, X_target, X_target_labeled=X_target_labeled,
                        y_target_labeled=y_target_labeled, weights=weights, k=k, confidence=confidence,
                        random_state=random_state)
-    res, errors = {}, {}
-    for c in cands:
-        try:
-            res[c.name] = trcv_assemble(c.name, setup, [trcv_fold(c, setup, i) for i in range(k)])
-        except ValueError as err:
-            errors[c.name] = f"{err}; its score is NaN"
-            warnings.warn(errors[c.name], RuntimeWarning, stacklevel=2)
-    return trcv_scores([c.name for c in cands], setup, res, errors)
+    return trcv_from_folds([c.name for c in cands], setup, [trcv_fold_all(cands, setup, i) for i in range(k)])

@@ -967,8 +967,11 @@ class KMM(BaseWeighter):
     the chunk split).
 
     Learned: ``beta_`` (β as solved, = ``raw_weights_``), ``gamma_``, ``chunks_``, ``solutions_`` (one
-    :class:`KMMSolution` per chunk, without β duplicated), plus the base attributes. KMM is
-    transductive: ``predict_weights`` raises :class:`WeightsUnavailableError`.
+    :class:`KMMSolution` per chunk, without β duplicated; empty when ``fit`` was given ``chunk_betas``),
+    plus the base attributes. ``fit(X_source, X_target, chunk_betas=[...])`` takes the chunks' β solved
+    elsewhere (one per chunk of ``chunk_indices(m, chunk_size, random_state)``, e.g. by parallel
+    :func:`kmm_chunk` jobs) and only combines, polishes and diagnoses them. KMM is transductive:
+    ``predict_weights`` raises :class:`WeightsUnavailableError`.
     """
 
     _min_rows = 2
@@ -1003,8 +1006,9 @@ class KMM(BaseWeighter):
         self.random_state = random_state
 
     def _fit_raw(self, X_source: np.ndarray, X_target: np.ndarray, **fit_params: Any) -> np.ndarray:
+        chunk_betas = fit_params.pop("chunk_betas", None)
         if fit_params:
-            raise TypeError(f"KMM.fit takes no extra arguments; got {sorted(fit_params)}")
+            raise TypeError(f"KMM.fit takes only chunk_betas as an extra argument; got {sorted(fit_params)}")
         m = X_source.shape[0]
         if self.standardize:
             kern = shared_kernel(X_source, X_target)
@@ -1029,13 +1033,22 @@ class KMM(BaseWeighter):
             gamma=gamma, B=self.B, eps=self.eps, solver=self.solver, cvxpy_solver=self.cvxpy_solver, tol=self.tol,
             kappa_dtype=self.kappa_dtype,
         )
-        if self.n_jobs == 1 or len(self.chunks_) == 1:
+        if chunk_betas is not None:  # the chunks were solved elsewhere (the flow's kmm-chunk tasks)
+            if len(chunk_betas) != len(self.chunks_):
+                raise ValueError(f"chunk_betas has {len(chunk_betas)} solutions but chunk_size={self.chunk_size} "
+                                 f"and random_state={self.random_state} split the source into {len(self.chunks_)} "
+                                 "chunks; solve each chunk of chunk_indices(m, chunk_size, random_state)")
+            solutions = []
+            betas = list(chunk_betas)
+        elif self.n_jobs == 1 or len(self.chunks_) == 1:
             solutions = [_chunk_solution(Zs[idx], Zt, **kw) for idx in self.chunks_]
+            betas = [s.beta for s in solutions]
         else:
             from joblib import Parallel, delayed
 
             solutions = Parallel(n_jobs=self.n_jobs)(delayed(_chunk_solution)(Zs[idx], Zt, **kw) for idx in self.chunks_)
-        self.beta_ = combine_chunks(m, self.chunks_, [s.beta for s in solutions])
+            betas = [s.beta for s in solutions]
+        self.beta_ = combine_chunks(m, self.chunks_, betas)
         if self.polish and len(self.chunks_) > 1:
             self.beta_ = kmm_polish(
                 Zs, Zt, self.beta_, gamma=gamma, B=self.B, eps=self.eps, kappa_dtype=self.kappa_dtype

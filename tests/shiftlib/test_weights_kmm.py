@@ -312,6 +312,12 @@ def test_ensemble_kmm_equals_its_fanned_out_pieces() -> None:
     combined = combine_chunks(500, chunks, betas)
     np.testing.assert_array_equal(est.beta_, kmm_polish(Zs, Zt, combined, gamma=kern.gamma))
     np.testing.assert_array_equal(KMM(chunk_size=200, random_state=3, polish=False).fit(Xs, Xt).beta_, combined)
+    # chunks solved elsewhere (the flow's kmm-chunk tasks): the same β and the same diagnostics
+    given = KMM(chunk_size=200, random_state=3).fit(Xs, Xt, chunk_betas=betas)
+    np.testing.assert_array_equal(given.weights_, est.weights_)
+    assert (given.mmd2_before_, given.mmd2_after_) == (est.mmd2_before_, est.mmd2_after_)
+    with pytest.raises(ValueError, match="chunk_betas has 2 solutions but .* into 3 chunks"):
+        KMM(chunk_size=200, random_state=3).fit(Xs, Xt, chunk_betas=betas[:2])
     for c, beta in zip(chunks, betas, strict=True):
         _assert_exact_bounds(beta, 1000.0, default_eps(len(c)))  # each chunk's own constraints
     assert est.mmd2_after_ < 0.2 * est.mmd2_before_
