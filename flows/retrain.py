@@ -16,6 +16,8 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.futures import as_completed
 
 from flows.config import RetrainConfig
+from flows.services import shiftflow_home
+from shiftlib.learners import make_learner, needs_target
 from tasks.champion import champion
 from tasks.drift import drift
 from tasks.evaluation import evaluate
@@ -26,11 +28,6 @@ from tasks.store import MANIFEST, StageStore
 from tasks.tracking import check_reachable, default_tracking_uri, ensure_experiment, with_retries
 from tasks.training import collect_training, train_learner
 from tasks.weights import kmm_chunk_task, weights, weights_plan
-
-
-def shiftflow_home() -> Path:
-    """Local state folder (MLflow sqlite store, artifacts): ``$SHIFTFLOW_HOME`` or ``./.shiftflow``."""
-    return Path(os.environ.get("SHIFTFLOW_HOME", ".shiftflow")).resolve()
 
 
 def _flat(prefix: str, obj: Any) -> dict[str, Any]:
@@ -97,9 +94,10 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
                      simulate_bias=config.simulate_bias.model_dump() if config.simulate_bias else None,
                      seed=config.seed, drop_columns=config.drop_columns, max_levels=config.max_levels)
         for k, v in ing["extra"]["data_hashes"].items():
-            client.set_tag(parent_id, f"data.{k}_sha256", v)
+            with_retries(client.set_tag, parent_id, f"data.{k}_sha256", v)
         for f in ("source.parquet", "target.parquet"):
-            client.set_tag(parent_id, f"ingest.{f.split('.')[0]}_parquet_sha256", ing["files"][f]["sha256"])
+            with_retries(client.set_tag, parent_id, f"ingest.{f.split('.')[0]}_parquet_sha256",
+                         ing["files"][f]["sha256"])
 
         drift_summary = drift(store, seed=config.seed, alpha=config.drift_alpha, tracking_uri=tracking_uri,
                               parent_run_id=parent_id)
@@ -109,7 +107,7 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
             method = "kmm" if drift_summary["drifted"] else "none"
             log.info("weighting=auto: %s", "drift found, weighting with KMM" if method == "kmm"
                      else "no drift found, no weighting")
-        client.set_tag(parent_id, "shiftflow.weighting", method)
+        with_retries(client.set_tag, parent_id, "shiftflow.weighting", method)
         weights_summary = None
         if method != "none":
             chunks = weights_plan(store, [method], seed=config.seed)["kmm_chunks"]
@@ -121,7 +119,7 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
         if method != "none":
             # CSLR learns its own weights from the target rows (DL): no second, pre-weighted variant
             candidates += [{"learner": name, "weighting": method} for name in config.learners
-                           if not name.startswith("CSLR")]
+                           if not needs_target(make_learner(name))]
         futures = train_learner.map(
             unmapped(store), [c["learner"] for c in candidates], seed=config.seed,
             cv_folds=config.cv_folds, tracking_uri=tracking_uri, experiment_id=experiment_id,
@@ -177,7 +175,7 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
             "model_uris": {n: m["model_uri"] for n, m in training["extra"]["models"].items()},
             "target_scores": None if target_scores is None else target_scores.to_dict(orient="records"),
         }
-        client.set_tag(parent_id, "shiftflow.reused_stages", ",".join(reused) or "none")
+        with_retries(client.set_tag, parent_id, "shiftflow.reused_stages", ",".join(reused) or "none")
         create_markdown_artifact(key="retrain-summary", markdown=_summary_markdown(summary, chosen["scores"]),
                                  description="shiftflow retrain summary")
         with_retries(client.set_terminated, parent_id, "FINISHED")

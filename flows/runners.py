@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Literal
+from typing import Any
 
-TaskRunnerKind = Literal["thread", "dask"]
 KINDS: tuple[str, ...] = ("thread", "dask")
 
 

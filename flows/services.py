@@ -55,7 +55,8 @@ class ServiceError(RuntimeError):
 
 
 def shiftflow_home() -> Path:
-    """``$SHIFTFLOW_HOME`` or ``./.shiftflow`` (same rule as ``flows.retrain.shiftflow_home``)."""
+    """Local state folder (MLflow sqlite store, artifacts, runs, services.json): ``$SHIFTFLOW_HOME`` or
+    ``./.shiftflow``."""
     return Path(os.environ.get("SHIFTFLOW_HOME", ".shiftflow")).resolve()
 
 

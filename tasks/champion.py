@@ -25,7 +25,7 @@ from prefect.cache_policies import NO_CACHE
 from tasks.ingest import load_xy
 from tasks.logs import run_logger
 from tasks.selection import make_candidates, run_selector
-from tasks.tracking import with_retries
+from tasks.tracking import log_metrics, with_retries
 from tasks.weights import kmm_beta
 
 
@@ -102,8 +102,7 @@ def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, s
     with_retries(client.set_tag, parent_run_id, "champion.decision", decision)
     with_retries(client.set_tag, parent_run_id, "champion.registered_model", f"{model_name} v{mv.version}")
     with_retries(client.set_tag, parent_run_id, "champion.reason", reason)
-    with_retries(client.log_metric, parent_run_id, "champion.new_score", new_score)
-    if inc_score is not None and np.isfinite(inc_score):
-        with_retries(client.log_metric, parent_run_id, "champion.incumbent_score", inc_score)
+    log_metrics(client, parent_run_id, {"champion.new_score": new_score}
+                | ({} if inc_score is None or not np.isfinite(inc_score) else {"champion.incumbent_score": inc_score}))
     log.info("champion: %s v%s is %s (%s)", model_name, mv.version, decision, reason)
     return record

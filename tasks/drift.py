@@ -17,7 +17,7 @@ from shiftlib.drift import DriftReport, detect_drift, plot_drift
 from tasks.ingest import ingest_inputs, load_xy
 from tasks.logs import run_logger
 from tasks.store import StageStore, stage_key
-from tasks.tracking import with_retries
+from tasks.tracking import log_metrics, with_retries
 
 STAGE = "drift"
 
@@ -65,9 +65,7 @@ def drift(store: StageStore, *, seed: int, alpha: float, tracking_uri: str, pare
                "drift.domain_pvalue": summary["domain_pvalue"], "drift.mmd2": summary["mmd2"],
                "drift.mmd_pvalue": summary["mmd_pvalue"],
                "drift.n_drifted_features": float(len(summary["drifted_features"]))}
-    for k, v in metrics.items():
-        if v is not None:
-            with_retries(client.log_metric, parent_run_id, k, float(v))
+    log_metrics(client, parent_run_id, metrics, skip_missing=True)
     with_retries(client.log_artifact, parent_run_id, str(store.path(STAGE, "features.png")), "drift")
     create_markdown_artifact(key="drift-verdict", markdown=_markdown(summary), description="drift verdict")
     log.info("drift: %s (domain AUC %.3f, MMD p %.3g); drifting features: %s",

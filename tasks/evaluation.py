@@ -14,7 +14,7 @@ from sklearn.metrics import accuracy_score, roc_auc_score
 
 from tasks.ingest import ROW, load_target_labels
 from tasks.store import StageStore, stage_key
-from tasks.tracking import with_retries
+from tasks.tracking import log_metrics
 
 
 @task(name="evaluate-on-target", cache_policy=NO_CACHE)
@@ -40,8 +40,5 @@ def evaluate(store: StageStore, run_ids: dict[str, str], *, tracking_uri: str) -
     mlflow.set_tracking_uri(tracking_uri)
     client = mlflow.tracking.MlflowClient(tracking_uri)
     for r in rows:
-        run_id = run_ids[r["learner"]]
-        for k, v in r.items():
-            if k != "learner":
-                with_retries(client.log_metric, run_id, f"eval.{k}", v)
+        log_metrics(client, run_ids[r["learner"]], {f"eval.{k}": v for k, v in r.items() if k != "learner"})
     return table

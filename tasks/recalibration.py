@@ -33,7 +33,7 @@ from shiftlib.learners import fit_learner, make_learner, needs_target
 from tasks.ingest import ROW, ingest_inputs, load_target_labels, load_xy
 from tasks.logs import run_logger
 from tasks.store import StageStore, stage_key
-from tasks.tracking import log_sklearn_model, with_retries
+from tasks.tracking import log_metrics, log_sklearn_model, with_retries
 from tasks.weights import stage_weights
 
 STAGE = "recalibration"
@@ -105,8 +105,7 @@ def recalibration(store: StageStore, chosen: str, *, beta: float | str, seed: in
         model_uri = with_retries(_log)
         store.write_stage(STAGE, {"probabilities": target, "oof": oof}, key=key, params=params, inputs=inputs,
                           extra={"metrics": metrics, "model_uri": model_uri})
-    for k, v in metrics.items():
-        with_retries(client.log_metric, parent_run_id, k, float(v))
+    log_metrics(client, parent_run_id, metrics)
     y_fig, probs = (y_t, target) if labeled_target else (oof["y"], oof)
     fig = reliability_figure(y_fig, {"p_s (undersampled)": probs["p_s"], "p′ (corrected, eq. 9)": probs["p_prime"],
                                      "p (all rows)": probs["p_full"]})

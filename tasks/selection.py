@@ -40,7 +40,7 @@ from shiftlib.selection.trcv import FoldResidual
 from tasks.ingest import ingest_inputs, load_target_labels, load_xy
 from tasks.logs import run_logger
 from tasks.store import MANIFEST, StageStore, stage_key
-from tasks.tracking import with_retries
+from tasks.tracking import log_metrics, with_retries
 from tasks.weights import fit_weighter, kmm_beta, stage_weights
 
 STAGE = "selection"
@@ -200,17 +200,13 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
         if sel == "trcv":
             vals |= {"selection.trcv.accuracy": r["score"], "selection.trcv.ci_low": r["interval_low"],
                      "selection.trcv.ci_high": r["interval_high"]}
-        for key_, v in vals.items():
-            if v is not None and not (isinstance(v, float) and np.isnan(v)):
-                with_retries(client.log_metric, run_id, key_, float(v))
+        log_metrics(client, run_id, vals, skip_missing=True)
     with_retries(client.set_tag, parent_run_id, "shiftflow.selected_learner", chosen)
     with_retries(client.set_tag, parent_run_id, "shiftflow.selector", primary)
     if agree is not None:
-        for r in agree.to_dict("records"):
-            for m in ("pairwise_accuracy", "kendall_tau", "regret", "corr"):
-                v = r.get(m)
-                if v is not None and not (isinstance(v, float) and np.isnan(v)):
-                    with_retries(client.log_metric, parent_run_id, f"selection.{r['selector']}.{m}", float(v))
+        log_metrics(client, parent_run_id, {f"selection.{r['selector']}.{m}": r.get(m) for r in agree.to_dict("records")
+                                             for m in ("pairwise_accuracy", "kendall_tau", "regret", "corr")},
+                    skip_missing=True)
     if rt is not None:
         with_retries(client.log_figure, parent_run_id, plot_rt_matrix(rt), "selection/rt_matrix.png")
     log.info("selection: %s picks %s", primary, chosen)

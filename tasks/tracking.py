@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -66,14 +68,24 @@ def check_reachable(tracking_uri: str, timeout_s: float = 5.0) -> None:
 
 def with_retries(fn: Any, *args: Any, attempts: int = 4, base_delay: float = 0.5, **kwargs: Any) -> Any:
     """Call ``fn`` retrying transient failures with exponential backoff (tracking-server hiccups)."""
-    for i in range(attempts):
+    for i in range(attempts - 1):
         try:
             return fn(*args, **kwargs)
         except Exception:  # noqa: BLE001 - MLflow raises many types for transient faults
-            if i == attempts - 1:
-                raise
             time.sleep(base_delay * 2**i)
-    return None
+    return fn(*args, **kwargs)  # the last attempt: its error propagates
+
+
+def log_metrics(client: Any, run_id: str, metrics: Mapping[str, Any], *, skip_missing: bool = False) -> None:
+    """Log ``metrics`` (name → number) on ``run_id`` in one ``log_batch`` call (one round trip, retried);
+    ``skip_missing`` leaves out None and NaN values instead of logging NaN."""
+    from mlflow.entities import Metric
+
+    ts = int(time.time() * 1000)
+    batch = [Metric(k, float(v), ts, 0) for k, v in metrics.items()
+             if not (skip_missing and (v is None or math.isnan(float(v))))]
+    for i in range(0, len(batch), 1000):  # MLflow's limit per log_batch request
+        with_retries(client.log_batch, run_id, metrics=batch[i:i + 1000])
 
 
 def log_sklearn_model(

@@ -29,7 +29,7 @@ from shiftlib.weights import (
 from tasks.ingest import ROW, ingest_inputs, load_xy
 from tasks.logs import run_logger
 from tasks.store import MANIFEST, StageStore, stage_key
-from tasks.tracking import with_retries
+from tasks.tracking import log_metrics, with_retries
 
 STAGE = "weights"
 KMM_CHUNK_ROWS = 5000
@@ -154,9 +154,8 @@ def weights(store: StageStore, methods: list[str], *, seed: int, tracking_uri: s
         summary = pd.DataFrame(rows)
         store.write_stage(STAGE, {"weights": table, "summary": summary}, key=key, params=params, inputs=inputs)
     client = MlflowClient(tracking_uri)
-    for r in summary.to_dict("records"):
-        for k in ("ess", "max", "mmd2_before", "mmd2_after"):
-            with_retries(client.log_metric, parent_run_id, f"weights.{r['method']}.{k}", float(r[k]))
+    log_metrics(client, parent_run_id, {f"weights.{r['method']}.{k}": r[k] for r in summary.to_dict("records")
+                                         for k in ("ess", "max", "mmd2_before", "mmd2_after")})
     with_retries(client.log_figure, parent_run_id, _histogram(table, list(summary["method"])),
                  "weights/histogram.png")
     for r in summary.to_dict("records"):

@@ -71,15 +71,15 @@ def cv_score(
     return float(fs.mean()), fs
 
 
-def _run(selector: str, learners: Any, X: Any, y: np.ndarray, split_fn: Any, scoring: str | Scorer,
+def _run(selector: str, learners: Any, X: Any, y: np.ndarray, splits: Any, scoring: str | Scorer,
          random_state: int | None, weights: np.ndarray | None = None,
          params: dict[str, Any] | None = None) -> SelectorScores:
     cands = resolve_candidates(learners, random_state=random_state)
     for c in cands:  # input errors raise here, before per-learner fit failures are caught
         c.source_weights(len(y))
     scores, folds, errors, n_fits = {}, {}, {}, 0
+    splits = list(splits)  # one split for every learner: paired comparisons even when random_state is None
     for c in cands:
-        splits = list(split_fn())
         try:
             scores[c.name], folds[c.name] = cv_score(c, X, y, splits, scoring, weights=weights)
         except ValueError as err:
@@ -120,7 +120,7 @@ def source_cv(
     y = check_y(y_source, X, "y_source", "X_source")
     _check_k(k, y, "the source set")
     skf = StratifiedKFold(n_splits=k, shuffle=True, random_state=random_state)
-    return _run("scv", learners, X, y, lambda: skf.split(np.zeros(len(y)), y), scoring, random_state,
+    return _run("scv", learners, X, y, skf.split(np.zeros(len(y)), y), scoring, random_state,
                 params={"k": k})
 
 
@@ -141,7 +141,7 @@ def repeated_cv(
     if n_repeats < 1:
         raise ValueError(f"n_repeats must be ≥ 1; got {n_repeats}")
     rskf = RepeatedStratifiedKFold(n_splits=k, n_repeats=n_repeats, random_state=random_state)
-    return _run(f"cv{k}x{n_repeats}", learners, X, y, lambda: rskf.split(np.zeros(len(y)), y), scoring,
+    return _run(f"cv{k}x{n_repeats}", learners, X, y, rskf.split(np.zeros(len(y)), y), scoring,
                 random_state, params={"k": k, "n_repeats": n_repeats})
 
 
@@ -161,7 +161,7 @@ def leave_one_out(
     if len(y) < 2:
         raise ValueError("leave-one-out needs at least 2 source rows")
     loo = LeaveOneOut()
-    return _run("loo", learners, X, y, lambda: loo.split(np.zeros(len(y))), scoring, random_state)
+    return _run("loo", learners, X, y, loo.split(np.zeros(len(y))), scoring, random_state)
 
 
 def weighted_cv(
@@ -189,7 +189,7 @@ def weighted_cv(
     _check_k(k, y, "the source set")
     beta = importance_weights(weights, X, X_target)
     skf = StratifiedKFold(n_splits=k, shuffle=True, random_state=random_state)
-    res = _run("wcv", learners, X, y, lambda: skf.split(np.zeros(len(y)), y), scoring, random_state,
+    res = _run("wcv", learners, X, y, skf.split(np.zeros(len(y)), y), scoring, random_state,
                weights=beta, params={"k": k, "weights": weights if isinstance(weights, str | None) else "given"})
     res.details["weights"] = beta
     return res
@@ -210,7 +210,7 @@ def target_cv(
     k_used = int(min(k, np.unique(y, return_counts=True)[1].max()))
     _check_k(k_used, y, "the labeled target set")
     skf = StratifiedKFold(n_splits=k_used, shuffle=True, random_state=random_state)
-    return _run("tcv", learners, X, y, lambda: skf.split(np.zeros(len(y)), y), scoring, random_state,
+    return _run("tcv", learners, X, y, skf.split(np.zeros(len(y)), y), scoring, random_state,
                 params={"k": k, "k_used": k_used})
 
 

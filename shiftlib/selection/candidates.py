@@ -63,7 +63,9 @@ def resolve_candidates(learners: Any, *, random_state: int | None = None) -> lis
     built from registry names get ``random_state``; given estimators keep their own.
     """
     out: list[Candidate] = []
-    if isinstance(learners, Candidate | str) or isinstance(learners, BaseEstimator):
+    if isinstance(learners, BaseEstimator):  # one estimator, named by its class
+        learners = {type(learners).__name__: learners}
+    elif isinstance(learners, Candidate | str):
         learners = [learners]
     if isinstance(learners, Mapping):
         for key, value in learners.items():

@@ -51,6 +51,20 @@ def test_one_parent_and_one_nested_run_per_learner(two_runs):
     assert parent.data.tags["shiftflow.selector"] == "rt"
     assert {"drift.domain_auc", "weights.kmm.ess", "selection.rt.kendall_tau"} <= set(parent.data.metrics)
 
+    # the logged numbers are the stage tables' numbers, recomputed here from the Parquet files
+    run_dir = Path(first["run_dir"])
+    w = pd.read_parquet(run_dir / "weights" / "weights.parquet")["kmm"].to_numpy()
+    assert parent.data.metrics["weights.kmm.ess"] == pytest.approx(w.sum() ** 2 / (w ** 2).sum(), rel=1e-12)
+    preds = pd.read_parquet(run_dir / "training" / "predictions.parquet")
+    labels = pd.read_parquet(run_dir / "ingest" / "target_labels.parquet").set_index("_row")["_label"]
+    scores = pd.read_parquet(run_dir / "selection" / "scores.parquet").set_index(["selector", "learner"])
+    for r in nested:
+        p = preds[preds["learner"] == r.info.run_name]
+        acc = float((p["predicted"].to_numpy() == labels.loc[p["_row"]].to_numpy()).mean())
+        assert r.data.metrics["eval.target_accuracy"] == pytest.approx(acc, abs=1e-12), r.info.run_name
+        for sel in ("rt", "scv"):
+            assert r.data.metrics[f"selection.{sel}.rank"] == scores.loc[(sel, r.info.run_name), "rank"]
+
 
 def test_parquet_schemas_and_manifest_hashes(two_runs):
     _, first, _ = two_runs

@@ -373,7 +373,8 @@ def test_kde_refuses_high_dimension() -> None:
     X = np.random.default_rng(13).normal(size=(100, 6))
     with pytest.raises(ValueError, match="6 features exceed max_dim=5"):
         KDEWeights().fit(X, X)
-    assert KDEWeights(max_dim=6).fit(X, X + 0.1).weights_.shape == (100,)
+    w = KDEWeights(max_dim=6).fit(X, X + 0.1).weights_
+    assert w.shape == (100,) and w.mean() == pytest.approx(1.0, abs=1e-12) and np.all(w > 0)  # mean-1 convention
 
 
 # --------------------------------------------------------------------------------------------------
