@@ -6,7 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-LearnerName = Literal["DT", "NB", "LR", "SVM", "kNN", "RF", "CSLR", "CSLR-rbf"]
+from shiftlib.budget import SELECTION_ROWS
+
+LearnerName = Literal["DT", "NB", "LR", "SVM", "kNN", "RF", "HGB", "CSLR", "CSLR-rbf"]
 
 
 class BiasSpec(BaseModel):
@@ -37,7 +39,7 @@ class RetrainConfig(BaseModel):
         description="apply a known selection bias to the source rows (ground truth for evaluation)",
     )
     learners: list[LearnerName] = Field(
-        default_factory=lambda: ["DT", "NB", "LR", "SVM", "kNN", "RF"], description="candidate learners"
+        default_factory=lambda: ["DT", "NB", "LR", "SVM", "kNN", "RF", "HGB"], description="candidate learners"
     )
     drift_alpha: float = Field(0.05, gt=0, lt=1, description="significance level of the drift tests")
     weighting: Literal["none", "kmm", "discriminative", "ssb", "kde", "auto"] = Field(
@@ -46,8 +48,9 @@ class RetrainConfig(BaseModel):
         "'auto' uses KMM only when the drift stage finds drift",
     )
     selectors: list[Literal["rt", "trcv", "scv", "wcv"]] = Field(
-        default_factory=lambda: ["rt", "trcv", "scv"],
-        description="model selectors to run: ReverseTesting, Transfer CV, source k-fold CV, importance-weighted CV",
+        default_factory=lambda: ["scv"],
+        description="model selectors to run: ReverseTesting, Transfer CV, source k-fold CV, importance-weighted "
+        "CV (default: only the deciding one; RT fits ℓ+ℓ² models and TrCV 2kℓ, add them to report them)",
     )
     selector: Literal["rt", "trcv", "scv", "wcv"] = Field(
         "scv",
@@ -55,6 +58,15 @@ class RetrainConfig(BaseModel):
         "CV, which ordered learners best in reports/rt_replication.md; RT and TrCV are reported beside it)",
     )
     selection_folds: int = Field(10, ge=2, le=20, description="folds of TrCV / SCV / WCV")
+    selection_rows: int | None = Field(
+        SELECTION_ROWS, ge=50,
+        description="the selectors and the source-CV metrics run on a stratified subsample of at most this many "
+        "source (and target) rows; the candidates still fit on every row (empty: every row)",
+    )
+    max_workers: int | None = Field(
+        None, ge=1, description="tasks that run at once (default: the machine's cores); BLAS/OpenMP threads per "
+        "task are limited so that tasks × threads ≤ cores",
+    )
     undersample: float | Literal["balanced"] | None = Field(
         None,
         description="fraction of negatives kept (beta, US §III-A) or 'balanced'; set it to add the "

@@ -12,6 +12,19 @@ Every learner is a scikit-learn classifier with ``predict_proba`` whose ``fit`` 
 Scale-sensitive learners (LR, SVM, kNN) standardise features inside their pipeline, so the scaler is
 fitted on the training rows only. ``sample_weight`` is routed to the final step only.
 
+Size-aware routes (``make_learner(name, n_rows=n)``, where ``n`` is the number of rows the learner will
+be fitted on; without ``n_rows`` every learner takes its exact route):
+
+* SVM above ``SVM_EXACT_ROWS`` rows: a Nystroem kernel approximation of the same RBF kernel (Williams &
+  Seeger, NIPS 2001) plus a logistic regression, instead of ``SVC`` whose cost grows like n².
+* kNN above ``KNN_MAX_ROWS`` rows: the neighbour index holds a random subsample of that many rows
+  (with their weights): an exact index over a million rows in 30+ dimensions answers too slowly.
+* RF above ``RF_BOUNDED_ROWS`` rows: 100 trees, each grown on at most ``RF_BOUNDED_ROWS`` bootstrap rows with
+  at most ``RF_MAX_LEAVES`` leaves, so the logged model stays small.
+* HGB (``HistGradientBoostingClassifier``) handles any size as it is.
+
+The route is in the estimator's parameters, which the training stage logs.
+
 Public API: ``LEARNERS`` (name → factory) and ``make_learner(name, **params)``.
 """
 
@@ -23,7 +36,8 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.calibration import CalibratedClassifierCV
-from sklearn.ensemble import RandomForestClassifier
+from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
+from sklearn.kernel_approximation import Nystroem
 from sklearn.linear_model import LogisticRegression
 from sklearn.naive_bayes import GaussianNB
 from sklearn.neighbors import NearestNeighbors
@@ -41,6 +55,11 @@ __all__ = [
     "make_learner",
     "needs_target",
 ]
+
+SVM_EXACT_ROWS = 10_000
+KNN_MAX_ROWS = 20_000
+RF_BOUNDED_ROWS = 50_000
+RF_MAX_LEAVES = 4096
 
 
 class WeightedPipeline(Pipeline):
@@ -63,8 +82,10 @@ class WeightedKNeighborsClassifier(ClassifierMixin, BaseEstimator):
     Written by hand because scikit-learn's KNeighborsClassifier has no ``sample_weight``.
     """
 
-    def __init__(self, n_neighbors: int = 5) -> None:
+    def __init__(self, n_neighbors: int = 5, max_rows: int | None = None, random_state: int | None = None) -> None:
         self.n_neighbors = n_neighbors
+        self.max_rows = max_rows
+        self.random_state = random_state
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> WeightedKNeighborsClassifier:
         X, y = validate_data(self, X, y, reset=True)
@@ -74,8 +95,11 @@ class WeightedKNeighborsClassifier(ClassifierMixin, BaseEstimator):
         w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
         if w.shape != (len(y),) or np.any(w < 0) or not np.all(np.isfinite(w)):
             raise ValueError("sample_weight must be one finite, non-negative number per training row")
+        if self.max_rows is not None and len(y) > self.max_rows:  # bounded index (module docstring)
+            keep = np.sort(np.random.default_rng(self.random_state).choice(len(y), self.max_rows, replace=False))
+            X, self._y, w = X[keep], self._y[keep], w[keep]
         self._w = w
-        self._nn = NearestNeighbors(n_neighbors=min(self.n_neighbors, len(y))).fit(X)
+        self._nn = NearestNeighbors(n_neighbors=min(self.n_neighbors, len(self._y))).fit(X)
         return self
 
     def predict_proba(self, X: Any) -> np.ndarray:
@@ -99,22 +123,32 @@ class WeightedKNeighborsClassifier(ClassifierMixin, BaseEstimator):
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
 
 
-def _dt(random_state: int | None = None, **params: Any) -> BaseEstimator:
+def _dt(random_state: int | None = None, n_rows: int | None = None, **params: Any) -> BaseEstimator:
     return WeightedPipeline([("clf", DecisionTreeClassifier(random_state=random_state, **params))])
 
 
-def _nb(random_state: int | None = None, **params: Any) -> BaseEstimator:
+def _nb(random_state: int | None = None, n_rows: int | None = None, **params: Any) -> BaseEstimator:
     return WeightedPipeline([("clf", GaussianNB(**params))])
 
 
-def _lr(random_state: int | None = None, **params: Any) -> BaseEstimator:
+def _lr(random_state: int | None = None, n_rows: int | None = None, **params: Any) -> BaseEstimator:
     params.setdefault("max_iter", 1000)
     return WeightedPipeline(
         [("scale", StandardScaler()), ("clf", LogisticRegression(random_state=random_state, **params))]
     )
 
 
-def _svm(random_state: int | None = None, **params: Any) -> BaseEstimator:
+def _svm(random_state: int | None = None, n_rows: int | None = None, **params: Any) -> BaseEstimator:
+    if n_rows is not None and n_rows > SVM_EXACT_ROWS:
+        # the RBF kernel's Nystroem approximation + a linear model (module docstring)
+        gamma = params.pop("gamma", "scale")
+        gamma = None if gamma == "scale" else gamma  # Nystroem's None = 1/n_features on standardized data
+        return WeightedPipeline([
+            ("scale", StandardScaler()),
+            ("nystroem", Nystroem(kernel="rbf", gamma=gamma, n_components=params.pop("n_components", 100),
+                                  random_state=random_state)),
+            ("clf", LogisticRegression(C=params.pop("C", 1.0), max_iter=1000, random_state=random_state)),
+        ])
     # SVC(probability=True) is deprecated in scikit-learn 1.9; this is its documented replacement.
     svc = SVC(random_state=random_state, **params)
     return WeightedPipeline(
@@ -123,24 +157,36 @@ def _svm(random_state: int | None = None, **params: Any) -> BaseEstimator:
     )
 
 
-def _knn(random_state: int | None = None, **params: Any) -> BaseEstimator:
+def _knn(random_state: int | None = None, n_rows: int | None = None, **params: Any) -> BaseEstimator:
+    if n_rows is not None and n_rows > KNN_MAX_ROWS:
+        params.setdefault("max_rows", KNN_MAX_ROWS)
+        params.setdefault("random_state", random_state)
     return WeightedPipeline([("scale", StandardScaler()), ("clf", WeightedKNeighborsClassifier(**params))])
 
 
-def _rf(random_state: int | None = None, **params: Any) -> BaseEstimator:
+def _rf(random_state: int | None = None, n_rows: int | None = None, **params: Any) -> BaseEstimator:
+    if n_rows is not None and n_rows > RF_BOUNDED_ROWS:
+        params.setdefault("n_estimators", 100)
+        params.setdefault("max_samples", RF_BOUNDED_ROWS)
+        params.setdefault("max_leaf_nodes", RF_MAX_LEAVES)
     params.setdefault("n_estimators", 200)
     params.setdefault("n_jobs", 1)
     return WeightedPipeline([("clf", RandomForestClassifier(random_state=random_state, **params))])
 
 
-def _cslr(random_state: int | None = None, **params: Any) -> BaseEstimator:
+def _hgb(random_state: int | None = None, n_rows: int | None = None, **params: Any) -> BaseEstimator:
+    # scikit-learn's histogram gradient boosting: any size, missing values natively, sample_weight aware
+    return WeightedPipeline([("clf", HistGradientBoostingClassifier(random_state=random_state, **params))])
+
+
+def _cslr(random_state: int | None = None, n_rows: int | None = None, **params: Any) -> BaseEstimator:
     # DL's integrated model; standardises internally and learns from X_target (requires_target)
     from shiftlib.cslr import CovariateShiftLogisticRegression
 
     return CovariateShiftLogisticRegression(**params)
 
 
-def _cslr_rbf(random_state: int | None = None, **params: Any) -> BaseEstimator:
+def _cslr_rbf(random_state: int | None = None, n_rows: int | None = None, **params: Any) -> BaseEstimator:
     from shiftlib.cslr import CovariateShiftLogisticRegression
 
     params.setdefault("kernel", "rbf")
@@ -154,19 +200,23 @@ LEARNERS: dict[str, Callable[..., BaseEstimator]] = {
     "SVM": _svm,
     "kNN": _knn,
     "RF": _rf,
+    "HGB": _hgb,
     "CSLR": _cslr,
     "CSLR-rbf": _cslr_rbf,
 }
 
 
-def make_learner(name: str, *, random_state: int | None = None, **params: Any) -> BaseEstimator:
+def make_learner(
+    name: str, *, random_state: int | None = None, n_rows: int | None = None, **params: Any
+) -> BaseEstimator:
     """Build an unfitted candidate learner by its registry name (see ``LEARNERS``).
 
-    ``params`` go to the final estimator (e.g. ``make_learner("kNN", n_neighbors=7)``).
+    ``params`` go to the final estimator (e.g. ``make_learner("kNN", n_neighbors=7)``). ``n_rows``, the
+    number of rows it will be fitted on, picks the size-aware route (module docstring); None = exact.
     """
     if name not in LEARNERS:
         raise KeyError(f"unknown learner {name!r}; choose one of {sorted(LEARNERS)}")
-    return LEARNERS[name](random_state=random_state, **params)
+    return LEARNERS[name](random_state=random_state, n_rows=n_rows, **params)
 
 
 def needs_target(estimator: BaseEstimator) -> bool:

@@ -22,11 +22,9 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.ingest import load_xy
 from tasks.logs import run_logger
-from tasks.selection import make_candidates, run_selector
+from tasks.selection import make_candidates, run_selector, selection_beta, selection_data
 from tasks.tracking import log_metrics, with_retries
-from tasks.weights import kmm_beta
 
 
 def _incumbent(client: MlflowClient, name: str) -> Any:
@@ -36,22 +34,24 @@ def _incumbent(client: MlflowClient, name: str) -> Any:
         return None
 
 
-def _rescore(store: Any, selector: str, incumbent: dict[str, str], chosen: str, seed: int, k: int) -> dict[str, float]:
-    """Score the incumbent's recipe and the new choice together with ``selector`` on the current batch."""
-    X_s, y_s, X_t = load_xy(store)
+def _rescore(store: Any, selector: str, incumbent: dict[str, str], chosen: str, seed: int, k: int,
+             rows: int | None) -> dict[str, float]:
+    """Score the incumbent's recipe and the new choice together with ``selector`` on the current batch
+    (the selection stage's rows and β)."""
+    data = selection_data(store, seed, rows)
     m = store.manifest("training")["extra"]["models"][chosen]
     inc_name = f"incumbent:{incumbent['candidate']}"
     cands = make_candidates(store, [(inc_name, incumbent["learner"], incumbent["weighting"]),
-                                    (chosen, m["learner"], m["weighting"])], seed)
-    kmm = kmm_beta(store, seed) if selector in ("trcv", "wcv") else None  # the β the selection stage used
-    res = run_selector(selector, cands, X_s, y_s, X_t, seed=seed, k=k, kmm_weights=kmm)
+                                    (chosen, m["learner"], m["weighting"])], seed, data)
+    beta = selection_beta(store, seed, data) if selector in ("trcv", "wcv") else None
+    res = run_selector(selector, cands, data, seed=seed, k=k, beta=beta)
     return {"incumbent": float(res.scores[inc_name]), "new": float(res.scores[chosen])}
 
 
 @task(name="champion", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 8])
 def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, seed: int, k: int,
              tracking_uri: str, parent_run_id: str, flow_run_id: str = "",
-             served_model_uri: str | None = None) -> dict[str, Any]:
+             served_model_uri: str | None = None, rows: int | None = None) -> dict[str, Any]:
     """Register the chosen model (or ``served_model_uri``, e.g. its recalibrated version) and set
     ``champion`` or ``challenger``; returns the decision record."""
     log = run_logger()
@@ -87,7 +87,7 @@ def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, s
             inc_score = float(scores[recipe["candidate"]])
             how = "its recipe is a candidate of this run"
         else:
-            both = _rescore(store, selector, recipe, chosen, seed, k)
+            both = _rescore(store, selector, recipe, chosen, seed, k, rows)
             inc_score, new_score = both["incumbent"], both["new"]
             how = "re-scored beside the new choice"
         better = np.isfinite(new_score) and (not np.isfinite(inc_score) or new_score > inc_score)

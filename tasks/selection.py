@@ -10,6 +10,7 @@ labels it also writes ``selection/agreement.parquet`` and logs each selector's a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from shiftlib.budget import subsample
 from shiftlib.learners import make_learner
 from shiftlib.selection import (
     Candidate,
@@ -25,6 +27,7 @@ from shiftlib.selection import (
     TargetLabels,
     agreement,
     combine,
+    concat_scores,
     importance_weights,
     plot_rt_matrix,
     reverse_testing,
@@ -41,34 +44,71 @@ from tasks.ingest import ingest_inputs, load_target_labels, load_xy
 from tasks.logs import run_logger
 from tasks.store import MANIFEST, StageStore, stage_key
 from tasks.tracking import log_metrics, with_retries
-from tasks.weights import fit_weighter, kmm_beta, stage_weights
+from tasks.weights import METHODS, fit_weighter, stage_weights
 
 STAGE = "selection"
 SELECTORS = ("rt", "trcv", "scv", "wcv")
 
 
-def make_candidates(store: StageStore, specs: list[tuple[str, str, str]], seed: int) -> list[Candidate]:
-    """``Candidate`` per (name, learner, weighting): weights come from this run's weights stage, or are
-    fitted the stage's way when the run did not compute that method (e.g. an incumbent's recipe)."""
+@dataclass(frozen=True)
+class SelectionData:
+    """The rows the selectors work on: a stratified subsample of at most ``rows`` source rows (positions
+    ``source_rows`` in the ingested source) and at most ``rows`` target rows (``shiftlib.budget``)."""
+
+    X_s: pd.DataFrame
+    y_s: np.ndarray
+    X_t: pd.DataFrame
+    source_rows: np.ndarray
+
+
+def selection_data(store: StageStore, seed: int, rows: int | None) -> SelectionData:
+    """The selectors' subsample of this run's ingested tables (every row when ``rows`` is None)."""
+    X_s, y_s, X_t = load_xy(store)
+    i_s = subsample(len(y_s), rows, y=y_s, random_state=seed)
+    i_t = subsample(len(X_t), rows, random_state=seed)
+    return SelectionData(X_s.iloc[i_s].reset_index(drop=True), y_s[i_s], X_t.iloc[i_t].reset_index(drop=True), i_s)
+
+
+def _on_rows(w: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    w = np.asarray(w, dtype=float)[rows]
+    return w / w.mean() if w.mean() > 0 else w
+
+
+def make_candidates(store: StageStore, specs: list[tuple[str, str, str]], seed: int,
+                    data: SelectionData | None = None) -> list[Candidate]:
+    """``Candidate`` per (name, learner, weighting) on ``data``'s rows (default: every row): weights come from
+    this run's weights stage, or are fitted the stage's way when the run did not compute that method (e.g. an
+    incumbent's recipe)."""
+    data = data or selection_data(store, seed, None)
     weights: dict[str, np.ndarray] = {}
     out = []
     for name, learner, weighting in specs:
         if weighting != "none" and weighting not in weights:
             w = stage_weights(store, weighting)
             if w is None:
-                X_s, _, X_t = load_xy(store)
-                w = fit_weighter(weighting, X_s, X_t, seed).weights_
+                w = fit_weighter(weighting, data.X_s, data.X_t, seed).weights_
+            else:
+                w = _on_rows(w, data.source_rows)
             weights[weighting] = w
-        w = weights.get(weighting)
-        out.append(Candidate(name, make_learner(learner, random_state=seed), sample_weight=w))
+        out.append(Candidate(name, make_learner(learner, random_state=seed, n_rows=len(data.y_s)),
+                             sample_weight=weights.get(weighting)))
     return out
 
 
-def run_selector(selector: str, cands: list[Candidate], X_s: pd.DataFrame, y_s: np.ndarray, X_t: pd.DataFrame,
-                 *, seed: int, k: int, kmm_weights: np.ndarray | None = None) -> Any:
-    """One selector over all candidates. TrCV and WCV use KMM weights: this run's (``kmm_weights``, from
-    the weights stage) when it computed them, else their own KMM fit."""
-    beta = "kmm" if kmm_weights is None else kmm_weights
+def selection_beta(store: StageStore, seed: int, data: SelectionData) -> np.ndarray:
+    """The importance weights β that TrCV and WCV use on ``data``'s rows: this run's KMM weights, else the
+    run's other weights, else a KMM fit on those rows (mean 1)."""
+    for method in ("kmm", *[m for m in METHODS if m != "kmm"]):
+        w = stage_weights(store, method)
+        if w is not None:
+            return _on_rows(w, data.source_rows)
+    return importance_weights(fit_weighter("kmm", data.X_s, data.X_t, seed).weights_, data.X_s, data.X_t)
+
+
+def run_selector(selector: str, cands: list[Candidate], data: SelectionData, *, seed: int, k: int,
+                 beta: np.ndarray | None = None) -> Any:
+    """One selector over all candidates on ``data``; TrCV and WCV use ``beta`` (``selection_beta``)."""
+    X_s, y_s, X_t = data.X_s, data.y_s, data.X_t
     if selector == "rt":
         return reverse_testing(cands, X_s, y_s, X_t, random_state=seed)
     if selector == "trcv":
@@ -84,49 +124,62 @@ def _stage_specs(store: StageStore) -> list[tuple[str, str, str]]:
     return [(n, m["learner"], m["weighting"]) for n, m in store.manifest("training")["extra"]["models"].items()]
 
 
-def _stage_key(store: StageStore, selectors: list[str], primary: str, seed: int, k: int) -> tuple[str, dict, dict]:
+def _stage_key(store: StageStore, selectors: list[str], primary: str, seed: int, k: int,
+               rows: int | None) -> tuple[str, dict, dict]:
     # the target batch (and its held-out labels, which the agreement table uses) are inputs: the candidates'
     # source-CV table alone does not change with the target
     inputs = ingest_inputs(store, labels=True) | {
         "training": store.manifest("training")["files"]["learners.parquet"]["sha256"]}
     if (store.stage_dir("weights") / MANIFEST).exists():
         inputs["weights"] = store.manifest("weights")["files"]["weights.parquet"]["sha256"]
-    params = {"selectors": list(selectors), "primary": primary, "seed": seed, "k": k}
+    params = {"selectors": list(selectors), "primary": primary, "seed": seed, "k": k, "rows": rows}
     return stage_key(STAGE, params, inputs), params, inputs
 
 
-# --- fan-out: the flow maps these over RT rows and TrCV folds (task runner: threads or Dask workers) ---------
+# --- fan-out: the flow maps these over candidates, RT rows and TrCV folds (threads or Dask workers) ---------
 
 
 @task(name="selection-plan", cache_policy=NO_CACHE)
-def selection_plan(store: StageStore, selectors: list[str], primary: str, *, seed: int, k: int) -> dict[str, Any]:
+def selection_plan(store: StageStore, selectors: list[str], primary: str, *, seed: int, k: int,
+                   rows: int | None = None) -> dict[str, Any]:
     """Whether the selection stage must be computed (no reusable earlier stage), the candidate names, and
-    the β TrCV shares across its folds (this run's KMM weights, else a KMM fit), computed once."""
-    key, _, _ = _stage_key(store, selectors, primary, seed, k)
+    the β that TrCV and WCV share across their tasks, computed once."""
+    key, _, _ = _stage_key(store, selectors, primary, seed, k, rows)
     names = [n for n, _, _ in _stage_specs(store)]
     if store.find_reusable(STAGE, key) is not None:
-        return {"compute": False, "candidates": names, "trcv_beta": None}
+        return {"compute": False, "candidates": names, "beta": None}
     beta = None
-    if "trcv" in selectors:
-        X_s, _, X_t = load_xy(store)
-        beta = importance_weights(kmm_beta(store, seed), X_s, X_t)
-    return {"compute": True, "candidates": names, "trcv_beta": beta}
+    if "trcv" in selectors or "wcv" in selectors:
+        beta = selection_beta(store, seed, selection_data(store, seed, rows))
+    return {"compute": True, "candidates": names, "beta": beta}
+
+
+@task(name="cv-candidate", cache_policy=NO_CACHE)
+def cv_candidate(store: StageStore, selector: str, name: str, beta: np.ndarray | None, *, seed: int, k: int,
+                 rows: int | None = None) -> Any:
+    """SCV or WCV (``selector``) of one candidate: k fits on the selection rows, the same folds for all."""
+    data = selection_data(store, seed, rows)
+    cands = [c for c in make_candidates(store, [s for s in _stage_specs(store) if s[0] == name], seed, data)]
+    return run_selector(selector, cands, data, seed=seed, k=k, beta=beta)
 
 
 @task(name="rt-row", cache_policy=NO_CACHE)
-def rt_row(store: StageStore, labeler: str, *, seed: int) -> tuple[TargetLabels, list[ReverseCell]]:
+def rt_row(store: StageStore, labeler: str, *, seed: int,
+           rows: int | None = None) -> tuple[TargetLabels, list[ReverseCell]]:
     """ReverseTesting row M[labeler, ·]: 1 + ℓ fits (RT Fig. 3 steps 1–4)."""
-    X_s, y_s, X_t = load_xy(store)
-    return reverse_testing_row(labeler, make_candidates(store, _stage_specs(store), seed), X_s, y_s, X_t)
+    data = selection_data(store, seed, rows)
+    return reverse_testing_row(labeler, make_candidates(store, _stage_specs(store), seed, data),
+                               data.X_s, data.y_s, data.X_t)
 
 
 @task(name="trcv-fold", cache_policy=NO_CACHE)
 def trcv_fold_task(store: StageStore, fold: int, beta: np.ndarray, *, seed: int,
-                   k: int) -> dict[str, FoldResidual | str]:
+                   k: int, rows: int | None = None) -> dict[str, FoldResidual | str]:
     """TrCV Fig. 1 for fold ``fold`` for every candidate (2 fits each); a failed fit gives its message."""
-    X_s, y_s, X_t = load_xy(store)
-    cands = make_candidates(store, _stage_specs(store), seed)
-    return trcv_fold_all(cands, trcv_setup(cands, X_s, y_s, X_t, weights=beta, k=k, random_state=seed), fold)
+    data = selection_data(store, seed, rows)
+    cands = make_candidates(store, _stage_specs(store), seed, data)
+    return trcv_fold_all(cands, trcv_setup(cands, data.X_s, data.y_s, data.X_t, weights=beta, k=k,
+                                           random_state=seed), fold)
 
 
 @task(name="selection", cache_policy=NO_CACHE)
@@ -134,15 +187,17 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
               tracking_uri: str, parent_run_id: str, run_ids: dict[str, str],
               rt_rows: list[tuple[TargetLabels, list[ReverseCell]]] | None = None,
               trcv_folds: list[dict[str, FoldResidual | str]] | None = None,
-              trcv_beta: np.ndarray | None = None) -> dict[str, Any]:
+              cv_parts: dict[str, list[Any]] | None = None,
+              beta: np.ndarray | None = None, rows: int | None = None) -> dict[str, Any]:
     """Score every candidate with every selector; pick the primary selector's best candidate.
 
-    ``rt_rows`` / ``trcv_folds`` (+ ``trcv_beta``): ReverseTesting rows and TrCV folds already computed by
-    fanned-out ``rt-row`` / ``trcv-fold`` tasks; without them those selectors run here, in-process."""
+    ``rt_rows`` / ``trcv_folds`` / ``cv_parts`` (selector → one result per candidate) (+ ``beta``):
+    ReverseTesting rows, TrCV folds and SCV/WCV candidates already computed by fanned-out tasks; without
+    them those selectors run here, in-process, on the selection rows (``rows``, ``selection_data``)."""
     log = run_logger()
     if primary not in selectors:
         raise ValueError(f"the deciding selector {primary!r} must be one of the selectors run: {selectors}")
-    key, params, inputs = _stage_key(store, selectors, primary, seed, k)
+    key, params, inputs = _stage_key(store, selectors, primary, seed, k, rows)
     found = store.find_reusable(STAGE, key)
     rt = None
     if found is not None:
@@ -152,21 +207,22 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
         rt_matrix = store.read_table(STAGE, "rt_matrix") if "rt" in selectors else None
         agree = store.read_table(STAGE, "agreement") if "agreement.parquet" in found["files"] else None
     else:
-        X_s, y_s, X_t = load_xy(store)
-        # KMM β for the selectors that run here (WCV; TrCV when its folds were not fanned out): at most one fit
-        kmm = kmm_beta(store, seed) if "wcv" in selectors or ("trcv" in selectors and trcv_folds is None) else None
-        cands = make_candidates(store, _stage_specs(store), seed)
+        data = selection_data(store, seed, rows)
+        cv_parts = cv_parts or {}
+        if beta is None and ("wcv" in selectors or "trcv" in selectors):
+            beta = selection_beta(store, seed, data)  # at most one fit
+        cands = make_candidates(store, _stage_specs(store), seed, data)
         results = {}
         for sel in selectors:
             if sel == "rt" and rt_rows is not None:
                 results[sel] = combine([t for t, _ in rt_rows], [c for _, row in rt_rows for c in row])
             elif sel == "trcv" and trcv_folds is not None:
-                if trcv_beta is None:
-                    raise ValueError("trcv_folds were given without the trcv_beta they were computed with")
-                setup = trcv_setup(cands, X_s, y_s, X_t, weights=trcv_beta, k=k, random_state=seed)
+                setup = trcv_setup(cands, data.X_s, data.y_s, data.X_t, weights=beta, k=k, random_state=seed)
                 results[sel] = trcv_from_folds([c.name for c in cands], setup, trcv_folds)
+            elif sel in cv_parts:
+                results[sel] = concat_scores(cv_parts[sel])
             else:
-                results[sel] = run_selector(sel, cands, X_s, y_s, X_t, seed=seed, k=k, kmm_weights=kmm)
+                results[sel] = run_selector(sel, cands, data, seed=seed, k=k, beta=beta)
             for name, err in getattr(results[sel], "errors", {}).items():
                 log.warning("selection %s: %s: %s", sel, name, err)
             log.info("selection %s: best %s", sel, ", ".join(results[sel].best))

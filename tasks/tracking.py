@@ -6,7 +6,8 @@ import logging
 import math
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +123,35 @@ def _log(model: Any, name: str, example: pd.DataFrame, out: Any, predict_fn: str
         pyfunc_predict_fn=predict_fn,
         code_paths=[SHIFTLIB_DIR],
     )
+
+
+def flat_params(prefix: str, obj: Any) -> dict[str, Any]:
+    """Nested config → ``{"a.b": value}`` with scalars kept and anything else as its string."""
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            out |= flat_params(f"{prefix}.{k}" if prefix else str(k), v)
+        return out
+    return {prefix: obj if isinstance(obj, (int, float, str, bool)) or obj is None else str(obj)}
+
+
+@contextmanager
+def parent_run(tracking_uri: str, experiment_id: str, run_name: str, *, tags: Mapping[str, str],
+               params: Mapping[str, Any]) -> Iterator[str]:
+    """The flow run's parent MLflow run: created with ``tags`` and ``params``, FINISHED when the block ends,
+    FAILED (with the error as tag ``shiftflow.error``) when it raises. Yields the run id."""
+    from mlflow.entities import Param
+
+    client = MlflowClient(tracking_uri)
+    run_id = with_retries(client.create_run, experiment_id, run_name=run_name, tags=dict(tags)).info.run_id
+    try:
+        with_retries(client.log_batch, run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
+        yield run_id
+    except BaseException as exc:
+        try:
+            client.set_tag(run_id, "shiftflow.error", f"{type(exc).__name__}: {exc}"[:5000])
+            client.set_terminated(run_id, "FAILED")
+        except Exception:  # noqa: BLE001 - the original error matters more
+            pass
+        raise
+    with_retries(client.set_terminated, run_id, "FINISHED")

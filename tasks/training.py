@@ -18,6 +18,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from sklearn.base import clone
 
+from shiftlib.budget import subsample
 from shiftlib.cv import cv_metrics
 from shiftlib.learners import fit_learner, make_learner
 from tasks.ingest import ROW, ingest_inputs, load_xy
@@ -55,21 +56,23 @@ def _nested_run(name: str, *, experiment_id: str, parent_run_id: str, tags: dict
 def train_learner(
     store: StageStore,
     learner: str,
+    weighting: str | None = None,
     *,
     seed: int,
     cv_folds: int,
     tracking_uri: str,
     experiment_id: str,
     parent_run_id: str,
-    weighting: str | None = None,
     flow_run_id: str = "",
+    cv_rows: int | None = None,
 ) -> dict[str, Any]:
-    """Fit one candidate (or reuse its finished part), log a nested MLflow run, predict the target."""
+    """Fit one candidate on every source row (or reuse its finished part), log a nested MLflow run, predict
+    the target. The source-CV metrics use a stratified subsample of at most ``cv_rows`` rows."""
     log = run_logger()
     name = candidate_name(learner, weighting)
     weighting = weighting if weighting and weighting != "none" else None
     part = f"training_parts/{name}"
-    params = {"learner": learner, "weighting": weighting, "seed": seed, "cv_folds": cv_folds}
+    params = {"learner": learner, "weighting": weighting, "seed": seed, "cv_folds": cv_folds, "cv_rows": cv_rows}
     inputs = _inputs(store, weighting)
     key = stage_key(part, params, inputs)
     mlflow.set_tracking_uri(tracking_uri)
@@ -92,14 +95,20 @@ def train_learner(
 
     X_s, y_s, X_t = load_xy(store)
     w = stage_weights(store, weighting) if weighting else None
-    est = make_learner(learner, random_state=seed)
-    cv = cv_metrics(est, X_s, y_s, n_splits=cv_folds, random_state=seed, sample_weight=w, X_target=X_t)
+    sub = subsample(len(y_s), cv_rows, y=y_s, random_state=seed)
+    cv = cv_metrics(make_learner(learner, random_state=seed, n_rows=len(sub)), X_s.iloc[sub], y_s[sub],
+                    n_splits=cv_folds, random_state=seed, sample_weight=None if w is None else w[sub],
+                    X_target=X_t)
+    est = make_learner(learner, random_state=seed, n_rows=len(y_s))
     model = fit_learner(clone(est), X_s, y_s, sample_weight=w, X_target=X_t)
     proba = model.predict_proba(X_t)
     pred = model.classes_[np.argmax(proba, axis=1)]
     final = est.steps[-1][1] if hasattr(est, "steps") else est
     hyper = {f"model.{k}": v for k, v in final.get_params(deep=False).items()
              if isinstance(v, (int, float, str, bool, type(None)))}
+    hyper["model.route"] = " → ".join(type(s).__name__ for _, s in est.steps) if hasattr(est, "steps") \
+        else type(est).__name__
+    hyper["training.cv_rows"] = len(sub)
     run_id, model_uri = with_retries(
         _nested_run, name, experiment_id=experiment_id, parent_run_id=parent_run_id, tags=tags,
         params={"learner": learner, "weighting": weighting or "none", "seed": seed, "cv_folds": cv_folds,

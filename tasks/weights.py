@@ -94,15 +94,6 @@ def fit_weighter(method: str, X_source: Any, X_target: Any, seed: int, **fit_par
     return make_weighter(method, **kw).fit(X_source, X_target, **fit_params)
 
 
-def kmm_beta(store: StageStore, seed: int) -> np.ndarray:
-    """The KMM weights selection uses (TrCV's β, WCV): this run's weights stage's, else fitted here."""
-    beta = stage_weights(store, "kmm")
-    if beta is None:
-        X_s, _, X_t = load_xy(store)
-        beta = fit_weighter("kmm", X_s, X_t, seed).weights_
-    return beta
-
-
 def _histogram(table: pd.DataFrame, methods: list[str]) -> Figure:
     fig = Figure(figsize=(7, 3.5), layout="constrained")
     ax = fig.add_subplot()

@@ -28,7 +28,7 @@ from .baselines import (
 from .candidates import Candidate, resolve_candidates
 from .importance import importance_weights
 from .plotting import plot_rt_matrix
-from .results import SCORE_COLUMNS, SelectorScores
+from .results import SCORE_COLUMNS, SelectorScores, concat_scores
 from .reverse_testing import (
     ReverseCell,
     ReverseTestingResult,
@@ -67,6 +67,7 @@ __all__ = [
     "ReverseCell",
     "ReverseTestingResult",
     "SelectorScores",
+    "concat_scores",
     "TargetLabels",
     "TrCVResult",
     "TrCVSetup",

@@ -116,3 +116,29 @@ class SelectorScores:
         if params is not None:
             out["params"] = params
         return out
+
+
+def concat_scores(parts: list[SelectorScores]) -> SelectorScores:
+    """One selector's scores put together from parts computed separately (e.g. one candidate per task).
+
+    The parts must come from the same selector over disjoint learners with the same folds (same data,
+    ``k`` and seed), so the joined result is the one the selector would return for all of them at once.
+    """
+    if not parts:
+        raise ValueError("no selector results to put together")
+    names = {p.selector for p in parts}
+    if len(names) != 1:
+        raise ValueError(f"cannot put together results of different selectors: {sorted(names)}")
+    learners = [n for p in parts for n in p.learners]
+    if len(set(learners)) != len(learners):
+        raise ValueError(f"a learner appears in more than one part: {learners}")
+    details: dict[str, Any] = {"params": parts[0].details.get("params")}
+    if any("fold_scores" in p.details for p in parts):
+        details["fold_scores"] = {k: v for p in parts for k, v in p.details.get("fold_scores", {}).items()}
+    intervals = None
+    if all(p.intervals is not None for p in parts):
+        intervals = pd.concat([p.intervals for p in parts])
+    return SelectorScores(
+        parts[0].selector, pd.concat([p.scores for p in parts]).astype(float), sum(p.n_fits for p in parts),
+        intervals, details, {k: v for p in parts for k, v in p.errors.items()},
+    )

@@ -1,0 +1,102 @@
+"""Compute budgets: how many rows each stage works on, and which method fits the size of the data.
+
+Policy for production-size tables (tens of thousands to millions of rows). The candidates are always
+fitted on every source row; what is bounded is the work done *about* them:
+
+* selection (SCV, WCV, RT, TrCV) and the training stage's source-CV metrics run on a stratified
+  subsample of at most ``SELECTION_ROWS`` source rows (and as many target rows);
+* the drift tests run on at most ``DRIFT_ROWS`` rows per side, a size at which the domain-classifier test
+  still detects a domain AUC of about 0.51 (``detectable_auc``);
+* ``weighting="auto"`` uses KMM (KMM eq. 12) up to ``KMM_MAX_ROWS`` source rows and discriminative
+  weights (DL eq. 7, one classifier fit over all rows) above, where KMM's kernel sums grow like
+  ``n_source · n_target``.
+
+The values are chosen by measurement: ``benchmarks/selection_rows.py`` (agreement of the subsampled
+selectors with the full-data ones) and ``benchmarks/scale.py`` (time and memory per stage).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.stats import norm
+
+__all__ = [
+    "DRIFT_ROWS",
+    "KMM_MAX_ROWS",
+    "SELECTION_ROWS",
+    "Concurrency",
+    "auto_weighting",
+    "concurrency",
+    "detectable_auc",
+    "subsample",
+]
+
+SELECTION_ROWS = 5_000
+DRIFT_ROWS = 20_000
+KMM_MAX_ROWS = 20_000
+
+
+def subsample(n: int, max_rows: int | None, *, y: Any = None, random_state: Any = None) -> np.ndarray:
+    """Sorted row positions of a subsample of at most ``max_rows`` of ``n`` rows (all rows when ``n`` fits).
+
+    With ``y`` the subsample is stratified: every class keeps its share of rows (scikit-learn's
+    ``train_test_split(stratify=y)``), so a minority class is not lost by chance.
+    """
+    if max_rows is not None and int(max_rows) < 1:
+        raise ValueError(f"max_rows={max_rows} must be at least 1 (or None for every row)")
+    if max_rows is None or n <= max_rows:
+        return np.arange(n)
+    from sklearn.model_selection import train_test_split
+
+    idx = np.arange(n)
+    strat = None
+    if y is not None:
+        y = np.asarray(y)
+        if len(y) != n:
+            raise ValueError(f"y has {len(y)} values for {n} rows")
+        # a class smaller than 2 rows cannot be stratified; it is then left to chance
+        strat = y if np.unique(y, return_counts=True)[1].min() >= 2 else None
+    keep, _ = train_test_split(idx, train_size=int(max_rows), stratify=strat, random_state=random_state)
+    return np.sort(keep)
+
+
+def auto_weighting(drifted: bool, n_source: int) -> str:
+    """The weighting ``weighting="auto"`` applies: none without drift, KMM (KMM eq. 12) up to
+    ``KMM_MAX_ROWS`` source rows, discriminative weights (DL eq. 7) above."""
+    if not drifted:
+        return "none"
+    return "kmm" if n_source <= KMM_MAX_ROWS else "discriminative"
+
+
+def detectable_auc(n_source: int, n_target: int, *, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Smallest domain-classifier AUC the drift test detects with probability ``power`` at ``alpha``.
+
+    Uses the null standard error of the Mann–Whitney AUC, ``sqrt((n_s + n_t + 1) / (12 n_s n_t))``
+    (Hanley & McNeil, Radiology 1982), and a one-sided normal approximation.
+    """
+    if n_source < 1 or n_target < 1:
+        raise ValueError("both sides need at least one row")
+    se = np.sqrt((n_source + n_target + 1) / (12.0 * n_source * n_target))
+    return float(0.5 + (norm.ppf(1 - alpha) + norm.ppf(power)) * se)
+
+
+@dataclass(frozen=True)
+class Concurrency:
+    """How many tasks run at once and how many BLAS/OpenMP threads each may use (tasks × threads ≤ cores)."""
+
+    cores: int
+    max_workers: int
+    threads_per_task: int
+
+
+def concurrency(max_workers: int | None = None, cores: int | None = None) -> Concurrency:
+    """Bound the work to the machine: ``max_workers`` tasks (default: the cores) × threads ≤ cores."""
+    cores = int(cores or os.cpu_count() or 1)
+    workers = int(max_workers or cores)
+    if workers < 1:
+        raise ValueError(f"max_workers={max_workers} must be at least 1")
+    return Concurrency(cores=cores, max_workers=workers, threads_per_task=max(1, cores // workers))

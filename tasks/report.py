@@ -1,0 +1,55 @@
+"""The run summary: one Markdown page (the Prefect artifact ``retrain-summary``) from the flow's summary dict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def summary_markdown(s: dict[str, Any], scores: list[dict[str, Any]]) -> str:
+    """The run's one-page summary (Prefect artifact): drift, weights, selection table, choice, ids."""
+    d = s["drift"]
+    lines = ["# shiftflow retrain", "",
+             f"- **choice: {s['selection']['chosen']}** (selector `{s['selection']['selector']}`)",
+             f"- drift: {'**detected**' if d['drifted'] else 'not detected'} (domain AUC {d['domain_auc']:.3f}, "
+             f"MMD p = {d['mmd_pvalue']:.3g}); drifting features: {', '.join(d['drifted_features'][:5]) or 'none'}",
+             f"- weighting: {s['weighting']}"]
+    for w in s["weights"]["summary"] if s["weights"] else []:
+        lines.append(f"  - {w['method']}: ESS {w['ess']:.1f}, max {w['max']:.2f}, "
+                     f"MMD² {w['mmd2_before']:.4g} → {w['mmd2_after']:.4g}")
+    if s["recalibration"]:
+        m = s["recalibration"]["metrics"]
+        lines.append(f"- recalibration (undersampled, US eq. 9): Brier p_s {m['calibration.brier_raw']:.4f} → "
+                     f"p′ {m['calibration.brier_corrected']:.4f}; AUC {m['calibration.auc']:.3f}; "
+                     f"τ′ = {m['calibration.tau_prime']:.3f}")
+    c = s["champion"]
+    lines += [f"- registry: `{c['registered_model']}` v{c['version']} → **{c['decision']}** ({c['reason']})",
+              f"- run folder: `{s['run_dir']}`", f"- MLflow parent run: `{s['mlflow_parent_run_id']}`",
+              f"- reused stages: {', '.join(s['reused_stages']) or 'none'}",
+             "- time per stage: " + ", ".join(f"{k} {v:.1f} s" for k, v in s.get("timings", {}).items()), ""]
+    selectors = sorted({r["selector"] for r in scores})
+    truth = {r["learner"]: r["target_accuracy"] for r in (s["target_scores"] or [])}
+    head = ["candidate", "source-CV acc"] + [f"{x} score (rank)" for x in selectors]
+    if truth:
+        head.append("target accuracy (held out)")
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    by = {(r["learner"], r["selector"]): r for r in scores}
+    for n, cv in s["learners"].items():
+        cells = [n, f"{cv['accuracy']:.3f}"]
+        for x in selectors:
+            r = by.get((n, x))
+            if r is None or r["score"] is None:
+                cells.append("")
+                continue
+            iv = ""
+            if r.get("interval_low") is not None and r["interval_low"] == r["interval_low"]:
+                iv = f" [{r['interval_low']:.3f}, {r['interval_high']:.3f}]"
+            cells.append(f"{r['score']:.3f}{iv} ({r['rank']})")
+        if truth:
+            cells.append(f"{truth.get(n, float('nan')):.3f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    if s["selection"]["agreement"]:
+        lines += ["", "Selector agreement with the held-out target labels:", "",
+                  "| selector | pairwise accuracy | Kendall τ | regret |", "|---|---|---|---|"]
+        for a in s["selection"]["agreement"]:
+            lines.append(f"| {a['selector']} | {a['pairwise_accuracy']} | {a['kendall_tau']} | {a['regret']} |")
+    return "\n".join(lines)
