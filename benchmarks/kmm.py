@@ -55,6 +55,7 @@ import numpy as np  # noqa: E402
 from sklearn.metrics.pairwise import rbf_kernel  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
+from shiftlib.kernels import mmd2_many  # noqa: E402
 from shiftlib.weights import (  # noqa: E402
     bound_violation,
     chunk_indices,
@@ -66,7 +67,6 @@ from shiftlib.weights import (  # noqa: E402
     shared_kernel,
     solve_kmm,
 )
-from shiftlib.weights._base import mmd2_many  # noqa: E402
 from shiftlib.weights.kmm import _chunk_solution, default_eps  # noqa: E402
 
 SEED = 0

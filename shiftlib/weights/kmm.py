@@ -89,13 +89,9 @@ from scipy.optimize import Bounds, minimize
 from sklearn.metrics.pairwise import rbf_kernel
 from threadpoolctl import threadpool_limits
 
-from ._base import (
-    BaseWeighter,
-    WeightsUnavailableError,
-    kernel_row_sums,
-    median_heuristic_gamma,
-    shared_kernel,
-)
+from shiftlib.kernels import kernel_row_sums, shared_kernel
+
+from ._base import BaseWeighter, WeightsUnavailableError
 
 __all__ = [
     "KMM",
@@ -1010,14 +1006,10 @@ class KMM(BaseWeighter):
         if fit_params:
             raise TypeError(f"KMM.fit takes only chunk_betas as an extra argument; got {sorted(fit_params)}")
         m = X_source.shape[0]
-        if self.standardize:
-            kern = shared_kernel(X_source, X_target)
-            Zs, Zt = kern.transform(X_source), kern.transform(X_target)
-            gamma = kern.gamma if self.gamma is None else float(self.gamma)
-        else:
-            Zs, Zt = X_source, X_target
-            gamma = median_heuristic_gamma(np.vstack([Zs, Zt])) if self.gamma is None else float(self.gamma)
-        self.gamma_ = gamma
+        kern = shared_kernel(X_source, X_target, standardize=self.standardize,
+                             gamma=None if self.gamma is None else float(self.gamma))
+        Zs, Zt = kern.transform(X_source), kern.transform(X_target)
+        gamma = self.gamma_ = kern.gamma
         if self.chunk_size is not None and int(self.chunk_size) < 2:
             raise ValueError(f"chunk_size must be at least 2; got {self.chunk_size}")
         if self.chunk_size is None or self.chunk_size >= m:

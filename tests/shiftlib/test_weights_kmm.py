@@ -11,6 +11,7 @@ from scipy.optimize import minimize
 from scipy.stats import spearmanr
 from sklearn.metrics.pairwise import rbf_kernel
 
+from shiftlib.kernels import mmd2_many
 from shiftlib.weights import (
     KMM,
     WeightsUnavailableError,
@@ -27,7 +28,6 @@ from shiftlib.weights import (
     solve_kmm,
 )
 from shiftlib.weights import kmm as kmm_module
-from shiftlib.weights._base import mmd2_many
 
 
 def _problem(m: int, mt: int, d: int, shift: float, seed: int) -> tuple[np.ndarray, np.ndarray, float]:
