@@ -67,7 +67,8 @@ from shiftlib.weights import (  # noqa: E402
     shared_kernel,
     solve_kmm,
 )
-from shiftlib.weights.kmm import _chunk_solution, default_eps  # noqa: E402
+from shiftlib.weights._kmm_ensemble import chunk_solution as _chunk_solution  # noqa: E402
+from shiftlib.weights.kmm import default_eps  # noqa: E402
 
 SEED = 0
 GIB = 1024**3
