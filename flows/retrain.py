@@ -16,7 +16,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.futures import as_completed
 
 from flows.config import RetrainConfig
-from flows.services import shiftflow_home
+from flows.paths import shiftflow_home
 from shiftlib.learners import make_learner, needs_target
 from tasks.champion import champion
 from tasks.drift import drift
