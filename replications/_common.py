@@ -7,9 +7,8 @@ Scripts (``replicate_*.py``) keep only their experiment and import from here (an
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,6 @@ from shiftlib.selection import SelectorScores, agreement
 
 __all__ = [
     "Case",
-    "Report",
     "agreement_row",
     "md_table",
     "rank_mean",
@@ -160,39 +158,3 @@ def md_table(df: pd.DataFrame, floatfmt: str | None = None) -> str:
                  else str(r[c]) for c in cols]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-@dataclass
-class Report:
-    """A Markdown report built section by section, written once: ``Report(title).section(...).write(path)``."""
-
-    title: str
-    lines: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.lines[:0] = [f"# {self.title}", ""]
-
-    def para(self, *text: str | Iterable[str]) -> Report:
-        """Lines of text (strings or iterables of strings), then a blank line."""
-        for t in text:
-            self.lines.extend([t] if isinstance(t, str) else list(t))
-        self.lines.append("")
-        return self
-
-    def section(self, heading: str, *text: str | Iterable[str], level: int = 2) -> Report:
-        """A heading, then :meth:`para` of ``text``."""
-        self.lines.extend(["#" * level + " " + heading, ""])
-        return self.para(*text) if text else self
-
-    def table(self, df: pd.DataFrame, floatfmt: str | None = None) -> Report:
-        """A Markdown table (:func:`md_table`), then a blank line."""
-        return self.para(md_table(df, floatfmt))
-
-    def text(self) -> str:
-        return "\n".join(self.lines).rstrip("\n") + "\n"
-
-    def write(self, path: Path) -> str:
-        """Write the report to ``path``; returns its text."""
-        text = self.text()
-        path.write_text(text)
-        return text
