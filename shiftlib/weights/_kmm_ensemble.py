@@ -105,12 +105,23 @@ def kmm_chunk(
     tol: float = 1e-13,
     kappa_dtype: KappaDtype = "float64",
 ) -> np.ndarray:
-    """Ensemble-KMM piece: KMM eq. 12 for one source chunk against the whole target. Returns β.
+    """Ensemble-KMM piece: KMM eq. 12 for one source chunk against the whole target.
 
-    Pure function of its inputs (no randomness). Inputs must already be in the kernel's space
-    (e.g. standardized with the pooled scaler of :func:`shared_kernel`); ``eps=None`` means
-    (√m_c − 1)/√m_c for this chunk's m_c rows; ``kappa_dtype`` as in :func:`kmm_kappa`.
-    β satisfies the chunk's constraints exactly.
+    Parameters
+    ----------
+    X_chunk, X_target : array-like of shape (m_c, d) and (m', d)
+        Already in the kernel's space (e.g. standardized by :func:`shiftlib.kernels.shared_kernel`).
+    gamma : float
+        Width of the Gaussian kernel.
+    B, eps, solver, cvxpy_solver, tol
+        As for :func:`shiftlib.weights.kmm.solve_kmm`; ``eps=None`` means (√m_c − 1)/√m_c.
+    kappa_dtype : {"float64", "float32"}
+        As in :func:`kmm_kappa`.
+
+    Returns
+    -------
+    ndarray of shape (m_c,)
+        β, satisfying the chunk's constraints exactly. A pure function of its inputs (no randomness).
     """
     return chunk_solution(
         X_chunk, X_target, gamma=gamma, B=B, eps=eps, solver=solver, cvxpy_solver=cvxpy_solver, tol=tol,
@@ -130,14 +141,27 @@ def kmm_polish(
 ) -> np.ndarray:
     """Ensemble-KMM correction: re-solve KMM eq. 12 for the *whole* source on the support of β.
 
-    ``beta`` is a combined ensemble β (:func:`combine_chunks`); U = its non-zero rows. Solves eq. 12 of
-    the full problem (all m source rows, κ_i = (m/m') Σ_j k(x_i, x'_j), Σβ in [m(1−ε), m(1+ε)] with
-    ``eps=None`` → (√m − 1)/√m for the full m) with β_i = 0 outside U, by the working-set solver on the
-    |U| rows: κ for U only (|U|·m' kernel entries) and kernel columns among U. The combined β is feasible
-    for that problem (each chunk's ε is below the full one), so the result is kept only when its
-    objective is not above the combined β's — the correction never makes the full objective worse.
-    Rows outside U stay at 0 (no check that adding them would help: that would cost m·|U| entries).
-    Inputs in the kernel's space, as for :func:`kmm_chunk`. Returns the corrected β (full length).
+    Parameters
+    ----------
+    X_source, X_target : array-like of shape (m, d) and (m', d)
+        In the kernel's space, as for :func:`kmm_chunk`.
+    beta : array-like of shape (m,)
+        A combined ensemble β (:func:`combine_chunks`); U = its non-zero rows.
+    gamma, B, eps, kappa_dtype
+        As for :func:`kmm_chunk`; ``eps=None`` means (√m − 1)/√m for the full m.
+
+    Returns
+    -------
+    ndarray of shape (m,)
+        The corrected β.
+
+    Notes
+    -----
+    Solves eq. 12 of the full problem (κ_i = (m/m') Σ_j k(x_i, x'_j), Σβ in [m(1−ε), m(1+ε)]) with β_i = 0
+    outside U, by the working-set solver on the |U| rows: κ for U only and kernel columns among U. The
+    combined β is feasible for that problem (each chunk's ε is below the full one), so the result is kept
+    only when its objective is not above the combined β's — the correction never makes the full objective
+    worse. Rows outside U stay at 0 (checking them would cost m·|U| kernel entries).
     """
     Zs = np.asarray(X_source, dtype=float)
     Zt = np.asarray(X_target, dtype=float)
