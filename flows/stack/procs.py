@@ -115,8 +115,22 @@ def _wait_gone(tree: Mapping[int, int], timeout_s: float) -> bool:
 def stop_process(entry: Mapping[str, Any], timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> str:
     """Stop one recorded service: SIGTERM its group, wait; SIGTERM again, wait; then SIGKILL.
 
-    Acts only when the recorded leader still runs with its recorded start time (or, the leader gone,
-    on processes still in its group). Returns what happened, for the user.
+    Parameters
+    ----------
+    entry : mapping
+        The service's record entry (``pid``, ``pgid``, ``start_time``).
+    timeout_s : float, default 20
+        Shared by the two SIGTERM waits.
+
+    Returns
+    -------
+    str
+        What happened, for the user.
+
+    Notes
+    -----
+    Acts only when the recorded leader still runs with its recorded start time (or, the leader gone, on
+    processes still in its group): a recycled pid is left alone.
     """
     pid, pgid, start = int(entry["pid"]), int(entry["pgid"]), entry.get("start_time")
     leader_alive = is_alive(pid, start)

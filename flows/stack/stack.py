@@ -377,7 +377,29 @@ def _refuse_taken_ports(stack: Stack, running: Mapping[str, Any]) -> None:
 
 def up(stack: Stack, *, timeout_s: float = DEFAULT_START_TIMEOUT_S, echo: Callable[[str], None] = print,
        environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Start whatever part of the stack is not running; returns the record. Idempotent."""
+    """Start whatever part of the stack is not running. Idempotent.
+
+    Parameters
+    ----------
+    stack : Stack
+        Home folder and ports.
+    timeout_s : float, default 300
+        Per service: how long to wait until it answers (server) or heartbeats (worker).
+    echo : callable, default print
+        Where progress lines go.
+    environ : mapping, optional
+        Base environment of the children (default ``os.environ``).
+
+    Returns
+    -------
+    dict
+        The record written to ``$SHIFTFLOW_HOME/services.json``.
+
+    Raises
+    ------
+    ServiceError
+        Bad or taken ports, a service that exits or does not become ready; the message names the log.
+    """
     _check_port_numbers(stack)
     record = read_record(stack.record_path)
     running = _running(record)
@@ -415,7 +437,28 @@ def _print_urls(stack: Stack, echo: Callable[[str], None]) -> None:
 
 def down(home: Path, *, timeout_s: float = DEFAULT_STOP_TIMEOUT_S, echo: Callable[[str], None] = print,
          only: Iterable[str] | None = None) -> dict[str, str]:
-    """Stop exactly the processes recorded in ``home/services.json`` (worker first), remove the record."""
+    """Stop exactly the processes recorded in ``home/services.json`` (worker first), remove the record.
+
+    Parameters
+    ----------
+    home : Path
+        ``$SHIFTFLOW_HOME``.
+    timeout_s : float, default 20
+        Per service: the two SIGTERM waits share it; SIGKILL follows.
+    echo : callable, default print
+    only : iterable of str, optional
+        Stop only these services (default: all recorded).
+
+    Returns
+    -------
+    dict
+        Service name → what happened.
+
+    Raises
+    ------
+    ServiceError
+        A process survived SIGKILL (the record keeps it).
+    """
     path = home / RECORD_NAME
     record = read_record(path)
     if record is None:
