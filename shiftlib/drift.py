@@ -640,7 +640,8 @@ def detect_drift(
     mmd = mmd_permutation_test(Ms, Mt, n_permutations=mmd_permutations, max_rows=mmd_max_rows,
                                block_size=block_size, random_state=seq_mmd)
     if mmd.n_source + mmd.n_target < S.shape[0] + T.shape[0]:
-        notes.append(f"MMD computed on a random subsample of {mmd.n_source} source and {mmd.n_target} target rows")
+        notes.append(f"MMD computed on a seeded subsample of {mmd.n_source} source and {mmd.n_target} target rows "
+                     "(shiftlib.kernels, the same rows the weighters use)")
     global_adj = adjust_pvalues([dom.p_value, mmd.p_value], "holm")
     drifted = bool(np.any(global_adj <= alpha))
     row_scores = pd.DataFrame({
