@@ -55,6 +55,7 @@ import numpy as np  # noqa: E402
 from sklearn.metrics.pairwise import rbf_kernel  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
+from shiftlib.kernels import mmd2_many  # noqa: E402
 from shiftlib.weights import (  # noqa: E402
     bound_violation,
     chunk_indices,
@@ -66,8 +67,8 @@ from shiftlib.weights import (  # noqa: E402
     shared_kernel,
     solve_kmm,
 )
-from shiftlib.weights._base import mmd2_many  # noqa: E402
-from shiftlib.weights.kmm import _chunk_solution, default_eps  # noqa: E402
+from shiftlib.weights._kmm_ensemble import chunk_solution as _chunk_solution  # noqa: E402
+from shiftlib.weights.kmm import default_eps  # noqa: E402
 
 SEED = 0
 GIB = 1024**3
@@ -215,8 +216,7 @@ def ensemble(m: int, mt: int, d: int, chunk_size: int, n_jobs: int, n_sub: int) 
                              initargs=(p.Zs, p.Zt, p.gamma)) as pool:
         results = list(pool.map(_solve_chunk, chunks, chunksize=1))
     t_chunks = time.perf_counter() - t0
-    betas = [r[0] for r in results]
-    chunk_s = np.array([r[1] for r in results])
+    betas, chunk_s = [r[0] for r in results], np.array([r[1] for r in results])
     beta = combine_chunks(m, chunks, betas)
     t0 = time.perf_counter()
     polished = kmm_polish(p.Zs, p.Zt, beta, gamma=p.gamma, kappa_dtype="float32")
@@ -247,8 +247,8 @@ def ensemble(m: int, mt: int, d: int, chunk_size: int, n_jobs: int, n_sub: int) 
         sub_chunks = chunk_indices(n_sub, chunk_size, SEED)
         ens_sub = combine_chunks(n_sub, sub_chunks, [kmm_chunk(Zs_sub[c], p.Zt, gamma=p.gamma) for c in sub_chunks])
         pol_sub = kmm_polish(Zs_sub, p.Zt, ens_sub, gamma=p.gamma)
-        cols = [np.ones(n_sub), exact_sub.beta, ens_sub, pol_sub, beta[sub], polished[sub], exact_sup.beta[in_sup]]
-        W = np.column_stack(cols)
+        W = np.column_stack([np.ones(n_sub), exact_sub.beta, ens_sub, pol_sub, beta[sub], polished[sub],
+                             exact_sup.beta[in_sup]])
         W = W / np.where(W.sum(axis=0) > 0, W.mean(axis=0), np.nan)  # a column all zero on S → NaN
         before, after_exact, after_ens_sub, after_pol_sub, after_ens, after_pol, after_sup = mmd2_many(
             Zs_sub, p.Zt, p.gamma, W)

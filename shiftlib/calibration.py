@@ -49,7 +49,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from shiftlib.metrics import check_probabilities
+from shiftlib._validation import check_probabilities
 
 if TYPE_CHECKING:  # matplotlib is imported only when a figure is drawn
     from matplotlib.figure import Figure

@@ -7,13 +7,14 @@
    permuted domain labels). The default classifier is a strongly shrunk ridge regression of the domain
    label on pooled z-scored columns, solved in closed form so the permutations are cheap (see
    :func:`domain_classifier_test`; any scikit-learn classifier can be passed instead, at refit cost).
-2. **MMD²** (Gretton et al. 2012, eq. 3, unbiased) with a Gaussian kernel ``exp(−‖x−x'‖²/(2h²))`` on
-   pooled z-scored columns, h = median pairwise distance (on ≤ 1,000 pooled rows), and a permutation
-   p-value ``(b + 1)/(B + 1)``. Standardisation, bandwidth and subsample are computed on the *pooled*
-   rows, so they are invariant to the permutations and the test stays exact. Above ``mmd_max_rows``
-   (10,000) pooled rows both sides are subsampled in proportion. Permutation statistics are computed
-   in kernel blocks (:func:`mmd2_permutation_statistics`): at most ``block_size²`` (default
-   1024² ≈ 1.05 M, 8 MiB) kernel entries exist at any time.
+2. **MMD²** — the shared statistic of :mod:`shiftlib.kernels`: the biased MMD² (Gretton et al. 2012,
+   eq. 5) with the Gaussian kernel ``exp(−gamma·‖z − z'‖²)`` on pooled z-scored columns, gamma by the
+   median heuristic, each side capped at ``mmd_max_rows`` (5,000) rows by a seeded subsample — so
+   ``mmd2`` equals every weighter's ``mmd2_before_`` on the same tables — and a permutation p-value
+   ``(b + 1)/(B + 1)``. Standardisation and width are computed on the *pooled* rows, so they are
+   invariant to the permutations and the test stays exact. Permutation statistics come from blocked
+   kernel products (:func:`shiftlib.kernels.mmd2_splits`): at most ``block_size²`` (default 1024²)
+   kernel entries exist at any time.
 3. **Per-feature tests**: KS (``scipy.stats.ks_2samp``) for numeric columns, χ² on the 2 × levels
    contingency table (``scipy.stats.chi2_contingency``) for categorical ones, Holm-adjusted by default
    (``correction="bh"`` for Benjamini–Hochberg), plus PSI.
@@ -54,13 +55,14 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from scipy import stats
-from scipy.spatial.distance import pdist
 from scipy.special import rel_entr
 from sklearn.base import ClassifierMixin, clone
-from sklearn.metrics import pairwise, roc_auc_score
+from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import KFold, cross_val_predict
 
 from shiftlib._random import seed_sequence as _seed_sequence
+from shiftlib._validation import align_columns
+from shiftlib.kernels import DIAG_MAX_ROWS, DIAG_SEED, mmd2_splits, shared_kernel, subsample_rows
 
 __all__ = [
     "DomainTestResult",
@@ -70,9 +72,6 @@ __all__ = [
     "detect_drift",
     "domain_classifier_test",
     "feature_tests",
-    "median_bandwidth",
-    "mmd2_permutation_statistics",
-    "mmd2_unbiased",
     "mmd_permutation_test",
     "permutation_masks",
     "plot_drift",
@@ -101,11 +100,15 @@ def _int_seed(seq: np.random.SeedSequence) -> int:
 
 @dataclass(frozen=True)
 class MMDResult:
-    """MMD² permutation test (Gretton et al. 2012 eq. 3): statistic, ``(b+1)/(B+1)`` p-value, settings."""
+    """MMD² permutation test: the biased MMD² (Gretton et al. 2012 eq. 5), ``(b+1)/(B+1)`` p-value, settings.
+
+    ``bandwidth`` is σ of ``exp(−‖z − z'‖²/σ²)``, i.e. ``1/√gamma`` (:class:`shiftlib.kernels.SharedKernel`).
+    """
 
     mmd2: float
     p_value: float
     bandwidth: float
+    gamma: float
     n_permutations: int
     n_source: int
     n_target: int
@@ -254,33 +257,6 @@ def psi(source: np.ndarray, target: np.ndarray, *, bins: int = 10, categorical: 
 # --------------------------------------------------------------------------------------------------
 
 
-def median_bandwidth(Z: np.ndarray, *, max_rows: int = 1000, random_state: RandomState = None) -> float:
-    """Median heuristic: median pairwise Euclidean distance among (at most ``max_rows``) rows of Z."""
-    Z = np.asarray(Z, dtype=float)
-    if Z.shape[0] > max_rows:
-        Z = Z[np.random.default_rng(random_state).choice(Z.shape[0], max_rows, replace=False)]
-    d = pdist(Z)
-    h = float(np.median(d))
-    if h == 0.0:  # more than half the pairs are duplicates: fall back to the mean distance
-        h = float(d.mean())
-    return h
-
-
-def mmd2_unbiased(X: np.ndarray, Y: np.ndarray, bandwidth: float) -> float:
-    """Unbiased MMD² (Gretton et al. 2012 eq. 3) from full kernel matrices — reference for small inputs."""
-    gamma = 1.0 / (2.0 * bandwidth**2)
-    X, Y = np.asarray(X, dtype=float), np.asarray(Y, dtype=float)
-    n, m = X.shape[0], Y.shape[0]
-    kxx = pairwise.rbf_kernel(X, X, gamma=gamma)
-    kyy = pairwise.rbf_kernel(Y, Y, gamma=gamma)
-    kxy = pairwise.rbf_kernel(X, Y, gamma=gamma)
-    return float(
-        (kxx.sum() - np.trace(kxx)) / (n * (n - 1))
-        + (kyy.sum() - np.trace(kyy)) / (m * (m - 1))
-        - 2.0 * kxy.mean()
-    )
-
-
 def permutation_masks(n_source: int, n_target: int, n_permutations: int,
                       random_state: RandomState = None) -> np.ndarray:
     """Boolean (1 + B, n_source + n_target) "is source" masks: row 0 the observed split, then B permutations."""
@@ -293,100 +269,61 @@ def permutation_masks(n_source: int, n_target: int, n_permutations: int,
     return masks
 
 
-def mmd2_permutation_statistics(Z: np.ndarray, masks: np.ndarray, bandwidth: float, *,
-                                block_size: int = 1024, batch_size: int = 256) -> np.ndarray:
-    """Unbiased MMD² (Gretton et al. 2012 eq. 3) of every split in ``masks``, kernel built block by block.
-
-    With u the 0/1 source indicator, ``A = uᵀKu``, ``c = uᵀK1``, ``T = 1ᵀK1`` and ``k(x,x) = 1``:
-    ``Σ_{i≠j∈S} k = A − n``, ``Σ_{i≠j∈T} k = T − 2c + A − m``, ``Σ_{S×T} k = c − A``. For each batch of
-    ``batch_size`` masks the upper-triangular kernel blocks ``K_IJ`` (≤ ``block_size²`` entries, the only
-    kernel entries alive) are computed once and ``A`` accumulated as ``Σ_I U_Iᵀ(K_IJ U_J)``.
-    """
-    Z = np.asarray(Z, dtype=float)
-    masks = np.asarray(masks, dtype=bool)
-    N = Z.shape[0]
-    if masks.ndim != 2 or masks.shape[1] != N:
-        raise ValueError(f"masks must have shape (n_splits, {N}); got {masks.shape}")
-    n = masks.sum(axis=1)
-    if np.any(n != n[0]) or n[0] < 2 or N - n[0] < 2:
-        raise ValueError("every mask must mark the same number (≥ 2) of source rows, leaving ≥ 2 target rows")
-    n, m = int(n[0]), N - int(n[0])
-    gamma = 1.0 / (2.0 * bandwidth**2)
-    starts = list(range(0, N, block_size))
-    out = np.empty(masks.shape[0])
-    rowsum = None
-    for b0 in range(0, masks.shape[0], batch_size):
-        U = masks[b0:b0 + batch_size].T.astype(float)  # (N, batch)
-        A = np.zeros(U.shape[1])
-        r = np.zeros(N) if rowsum is None else None
-        for bi, i0 in enumerate(starts):
-            i1 = min(i0 + block_size, N)
-            Zi = Z[i0:i1]
-            for j0 in starts[bi:]:
-                j1 = min(j0 + block_size, N)
-                K = pairwise.rbf_kernel(Zi, Zi if j0 == i0 else Z[j0:j1], gamma=gamma)
-                contrib = np.einsum("ip,ip->p", U[i0:i1], K @ U[j0:j1])
-                A += contrib if j0 == i0 else 2.0 * contrib
-                if r is not None:
-                    r[i0:i1] += K.sum(axis=1)
-                    if j0 != i0:
-                        r[j0:j1] += K.sum(axis=0)
-                del K
-        if rowsum is None:
-            rowsum = r
-        c = U.T @ rowsum
-        T = rowsum.sum()
-        out[b0:b0 + U.shape[1]] = (
-            (A - n) / (n * (n - 1)) + (T - 2.0 * c + A - m) / (m * (m - 1)) - 2.0 * (c - A) / (n * m)
-        )
-    return out
-
-
 def mmd_permutation_test(
     X_source: Any,
     X_target: Any,
     *,
     n_permutations: int = 500,
-    bandwidth: float | None = None,
+    gamma: float | None = None,
     standardize: bool = True,
-    max_rows: int = 10_000,
+    max_rows: int = DIAG_MAX_ROWS,
     block_size: int = 1024,
     random_state: RandomState = None,
 ) -> MMDResult:
-    """MMD² permutation test (Gretton et al. 2012 eq. 3), p = (b + 1)/(B + 1), b = #{MMD²_perm ≥ MMD²}.
+    """MMD² permutation test (Gretton et al. 2012), p = (b + 1)/(B + 1), b = #{MMD²_perm ≥ MMD²}.
 
-    Defaults: 500 permutations; z-scoring and the median-heuristic bandwidth on the pooled rows; if the
-    pooled size exceeds ``max_rows`` (10,000) each side is subsampled in proportion; kernel entries
-    held at once ≤ ``block_size²`` (1024²).
+    Parameters
+    ----------
+    X_source, X_target : array-like of shape (m, d) and (m', d)
+        Complete numeric rows.
+    n_permutations : int, default 500
+    gamma : float, optional
+        Width of ``exp(−gamma·‖z − z'‖²)``; None means the shared median heuristic.
+    standardize : bool, default True
+        Pooled z-scoring before the kernel.
+    max_rows : int, default 5000
+        Each side larger than this is replaced by the seeded subsample of :func:`shiftlib.kernels.subsample_rows`.
+    block_size : int, default 1024
+        At most ``block_size²`` kernel entries exist at once.
+    random_state : int, Generator, SeedSequence or None
+        Seed of the permutations.
+
+    Returns
+    -------
+    MMDResult
+
+    Notes
+    -----
+    Kernel, width, subsample and statistic are those of :mod:`shiftlib.kernels` (the biased MMD², eq. 5),
+    so ``mmd2`` equals a weighter's ``mmd2_before_`` on the same tables. Standardization and width are
+    computed on the pooled rows, hence invariant to the permutations: the test is exact.
     """
     Xs, Xt = np.asarray(X_source, dtype=float), np.asarray(X_target, dtype=float)
     if np.isnan(Xs).any() or np.isnan(Xt).any():
         raise ValueError("MMD needs complete rows; impute missing values first (detect_drift does this)")
     if n_permutations < 1:
         raise ValueError(f"n_permutations={n_permutations} must be ≥ 1")
-    seq_sub, seq_bw, seq_perm = _seed_sequence(random_state).spawn(3)
-    ns, nt = Xs.shape[0], Xt.shape[0]
-    if ns + nt > max_rows:
-        rng = np.random.default_rng(seq_sub)
-        ks = max(2, int(round(max_rows * ns / (ns + nt))))
-        kt = max(2, max_rows - ks)
-        Xs = Xs[np.sort(rng.choice(ns, min(ks, ns), replace=False))]
-        Xt = Xt[np.sort(rng.choice(nt, min(kt, nt), replace=False))]
-        ns, nt = Xs.shape[0], Xt.shape[0]
-    if ns < 2 or nt < 2:
-        raise ValueError(f"MMD needs ≥ 2 rows per side; got source {ns}, target {nt}")
-    Z = np.vstack([Xs, Xt])
-    if standardize:
-        sd = Z.std(axis=0)
-        Z = (Z - Z.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
-    h = float(bandwidth) if bandwidth is not None else median_bandwidth(Z, random_state=seq_bw)
-    if not h > 0:
-        raise ValueError("all pooled rows are identical: the MMD bandwidth is 0 and nothing can be tested")
-    masks = permutation_masks(ns, nt, n_permutations, seq_perm)
-    st = mmd2_permutation_statistics(Z, masks, h, block_size=block_size)
+    if Xs.shape[0] < 2 or Xt.shape[0] < 2:
+        raise ValueError(f"MMD needs ≥ 2 rows per side; got source {Xs.shape[0]}, target {Xt.shape[0]}")
+    kern = shared_kernel(Xs, Xt, standardize=standardize, gamma=gamma)
+    Zs = kern.transform(Xs[subsample_rows(Xs.shape[0], max_rows)])
+    Zt = kern.transform(Xt[subsample_rows(Xt.shape[0], max_rows, DIAG_SEED + 1)])
+    ns, nt = Zs.shape[0], Zt.shape[0]
+    masks = permutation_masks(ns, nt, n_permutations, _seed_sequence(random_state))
+    st = mmd2_splits(np.vstack([Zs, Zt]), masks, kern.gamma, max_entries=block_size**2)
     observed, null = float(st[0]), st[1:]
     p = (1.0 + float(np.sum(null >= observed))) / (n_permutations + 1.0)
-    return MMDResult(observed, p, h, n_permutations, ns, nt, null)
+    return MMDResult(observed, p, kern.bandwidth, kern.gamma, n_permutations, ns, nt, null)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -513,16 +450,7 @@ def _align(X_source: Any, X_target: Any, min_rows: int) -> tuple[pd.DataFrame, p
     T = _as_frame(X_target, "target", list(S.columns) if not isinstance(X_target, pd.DataFrame) else None)
     if not isinstance(X_source, pd.DataFrame) and isinstance(X_target, pd.DataFrame):
         S = _as_frame(X_source, "source", list(T.columns))
-    if S.shape[1] != T.shape[1] or set(S.columns) != set(T.columns):
-        only_s = [c for c in S.columns if c not in set(T.columns)]
-        only_t = [c for c in T.columns if c not in set(S.columns)]
-        raise ValueError(
-            f"source and target have different columns ({S.shape[1]} vs {T.shape[1]}); only in source: "
-            f"{only_s[:10]}, only in target: {only_t[:10]} — select the same columns on both sides"
-        )
-    if S.columns.duplicated().any():
-        raise ValueError(f"duplicate column names {list(S.columns[S.columns.duplicated()])}; rename them")
-    T = T[list(S.columns)]
+    T = align_columns(S, T)
     for side, F in (("source", S), ("target", T)):
         if F.shape[0] < min_rows:
             raise ValueError(
@@ -676,7 +604,7 @@ def detect_drift(
     n_splits: int = 10,
     domain_permutations: int = 500,
     mmd_permutations: int = 500,
-    mmd_max_rows: int = 10_000,
+    mmd_max_rows: int = DIAG_MAX_ROWS,
     block_size: int = 1024,
     max_levels: int = 10,
     psi_bins: int = 10,
@@ -685,7 +613,7 @@ def detect_drift(
     """Has the target drifted from the source? Domain-classifier AUC test, MMD² test, per-feature tests.
 
     Defaults: alpha 0.05; Holm across features; domain classifier = ridge (alpha 10) with 10 folds and 500
-    label permutations; MMD 500 permutations, median-heuristic Gaussian kernel, ≤ 10,000 pooled rows, ≤ 1024²
+    label permutations; MMD 500 permutations, median-heuristic Gaussian kernel, ≤ 5,000 rows per side, ≤ 1024²
     kernel entries at once; ≤ 10 integer levels → categorical; 10 PSI bins; ≥ 10 rows per side.
     Verdict: Holm over the two global p-values at ``alpha`` (module docstring).
     """
@@ -712,7 +640,8 @@ def detect_drift(
     mmd = mmd_permutation_test(Ms, Mt, n_permutations=mmd_permutations, max_rows=mmd_max_rows,
                                block_size=block_size, random_state=seq_mmd)
     if mmd.n_source + mmd.n_target < S.shape[0] + T.shape[0]:
-        notes.append(f"MMD computed on a random subsample of {mmd.n_source} source and {mmd.n_target} target rows")
+        notes.append(f"MMD computed on a seeded subsample of {mmd.n_source} source and {mmd.n_target} target rows "
+                     "(shiftlib.kernels, the same rows the weighters use)")
     global_adj = adjust_pvalues([dom.p_value, mmd.p_value], "holm")
     drifted = bool(np.any(global_adj <= alpha))
     row_scores = pd.DataFrame({

@@ -27,6 +27,8 @@ import numpy as np
 from scipy.stats import rankdata
 from sklearn import metrics as skm
 
+from shiftlib._validation import check_probabilities
+
 __all__ = [
     "ProbabilityMetrics",
     "accuracy_at",
@@ -94,19 +96,6 @@ def _proba(p: ArrayLike, n: int | None = None, name: str = "y_score") -> np.ndar
     if n is not None and a.shape[0] != n:
         raise ValueError(f"{name} has {a.shape[0]} rows but y_true has {n}; pass one score per row")
     return check_probabilities(a, name)
-
-
-def check_probabilities(p: ArrayLike, name: str) -> np.ndarray:
-    """``p`` as a float array (any shape), refused unless every value is finite and in [0, 1]."""
-    a = np.asarray(p, dtype=float)
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} contains NaN or infinite values; fix or drop those rows")
-    if a.size and (a.min() < 0.0 or a.max() > 1.0):
-        raise ValueError(
-            f"{name} must be probabilities in [0, 1]; got values in [{a.min():.4g}, {a.max():.4g}] — pass the "
-            "positive-class column of predict_proba, not decision_function scores or logits"
-        )
-    return a
 
 
 def _scores(s: ArrayLike, n: int) -> np.ndarray:

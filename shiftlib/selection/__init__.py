@@ -28,6 +28,7 @@ from .baselines import (
 from .candidates import Candidate, resolve_candidates
 from .importance import importance_weights
 from .plotting import plot_rt_matrix
+from .registry import SELECTORS, Selector, make_selector
 from .results import SCORE_COLUMNS, SelectorScores, concat_scores
 from .reverse_testing import (
     ReverseCell,
@@ -60,12 +61,14 @@ from .trcv import (
 
 __all__ = [
     "SCORE_COLUMNS",
+    "SELECTORS",
     "Agreement",
     "BenefitScorer",
     "Candidate",
     "PairwiseAgreement",
     "ReverseCell",
     "ReverseTestingResult",
+    "Selector",
     "SelectorScores",
     "concat_scores",
     "TargetLabels",
@@ -82,6 +85,7 @@ __all__ = [
     "importance_weights",
     "kendall_tau",
     "label_target",
+    "make_selector",
     "leave_one_out",
     "pair_decision",
     "pairwise_order_accuracy",

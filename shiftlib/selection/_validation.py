@@ -1,6 +1,8 @@
 """Input checks and row helpers shared by the selection modules (private).
 
-Feature matrices may be numpy arrays or pandas DataFrames; rows are always addressed by position.
+Feature matrices may be numpy arrays or pandas DataFrames; rows are always addressed by position. The
+column rule and the row-weights check are shiftlib's one rule (:mod:`shiftlib._validation`); what is
+selection's own is that a pair must be two DataFrames or two arrays (rows are stacked across sets).
 """
 
 from __future__ import annotations
@@ -10,9 +12,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from shiftlib._validation import align_columns, check_row_weights
+
+__all__ = ["check_X", "check_row_weights", "check_y", "take", "vstack"]
+
 
 def check_X(X: Any, name: str, *, like: Any = None, like_name: str = "X_source") -> Any:
-    """Return ``X`` as a 2-D DataFrame (kept) or float-able ndarray, with a readable error otherwise."""
+    """Return ``X`` as a 2-D DataFrame (kept; columns in ``like``'s order) or ndarray; a readable error otherwise."""
     if X is None:
         raise ValueError(f"{name} is missing: pass a 2-D array or DataFrame with one row per example")
     if not isinstance(X, pd.DataFrame):
@@ -24,19 +30,12 @@ def check_X(X: Any, name: str, *, like: Any = None, like_name: str = "X_source")
     if len(X) == 0:
         raise ValueError(f"{name} has 0 rows: every set used for selection needs at least one row")
     if like is not None:
-        n_like = like.shape[1]
-        if X.shape[1] != n_like:
-            raise ValueError(
-                f"{name} has {X.shape[1]} columns but {like_name} has {n_like}: pass the same features "
-                "in the same order"
-            )
         if isinstance(like, pd.DataFrame) != isinstance(X, pd.DataFrame):
             raise ValueError(
                 f"{name} and {like_name} must both be DataFrames or both be arrays (got "
                 f"{type(X).__name__} and {type(like).__name__})"
             )
-        if isinstance(X, pd.DataFrame) and list(X.columns) != list(like.columns):
-            raise ValueError(f"{name} columns differ from {like_name} columns: pass the same features in the same order")
+        X = align_columns(like, X, names=(like_name, name))
     return X
 
 
@@ -52,20 +51,6 @@ def check_y(y: Any, X: Any, name: str, x_name: str) -> np.ndarray:
     if pd.isna(pd.Series(y)).any():
         raise ValueError(f"{name} contains missing labels: drop those rows or impute the labels first")
     return y
-
-
-def check_row_weights(w: Any, n: int, name: str, what: str) -> np.ndarray | None:
-    """Validate optional per-row weights: one finite, non-negative number per row, not all zero."""
-    if w is None:
-        return None
-    w = np.asarray(w, dtype=float)
-    if w.shape != (n,):
-        raise ValueError(f"{name} has shape {w.shape} but there are {n} {what}: pass one weight per row")
-    if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError(f"{name} must be finite and non-negative; fix or clip the weights")
-    if w.sum() <= 0:
-        raise ValueError(f"{name} sums to 0: at least one row needs a positive weight")
-    return w
 
 
 def take(X: Any, idx: np.ndarray) -> Any:

@@ -47,6 +47,8 @@ class Candidate:
 
     def source_weights(self, n_source: int) -> np.ndarray | None:
         """The candidate's weights checked against the number of source rows (None when unweighted)."""
+        if self.sample_weight is None:
+            return None
         return check_row_weights(self.sample_weight, n_source, f"sample_weight of candidate {self.name!r}",
                                  "source rows")
 

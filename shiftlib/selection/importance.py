@@ -48,5 +48,4 @@ def importance_weights(weights: Any, X_source: Any, X_target: Any) -> np.ndarray
             raise TypeError(f"{type(est).__name__}.fit(X_source, X_target) must set weights_ (one per source row)")
         weights = est.weights_
     w = check_row_weights(weights, n, "importance weights", "source rows")
-    assert w is not None
     return w / w.mean()

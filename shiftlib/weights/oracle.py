@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from ._base import BaseWeighter, WeightsUnavailableError, check_probabilities
+from shiftlib._validation import check_probabilities
+
+from ._base import BaseWeighter, WeightsUnavailableError
 
 __all__ = ["OracleWeights"]
 
@@ -37,7 +39,7 @@ class OracleWeights(BaseWeighter):
                 "OracleWeights.fit needs selection_proba: the true P(s=1|x) of each source row "
                 "(e.g. from shiftlib.bias)"
             )
-        self.selection_proba_ = check_probabilities(selection_proba, X_source.shape[0])
+        self.selection_proba_ = check_probabilities(selection_proba, "selection_proba", n_rows=X_source.shape[0], rows="source row", positive=True)
         return 1.0 / self.selection_proba_
 
     def _predict_raw(self, X: np.ndarray) -> np.ndarray:

@@ -27,7 +27,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ._base import BaseWeighter, WeightsUnavailableError, check_probabilities
+from shiftlib._validation import check_probabilities
+
+from ._base import BaseWeighter, WeightsUnavailableError
 from .discriminative import _clip, check_clip, domain_probabilities
 
 __all__ = ["SSBWeights"]
@@ -74,7 +76,7 @@ class SSBWeights(BaseWeighter):
             raise ValueError(f"target_rows must be 'population' or 'unselected'; got {self.target_rows!r}")
         check_clip(self.clip)
         if selection_proba is not None:
-            p = _clip(check_probabilities(selection_proba, X_source.shape[0]), self.clip)
+            p = _clip(check_probabilities(selection_proba, "selection_proba", n_rows=X_source.shape[0], rows="source row", positive=True), self.clip)
             self.mode_ = "given"
             for attr in ("classifier_", "domain_auc_"):
                 if hasattr(self, attr):

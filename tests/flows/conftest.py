@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from flows.services import PROJECT_DIR, RECORD_NAME, free_port, read_record
+from flows.paths import PROJECT_DIR
+from flows.stack import RECORD_NAME, free_port, read_record
 
 UP_TIMEOUT_S = 600  # per service; a loaded 2-core box has taken 70–140 s for the whole `up`
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from flows.services import PREFECT_WORKER
+from flows.stack import PREFECT_WORKER
 from tests.flows.conftest import copy_screenshots
 
 CHROMIUM = "/usr/bin/chromium"

@@ -50,6 +50,9 @@ def test_one_parent_and_one_nested_run_per_learner(two_runs):
     assert parent.data.tags["shiftflow.selected_learner"] == first["selection"]["chosen"]
     assert parent.data.tags["shiftflow.selector"] == "rt"
     assert {"drift.domain_auc", "weights.kmm.ess", "selection.rt.kendall_tau"} <= set(parent.data.metrics)
+    # one kernel, one MMD² (shiftlib.kernels): drift's statistic is the weighters' "before" on the same tables
+    m = parent.data.metrics
+    assert m["drift.mmd2"] == pytest.approx(m["weights.kmm.mmd2_before"], rel=1e-9)
 
     # the logged numbers are the stage tables' numbers, recomputed here from the Parquet files
     run_dir = Path(first["run_dir"])

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from flows.services import (
+from flows.stack import (
     MLFLOW_SERVER,
     PREFECT_SERVER,
     PREFECT_WORKER,
@@ -113,7 +113,7 @@ def test_down_stops_exactly_the_recorded_processes(tmp_path: Path) -> None:
 
 
 def test_down_refuses_a_corrupt_record_naming_the_file(tmp_path: Path) -> None:
-    from flows.services import ServiceError
+    from flows.stack import ServiceError
 
     (tmp_path / RECORD_NAME).write_text("{not json")
     with pytest.raises(ServiceError, match=str(tmp_path / RECORD_NAME)):

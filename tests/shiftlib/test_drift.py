@@ -29,14 +29,12 @@ from shiftlib.drift import (
     detect_drift,
     domain_classifier_test,
     feature_tests,
-    median_bandwidth,
-    mmd2_permutation_statistics,
-    mmd2_unbiased,
     mmd_permutation_test,
     permutation_masks,
     plot_drift,
     psi,
 )
+from shiftlib.kernels import median_heuristic_gamma, mmd2_splits, mmd2_unbiased
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -94,25 +92,31 @@ def test_psi_by_hand() -> None:
 
 
 def test_mmd2_unbiased_by_hand() -> None:
-    # X = {0, 1}, Y = {0, 2}, h = 1 → k = exp(−d²/2); Gretton et al. 2012 eq. 3:
+    # X = {0, 1}, Y = {0, 2}, gamma = 1/2 → k = exp(−d²/2); Gretton et al. 2012 eq. 3:
     # k_xx(off) = e^{-1/2}; k_yy(off) = e^{-2}; mean k_xy = (1 + e^{-2} + 2e^{-1/2})/4
     X, Y = np.array([[0.0], [1.0]]), np.array([[0.0], [2.0]])
     e5, e2 = math.exp(-0.5), math.exp(-2.0)
-    assert mmd2_unbiased(X, Y, 1.0) == pytest.approx(e5 + e2 - (1 + e2 + 2 * e5) / 2)
+    assert mmd2_unbiased(X, Y, 0.5) == pytest.approx(e5 + e2 - (1 + e2 + 2 * e5) / 2)
 
 
 def test_median_bandwidth_by_hand() -> None:
-    # points 0, 1, 3: pairwise distances 1, 3, 2 → median 2
-    assert median_bandwidth(np.array([[0.0], [1.0], [3.0]])) == 2.0
+    # points 0, 1, 3: pairwise distances 1, 3, 2 → median 2 (the shared heuristic: gamma = 1/2²)
+    assert median_heuristic_gamma(np.array([[0.0], [1.0], [3.0]])) ** -0.5 == pytest.approx(2.0, rel=1e-15)
 
 
 def test_blocked_permutation_statistics_equal_full_kernel() -> None:
-    # blocked (block 16 ∤ 57, batch 7) vs. full kernel matrices per split: same MMD² to rounding
+    # blocked (16² entries at once, 16 ∤ 57, batch 7) vs. full kernel matrices per split: same biased
+    # MMD² (Gretton et al. 2012 eq. 5: mean k_xx + mean k_yy − 2 mean k_xy) to rounding
     rng = np.random.default_rng(1)
     Z = rng.normal(size=(57, 4))
     masks = permutation_masks(25, 32, 20, random_state=2)
-    blocked = mmd2_permutation_statistics(Z, masks, 1.7, block_size=16, batch_size=7)
-    full = [mmd2_unbiased(Z[m], Z[~m], 1.7) for m in masks]
+    gamma = 1 / (2 * 1.7**2)
+    blocked = mmd2_splits(Z, masks, gamma, max_entries=16**2, batch_size=7)
+
+    def k(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.exp(-gamma * ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1))
+
+    full = [k(Z[m], Z[m]).mean() + k(Z[~m], Z[~m]).mean() - 2 * k(Z[m], Z[~m]).mean() for m in masks]
     assert np.allclose(blocked, full, rtol=0, atol=1e-12)
     assert masks[0, :25].all() and not masks[0, 25:].any()  # row 0 = the observed split
     assert np.all(masks.sum(axis=1) == 25)
@@ -122,10 +126,15 @@ def test_mmd_test_statistic_and_pvalue_convention() -> None:
     rng = np.random.default_rng(3)
     Xs, Xt = rng.normal(size=(40, 3)), rng.normal(loc=3.0, size=(50, 3))
     res = mmd_permutation_test(Xs, Xt, n_permutations=99, random_state=0)
-    # independent recomputation on the pooled z-scored rows with the reported bandwidth
+    # independent recomputation (biased MMD², Gretton et al. 2012 eq. 5) on the pooled z-scored rows with
+    # the reported width; the bandwidth is the median pairwise distance of those rows
     Zp = np.vstack([Xs, Xt])
     Zp = (Zp - Zp.mean(0)) / Zp.std(0)
-    assert res.mmd2 == pytest.approx(mmd2_unbiased(Zp[:40], Zp[40:], res.bandwidth), abs=1e-12)
+    K = np.exp(-res.gamma * ((Zp[:, None, :] - Zp[None, :, :]) ** 2).sum(-1))
+    direct = K[:40, :40].mean() + K[40:, 40:].mean() - 2 * K[:40, 40:].mean()
+    assert res.mmd2 == pytest.approx(direct, abs=1e-12)
+    d = np.sqrt(((Zp[:, None, :] - Zp[None, :, :]) ** 2).sum(-1))[np.triu_indices(90, 1)]
+    assert res.bandwidth == pytest.approx(np.median(d), rel=1e-12)
     # a 3-sd shift: no permutation reaches the observed value → p = (0 + 1)/(99 + 1)
     assert res.p_value == pytest.approx(1 / 100)
     assert res.p_value == (1 + np.sum(res.null >= res.mmd2)) / (99 + 1)
@@ -135,7 +144,7 @@ def test_mmd_subsamples_above_max_rows() -> None:
     rng = np.random.default_rng(4)
     res = mmd_permutation_test(rng.normal(size=(300, 2)), rng.normal(size=(100, 2)), max_rows=200,
                                n_permutations=20, random_state=0)
-    assert (res.n_source, res.n_target) == (150, 50)  # proportional: 200·300/400, 200·100/400
+    assert (res.n_source, res.n_target) == (200, 100)  # each side capped at max_rows: min(300, 200), min(100, 200)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -247,7 +247,7 @@ def test_heatmap_annotates_every_cell_with_its_matrix_value():
 def test_clear_errors_for_bad_inputs():
     with pytest.raises(ValueError, match="0 rows"):
         reverse_testing(learners_ab(), X_D, Y_D, np.empty((0, 1)))
-    with pytest.raises(ValueError, match="2 columns but X_source has 1"):
+    with pytest.raises(ValueError, match=r"X_source has 1 column but X_target .* has 2 columns"):
         reverse_testing(learners_ab(), X_D, Y_D, np.zeros((3, 2)))
     with pytest.raises(ValueError, match="7 labels but X_source has 8 rows"):
         reverse_testing(learners_ab(), X_D, Y_D[:7], X_T)

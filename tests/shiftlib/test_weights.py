@@ -91,7 +91,7 @@ def test_input_errors_name_the_problem() -> None:
     dfs = pd.DataFrame({"age": [1.0, 2.0, 3.0], "city": ["a", "b", "c"]})
     with pytest.raises(ValueError, match="column 'city' of X_source is .*not numeric"):
         KMM().fit(dfs, dfs)
-    with pytest.raises(ValueError, match=r"missing in target \['b'\]"):
+    with pytest.raises(ValueError, match=r"only in source: \['b'\], only in target: \['c'\]"):
         KMM().fit(pd.DataFrame({"a": [1.0, 2], "b": [3.0, 4]}), pd.DataFrame({"a": [1.0, 2], "c": [3.0, 4]}))
 
 

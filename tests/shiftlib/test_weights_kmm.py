@@ -11,6 +11,7 @@ from scipy.optimize import minimize
 from scipy.stats import spearmanr
 from sklearn.metrics.pairwise import rbf_kernel
 
+from shiftlib.kernels import mmd2_many
 from shiftlib.weights import (
     KMM,
     WeightsUnavailableError,
@@ -26,8 +27,7 @@ from shiftlib.weights import (
     shared_kernel,
     solve_kmm,
 )
-from shiftlib.weights import kmm as kmm_module
-from shiftlib.weights._base import mmd2_many
+from shiftlib.weights import _kmm_qp as kmm_module
 
 
 def _problem(m: int, mt: int, d: int, shift: float, seed: int) -> tuple[np.ndarray, np.ndarray, float]:
@@ -463,3 +463,18 @@ def test_ensemble_kmm_is_close_to_the_exact_optimum() -> None:
     assert exact.objective <= f_ens <= exact.objective + 1e-3 * abs(exact.objective)
     before, after = mmd2_many(Zs, Zt, gamma, np.column_stack([np.ones(3000), beta / beta.mean()]))
     assert after < 0.01 * before
+
+
+def test_route_is_data_and_its_text_is_the_solver_string() -> None:
+    # the route is a frozen dataclass (issue 16: no concatenated strings); solver is its text for logs
+    from shiftlib.weights.kmm import Method, Route
+
+    Zs, Zt, gamma = _problem(60, 40, 3, 0.5, seed=13)
+    K, kappa = _K_kappa(Zs, Zt, gamma)
+    for solver, method in (("auto", Method.ACTIVE_SET), ("cvxpy", Method.CVXPY)):
+        sol = solve_kmm(K, kappa, solver=solver)
+        assert sol.route is not None and sol.route.method is method
+        assert sol.solver == str(sol.route)
+    assert str(Route(Method.ACTIVE_SET, tie_ridge=1e-3)) == "active-set+ridge0.001"
+    assert str(Route(Method.ACTIVE_SET, fallback=True, cvxpy_solver="CLARABEL")) == "active-set->cvxpy:CLARABEL"
+    assert str(Route(Method.LBFGSB, polished=True)) == "lbfgsb+pdas"

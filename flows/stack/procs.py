@@ -1,0 +1,155 @@
+"""The ``/proc`` process tree of the local stack: is a recorded pid still ours, what did it start, stop it.
+
+Linux ``/proc`` first (start times tell a recorded pid from a recycled one); signal 0 where there is none.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DEFAULT_STOP_TIMEOUT_S", "ServiceError", "is_alive", "process_start_time", "process_tree", "stop_process"]
+
+DEFAULT_STOP_TIMEOUT_S = 20.0
+
+
+class ServiceError(RuntimeError):
+    """A service could not be started or stopped; the message names the problem and the fix."""
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """Fields of ``/proc/<pid>/stat`` after the command name (index 0 = state), or None if gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return raw[raw.rfind(")") + 2:].split()
+
+
+def process_start_time(pid: int) -> int | None:
+    """Start time of ``pid`` in clock ticks since boot (tells a recorded pid from a recycled one)."""
+    st = _proc_stat(pid)
+    return int(st[19]) if st else None
+
+
+def is_alive(pid: int, start_time: int | None = None) -> bool:
+    """True if ``pid`` runs (not a zombie) and, when given, started at ``start_time``."""
+    st = _proc_stat(pid)
+    if st is None:
+        if Path("/proc/self/stat").exists():
+            return False
+        try:  # no /proc (not Linux): fall back to signal 0
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    if st[0] in ("Z", "X"):
+        return False
+    return start_time is None or int(st[19]) == start_time
+
+
+def _all_procs() -> list[tuple[int, int, int, int]]:
+    """(pid, ppid, pgid, start_time) of every live process (Linux /proc)."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        st = _proc_stat(int(entry.name))
+        if st is None or st[0] in ("Z", "X"):
+            continue
+        out.append((int(entry.name), int(st[1]), int(st[2]), int(st[19])))
+    return out
+
+
+def process_tree(pid: int, pgid: int) -> dict[int, int]:
+    """{pid: start_time} of the process group ``pgid`` plus every descendant of ``pid`` (Prefect's process
+    worker starts each flow run in a new session, so those are outside the worker's group)."""
+    if not Path("/proc/self/stat").exists():
+        return {pid: 0} if is_alive(pid) else {}
+    procs = _all_procs()
+    children: dict[int, list[int]] = {}
+    for p, pp, _, _ in procs:
+        children.setdefault(pp, []).append(p)
+    starts = {p: s for p, _, _, s in procs}
+    tree = {p: s for p, _, g, s in procs if g == pgid}
+    stack = [pid, *tree]
+    while stack:
+        for c in children.get(stack.pop(), []):
+            if c not in tree:
+                tree[c] = starts[c]
+                stack.append(c)
+    return tree
+
+
+def _signal_tree(pgid: int, tree: Mapping[int, int], sig: int) -> None:
+    """One ``sig`` to the group and one to each descendant outside it (never two to the same process)."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for pid, start in tree.items():
+        st = _proc_stat(pid)
+        if st is not None and int(st[2]) != pgid and is_alive(pid, start):
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _wait_gone(tree: Mapping[int, int], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if not any(is_alive(p, s) for p, s in tree.items()):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+
+
+def stop_process(entry: Mapping[str, Any], timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> str:
+    """Stop one recorded service: SIGTERM its group, wait; SIGTERM again, wait; then SIGKILL.
+
+    Parameters
+    ----------
+    entry : mapping
+        The service's record entry (``pid``, ``pgid``, ``start_time``).
+    timeout_s : float, default 20
+        Shared by the two SIGTERM waits.
+
+    Returns
+    -------
+    str
+        What happened, for the user.
+
+    Notes
+    -----
+    Acts only when the recorded leader still runs with its recorded start time (or, the leader gone, on
+    processes still in its group): a recycled pid is left alone.
+    """
+    pid, pgid, start = int(entry["pid"]), int(entry["pgid"]), entry.get("start_time")
+    leader_alive = is_alive(pid, start)
+    if not leader_alive and is_alive(pid):
+        return f"pid {pid} now belongs to another program (recycled pid); left alone"
+    if not leader_alive and pgid != pid and is_alive(pgid):
+        return f"process group {pgid} now belongs to another program; left alone"
+    tree = process_tree(pid, pgid) if leader_alive else {p: s for p, _, g, s in _safe_procs() if g == pgid}
+    if not tree:
+        return "already stopped"
+    steps = [(signal.SIGTERM, timeout_s / 2), (signal.SIGTERM, timeout_s / 2), (signal.SIGKILL, 5.0)]
+    for n, (sig, wait_s) in enumerate(steps, 1):
+        _signal_tree(pgid, tree, sig)
+        if _wait_gone(tree, wait_s):
+            how = "SIGTERM" if n == 1 else "two SIGTERMs" if n == 2 else "SIGKILL"
+            return f"stopped ({len(tree)} process{'es' if len(tree) > 1 else ''}, {how})"
+    left = sorted(p for p, s in tree.items() if is_alive(p, s))
+    raise ServiceError(f"processes {left} survived SIGKILL; check `ps -o pid,stat,cmd -p {','.join(map(str, left))}`")
+
+
+def _safe_procs() -> list[tuple[int, int, int, int]]:
+    return _all_procs() if Path("/proc/self/stat").exists() else []
