@@ -22,6 +22,7 @@ from tasks.champion import champion
 from tasks.drift import drift
 from tasks.evaluation import evaluate
 from tasks.ingest import ingest
+from tasks.labels import labels
 from tasks.recalibration import recalibration
 from tasks.selection import rt_row, selection, selection_plan, trcv_fold_task
 from tasks.store import MANIFEST, StageStore
@@ -130,19 +131,29 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
         run_ids = {r["name"]: r["run_id"] for r in results}
 
         target_scores = evaluate(store, run_ids, tracking_uri=tracking_uri)
-        selectors, k = list(config.selectors), config.selection_folds
-        plan = selection_plan(store, selectors, config.selector, seed=config.seed, k=k)
+        selectors, k, primary, labeled = list(config.selectors), config.selection_folds, config.selector, None
+        if config.label_budget is not None or config.target_labels is not None:  # few target labels
+            labeled = labels(store, budget=config.label_budget, seed=config.seed, label=config.label,
+                             target_labels=config.target_labels, tracking_uri=tracking_uri, parent_run_id=parent_id)
+            if labeled["status"] == "awaiting_labels":  # stop here; a rerun with target_labels resumes
+                with_retries(client.set_terminated, parent_id, "FINISHED")
+                return {"flow_run_id": flow_run_id, "run_dir": str(store.run_dir), "labels": labeled,
+                        "mlflow_parent_run_id": parent_id, "mlflow_experiment_id": experiment_id,
+                        "reused_stages": reused_stages(store, training_reused=all(r["reused"] for r in results))}
+            selectors, primary = selectors + ["fewlabel"], "fewlabel"
+        digest = None if labeled is None else labeled["labels_sha256"]
+        plan = selection_plan(store, selectors, primary, seed=config.seed, k=k, labels_sha256=digest)
         rt_futures = trcv_futures = None
         if plan["compute"] and "rt" in selectors:  # ReverseTesting: one task per row of M (1 + ℓ fits)
             rt_futures = rt_row.map(unmapped(store), plan["candidates"], seed=config.seed)
         if plan["compute"] and "trcv" in selectors:  # TrCV: one task per fold (2 fits per candidate)
             trcv_futures = trcv_fold_task.map(unmapped(store), list(range(k)), unmapped(plan["trcv_beta"]),
                                               seed=config.seed, k=k)
-        chosen = selection(store, selectors, config.selector, seed=config.seed, k=k, tracking_uri=tracking_uri,
+        chosen = selection(store, selectors, primary, seed=config.seed, k=k, tracking_uri=tracking_uri,
                            parent_run_id=parent_id, run_ids=run_ids,
                            rt_rows=None if rt_futures is None else gather(rt_futures, "ReverseTesting rows", log),
                            trcv_folds=None if trcv_futures is None else gather(trcv_futures, "TrCV folds", log),
-                           trcv_beta=plan["trcv_beta"])
+                           trcv_beta=plan["trcv_beta"], labeled=labeled)
         recal = None
         if config.undersample is not None:
             recal = recalibration(store, chosen["chosen"], beta=config.undersample, seed=config.seed,

@@ -25,6 +25,7 @@ from shiftlib.selection import (
     TargetLabels,
     agreement,
     combine,
+    fewlabel_select,
     importance_weights,
     plot_rt_matrix,
     reverse_testing,
@@ -38,6 +39,7 @@ from shiftlib.selection import (
 )
 from shiftlib.selection.trcv import FoldResidual
 from tasks.ingest import ingest_inputs, load_target_labels, load_xy
+from tasks.labels import stage_predictions
 from tasks.logs import run_logger
 from tasks.store import MANIFEST, StageStore, stage_key
 from tasks.tracking import log_metrics, with_retries
@@ -84,13 +86,16 @@ def _stage_specs(store: StageStore) -> list[tuple[str, str, str]]:
     return [(n, m["learner"], m["weighting"]) for n, m in store.manifest("training")["extra"]["models"].items()]
 
 
-def _stage_key(store: StageStore, selectors: list[str], primary: str, seed: int, k: int) -> tuple[str, dict, dict]:
+def _stage_key(store: StageStore, selectors: list[str], primary: str, seed: int, k: int,
+               labels_sha256: str | None = None) -> tuple[str, dict, dict]:
     # the target batch (and its held-out labels, which the agreement table uses) are inputs: the candidates'
     # source-CV table alone does not change with the target
     inputs = ingest_inputs(store, labels=True) | {
         "training": store.manifest("training")["files"]["learners.parquet"]["sha256"]}
     if (store.stage_dir("weights") / MANIFEST).exists():
         inputs["weights"] = store.manifest("weights")["files"]["weights.parquet"]["sha256"]
+    if labels_sha256 is not None:  # few-label selection: the filled labels file is an input
+        inputs["target_labels"] = labels_sha256
     params = {"selectors": list(selectors), "primary": primary, "seed": seed, "k": k}
     return stage_key(STAGE, params, inputs), params, inputs
 
@@ -99,10 +104,11 @@ def _stage_key(store: StageStore, selectors: list[str], primary: str, seed: int,
 
 
 @task(name="selection-plan", cache_policy=NO_CACHE)
-def selection_plan(store: StageStore, selectors: list[str], primary: str, *, seed: int, k: int) -> dict[str, Any]:
+def selection_plan(store: StageStore, selectors: list[str], primary: str, *, seed: int, k: int,
+                   labels_sha256: str | None = None) -> dict[str, Any]:
     """Whether the selection stage must be computed (no reusable earlier stage), the candidate names, and
     the β TrCV shares across its folds (this run's KMM weights, else a KMM fit), computed once."""
-    key, _, _ = _stage_key(store, selectors, primary, seed, k)
+    key, _, _ = _stage_key(store, selectors, primary, seed, k, labels_sha256)
     names = [n for n, _, _ in _stage_specs(store)]
     if store.find_reusable(STAGE, key) is not None:
         return {"compute": False, "candidates": names, "trcv_beta": None}
@@ -134,15 +140,17 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
               tracking_uri: str, parent_run_id: str, run_ids: dict[str, str],
               rt_rows: list[tuple[TargetLabels, list[ReverseCell]]] | None = None,
               trcv_folds: list[dict[str, FoldResidual | str]] | None = None,
-              trcv_beta: np.ndarray | None = None) -> dict[str, Any]:
+              trcv_beta: np.ndarray | None = None, labeled: dict[str, Any] | None = None) -> dict[str, Any]:
     """Score every candidate with every selector; pick the primary selector's best candidate.
 
     ``rt_rows`` / ``trcv_folds`` (+ ``trcv_beta``): ReverseTesting rows and TrCV folds already computed by
-    fanned-out ``rt-row`` / ``trcv-fold`` tasks; without them those selectors run here, in-process."""
+    fanned-out ``rt-row`` / ``trcv-fold`` tasks; without them those selectors run here, in-process.
+    ``labeled`` (the ``labels`` task's result: plan and labels) enables the ``fewlabel`` selector."""
     log = run_logger()
     if primary not in selectors:
         raise ValueError(f"the deciding selector {primary!r} must be one of the selectors run: {selectors}")
-    key, params, inputs = _stage_key(store, selectors, primary, seed, k)
+    key, params, inputs = _stage_key(store, selectors, primary, seed, k,
+                                     None if labeled is None else labeled["labels_sha256"])
     found = store.find_reusable(STAGE, key)
     rt = None
     if found is not None:
@@ -165,6 +173,13 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
                     raise ValueError("trcv_folds were given without the trcv_beta they were computed with")
                 setup = trcv_setup(cands, X_s, y_s, X_t, weights=trcv_beta, k=k, random_state=seed)
                 results[sel] = trcv_from_folds([c.name for c in cands], setup, trcv_folds)
+            elif sel == "fewlabel":
+                if labeled is None:
+                    raise ValueError("the fewlabel selector needs target labels: set target_labels")
+                results[sel] = fewlabel_select(cands, X_s, y_s, X_t, plan=labeled["plan"],
+                                               y_labeled=pd.Series(labeled["labels"], dtype=object),
+                                               prior=results.get("scv", "cv"), random_state=seed,
+                                               predictions=stage_predictions(store))
             else:
                 results[sel] = run_selector(sel, cands, X_s, y_s, X_t, seed=seed, k=k, kmm_weights=kmm)
             for name, err in getattr(results[sel], "errors", {}).items():
