@@ -153,7 +153,7 @@ def _contrasts(theta: np.ndarray) -> np.ndarray:
 def test_label_estimate_of_differences_is_unbiased(two_rounds: bool) -> None:
     tp, truth = tiny(), _contrasts(true_theta())
     ests = []
-    for seed in range(800 if two_rounds else 3000):
+    for seed in range(600 if two_rounds else 2000):
         plan = tiny_plan(2, seed)
         if two_rounds:  # the second round's rows depend on the first round's labels
             plan = tiny_plan(4, 10_000 + seed, already=(plan, Y_TRUE[plan.rows]))
@@ -277,3 +277,30 @@ def test_plan_from_other_candidates_is_refused(data: tuple) -> None:
     plan = plan_labels(["NB", "LR"], Xs, ys, Xt, budget=5, random_state=0)
     with pytest.raises(ValueError, match="another batch or other candidates"):
         fewlabel_select(["NB", "DT"], Xs, ys, Xt, plan=plan, y_labeled=[0] * 5, prior=None)
+
+
+def test_unequal_draw_probabilities_need_the_1_over_pi_weights() -> None:
+    """4 candidates: a 2–2 split disagrees on 4 pairs, a 3–1 split on 3, so q differs between rows. The
+    1/π estimate of the centred accuracies is unbiased; the plain mean of the drawn rows is not (it
+    over-represents the 2–2 rows) — the check can tell the two apart."""
+    P = np.array([[0, 0, 0, 1], [0, 0, 1, 1], [1, 1, 0, 0], [1, 0, 1, 1], [0, 1, 0, 1],
+                  [1, 1, 1, 1], [0, 0, 0, 0], [1, 0, 0, 0], [0, 1, 1, 0], [1, 1, 1, 0]])
+    Y = np.array([1, 0, 1, 1, 0, 1, 0, 0, 1, 0])
+    names = list("abcd")
+    tp = TargetPredictions(names, P, np.column_stack([1 - P.mean(1), P.mean(1)]), np.array([0, 1]))
+    rng = np.random.default_rng(0)
+    Xs, ys, Xt = rng.normal(size=(20, 2)), np.tile([0, 1], 10), rng.normal(size=(10, 2))
+    truth = (P == Y[:, None]).mean(axis=0)
+    truth = truth - truth.mean()
+    ht, naive = [], []
+    for seed in range(2000):
+        plan = plan_labels(names, Xs, ys, Xt, budget=3, random_state=seed, prior=None, predictions=tp)
+        theta, _, _ = _label_estimate(tp, plan, {int(r): int(Y[r]) for r in plan.rows})
+        ht.append(theta - theta.mean())
+        c = (P[plan.rows] == Y[plan.rows, None]).mean(axis=0)
+        naive.append(c - c.mean())
+    ht, naive = np.array(ht), np.array(naive) * len(tp.disagreement) / len(Y)
+    se = ht.std(axis=0) / np.sqrt(len(ht))
+    assert np.all(np.abs(ht.mean(axis=0) - truth) <= 4 * se)
+    se_n = naive.std(axis=0) / np.sqrt(len(naive))
+    assert np.any(np.abs(naive.mean(axis=0) - truth) > 4 * se_n)
