@@ -160,6 +160,7 @@ def labels(store: StageStore, *, budget: int | None, seed: int, label: str, targ
         log_metrics(client, parent_run_id, {"labels.budget": budget, "labels.n_requested": len(plan.rows),
                                             "labels.n_disagreement": len(plan.details["disagreement"])})
         with_retries(client.set_tag, parent_run_id, "labels.plan_sha256", store.file_hash(STAGE, "plan.parquet"))
+        with_retries(client.log_artifact, parent_run_id, str(store.path(STAGE, "plan.parquet")), "labels")
         log.info("labels: label the %d rows in %s, then rerun with --target-labels file:%s", len(plan.rows), csv, csv)
         return {"status": "awaiting_labels", "csv": str(csv), "parquet": str(store.path(STAGE, "to_label.parquet")),
                 "n_rows": int(len(plan.rows))}

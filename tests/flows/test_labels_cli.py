@@ -13,6 +13,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from flows.cli import main
+from tasks.store import sha256_file
 
 LEARNERS = "LR,NB,DT"
 pytestmark = pytest.mark.slow  # five flow runs on Pima (a few minutes on the shared machine)
@@ -87,6 +88,14 @@ def test_budget_then_labels_resume_with_fewlabel(asked: Path) -> None:
     assert parent and parent[0].data.tags["shiftflow.selector"] == "fewlabel"
     assert parent[0].data.metrics["labels.n_filled"] == 18 and parent[0].data.metrics["labels.n_empty"] == 2
     assert parent[0].data.tags["shiftflow.selected_learner"] == fl.sort_values("rank").iloc[0]["learner"]
+    assert parent[0].data.tags["labels.labels_sha256"] == sha256_file(path)
+
+    # the same labels again, this time without --label-budget: the stored plan is found by its inputs and
+    # seed, and every stage up to and including selection is reused (nothing recomputed)
+    out = _run(_args(root, "--target-labels", f"file:{path}"))
+    reused = out.split("reused stages:")[1].split("\n")[0]
+    for stage in ("ingest", "training", "selection"):
+        assert stage in reused
 
 
 def test_unknown_row_keys_and_unseen_classes_are_refused(asked: Path) -> None:
