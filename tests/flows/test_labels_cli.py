@@ -114,6 +114,12 @@ def test_unknown_row_keys_and_unseen_classes_are_refused(asked: Path) -> None:
     bad.to_csv(p, index=False)
     with pytest.raises(ValueError, match="never occur in the source"), contextlib.redirect_stdout(io.StringIO()):
         main(_args(root, "--label-budget", "20", "--target-labels", f"file:{p}"))
+    # a budget beyond the batch is refused, naming the batch size; no labels stage is written
+    runs_before = {p.name for p in (root / "runs").iterdir()}
+    with pytest.raises(ValueError, match="larger than the batch"), contextlib.redirect_stdout(io.StringIO()):
+        main(_args(root, "--label-budget", "100000"))
+    new = [p for p in (root / "runs").iterdir() if p.name not in runs_before]
+    assert new and not any((p / "labels").exists() for p in new)
     # another configuration (a different seed) has no stored plan
     with pytest.raises(ValueError, match="no stored label plan"), contextlib.redirect_stdout(io.StringIO()):
         main(_args(root, "--label-budget", "20", "--seed", "3", "--target-labels", f"file:{p}"))

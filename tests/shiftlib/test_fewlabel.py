@@ -304,3 +304,24 @@ def test_unequal_draw_probabilities_need_the_1_over_pi_weights() -> None:
     assert np.all(np.abs(ht.mean(axis=0) - truth) <= 4 * se)
     se_n = naive.std(axis=0) / np.sqrt(len(naive))
     assert np.any(np.abs(naive.mean(axis=0) - truth) > 4 * se_n)
+
+
+def test_prior_and_labels_are_combined_by_inverse_variance_hand_worked() -> None:
+    """ℓ = 2: prior difference +0.1 (variance of the contrast a = 0.001), label difference −0.1 (b = 0.004).
+    τ² = (0.2/√2)² − a − b = 0.015, so the prior's variance is 0.016 against the labels' 0.004: weights
+    0.2 and 0.8, combined difference 0.2·0.1 + 0.8·(−0.1) = −0.06 around the labels' level 0.65."""
+    from shiftlib.selection.fewlabel import _combine
+
+    prior = (np.array([0.8, 0.7]), np.eye(2) * 0.001, "scv")
+    label = (np.array([0.6, 0.7]), np.eye(2) * 0.004, {})
+    est = _combine(label, prior, 2)
+    np.testing.assert_allclose(est.theta, [0.62, 0.68], atol=1e-12)
+    assert est.details["tau2"] == pytest.approx(0.015)
+    assert est.details["prior_weight"] == pytest.approx(0.2)
+    # posterior variance of the contrast: 1/(1/0.016 + 1/0.004) = 0.0032, so Var(θ_a − θ_b) = 2·0.0032
+    d = np.array([1.0, -1.0])
+    assert d @ est.cov @ d == pytest.approx(2 * 0.0032)
+    # when the label and prior contrasts agree, τ² stays at its floor (0.01²) and the prior keeps weight
+    agree = _combine((np.array([0.7, 0.6]), np.eye(2) * 0.004, {}), prior, 2)
+    assert agree.details["tau2"] == pytest.approx(1e-4)
+    assert agree.details["prior_weight"] == pytest.approx((1 / 0.0011) / (1 / 0.0011 + 1 / 0.004))
