@@ -257,6 +257,15 @@ def main(argv: list[str] | None = None) -> int:
     md += ["## fewlabel internals (mean over runs)", "",
            "The prior's share in the combined contrasts (0 = labels alone) and the learned shift s.d. τ of the "
            "source CV contrasts:", "", md_table(pw.reset_index()), "",
+           "## Notes", "",
+           "* The truth of a selector that saw labels excludes its labeled rows. Where the target group is "
+           "barely larger than the batch (hmda: the batch is the whole group of 339 rows; attrition: 400 of 446), "
+           "the rows left at large budgets are mostly rows on which every learner agrees, so at 100–200 labels "
+           "those cases' truth rests on few informative rows (and pairs whose true gap falls under 0.005 are "
+           "not counted).",
+           "* `trcv_l` uses the fewlabel plan's rows as L, unweighted as in the paper; they are biased towards "
+           "disagreement rows, which TrCV does not correct for.",
+           "",
            "## Plot", "", f"![pairwise-order accuracy and regret against the budget]({prefix}.png)", "",
            f"Files: `{prefix}.csv` (one row per case × seed × budget × selector), `{prefix}.png`.", ""]
     text = "\n".join(md)
