@@ -28,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--run-root")
     r.add_argument("--tracking-uri")
     r.add_argument("--experiment")
+    r.add_argument("--label-budget", type=int, help="target rows to label: writes labels/to_label.csv and stops")
+    r.add_argument("--target-labels", help="file:PATH of the filled to_label.csv: resume, fewlabel decides")
     r.add_argument("--config", help="JSON file with RetrainConfig fields (flags override it)")
     r.add_argument("--task-runner", choices=KINDS, help="where the fanned-out tasks run (training per candidate, "
                    "ReverseTesting rows, TrCV folds, KMM chunks): 'thread' (default: a thread pool in this "
@@ -55,7 +57,7 @@ def config_from_args(ns: argparse.Namespace) -> RetrainConfig:  # noqa: F821
         with open(ns.config) as f:
             data = json.load(f)
     for field in ("source", "label", "positive_label", "seed", "cv_folds", "run_root", "tracking_uri",
-                  "experiment"):
+                  "experiment", "label_budget", "target_labels"):
         v = getattr(ns, field)
         if v is not None:
             data[field] = v
@@ -107,6 +109,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         summary = flow_fn(config)
         dt = time.perf_counter() - t0
         print()
+        if summary.get("labels", {}).get("status") == "awaiting_labels":
+            lab = summary["labels"]
+            print(f"shiftflow: {lab['n_rows']} target rows to label in {lab['csv']}")
+            print(f"  fill the empty label column, then rerun with: --target-labels file:{lab['csv']}")
+            return 0
         print(f"shiftflow: retrain finished in {dt:.1f} s")
         if runner is not None:
             print(f"  task runner:       {runner[0]}")

@@ -76,6 +76,14 @@ class RetrainConfig(BaseModel):
         None, description="registered model in the MLflow Model Registry (default: shiftflow-DEPLOYMENT, "
         "or EXPERIMENT-LABEL outside a deployment)"
     )
+    label_budget: int | None = Field(
+        None, ge=1, description="target rows a person may label: the labels stage writes labels/to_label.csv "
+        "and the run stops there; rerun with target_labels to select with them (fewlabel decides)",
+    )
+    target_labels: str | None = Field(
+        None, description="file:PATH.csv|.parquet of the filled to_label file: selection runs 'fewlabel' "
+        "as the deciding selector",
+    )
     cv_folds: int = Field(5, ge=2, le=20, description="folds of the source cross-validation metrics")
     seed: int = Field(0, description="the one seed every random step derives from")
     run_root: str | None = Field(None, description="where stage Parquet files go (default $SHIFTFLOW_HOME/runs)")

