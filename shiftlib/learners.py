@@ -20,7 +20,8 @@ be fitted on; without ``n_rows`` every learner takes its exact route):
 * kNN above ``KNN_MAX_ROWS`` rows: the neighbour index holds a random subsample of that many rows
   (with their weights): an exact index over a million rows in 30+ dimensions answers too slowly.
 * RF above ``RF_BOUNDED_ROWS`` rows: 100 trees, each grown on at most ``RF_BOUNDED_ROWS`` bootstrap rows with
-  at most ``RF_MAX_LEAVES`` leaves, so the logged model stays small.
+  at most ``RF_MAX_LEAVES`` leaves, so the logged model stays small; DT above that size also has at most
+  ``RF_MAX_LEAVES`` leaves (a fully grown tree on a million noisy rows has about as many leaves as rows/10).
 * HGB (``HistGradientBoostingClassifier``) handles any size as it is.
 
 The route is in the estimator's parameters, which the training stage logs.
@@ -124,6 +125,8 @@ class WeightedKNeighborsClassifier(ClassifierMixin, BaseEstimator):
 
 
 def _dt(random_state: int | None = None, n_rows: int | None = None, **params: Any) -> BaseEstimator:
+    if n_rows is not None and n_rows > RF_BOUNDED_ROWS:
+        params.setdefault("max_leaf_nodes", RF_MAX_LEAVES)
     return WeightedPipeline([("clf", DecisionTreeClassifier(random_state=random_state, **params))])
 
 
