@@ -121,6 +121,7 @@ class StoredPredictions:
     folds: np.ndarray
     weights: np.ndarray | None = None
     trcv_residuals: np.ndarray | None = None
+    trcv_error: str | None = None
 
     @property
     def correct_source(self) -> np.ndarray:
@@ -174,7 +175,7 @@ def _method_fn(method: str, P: StoredPredictions) -> Callable[[np.ndarray], floa
         return lambda r: float(np.sum(w[r] * correct[r]) / np.sum(w[r]))
     if method == "trcv":
         if P.trcv_residuals is None:
-            raise ValueError("method 'trcv' needs TrCV's residuals: build the predictions with trcv=True")
+            raise ValueError(P.trcv_error or "method 'trcv' needs TrCV's residuals: build the predictions with trcv=True")
         res = P.trcv_residuals
         return lambda r: float(1.0 - np.sum(w[r] * res[r]) / np.sum(w[r]))
     if method == "doc":
@@ -311,7 +312,8 @@ def stored_predictions(
     ``learners``: a registry name, an unfitted estimator, a ``Candidate``, or what
     ``resolve_candidates`` takes. ``weights``: None → ``DiscriminativeWeights`` (DL eq. 7); else a
     ``shiftlib.weights`` name, a weighter, or one weight per source row (see ``importance_weights``).
-    ``trcv=True`` also runs TrCV Fig. 1 on the same folds (2 fits per fold) for method ``"trcv"``.
+    ``trcv=True`` also runs TrCV Fig. 1 on the same folds (2 fits per fold) for method ``"trcv"``; when
+    a TrCV fit fails, ``trcv_error`` keeps its message and only method ``"trcv"`` raises it.
     """
     X_s = check_X(X_source, "X_source")
     y_raw = check_y(y_source, X_s, "y_source", "X_source")
@@ -338,11 +340,14 @@ def stored_predictions(
             p_src[hold] = _proba(model, take(X_s, hold), classes, c.name)
         served = fit_candidate(c, X_s, y_raw, X_target=X_t)
         p_tgt = _proba(served, X_t, classes, c.name)
-        res = None
-        if trcv:
+        res, err = None, None
+        if trcv:  # a learner TrCV cannot refit on a fold's pseudo labels keeps the other methods
             setup = TrCVSetup(X_s, y_raw, X_t, None, None, beta, folds, k, 0.95, seed, "given")
-            res = trcv_assemble(c.name, setup, [trcv_fold(c, setup, i) for i in range(k)]).residuals
-        out.append(StoredPredictions(c.name, classes, y_code, p_src, p_tgt, folds, beta, res))
+            try:
+                res = trcv_assemble(c.name, setup, [trcv_fold(c, setup, i) for i in range(k)]).residuals
+            except ValueError as e:
+                err = str(e)
+        out.append(StoredPredictions(c.name, classes, y_code, p_src, p_tgt, folds, beta, res, err))
     return out
 
 
