@@ -20,6 +20,7 @@ from flows.services import shiftflow_home
 from shiftlib.learners import make_learner, needs_target
 from tasks.champion import champion
 from tasks.drift import drift
+from tasks.estimation import estimation, served_estimate
 from tasks.evaluation import evaluate
 from tasks.ingest import ingest
 from tasks.recalibration import recalibration
@@ -44,7 +45,7 @@ def reused_stages(store: StageStore, *, training_reused: bool) -> list[str]:
 
     Training counts as reused when every candidate's part was; its own tables are always re-collected."""
     out = []
-    for stage in ("ingest", "drift", "weights", "training", "selection", "recalibration"):
+    for stage in ("ingest", "drift", "weights", "training", "estimation", "selection", "recalibration"):
         if stage == "training":
             if training_reused:
                 out.append(stage)
@@ -128,6 +129,8 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
         results = gather(futures, "training", log)
         training = collect_training(store, results, config.seed, config.cv_folds)
         run_ids = {r["name"]: r["run_id"] for r in results}
+        estimates = estimation(store, seed=config.seed, k=config.selection_folds, tracking_uri=tracking_uri,
+                               run_ids=run_ids)
 
         target_scores = evaluate(store, run_ids, tracking_uri=tracking_uri)
         selectors, k = list(config.selectors), config.selection_folds
@@ -148,13 +151,17 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
             recal = recalibration(store, chosen["chosen"], beta=config.undersample, seed=config.seed,
                                   cv_folds=config.cv_folds, tracking_uri=tracking_uri, experiment_id=experiment_id,
                                   parent_run_id=parent_id, flow_run_id=flow_run_id)
+        served = served_estimate(estimates, chosen["chosen"], min_accuracy=config.min_accuracy,
+                                 tracking_uri=tracking_uri, parent_run_id=parent_id)
         model_name = config.model_name or (f"shiftflow-{runtime.deployment.name}" if runtime.deployment.name
                                            else f"{config.experiment}-{config.label}")
         decision = champion(store, chosen, model_name=model_name, seed=config.seed, k=config.selection_folds,
                             tracking_uri=tracking_uri, parent_run_id=parent_id, flow_run_id=flow_run_id,
-                            served_model_uri=None if recal is None else recal["model_uri"])
+                            served_model_uri=None if recal is None else recal["model_uri"],
+                            hold_champion="accuracy alert" if served["alert"] else None)
         reused = reused_stages(store, training_reused=all(r["reused"] for r in results))
         summary = {
+            "alert": "accuracy" if served["alert"] else None,
             "flow_run_id": flow_run_id,
             "run_dir": str(store.run_dir),
             "mlflow_parent_run_id": parent_id,
@@ -167,6 +174,7 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
                                                      "mmd_pvalue", "drifted_features")},
             "weighting": method,
             "champion": decision,
+            "estimate": served,
             "recalibration": recal,
             "selection": {"selector": chosen["selector"], "chosen": chosen["chosen"],
                           "agreement": chosen["agreement"]},
@@ -192,8 +200,13 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
 def _summary_markdown(s: dict[str, Any], scores: list[dict[str, Any]]) -> str:
     """The run's one-page summary (Prefect artifact): drift, weights, selection table, choice, ids."""
     d = s["drift"]
-    lines = ["# shiftflow retrain", "",
+    e = s.get("estimate")
+    lines = [f"**ALERT (accuracy): {e['candidate']}'s estimated target accuracy is at most {e['ci_high']:.3f} < "
+             f"min_accuracy {e['min_accuracy']}; the champion alias was not moved.**", ""] if e and e["alert"] else []
+    lines += ["# shiftflow retrain", "",
              f"- **choice: {s['selection']['chosen']}** (selector `{s['selection']['selector']}`)",
+             *([f"- estimated target accuracy of {e['candidate']}: {e['accuracy']:.3f} "
+                f"[{e['ci_low']:.3f}, {e['ci_high']:.3f}] ({e['method']}, {e['confidence']:.0%})"] if e else []),
              f"- drift: {'**detected**' if d['drifted'] else 'not detected'} (domain AUC {d['domain_auc']:.3f}, "
              f"MMD p = {d['mmd_pvalue']:.3g}); drifting features: {', '.join(d['drifted_features'][:5]) or 'none'}",
              f"- weighting: {s['weighting']}"]
