@@ -346,7 +346,8 @@ def write_report(out: Path, prefix: str, cells: pd.DataFrame, args: argparse.Nam
         "",
         "The natural group pools the time/group splits of `replicate_natural` and the TrCV domain pairs, whose "
         "class rates move a lot (wa_churn 42.7% ↔ 6.8% churn once `contract` is dropped; credit_data 18.5% ↔ 39.9% "
-        "bad): a change of P(y|x) given the remaining features, which no label-free estimator can see.",
+        "bad); where that comes with a change of P(y|x) given the remaining features, no label-free "
+        "estimator can see it.",
         "",
         md_table(post["sub"]),
         "",
