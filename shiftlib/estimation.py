@@ -7,11 +7,11 @@ reads only these stored predictions (plus the importance weights and, for TrCV, 
 ==================  ============================================================================
 ``"cv"``            source k-fold CV accuracy (the naive baseline; TrCV eq. 2)
 ``"iwcv"``          importance-weighted CV, ``Σ w_i·c_i / Σ w_i`` (Sugiyama, Krauledat & Müller,
-                    JMLR 2007, eq. 9), c_i = 1[OOF prediction correct]
+                    JMLR 2007), c_i = 1[OOF prediction correct]
 ``"trcv"``          TrCV Fig. 3 / eq. 14, ``1 − Σ β_i r_i / Σ β_i`` (``shiftlib.selection.trcv``)
-``"doc"``           difference of confidences (Guillory et al., ICCV 2021, eq. 1):
+``"doc"``           difference of confidences (Guillory et al., ICCV 2021):
                     ``acc_cv − (mean conf_source − mean conf_target)``, conf = max probability
-``"atc"``           average thresholded confidence (Garg et al., ICLR 2022, §3, ATC-NE): score =
+``"atc"``           average thresholded confidence (Garg et al., ICLR 2022, ATC-NE): score =
                     negative entropy; t fitted so the share of OOF source rows with score > t equals
                     the CV accuracy; estimate = share of target rows with score > t
 ``"cbpe"``          confidence-based performance estimation (the idea of NannyML's CBPE): isotonic
@@ -144,7 +144,7 @@ def _neg_entropy(p: np.ndarray) -> np.ndarray:
 
 
 def atc_threshold(score_source: np.ndarray, accuracy: float) -> tuple[float, float]:
-    """ATC's threshold (Garg et al. 2022, eq. 1) with ties split: returns (t, λ) such that
+    """ATC's threshold (Garg et al. 2022) with ties split: returns (t, λ) such that
     ``mean(s > t) + λ·mean(s == t) = accuracy`` on the source scores exactly (λ ∈ [0, 1])."""
     s = np.sort(np.asarray(score_source, float))[::-1]
     n = len(s)

@@ -47,7 +47,7 @@ def test_uniform_weights_make_iwcv_equal_cv_and_cv_equals_sklearn(shifted) -> No
     Xs, ys, Xt, _ = shifted
     res = estimate_accuracies({"LR": make_pipeline(StandardScaler(), LogisticRegression())}, Xs, ys, Xt, method=["cv", "iwcv"],
                               weights=np.ones(len(ys)), k=5, random_state=3)["LR"]
-    # Sugiyama et al. 2007 eq. 9 with w ≡ 1 is plain CV, exactly
+    # IWCV (Sugiyama et al. 2007) with w ≡ 1 is plain CV, exactly
     assert res["iwcv"].accuracy == res["cv"].accuracy
     # independent computation: scikit-learn's cross_val_predict on the same StratifiedKFold split
     oof = cross_val_predict(make_pipeline(StandardScaler(), LogisticRegression()), Xs, ys,
@@ -95,7 +95,7 @@ def test_atc_threshold_matches_source_accuracy_and_is_identity_without_shift() -
     acc = correct.mean()
     ne = np.sum(P.proba_source * np.log(P.proba_source), axis=1)
     t, lam = atc_threshold(ne, acc)
-    # Garg et al. 2022 eq. 1: share of source scores above t equals the source accuracy
+    # ATC's defining property (Garg et al. 2022): share of source scores above t equals the source accuracy
     assert np.mean(ne > t) + lam * np.mean(ne == t) == pytest.approx(acc, abs=1e-12)
     assert point_estimate(P, "atc") == pytest.approx(acc, abs=1e-12)
     # DOC (Guillory et al. 2021): equal confidences → no correction
