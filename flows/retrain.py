@@ -20,7 +20,7 @@ from flows.services import shiftflow_home
 from shiftlib.learners import make_learner, needs_target
 from tasks.champion import champion
 from tasks.drift import drift
-from tasks.estimation import estimation, served_estimate
+from tasks.estimation import estimation, served_estimate, summary_lines
 from tasks.evaluation import evaluate
 from tasks.ingest import ingest
 from tasks.recalibration import recalibration
@@ -200,13 +200,11 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
 def _summary_markdown(s: dict[str, Any], scores: list[dict[str, Any]]) -> str:
     """The run's one-page summary (Prefect artifact): drift, weights, selection table, choice, ids."""
     d = s["drift"]
-    e = s.get("estimate")
-    lines = [f"**ALERT (accuracy): {e['candidate']}'s estimated target accuracy is at most {e['ci_high']:.3f} < "
-             f"min_accuracy {e['min_accuracy']}; the champion alias was not moved.**", ""] if e and e["alert"] else []
+    first, est_bullet = summary_lines(s.get("estimate"))
+    lines = first
     lines += ["# shiftflow retrain", "",
              f"- **choice: {s['selection']['chosen']}** (selector `{s['selection']['selector']}`)",
-             *([f"- estimated target accuracy of {e['candidate']}: {e['accuracy']:.3f} "
-                f"[{e['ci_low']:.3f}, {e['ci_high']:.3f}] ({e['method']}, {e['confidence']:.0%})"] if e else []),
+             *est_bullet,
              f"- drift: {'**detected**' if d['drifted'] else 'not detected'} (domain AUC {d['domain_auc']:.3f}, "
              f"MMD p = {d['mmd_pvalue']:.3g}); drifting features: {', '.join(d['drifted_features'][:5]) or 'none'}",
              f"- weighting: {s['weighting']}"]

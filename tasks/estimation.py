@@ -10,6 +10,7 @@ the interval's parts se_source, se_target, se_shift); logs ``estimate.accuracy``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -104,3 +105,19 @@ def served_estimate(table: pd.DataFrame, served: str, *, min_accuracy: float | N
     return {"candidate": served, "method": r["method"], "accuracy": float(r["estimate"]),
             "ci_low": float(r["ci_low"]), "ci_high": float(r["ci_high"]), "confidence": float(r["confidence"]),
             "min_accuracy": min_accuracy, "alert": bool(alert)}
+
+
+def summary_lines(served: Mapping[str, Any] | None) -> tuple[list[str], list[str]]:
+    """Markdown for the run summary: (lines that go *first*, i.e. the accuracy alert, and a bullet with the
+    served model's estimate and interval)."""
+    if not served:
+        return [], []
+    first = []
+    if served["alert"]:
+        first = [f"**ALERT (accuracy): {served['candidate']}'s estimated target accuracy is at most "
+                 f"{served['ci_high']:.3f} < min_accuracy {served['min_accuracy']}; the champion alias was not "
+                 "moved.**", ""]
+    bullet = [f"- estimated target accuracy of {served['candidate']}: {served['accuracy']:.3f} "
+              f"[{served['ci_low']:.3f}, {served['ci_high']:.3f}] ({served['method']}, "
+              f"{served['confidence']:.0%} interval)"]
+    return first, bullet

@@ -13,7 +13,7 @@ from threadpoolctl import threadpool_limits
 from shiftlib.bias import split_biased
 from shiftlib.estimation import estimate_accuracies
 from shiftlib.learners import make_learner
-from tasks.estimation import estimation, served_estimate
+from tasks.estimation import estimation, served_estimate, summary_lines
 from tasks.ingest import LABEL, ROW
 from tasks.store import StageStore
 
@@ -79,5 +79,6 @@ def test_stage_numbers_equal_an_independent_shiftlib_computation(tmp_path, mlflo
     low = served_estimate.fn(table, "LR", min_accuracy=float(lr["ci_high"]) + 1e-9, tracking_uri=uri,
                              parent_run_id=parent)
     assert low["alert"] and client.get_run(parent).data.tags["shiftflow.alert"] == "accuracy"
+    assert summary_lines(low)[0][0].startswith("**ALERT (accuracy)") and summary_lines(ok)[0] == []
     with pytest.raises(ValueError, match="no accuracy estimate for the served candidate 'RF'"):
         served_estimate.fn(table, "RF", min_accuracy=None, tracking_uri=uri, parent_run_id=parent)
