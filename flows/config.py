@@ -84,6 +84,11 @@ class RetrainConfig(BaseModel):
         None, description="file:PATH.csv|.parquet of the filled to_label file: selection runs 'fewlabel' "
         "as the deciding selector",
     )
+    min_accuracy: float | None = Field(
+        None, ge=0, le=1,
+        description="alert when the served model's estimated target accuracy has an upper bound below this: "
+        "the parent run is tagged shiftflow.alert=accuracy and the champion alias is not moved",
+    )
     cv_folds: int = Field(5, ge=2, le=20, description="folds of the source cross-validation metrics")
     seed: int = Field(0, description="the one seed every random step derives from")
     run_root: str | None = Field(None, description="where stage Parquet files go (default $SHIFTFLOW_HOME/runs)")

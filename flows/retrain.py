@@ -19,6 +19,7 @@ from shiftlib.budget import auto_weighting, concurrency
 from shiftlib.learners import make_learner, needs_target
 from tasks.champion import champion
 from tasks.drift import drift
+from tasks.estimation import estimation, served_estimate
 from tasks.evaluation import evaluate
 from tasks.ingest import ingest
 from tasks.labels import labels
@@ -44,7 +45,7 @@ def reused_stages(store: StageStore, *, training_reused: bool) -> list[str]:
 
     Training counts as reused when every candidate's part was; its own tables are always re-collected."""
     out = []
-    for stage in ("ingest", "drift", "weights", "training", "selection", "recalibration"):
+    for stage in ("ingest", "drift", "weights", "training", "estimation", "selection", "recalibration"):
         if stage == "training":
             if training_reused:
                 out.append(stage)
@@ -138,6 +139,9 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
             results = _training(store, config, method, ctx, log)
             training = collect_training(store, results, config.seed, config.cv_folds)
         run_ids = {r["name"]: r["run_id"] for r in results}
+        with stage_clock(timings, peaks, "estimation"):
+            estimates = estimation(store, seed=config.seed, k=config.selection_folds, tracking_uri=uri,
+                                   run_ids=run_ids, rows=config.selection_rows)
         with stage_clock(timings, peaks, "evaluation"):
             target_scores = evaluate(store, run_ids, tracking_uri=uri)
         labeled = None
@@ -156,15 +160,19 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
                 recal = recalibration(store, chosen["chosen"], beta=config.undersample, seed=config.seed,
                                       cv_folds=config.cv_folds, tracking_uri=uri, experiment_id=experiment,
                                       parent_run_id=parent, flow_run_id=flow_run_id)
+        served = served_estimate(estimates, chosen["chosen"], min_accuracy=config.min_accuracy,
+                                 tracking_uri=uri, parent_run_id=parent)
         model_name = config.model_name or (f"shiftflow-{runtime.deployment.name}" if runtime.deployment.name
                                            else f"{config.experiment}-{config.label}")
         with stage_clock(timings, peaks, "champion"):
             decision = champion(store, chosen, model_name=model_name, seed=config.seed, k=config.selection_folds,
                                 tracking_uri=uri, parent_run_id=parent, flow_run_id=flow_run_id,
                                 served_model_uri=None if recal is None else recal["model_uri"],
-                                rows=config.selection_rows)
+                                rows=config.selection_rows,
+                                hold_champion="accuracy alert" if served["alert"] else None)
         reused = reused_stages(store, training_reused=all(r["reused"] for r in results))
         summary = {
+            "alert": "accuracy" if served["alert"] else None, "estimate": served,
             "flow_run_id": flow_run_id, "run_dir": str(store.run_dir), "mlflow_parent_run_id": parent,
             "mlflow_experiment_id": experiment, "tracking_uri": uri,
             "mlflow_ui": (f"open {uri}" if not local else

@@ -51,9 +51,11 @@ def _rescore(store: Any, selector: str, incumbent: dict[str, str], chosen: str, 
 @task(name="champion", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 8])
 def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, seed: int, k: int,
              tracking_uri: str, parent_run_id: str, flow_run_id: str = "",
-             served_model_uri: str | None = None, rows: int | None = None) -> dict[str, Any]:
+             served_model_uri: str | None = None, rows: int | None = None,
+             hold_champion: str | None = None) -> dict[str, Any]:
     """Register the chosen model (or ``served_model_uri``, e.g. its recalibrated version) and set
-    ``champion`` or ``challenger``; returns the decision record."""
+    ``champion`` or ``challenger``; returns the decision record. ``hold_champion`` (a reason, e.g. an
+    accuracy alert) keeps the ``champion`` alias where it is: the new model is then ``challenger``."""
     log = run_logger()
     mlflow.set_tracking_uri(tracking_uri)
     client = MlflowClient(tracking_uri)
@@ -96,6 +98,8 @@ def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, s
         decision = "champion" if better else "challenger"
         reason = (f"{selector} score {new_score:.4f} vs incumbent v{inc_version} ({recipe['candidate']}) "
                   f"{inc_score:.4f} on the current batch; {how}")
+    if hold_champion and decision == "champion":
+        decision, reason = "challenger", f"{hold_champion} (else champion: {reason})"
     with_retries(client.set_registered_model_alias, model_name, decision, mv.version)
     record = {"registered_model": model_name, "version": str(mv.version), "decision": decision,
               "selector": selector, "new_score": new_score, "incumbent_score": inc_score,

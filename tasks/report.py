@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from tasks.estimation import summary_lines
+
 
 def summary_markdown(s: dict[str, Any], scores: list[dict[str, Any]]) -> str:
     """The run's one-page summary (Prefect artifact): drift, weights, selection table, choice, ids."""
     d = s["drift"]
-    lines = ["# shiftflow retrain", "",
+    first, est_bullet = summary_lines(s.get("estimate"))
+    lines = [*first, "# shiftflow retrain", "",
              f"- **choice: {s['selection']['chosen']}** (selector `{s['selection']['selector']}`)",
+             *est_bullet,
              f"- drift: {'**detected**' if d['drifted'] else 'not detected'} (domain AUC {d['domain_auc']:.3f}, "
              f"MMD p = {d['mmd_pvalue']:.3g}); drifting features: {', '.join(d['drifted_features'][:5]) or 'none'}",
              f"- weighting: {s['weighting']}"]

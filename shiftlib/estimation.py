@@ -1,0 +1,406 @@
+"""Accuracy of a learner on the unlabeled target batch, with an interval (DESIGN.md "Accuracy estimates").
+
+One stratified k-fold split of the source rows gives every learner's out-of-fold (OOF) probabilities;
+one fit on all source rows gives the *served* model's probabilities on the target batch. Every method
+reads only these stored predictions (plus the importance weights and, for TrCV, its fold residuals):
+
+==================  ============================================================================
+``"cv"``            source k-fold CV accuracy (the naive baseline; TrCV eq. 2)
+``"iwcv"``          importance-weighted CV, ``Σ w_i·c_i / Σ w_i`` (Sugiyama, Krauledat & Müller,
+                    JMLR 2007), c_i = 1[OOF prediction correct]
+``"trcv"``          TrCV Fig. 3 / eq. 14, ``1 − Σ β_i r_i / Σ β_i`` (``shiftlib.selection.trcv``)
+``"doc"``           difference of confidences (Guillory et al., ICCV 2021):
+                    ``acc_cv − (mean conf_source − mean conf_target)``, conf = max probability
+``"atc"``           average thresholded confidence (Garg et al., ICLR 2022, ATC-NE): score =
+                    negative entropy; t fitted so the share of OOF source rows with score > t equals
+                    the CV accuracy; estimate = share of target rows with score > t
+``"cbpe"``          confidence-based performance estimation (the idea of NannyML's CBPE): isotonic
+                    calibration of 1[OOF prediction correct] on the predicted class's OOF
+                    probability (top-label calibration); estimate = mean calibrated probability of
+                    the predicted class over the target rows
+``"weighted-cbpe"`` the same calibration fitted with importance weights, so it is calibrated for the
+                    target distribution under covariate shift
+``"auto"``          :data:`AUTO_METHOD`, chosen by the pre-declared rule of ``reports/estimation.md``
+==================  ============================================================================
+
+**Intervals** (every method, the same recipe): ``estimate ± z·√(V_source + V_target + V_shift)``,
+clipped to [0, 1], z the two-sided normal quantile at ``confidence``.
+
+* ``V_source`` — the source-side estimation: variance of the method's estimate over ``n_boot``
+  bootstrap resamples of the source OOF rows (with their labels, weights and, for TrCV, residuals),
+  the target batch held fixed. Computed on the stored predictions; nothing is refitted.
+* ``V_target`` — the finite target batch: ``a(1 − a)/n_t``, the binomial variance of the realised
+  accuracy of n_t rows whose accuracy is a. It bounds both the batch's Bernoulli noise given its
+  rows and the spread of a batch's accuracy around its population's.
+* ``V_shift`` — how far the source-side calibration may be off on the target (see
+  :func:`shift_variance`).
+
+What no interval covers: refitting noise of the learner itself (the folds are fixed), error in the
+importance weights beyond their row resampling, and a change of P(y|x) between source and target
+(concept shift), which no label-free method can see.
+
+Decisions where the sources are silent: k = 10 folds (``StratifiedKFold(shuffle=True)``), the same
+split for every learner and method; weights default to ``DiscriminativeWeights`` (DL eq. 7, cheap and
+out-of-fold) and are fitted once, only when a method needs them; the predicted class is the argmax of
+``predict_proba``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+from sklearn.isotonic import IsotonicRegression
+from sklearn.model_selection import StratifiedKFold
+
+from shiftlib.selection._validation import check_X, check_y, take
+from shiftlib.selection.candidates import fit_candidate, resolve_candidates
+from shiftlib.selection.importance import importance_weights
+from shiftlib.selection.trcv import TrCVSetup, trcv_assemble, trcv_fold
+
+__all__ = [
+    "AUTO_METHOD",
+    "METHODS",
+    "WEIGHTED_METHODS",
+    "AccuracyEstimate",
+    "StoredPredictions",
+    "atc_threshold",
+    "estimate_accuracies",
+    "estimate_accuracy",
+    "estimate_from_predictions",
+    "point_estimate",
+    "shift_variance",
+    "stored_predictions",
+]
+
+METHODS: tuple[str, ...] = ("cv", "iwcv", "trcv", "doc", "atc", "cbpe", "weighted-cbpe")
+#: methods that read the importance weights
+WEIGHTED_METHODS: frozenset[str] = frozenset({"iwcv", "trcv", "weighted-cbpe"})
+#: what ``method="auto"`` means: the outcome of the rule written in ``reports/estimation.md`` before its
+#: results (no method reached 0.90 coverage in both case groups, so step 4: the smallest worst-group MAE)
+AUTO_METHOD = "doc"
+
+
+@dataclass(frozen=True)
+class AccuracyEstimate:
+    """Estimated accuracy on the target batch, its two-sided interval at ``details['confidence']``,
+    the method that made it (``"auto"`` resolved to the method used) and how (``details``)."""
+
+    accuracy: float
+    ci_low: float
+    ci_high: float
+    method: str
+    details: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Flat JSON-friendly summary (details' scalars only)."""
+        out = {"accuracy": self.accuracy, "ci_low": self.ci_low, "ci_high": self.ci_high, "method": self.method}
+        out.update({k: v for k, v in self.details.items() if isinstance(v, int | float | str | bool)})
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class StoredPredictions:
+    """One learner's predictions that every method reads (nothing is refitted after these).
+
+    ``proba_source``: out-of-fold probabilities on the source rows (columns = ``classes``);
+    ``proba_target``: the served model's (fit on all source rows) probabilities on the target batch;
+    ``y_source``: source labels as column positions into ``classes``; ``folds``: fold of each source
+    row; ``weights``: importance weights on the source rows (mean 1, or None when not fitted);
+    ``trcv_residuals``: TrCV Fig. 1's r(x) per source row (None unless TrCV was run).
+    """
+
+    learner: str
+    classes: np.ndarray
+    y_source: np.ndarray
+    proba_source: np.ndarray
+    proba_target: np.ndarray
+    folds: np.ndarray
+    weights: np.ndarray | None = None
+    trcv_residuals: np.ndarray | None = None
+    trcv_error: str | None = None
+
+    @property
+    def correct_source(self) -> np.ndarray:
+        """1.0 where the OOF prediction (argmax) equals the source label."""
+        return (np.argmax(self.proba_source, axis=1) == self.y_source).astype(float)
+
+    @property
+    def predicted_target(self) -> np.ndarray:
+        """The served model's predicted class on each target row (labels from ``classes``)."""
+        return self.classes[np.argmax(self.proba_target, axis=1)]
+
+
+# ----------------------------------------------------------------------------------------------------
+# point estimates (on row subsets of the source, target fixed)
+# ----------------------------------------------------------------------------------------------------
+def _neg_entropy(p: np.ndarray) -> np.ndarray:
+    q = np.clip(p, 1e-12, 1.0)
+    return np.sum(p * np.log(q), axis=1)
+
+
+def atc_threshold(score_source: np.ndarray, accuracy: float) -> tuple[float, float]:
+    """ATC's threshold (Garg et al. 2022) with ties split: returns (t, λ) such that
+    ``mean(s > t) + λ·mean(s == t) = accuracy`` on the source scores exactly (λ ∈ [0, 1])."""
+    s = np.sort(np.asarray(score_source, float))[::-1]
+    n = len(s)
+    m = accuracy * n
+    if m >= n:
+        return -math.inf, 1.0
+    t = float(s[int(math.floor(m))]) if m > 0 else float(s[0])
+    above, tie = float(np.sum(s > t)), float(np.sum(s == t))
+    lam = float(np.clip((m - above) / tie, 0.0, 1.0)) if tie else 0.0
+    return t, lam
+
+
+def _isotonic(conf: np.ndarray, correct: np.ndarray, w: np.ndarray | None) -> IsotonicRegression:
+    iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip")
+    return iso.fit(conf, correct, sample_weight=w)
+
+
+def _method_fn(method: str, P: StoredPredictions) -> Callable[[np.ndarray], float]:
+    """f(rows) → the method's estimate using source rows ``rows`` (with repeats) and the whole target."""
+    correct = P.correct_source
+    conf_s, conf_t = P.proba_source.max(axis=1), P.proba_target.max(axis=1)
+    w = P.weights
+    if method in WEIGHTED_METHODS and w is None:
+        raise ValueError(f"method {method!r} needs importance weights; stored_predictions(..., weights=...) "
+                         "was built without them")
+    if method == "cv":
+        return lambda r: float(correct[r].mean())
+    if method == "iwcv":
+        return lambda r: float(np.sum(w[r] * correct[r]) / np.sum(w[r]))
+    if method == "trcv":
+        if P.trcv_residuals is None:
+            raise ValueError(P.trcv_error or "method 'trcv' needs TrCV's residuals: build the predictions with trcv=True")
+        res = P.trcv_residuals
+        return lambda r: float(1.0 - np.sum(w[r] * res[r]) / np.sum(w[r]))
+    if method == "doc":
+        mt = float(conf_t.mean())
+        return lambda r: float(np.clip(correct[r].mean() - (conf_s[r].mean() - mt), 0.0, 1.0))
+    if method == "atc":
+        ne_s, ne_t = _neg_entropy(P.proba_source), _neg_entropy(P.proba_target)
+
+        def atc(r: np.ndarray) -> float:
+            t, lam = atc_threshold(ne_s[r], float(correct[r].mean()))
+            return float(np.mean(ne_t > t) + lam * np.mean(ne_t == t))
+
+        return atc
+    if method in ("cbpe", "weighted-cbpe"):
+        weighted = method == "weighted-cbpe"
+        return lambda r: float(_isotonic(conf_s[r], correct[r], w[r] if weighted else None).predict(conf_t).mean())
+    raise ValueError(f"unknown method {method!r}; choose one of {list(METHODS) + ['auto']}")
+
+
+def _resolve_method(method: str) -> str:
+    if not isinstance(method, str):
+        raise TypeError(f"method must be a string, one of {list(METHODS) + ['auto']}; got {type(method).__name__}")
+    m = AUTO_METHOD if method == "auto" else method
+    if m not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {list(METHODS) + ['auto']}")
+    return m
+
+
+def point_estimate(P: StoredPredictions, method: str) -> float:
+    """The method's accuracy estimate from the stored predictions (all source rows)."""
+    return _method_fn(_resolve_method(method), P)(np.arange(len(P.y_source)))
+
+
+def shift_variance(P: StoredPredictions) -> float:
+    """V_shift: squared gap between the target accuracy predicted by the source-calibrated and the
+    importance-weighted calibration (cbpe vs weighted-cbpe); 0 without weights.
+
+    Both are consistent for the target accuracy when the weights are right and the shift is covariate
+    only; their gap measures how much the target's calibration differs from the source's, which the
+    bootstrap (source rows, target fixed) does not see.
+    """
+    if P.weights is None:
+        return 0.0
+    rows = np.arange(len(P.y_source))
+    gap = _method_fn("cbpe", P)(rows) - _method_fn("weighted-cbpe", P)(rows)
+    return float(gap * gap)
+
+
+def _z(confidence: float) -> float:
+    if not isinstance(confidence, float | int) or not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), e.g. 0.95; got {confidence!r}")
+    return float(NormalDist().inv_cdf((1 + confidence) / 2))
+
+
+def estimate_from_predictions(
+    P: StoredPredictions,
+    method: str = "auto",
+    *,
+    confidence: float = 0.95,
+    n_boot: int = 200,
+    random_state: int | None = None,
+) -> AccuracyEstimate:
+    """One method's estimate and interval (module docstring: V_source + V_target + V_shift) from stored
+    predictions; the bootstrap resamples source rows only, so it costs no fits."""
+    z = _z(confidence)
+    m = _resolve_method(method)
+    if not isinstance(n_boot, int | np.integer) or n_boot < 2:
+        raise ValueError(f"n_boot must be an integer ≥ 2 bootstrap resamples; got {n_boot!r}")
+    fn = _method_fn(m, P)
+    n_s, n_t = len(P.y_source), len(P.proba_target)
+    acc = fn(np.arange(n_s))
+    rng = np.random.default_rng(random_state)
+    boot = np.array([fn(rng.integers(0, n_s, n_s)) for _ in range(int(n_boot))])
+    v_source = float(np.var(boot, ddof=1))
+    v_target = acc * (1.0 - acc) / n_t
+    v_shift = shift_variance(P)
+    se = math.sqrt(v_source + v_target + v_shift)
+    details: dict[str, Any] = {
+        "confidence": float(confidence), "requested": method, "learner": P.learner, "n_source": n_s,
+        "n_target": n_t, "k": int(P.folds.max()) + 1, "n_boot": int(n_boot), "se": se,
+        "se_source": math.sqrt(v_source), "se_target": math.sqrt(v_target), "se_shift": math.sqrt(v_shift),
+        "cv_accuracy": float(P.correct_source.mean()),
+    }
+    if P.weights is not None:
+        details["weights_ess"] = float(P.weights.sum() ** 2 / np.sum(P.weights ** 2))
+    if m == "atc":
+        t, lam = atc_threshold(_neg_entropy(P.proba_source), details["cv_accuracy"])
+        details.update(atc_threshold=t, atc_tie_share=lam)
+    return AccuracyEstimate(float(acc), float(max(0.0, acc - z * se)), float(min(1.0, acc + z * se)), m, details)
+
+
+# ----------------------------------------------------------------------------------------------------
+# fits: one split, OOF source probabilities, one served model per learner
+# ----------------------------------------------------------------------------------------------------
+def _folds(y: np.ndarray, k: int, seed: int) -> np.ndarray:
+    if not isinstance(k, int | np.integer) or k < 2:
+        raise ValueError(f"k must be an integer ≥ 2 folds; got {k!r}")
+    _, counts = np.unique(y, return_counts=True)
+    if len(counts) < 2:
+        raise ValueError("y_source has a single class: accuracy estimation needs at least two classes")
+    if counts.min() < k:
+        raise ValueError(f"k={k} folds but the rarest source class has {counts.min()} rows: lower k (≥ 2)")
+    fold = np.empty(len(y), dtype=int)
+    for i, (_, hold) in enumerate(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(
+            np.zeros(len(y)), y)):
+        fold[hold] = i
+    return fold
+
+
+def _proba(model: Any, X: Any, classes: np.ndarray, name: str) -> np.ndarray:
+    if not hasattr(model, "predict_proba"):
+        raise TypeError(f"learner {name!r} has no predict_proba: accuracy estimation needs probabilities")
+    p = np.asarray(model.predict_proba(X), float)
+    out = np.zeros((len(p), len(classes)))
+    out[:, np.searchsorted(classes, model.classes_)] = p
+    return out
+
+
+def stored_predictions(
+    learners: Any,
+    X_source: Any,
+    y_source: Any,
+    X_target: Any,
+    *,
+    weights: Any = None,
+    need_weights: bool = True,
+    trcv: bool = False,
+    k: int = 10,
+    random_state: int | None = None,
+) -> list[StoredPredictions]:
+    """Every learner's OOF source and served-model target probabilities, on one shared fold split and
+    one shared set of importance weights (fitted once, when ``need_weights`` or ``trcv``).
+
+    ``learners``: a registry name, an unfitted estimator, a ``Candidate``, or what
+    ``resolve_candidates`` takes. ``weights``: None → ``DiscriminativeWeights`` (DL eq. 7); else a
+    ``shiftlib.weights`` name, a weighter, or one weight per source row (see ``importance_weights``).
+    ``trcv=True`` also runs TrCV Fig. 1 on the same folds (2 fits per fold) for method ``"trcv"``; when
+    a TrCV fit fails, ``trcv_error`` keeps its message and only method ``"trcv"`` raises it.
+    """
+    X_s = check_X(X_source, "X_source")
+    y_raw = check_y(y_source, X_s, "y_source", "X_source")
+    X_t = check_X(X_target, "X_target (the unlabeled batch)", like=X_s)
+    cands = resolve_candidates(learners, random_state=random_state)
+    classes, y_code = np.unique(y_raw, return_inverse=True)
+    seed = int(np.random.default_rng(random_state).integers(2**31 - 1)) if random_state is None else int(random_state)
+    folds = _folds(y_code, k, seed)
+    beta = None
+    if need_weights or trcv:
+        if weights is None:
+            from shiftlib.weights import DiscriminativeWeights
+
+            weights = DiscriminativeWeights(random_state=seed)
+        beta = importance_weights(weights, X_s, X_t)
+    out = []
+    for c in cands:
+        c.source_weights(len(y_raw))
+        p_src = np.zeros((len(y_raw), len(classes)))
+        for i in range(k):
+            hold = np.flatnonzero(folds == i)
+            train = np.flatnonzero(folds != i)
+            model = fit_candidate(c, X_s, y_raw, rows=train, X_target=X_t)
+            p_src[hold] = _proba(model, take(X_s, hold), classes, c.name)
+        served = fit_candidate(c, X_s, y_raw, X_target=X_t)
+        p_tgt = _proba(served, X_t, classes, c.name)
+        res, err = None, None
+        if trcv:  # a learner TrCV cannot refit on a fold's pseudo labels keeps the other methods
+            setup = TrCVSetup(X_s, y_raw, X_t, None, None, beta, folds, k, 0.95, seed, "given")
+            try:
+                res = trcv_assemble(c.name, setup, [trcv_fold(c, setup, i) for i in range(k)]).residuals
+            except ValueError as e:
+                err = str(e)
+        out.append(StoredPredictions(c.name, classes, y_code, p_src, p_tgt, folds, beta, res, err))
+    return out
+
+
+def estimate_accuracies(
+    learners: Any,
+    X_source: Any,
+    y_source: Any,
+    X_target: Any,
+    *,
+    method: str | Sequence[str] = "auto",
+    weights: Any = None,
+    confidence: float = 0.95,
+    k: int = 10,
+    n_boot: int = 200,
+    random_state: int | None = None,
+) -> dict[str, dict[str, AccuracyEstimate]]:
+    """Estimates for many learners sharing one fold split and one weight fit: learner → method → estimate.
+
+    ``method`` is one name (``"auto"`` included) or a list of them. See the module docstring for the
+    methods and what the intervals cover.
+    """
+    methods = [method] if isinstance(method, str) else list(method)
+    if not methods:
+        raise ValueError(f"method is empty: pass one of {list(METHODS) + ['auto']} or a list of them")
+    resolved = [_resolve_method(m) for m in methods]
+    _z(confidence)
+    # weights always: the weighted methods read them and every interval's V_shift does
+    preds = stored_predictions(learners, X_source, y_source, X_target, weights=weights, need_weights=True,
+                               trcv="trcv" in resolved, k=k, random_state=random_state)
+    return {P.learner: {m: estimate_from_predictions(P, m, confidence=confidence, n_boot=n_boot,
+                                                     random_state=random_state)
+                        for m in methods}
+            for P in preds}
+
+
+def estimate_accuracy(
+    learner: Any,
+    X_source: Any,
+    y_source: Any,
+    X_target: Any,
+    *,
+    method: str = "auto",
+    weights: Any = None,
+    confidence: float = 0.95,
+    k: int = 10,
+    n_boot: int = 200,
+    random_state: int | None = None,
+) -> AccuracyEstimate:
+    """Estimated accuracy of ``learner`` (fit on all source rows) on the unlabeled ``X_target``, with a
+    two-sided interval at ``confidence`` (methods and intervals: module docstring)."""
+    if not isinstance(method, str):
+        raise TypeError("estimate_accuracy takes one method name; use estimate_accuracies for several")
+    res = estimate_accuracies(learner, X_source, y_source, X_target, method=method, weights=weights,
+                              confidence=confidence, k=k, n_boot=n_boot, random_state=random_state)
+    return next(iter(res.values()))[method]

@@ -1,0 +1,124 @@
+"""flows.evaluate: realised accuracy/AUC logged beside the estimates equal an independent computation; partial
+labels by id; the history file; bad input changes nothing in MLflow or on disk."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+from sklearn.datasets import load_breast_cancer
+from sklearn.metrics import roc_auc_score
+from threadpoolctl import threadpool_limits
+
+from flows.evaluate import HISTORY, EvaluateError, evaluate_run, main
+from shiftlib.bias import split_biased
+from shiftlib.learners import fit_learner, make_learner
+from tasks.estimation import estimation
+from tasks.ingest import LABEL, ROW
+from tasks.store import StageStore
+
+NAMES = ["NB", "LR"]
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A store and MLflow runs shaped like a finished retrain run (ingest, training, estimation)."""
+    tmp = tmp_path_factory.mktemp("evaluate")
+    X, y = load_breast_cancer(return_X_y=True, as_frame=True)
+    X = X.iloc[:, :5]
+    sp = split_biased(X.to_numpy(), y.to_numpy(), "kmm_threshold", random_state=1, feature=0)
+    X_s, y_s = X.iloc[sp.source].reset_index(drop=True), y.to_numpy()[sp.source]
+    X_t, y_t = X.iloc[sp.target].reset_index(drop=True), y.to_numpy()[sp.target]
+    ids = np.array([f"c{1000 + i}" for i in range(len(X_t))])
+    X_t.assign(id=ids).to_csv(tmp / "target.csv", index=False)
+    store = StageStore(tmp / "runs", "flow-1")
+    store.write_stage("ingest", {"source": X_s.assign(**{ROW: np.arange(len(X_s)), LABEL: y_s}),
+                                 "target": X_t.assign(**{ROW: np.arange(len(X_t))})},
+                      key="k", params={"target": f"file:{tmp / 'target.csv'}"}, inputs={},
+                      extra={"label": "label", "classes": [0, 1]})
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp = client.create_experiment("ev", artifact_location=(tmp / "art").as_uri())
+    parent = client.create_run(exp, tags={"prefect.flow_run_id": "flow-1", "shiftflow.run_dir": str(store.run_dir),
+                                          "estimate.candidate": "LR"}).info.run_id
+    run_ids = {n: client.create_run(exp, tags={"mlflow.parentRunId": parent}).info.run_id for n in NAMES}
+    preds, models = [], {}
+    with threadpool_limits(1):
+        for n in NAMES:
+            m = fit_learner(make_learner(n, random_state=0), X_s, y_s)
+            p = m.predict_proba(X_t)
+            preds.append(pd.DataFrame({ROW: np.arange(len(X_t)), "learner": n, "predicted": p.argmax(1),
+                                       "proba_0": p[:, 0], "proba_1": p[:, 1]}))
+            models[n] = {"learner": n, "weighting": "none", "run_id": run_ids[n]}
+        store.write_stage("training", {"predictions": pd.concat(preds, ignore_index=True),
+                                       "learners": pd.DataFrame({"learner": NAMES})},
+                          key="t", params={}, inputs={}, extra={"models": models})
+        estimation.fn(store, seed=0, k=5, tracking_uri=uri, run_ids={}, n_boot=30)
+    return {"tmp": tmp, "store": store, "uri": uri, "client": client, "parent": parent, "run_ids": run_ids,
+            "ids": ids, "y_t": y_t, "preds": pd.concat(preds, ignore_index=True)}
+
+
+def _labels(r, rows, path_name):
+    path = r["tmp"] / path_name
+    pd.DataFrame({"id": r["ids"][rows], "label": r["y_t"][rows]}).to_csv(path, index=False)
+    return f"file:{path}"
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda r: pd.DataFrame({"id": ["nope-1"], "label": [1]}), "not in this run's batch"),
+        (lambda r: pd.DataFrame({"id": r["ids"][:3], "label": ["maybe", 0, 1]}), "not classes of this run"),
+        (lambda r: pd.DataFrame({"id": r["ids"][:3], "y": [0, 1, 1]}), "no label column 'label'"),
+    ],
+)
+def test_bad_labels_change_nothing(finished_run, make, message):
+    r = finished_run
+    path = r["tmp"] / "bad.csv"
+    make(r).to_csv(path, index=False)
+    with pytest.raises(EvaluateError, match=message):
+        evaluate_run("flow-1", f"file:{path}", id_column="id", tracking_uri=r["uri"])
+    assert not (r["tmp"] / "runs" / HISTORY).exists()
+    for run_id in r["run_ids"].values():
+        assert not any(k.startswith("realized") for k in r["client"].get_run(run_id).data.metrics)
+
+
+def test_unknown_run_is_named(finished_run, capsys):
+    r = finished_run
+    with pytest.raises(EvaluateError, match="no retrain run 'no-such-run'"):
+        evaluate_run("no-such-run", _labels(r, [0], "one.csv"), id_column="id", tracking_uri=r["uri"])
+    assert main(["--run", "no-such-run", "--labels", "file:/x.csv", "--tracking-uri", r["uri"]]) == 2
+    assert "no retrain run" in capsys.readouterr().err
+
+
+def test_partial_labels_by_id_then_all_in_row_order(finished_run):
+    r = finished_run
+    n = len(r["ids"])
+    rows = np.random.default_rng(0).permutation(n)[: n // 2]  # half the batch, shuffled
+    table = evaluate_run(r["parent"], _labels(r, rows, "half.csv"), id_column="id", tracking_uri=r["uri"])
+    est = r["store"].read_table("estimation", "estimates").set_index("candidate")
+    for rec in table.to_dict("records"):
+        g = r["preds"][r["preds"].learner == rec["candidate"]].set_index(ROW).loc[rows]
+        acc = float(np.mean(g["predicted"].to_numpy() == r["y_t"][rows]))  # independent recomputation
+        auc = roc_auc_score(r["y_t"][rows], g["proba_1"].to_numpy())
+        assert rec["n_rows"] == n // 2
+        m = r["client"].get_run(r["run_ids"][rec["candidate"]]).data.metrics
+        assert m["realized.accuracy"] == pytest.approx(acc, abs=1e-12)
+        assert m["realized.auc"] == pytest.approx(auc, abs=1e-12)
+        assert m["estimate.abs_error"] == pytest.approx(abs(est.loc[rec["candidate"], "estimate"] - acc), abs=1e-12)
+    parent = r["client"].get_run(r["parent"]).data.metrics
+    assert parent["realized.accuracy"] == pytest.approx(table.set_index("candidate").loc["LR", "realized_accuracy"])
+    hist = pd.read_parquet(r["tmp"] / "runs" / HISTORY)
+    assert sorted(hist["candidate"]) == sorted(NAMES) and set(hist["flow_run_id"]) == {"flow-1"}
+
+    # all rows in row order, found by the flow-run id; the run's history rows are replaced, not duplicated
+    full = r["tmp"] / "full.csv"
+    pd.DataFrame({"label": r["y_t"]}).to_csv(full, index=False)
+    table2 = evaluate_run("flow-1", f"file:{full}", tracking_uri=r["uri"])
+    lr = r["preds"][r["preds"].learner == "LR"].sort_values(ROW)
+    assert table2.set_index("candidate").loc["LR", "realized_accuracy"] == pytest.approx(
+        float(np.mean(lr["predicted"].to_numpy() == r["y_t"])))
+    assert len(pd.read_parquet(r["tmp"] / "runs" / HISTORY)) == len(NAMES)
+    arts = [a.path for a in r["client"].list_artifacts(r["parent"], "evaluation")]
+    assert "evaluation/estimate_vs_realized.png" in arts

@@ -1,0 +1,84 @@
+"""tasks.estimation: the stage table and the MLflow metrics equal shiftlib.estimation computed independently on
+the same rows; a second run reuses the stage; the served model's alert tag follows min_accuracy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+from sklearn.datasets import load_breast_cancer
+from threadpoolctl import threadpool_limits
+
+from shiftlib.bias import split_biased
+from shiftlib.estimation import estimate_accuracies
+from shiftlib.learners import make_learner
+from tasks.estimation import estimation, served_estimate, summary_lines
+from tasks.ingest import LABEL, ROW
+from tasks.store import StageStore
+
+NAMES = ["NB", "LR"]
+
+
+def _store(root, run_id: str) -> tuple[StageStore, pd.DataFrame, np.ndarray, pd.DataFrame]:
+    X, y = load_breast_cancer(return_X_y=True, as_frame=True)
+    X = X.iloc[:, :6]
+    sp = split_biased(X.to_numpy(), y.to_numpy(), "kmm_threshold", random_state=0, feature=0)
+    X_s, y_s = X.iloc[sp.source].reset_index(drop=True), y.to_numpy()[sp.source]
+    X_t = X.iloc[sp.target].reset_index(drop=True)
+    s = StageStore(root, run_id)
+    src = X_s.assign(**{LABEL: y_s}).assign(**{ROW: np.arange(len(X_s))})
+    tgt = X_t.assign(**{ROW: np.arange(len(X_t))})
+    s.write_stage("ingest", {"source": src, "target": tgt}, key="k-ingest", params={}, inputs={})
+    s.write_stage("training", {"learners": pd.DataFrame({"learner": NAMES})}, key="k-train", params={}, inputs={},
+                  extra={"models": {n: {"learner": n, "weighting": "none"} for n in NAMES}})
+    return s, X_s, y_s, X_t
+
+
+@pytest.fixture
+def mlflow_runs(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp = client.create_experiment("est", artifact_location=(tmp_path / "art").as_uri())
+    parent = client.create_run(exp).info.run_id
+    return uri, client, parent, {n: client.create_run(exp).info.run_id for n in NAMES}
+
+
+def test_stage_numbers_equal_an_independent_shiftlib_computation(tmp_path, mlflow_runs):
+    uri, client, parent, run_ids = mlflow_runs
+    store, X_s, y_s, X_t = _store(tmp_path / "runs", "r1")
+    with threadpool_limits(1):
+        table = estimation.fn(store, seed=0, k=5, tracking_uri=uri, run_ids=run_ids, n_boot=50)
+        ref = estimate_accuracies({n: make_learner(n, random_state=0) for n in NAMES}, X_s, y_s, X_t,
+                                  method="auto", k=5, n_boot=50, random_state=0)
+    on_disk = store.read_table("estimation", "estimates")
+    pd.testing.assert_frame_equal(on_disk, table)
+    assert sorted(on_disk["candidate"]) == sorted(NAMES)  # manifest order (sorted keys)
+    for r in on_disk.to_dict("records"):
+        e = ref[r["candidate"]]["auto"]
+        assert (r["estimate"], r["ci_low"], r["ci_high"], r["method"]) == pytest.approx(
+            (e.accuracy, e.ci_low, e.ci_high, e.method), abs=1e-12)
+        run = client.get_run(run_ids[r["candidate"]]).data
+        assert run.metrics["estimate.accuracy"] == pytest.approx(e.accuracy, abs=1e-12)
+        assert run.metrics["estimate.ci_low"] == pytest.approx(e.ci_low, abs=1e-12)
+        assert run.metrics["estimate.ci_high"] == pytest.approx(e.ci_high, abs=1e-12)
+        assert run.tags["estimate.method"] == e.method
+
+    # same inputs and parameters in another run folder: the stage is reused, byte-identical
+    again, *_ = _store(tmp_path / "runs", "r2")
+    estimation.fn(again, seed=0, k=5, tracking_uri=uri, run_ids=run_ids, n_boot=50)
+    assert again.manifest("estimation")["reused_from"] == "r1"
+    pd.testing.assert_frame_equal(again.read_table("estimation", "estimates"), table)
+
+    # the served candidate: parent metrics; alert exactly when ci_high < min_accuracy
+    lr = table.set_index("candidate").loc["LR"]
+    ok = served_estimate.fn(table, "LR", min_accuracy=float(lr["ci_high"]) - 1e-9, tracking_uri=uri,
+                            parent_run_id=parent)
+    assert not ok["alert"] and "shiftflow.alert" not in client.get_run(parent).data.tags
+    assert client.get_run(parent).data.metrics["estimate.accuracy"] == pytest.approx(float(lr["estimate"]))
+    low = served_estimate.fn(table, "LR", min_accuracy=float(lr["ci_high"]) + 1e-9, tracking_uri=uri,
+                             parent_run_id=parent)
+    assert low["alert"] and client.get_run(parent).data.tags["shiftflow.alert"] == "accuracy"
+    assert summary_lines(low)[0][0].startswith("**ALERT (accuracy)") and summary_lines(ok)[0] == []
+    with pytest.raises(ValueError, match="no accuracy estimate for the served candidate 'RF'"):
+        served_estimate.fn(table, "RF", min_accuracy=None, tracking_uri=uri, parent_run_id=parent)
