@@ -134,13 +134,14 @@ def ingest_inputs(store: StageStore, *, labels: bool = False) -> dict[str, str]:
 def load_xy(store: StageStore) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
     """(X_source, y_source, X_target) from a finished ingest stage — never the target labels."""
     src = store.read_table("ingest", "source")
-    tgt = store.read_table("ingest", "target")
     X_s = src.drop(columns=[ROW, LABEL])
-    return X_s, src[LABEL].to_numpy(), tgt.drop(columns=[ROW])[X_s.columns]
+    y_s = src[LABEL].to_numpy()
+    del src  # one copy of the source at a time
+    return X_s, y_s, store.read_table("ingest", "target", columns=list(X_s.columns))
 
 
 def load_target_labels(store: StageStore) -> np.ndarray | None:
     """Held-out target labels (evaluation only), or None when the target had none."""
     if "target_labels.parquet" not in store.manifest("ingest")["files"]:
         return None
-    return store.read_table("ingest", "target_labels")[LABEL].to_numpy()
+    return store.read_table("ingest", "target_labels", columns=[LABEL])[LABEL].to_numpy()

@@ -202,8 +202,9 @@ class StageStore:
     def path(self, stage: str, name: str) -> Path:
         return self.stage_dir(stage) / name
 
-    def read_table(self, stage: str, name: str) -> pd.DataFrame:
-        """Read ``<stage>/<name>.parquet`` after checking its bytes against the manifest."""
+    def read_table(self, stage: str, name: str, columns: list[str] | None = None) -> pd.DataFrame:
+        """Read ``<stage>/<name>.parquet`` (only ``columns`` when given) after checking its bytes against the
+        manifest."""
         fname = f"{name}.parquet"
         manifest = self.manifest(stage)
         entry = manifest["files"].get(fname)
@@ -215,7 +216,7 @@ class StageStore:
                 f"{path} does not match the SHA-256 in its manifest (truncated or altered); "
                 "delete the stage folder and re-run to recompute it"
             )
-        return pq.read_table(path).to_pandas()
+        return pq.read_table(path, columns=columns).to_pandas()
 
     def file_hash(self, stage: str, name: str) -> str:
         return self.manifest(stage)["files"][name]["sha256"]
