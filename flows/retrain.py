@@ -32,6 +32,7 @@ from tasks.tracking import (
     default_tracking_uri,
     ensure_experiment,
     flat_params,
+    log_data_inputs,
     log_metrics,
     parent_run,
     with_retries,
@@ -211,3 +212,4 @@ def _tag_data(uri: str, parent: str, ing: dict[str, Any]) -> None:
         with_retries(client.set_tag, parent, f"data.{k}_sha256", v)
     for f in ("source.parquet", "target.parquet"):
         with_retries(client.set_tag, parent, f"ingest.{f.split('.')[0]}_parquet_sha256", ing["files"][f]["sha256"])
+    log_data_inputs(uri, parent, ing)  # the MLflow UI's Dataset column: source and target, Parquet digests

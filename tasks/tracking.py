@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import re
 import time
 import warnings
 from collections.abc import Iterator, Mapping
@@ -138,20 +140,113 @@ def flat_params(prefix: str, obj: Any) -> dict[str, Any]:
 @contextmanager
 def parent_run(tracking_uri: str, experiment_id: str, run_name: str, *, tags: Mapping[str, str],
                params: Mapping[str, Any]) -> Iterator[str]:
-    """The flow run's parent MLflow run: created with ``tags`` and ``params``, FINISHED when the block ends,
-    FAILED (with the error as tag ``shiftflow.error``) when it raises. Yields the run id."""
+    """The flow run's parent MLflow run: created with ``tags`` and ``params`` (URL passwords masked, see
+    ``mask_secrets``), FINISHED when the block ends, FAILED (with the error as tag ``shiftflow.error``) when it
+    raises. Yields the run id."""
     from mlflow.entities import Param
 
     client = MlflowClient(tracking_uri)
-    run_id = with_retries(client.create_run, experiment_id, run_name=run_name, tags=dict(tags)).info.run_id
+    tags = {k: mask_secrets(str(v)) for k, v in tags.items()}  # table references may carry a password
+    run_id = with_retries(client.create_run, experiment_id, run_name=run_name, tags=tags).info.run_id
     try:
-        with_retries(client.log_batch, run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
+        with_retries(client.log_batch, run_id,
+                     params=[Param(k, mask_secrets(str(v))[:6000]) for k, v in params.items()])
         yield run_id
     except BaseException as exc:
         try:
-            client.set_tag(run_id, "shiftflow.error", f"{type(exc).__name__}: {exc}"[:5000])
+            client.set_tag(run_id, "shiftflow.error", mask_secrets(f"{type(exc).__name__}: {exc}")[:5000])
             client.set_terminated(run_id, "FAILED")
         except Exception:  # noqa: BLE001 - the original error matters more
             pass
         raise
     with_retries(client.set_terminated, run_id, "FINISHED")
+
+
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]*:)(?P<secret>[^\s@/]*)(?P<at>@)")
+_QUERY_PASSWORD = re.compile(r"(?P<head>[?&](?:password|passwd|pwd)=)(?P<secret>[^&\s]*)", re.IGNORECASE)
+MASK = "***"
+
+
+def mask_secrets(text: str) -> str:
+    """``text`` with the password of every URL in it (``scheme://user:PASSWORD@host``, ``?password=…``)
+    replaced by ``***``, so table references can go to MLflow, Prefect and logs."""
+    text = _URL_PASSWORD.sub(lambda m: f"{m['head']}{MASK}{m['at']}" if m["secret"] else m[0], text)
+    return _QUERY_PASSWORD.sub(lambda m: f"{m['head']}{MASK}", text)
+
+
+def dataset_name(reference: str) -> str:
+    """A short name for a table reference: the table, file or dataset name without the scheme and path."""
+    kind, _, rest = reference.partition(":")
+    if kind == "sql":
+        what = rest.split("::", 1)[-1].strip()
+        return "sql query" if what.lower().startswith(("select", "with")) else what
+    if kind == "file":
+        return Path(rest).name
+    return rest or reference
+
+
+def _mlflow_schema(dtypes: Mapping[str, str]) -> str | None:
+    """MLflow's column-spec JSON (as ``mlflow.data.from_pandas`` writes it) from a manifest's dtypes."""
+    try:
+        empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in dtypes.items()})
+        with warnings.catch_warnings():  # the integer-column hint is for model inputs, not for a record
+            warnings.simplefilter("ignore", UserWarning)
+            return json.dumps({"mlflow_colspec": infer_signature(empty).inputs.to_dict()})
+    except Exception:  # noqa: BLE001 - a schema MLflow cannot express is left out, not fatal
+        return None
+
+
+def data_inputs(ingest_manifest: Mapping[str, Any]) -> list[Any]:
+    """The ingest stage's source and target as MLflow dataset inputs (``mlflow.entities.DatasetInput``).
+
+    Source: the table reference the run was given (passwords masked); digest: the first 16 hex digits
+    of the ingest Parquet file's SHA-256 (MLflow stores a dataset digest in 36 characters; the full hash
+    is in the profile and in the run's ``ingest.*_parquet_sha256`` tags); context ``training`` for the
+    labeled source, ``target`` for the unlabeled batch."""
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+    from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+    params = ingest_manifest.get("params", {})
+    source_ref = mask_secrets(str(params.get("source")))
+    target_ref = params.get("target")
+    refs = {"source": (source_ref, dataset_name(source_ref), "training"),
+            "target": ((mask_secrets(str(target_ref)), dataset_name(mask_secrets(str(target_ref))), "target")
+                       if target_ref else (source_ref, f"{dataset_name(source_ref)} (split)", "target"))}
+    out = []
+    for role, (ref, name, context) in refs.items():
+        entry = ingest_manifest["files"][f"{role}.parquet"]
+        schema = entry.get("schema", {})
+        profile = {"num_rows": entry["rows"], "num_elements": entry["rows"] * len(schema),
+                   "sha256": entry["sha256"]}
+        ds = Dataset(name=name, digest=entry["sha256"][:16], source_type="shiftflow",
+                     source=json.dumps({"uri": ref, "role": role}), schema=_mlflow_schema(schema),
+                     profile=json.dumps(profile))
+        out.append(DatasetInput(ds, tags=[InputTag(MLFLOW_DATASET_CONTEXT, context)]))
+    return out
+
+
+def log_data_inputs(tracking_uri: str, run_id: str, ingest_manifest: Mapping[str, Any]) -> list[Any]:
+    """Log the run's source and target (``data_inputs``) on ``run_id``: the MLflow UI's Dataset column and
+    the run page's "Datasets used" show them. Returns the dataset inputs logged."""
+    inputs = data_inputs(ingest_manifest)
+    with_retries(MlflowClient(tracking_uri).log_inputs, run_id, datasets=inputs)
+    return inputs
+
+
+def model_id(model_uri: str | None) -> str | None:
+    """The LoggedModel id of a ``models:/m-…`` URI (what ``log_sklearn_model`` returns), else None."""
+    if model_uri and model_uri.startswith("models:/m-"):
+        return model_uri.removeprefix("models:/").split("/", 1)[0]
+    return None
+
+
+def link_model_output(tracking_uri: str, run_id: str, model_uri: str | None) -> bool:
+    """Show the model of ``model_uri`` under run ``run_id``'s "Logged models" (a run output, as
+    ``MlflowClient.log_outputs`` records it); False when the URI is not a LoggedModel's."""
+    from mlflow.entities import LoggedModelOutput
+
+    mid = model_id(model_uri)
+    if mid is None:
+        return False
+    with_retries(MlflowClient(tracking_uri).log_outputs, run_id, [LoggedModelOutput(mid, step=0)])
+    return True
