@@ -136,18 +136,51 @@ def test_models_reload_in_a_fresh_process_and_reproduce_predictions(two_runs):
     assert all(d == 0.0 for d in diffs.values()), diffs  # exactly the saved predictions
 
 
-def test_champion_then_challenger_in_the_registry(two_runs):
+def test_rerun_on_identical_data_registers_no_new_version(two_runs):
+    from tasks.tracking import model_id
+
     cfg, first, second = two_runs
     client = MlflowClient(cfg.tracking_uri)
     name = "e2e-type"  # default name outside a deployment: <experiment>-<label>
     assert first["champion"]["decision"] == "champion" and first["champion"]["version"] == "1"
-    # same data and recipe → same selector score on the current batch: a tie keeps the incumbent
-    assert second["champion"]["decision"] == "challenger"
-    assert second["champion"]["new_score"] == second["champion"]["incumbent_score"]
+    # same data, recipe and code → the same model: v1 is found by its fingerprint, nothing is registered
+    assert second["champion"]["decision"] == "unchanged" and second["champion"]["version"] == "1"
+    assert second["champion"]["new_version"] is False
+    assert [v.version for v in client.search_model_versions(f"name = '{name}'")] in (["1"], [1])
     assert str(client.get_model_version_by_alias(name, "champion").version) == "1"
-    assert str(client.get_model_version_by_alias(name, "challenger").version) == "2"
     parent = client.get_run(second["mlflow_parent_run_id"])
-    assert parent.data.tags["champion.decision"] == "challenger"
+    assert parent.data.tags["champion.decision"] == "unchanged"
+    assert parent.data.tags["champion.new_version"] == "false"
+    # v1 names its data by the ingest Parquet files' hashes and its run by a link
+    v1 = client.get_model_version(name, "1")
+    run_dir = Path(first["run_dir"])
+    for role in ("source", "target"):
+        assert v1.tags[f"{role}_sha256"] == sha256_file(run_dir / "ingest" / f"{role}.parquet")
+        assert v1.tags[f"{role}_sha256"] in v1.description
+    assert "selector **rt**" in v1.description
+    served = pd.read_parquet(run_dir / "estimation" / "estimates.parquet").set_index("candidate").loc[
+        first["selection"]["chosen"]]
+    assert float(v1.tags["estimate.accuracy"]) == served["estimate"]
+    assert f"runs/{first['mlflow_parent_run_id']})" in v1.description
+    # both parent runs list the served model under "Logged models" (a run output)
+    for run in (first, second):
+        outputs = client.get_run(run["mlflow_parent_run_id"]).outputs.model_outputs
+        assert [o.model_id for o in outputs] == [model_id(first["model_uris"][first["selection"]["chosen"]])]
+
+
+def test_parent_run_lists_source_and_target_as_datasets(two_runs):
+    cfg, first, _ = two_runs
+    run_dir = Path(first["run_dir"])
+    parent = MlflowClient(cfg.tracking_uri).get_run(first["mlflow_parent_run_id"])
+    by_context = {t.value: d.dataset for d in parent.inputs.dataset_inputs for t in d.tags
+                  if t.key == "mlflow.data.context"}
+    assert set(by_context) == {"training", "target"}
+    for context, role, ref, rows in (("training", "source", cfg.source, 150), ("target", "target", cfg.target, 332)):
+        ds = by_context[context]
+        sha = sha256_file(run_dir / "ingest" / f"{role}.parquet")
+        assert ds.digest == sha[:16] and json.loads(ds.profile) == {
+            "num_rows": rows, "num_elements": rows * (9 if role == "source" else 8), "sha256": sha}
+        assert json.loads(ds.source)["uri"] == ref and ds.name == ref.split(":", 1)[1]
 
 
 def test_recalibration_serves_corrected_probabilities(two_runs, tmp_path):
@@ -221,3 +254,20 @@ def test_evaluate_with_the_held_out_labels_matches_the_evaluation_stage(two_runs
         assert m["realized.auc"] == pytest.approx(m["eval.target_auc"], abs=1e-12)
         assert m["estimate.abs_error"] == pytest.approx(abs(m["estimate.accuracy"] - m["realized.accuracy"]), abs=1e-12)
         assert rec["n_rows"] == 332
+
+
+def test_every_logged_model_has_a_signature_and_an_input_example(two_runs):
+    """Runs after the recalibration test, so the recalibrated model is among them."""
+    import mlflow
+
+    cfg, first, _ = two_runs
+    client = MlflowClient(cfg.tracking_uri)
+    models = client.search_logged_models(experiment_ids=[first["mlflow_experiment_id"]])
+    names = {m.source_run_id: client.get_run(m.source_run_id).info.run_name for m in models}
+    assert any(n.startswith("recalibrated:") for n in names.values())
+    for m in models:
+        info = mlflow.models.get_model_info(m.model_uri)
+        assert info.signature is not None and info.signature.inputs is not None, names[m.source_run_id]
+        assert info.saved_input_example_info is not None, names[m.source_run_id]
+        # the signature's inputs are the served rows' columns (the ingest features, no _row or _label)
+        assert info.signature.inputs.input_names() == ["npreg", "glu", "bp", "skin", "bmi", "ped", "age"]
