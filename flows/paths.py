@@ -5,14 +5,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["PROJECT_DIR", "shiftflow_home"]
+__all__ = ["DATA_DIR", "PROJECT_DIR", "default_run_root", "shiftflow_home"]
 
 #: the project folder (holds prefect.yaml)
 PROJECT_DIR = Path(__file__).resolve().parent.parent
+#: the house's ``data/`` folder (DESIGN.md); present in a checkout, absent in an installed wheel
+DATA_DIR = PROJECT_DIR / "data"
 
 
 def shiftflow_home() -> Path:
-    """Local state folder (MLflow sqlite store, artifacts, runs, services.json).
+    """Local state folder (MLflow sqlite store, artifacts, services.json).
 
     Returns
     -------
@@ -20,3 +22,20 @@ def shiftflow_home() -> Path:
         ``$SHIFTFLOW_HOME`` or ``./.shiftflow``, resolved.
     """
     return Path(os.environ.get("SHIFTFLOW_HOME", ".shiftflow")).resolve()
+
+
+def default_run_root() -> Path:
+    """Where stage Parquet files go when the run's ``run_root`` is not given.
+
+    Returns
+    -------
+    Path
+        ``$SHIFTFLOW_HOME/runs`` when ``SHIFTFLOW_HOME`` is set (it keeps all of a run's state in one
+        place); otherwise ``data/runs`` of the project checkout (the house's ``data/`` folder, recognised by
+        its ``README.md``); otherwise (an installed package, no checkout) ``./.shiftflow/runs``. Resolved.
+    """
+    if "SHIFTFLOW_HOME" in os.environ:
+        return (shiftflow_home() / "runs").resolve()
+    if (DATA_DIR / "README.md").is_file():
+        return (DATA_DIR / "runs").resolve()
+    return (shiftflow_home() / "runs").resolve()

@@ -14,7 +14,7 @@ from threadpoolctl import threadpool_limits
 
 from flows.config import RetrainConfig
 from flows.fanout import run_mapped, stage_clock
-from flows.paths import shiftflow_home
+from flows.paths import default_run_root, shiftflow_home
 from shiftlib.budget import auto_weighting, concurrency
 from shiftlib.learners import make_learner, needs_target
 from tasks.champion import champion
@@ -108,7 +108,7 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
     home.mkdir(parents=True, exist_ok=True)
     local = not uri.startswith(("http://", "https://"))
     experiment = with_retries(ensure_experiment, uri, config.experiment, home / "mlartifacts" if local else None)
-    store = StageStore(Path(config.run_root or home / "runs").resolve(), flow_run_id)
+    store = StageStore(Path(config.run_root or default_run_root()).resolve(), flow_run_id)
     conc = concurrency(config.max_workers)
     timings: dict[str, float] = {}
     peaks: dict[str, float] = {}

@@ -1,0 +1,39 @@
+"""flows.paths: the default run root is $SHIFTFLOW_HOME/runs, else the checkout's data/runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flows import paths
+
+
+def test_shiftflow_home_overrides_the_data_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SHIFTFLOW_HOME", str(tmp_path / "home"))
+    assert paths.default_run_root() == (tmp_path / "home" / "runs").resolve()
+
+
+def test_checkout_uses_data_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SHIFTFLOW_HOME", raising=False)
+    assert (paths.PROJECT_DIR / "data" / "README.md").is_file()  # this test runs from the checkout
+    assert paths.default_run_root() == paths.PROJECT_DIR / "data" / "runs"
+
+
+def test_without_a_checkout_falls_back_to_the_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("SHIFTFLOW_HOME", raising=False)
+    monkeypatch.setattr(paths, "DATA_DIR", tmp_path / "no-such-data")  # an installed wheel has no data/
+    monkeypatch.chdir(tmp_path)
+    assert paths.default_run_root() == tmp_path.resolve() / ".shiftflow" / "runs"
+
+
+def test_data_contents_are_ignored_but_the_readme_is_tracked() -> None:
+    import subprocess
+
+    def ignored(p: str) -> bool:
+        return subprocess.run(["git", "check-ignore", "-q", p], cwd=paths.PROJECT_DIR).returncode == 0
+
+    if subprocess.run(["git", "rev-parse"], cwd=paths.PROJECT_DIR, capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout")
+    assert ignored("data/runs/some-run/ingest/source.parquet") and ignored("data/warehouse.db")
+    assert not ignored("data/README.md")
