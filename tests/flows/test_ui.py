@@ -1,0 +1,109 @@
+"""``shiftflow ui`` (flows/ui.py): clear refusals, and a real MLflow UI that leaves no process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from flows.paths import PROJECT_DIR
+from flows.stack import ServiceError, free_port, is_alive, port_free
+from flows.ui import local_store, running_ui, ui_command
+
+
+def test_missing_store_names_the_file_and_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(ServiceError, match=r"no MLflow store at .*nothing\.db: run `shiftflow retrain` first"):
+        with running_ui(f"sqlite:///{tmp_path / 'nothing.db'}", port=free_port()):
+            pass
+
+
+def test_a_tracking_server_is_its_own_ui() -> None:
+    with pytest.raises(ServiceError, match="is a tracking server: open it in a browser"):
+        with running_ui("http://127.0.0.1:5999", port=free_port()):
+            pass
+
+
+def test_taken_port_is_named(tmp_path: Path) -> None:
+    (tmp_path / "mlflow.db").write_bytes(b"")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(ServiceError, match=rf"port {port} of 127.0.0.1 is taken.*--port"):
+            with running_ui(f"sqlite:///{tmp_path / 'mlflow.db'}", port=port):
+                pass
+
+
+def test_command_and_default_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SHIFTFLOW_HOME", str(tmp_path))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert local_store() == f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}"  # where `shiftflow retrain` writes
+    cmd = ui_command(local_store(), 5123, tmp_path / "mlartifacts")
+    assert cmd[1:4] == ["-m", "mlflow", "server"]  # not `mlflow ui`, whose job consumers outlive it
+    assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("--workers") + 1] == "1"
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """{pid: cmdline} of every live descendant of ``pid`` (Linux /proc)."""
+    parent: dict[int, int] = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                stat = (p / "stat").read_text()
+            except OSError:
+                continue
+            parent[int(p.name)] = int(stat[stat.rfind(")") + 2:].split()[1])
+    out, todo = {}, [pid]
+    while todo:
+        cur = todo.pop()
+        for child, pp in parent.items():
+            if pp == cur and child not in out:
+                try:
+                    out[child] = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                except OSError:
+                    continue
+                todo.append(child)
+    return out
+
+
+@pytest.mark.slow
+def test_ui_serves_the_store_and_ctrl_c_stops_every_process(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    exp = MlflowClient(uri).create_experiment("ui-test", artifact_location=(tmp_path / "art").as_uri())
+    port = free_port()
+    env = dict(os.environ, SHIFTFLOW_HOME=str(tmp_path / "home"))
+    proc = subprocess.Popen([sys.executable, "-m", "flows.ui", "--port", str(port), "--tracking-uri", uri],
+                            cwd=PROJECT_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        first = proc.stdout.readline()
+        assert first.startswith(f"MLflow UI: http://127.0.0.1:{port}"), first + proc.stdout.read()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/get-by-name"
+                                    "?experiment_name=ui-test", timeout=30) as resp:
+            assert json.load(resp)["experiment"]["experiment_id"] == exp  # the UI reads this store
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as resp:
+            assert b"<html" in resp.read(4096).lower()
+        children = _descendants(proc.pid)
+        print(f"\n[shiftflow ui] {len(children)} processes under it:\n" + "\n".join(children.values()))
+        assert children and not any("huey" in c or "job" in c.split("mlflow", 1)[-1] for c in children.values())
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out
+        assert "stopped" in out
+        deadline = time.monotonic() + 10
+        while any(is_alive(p) for p in children) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [c for p, c in children.items() if is_alive(p)]  # nothing orphaned
+        assert port_free(port)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
