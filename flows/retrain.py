@@ -16,6 +16,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.futures import as_completed
 
 from flows.config import RetrainConfig
+from flows.preflight import preflight
 from flows.services import shiftflow_home
 from shiftlib.learners import make_learner, needs_target
 from tasks.champion import champion
@@ -70,6 +71,11 @@ def gather(futures: Any, what: str, log: Any) -> list[Any]:
 def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa: B008
     """Retrain every candidate learner on the (biased) labeled source for the unlabeled target batch."""
     log = get_run_logger()
+    checked = preflight(config)  # refuse bad input with its one sentence before MLflow or the run folder
+    config = checked.config
+    log.info("simulated bias: %s", checked.bias)
+    for note in checked.notes:
+        log.warning("%s", note)
     flow_run_id = str(runtime.flow_run.id or uuid.uuid4())
     home = shiftflow_home()
     tracking_uri = config.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(home)
@@ -83,7 +89,8 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
     client = MlflowClient(tracking_uri)
     parent = with_retries(
         client.create_run, experiment_id, run_name=f"retrain-{runtime.flow_run.name or flow_run_id[:8]}",
-        tags={"prefect.flow_run_id": flow_run_id, "shiftflow.run_dir": str(store.run_dir)},
+        tags={"prefect.flow_run_id": flow_run_id, "shiftflow.run_dir": str(store.run_dir),
+              "shiftflow.simulate_bias": checked.bias},
     )
     parent_id = parent.info.run_id
     try:
@@ -181,8 +188,9 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
         with_retries(client.set_terminated, parent_id, "FINISHED")
         log.info("retrain finished: run folder %s, MLflow parent run %s", store.run_dir, parent_id)
         return summary
-    except BaseException:
+    except BaseException as exc:
         try:
+            client.set_tag(parent_id, "shiftflow.error", " ".join(str(exc).split())[:5000] or type(exc).__name__)
             client.set_terminated(parent_id, "FAILED")
         except Exception:  # noqa: BLE001 - the original error matters more
             pass

@@ -26,10 +26,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["IngestError", "PreparedData", "check_label_column", "prepare_tables"]
+from shiftlib.errors import ShiftflowInputError
+
+__all__ = ["IngestError", "PreparedData", "check_label_column", "check_labels", "prepare_tables"]
 
 
-class IngestError(ValueError):
+class IngestError(ShiftflowInputError):
     """The input tables cannot be used as given; the message names the problem and the fix."""
 
 
@@ -108,6 +110,27 @@ def check_label_column(source: pd.DataFrame, label: str) -> None:
         )
 
 
+def check_labels(source: pd.DataFrame, label: str) -> list[Any]:
+    """The source's classes in code order (sorted); raise ``IngestError`` for a missing label column, missing
+    labels or fewer than 2 classes — checked before anything (a simulated bias, a stage) needs the labels."""
+    check_label_column(source, label)
+    y_raw = source[label]
+    n_nan = int(y_raw.isna().sum())
+    if n_nan:
+        raise IngestError(
+            f"label column {label!r} has {n_nan} missing value(s) in the source; drop or label those rows"
+        )
+    if len(y_raw) == 0:
+        raise IngestError("source table has 0 rows; point the source at a table with labeled rows")
+    classes = sorted(pd.unique(y_raw).tolist(), key=lambda v: (str(type(v)), v))
+    if len(classes) < 2:
+        raise IngestError(
+            f"the source has only one class ({classes[0]!r}) in {label!r}; a classifier needs at least "
+            "2 classes — add rows of the other class"
+        )
+    return classes
+
+
 def prepare_tables(
     source: pd.DataFrame,
     target: pd.DataFrame,
@@ -135,17 +158,7 @@ def prepare_tables(
         raise IngestError("target set has 0 rows; point the target at a non-empty deployment batch")
 
     y_raw = source[label]
-    n_nan = int(y_raw.isna().sum())
-    if n_nan:
-        raise IngestError(
-            f"label column {label!r} has {n_nan} missing value(s) in the source; drop or label those rows"
-        )
-    classes = sorted(pd.unique(y_raw).tolist(), key=lambda v: (str(type(v)), v))
-    if len(classes) < 2:
-        raise IngestError(
-            f"the source has only one class ({classes[0]!r}) in {label!r}; a classifier needs at least "
-            "2 classes — add rows of the other class"
-        )
+    classes = check_labels(source, label)
     if positive_label is not None:
         if len(classes) != 2:
             raise IngestError("positive_label only applies to two-class labels")

