@@ -188,3 +188,34 @@ def test_learner_short_of_rows_is_dropped_with_a_warning(tmp_path):
     # 20 rows, 10 per class: 10 − ⌈10/5⌉ = 8 ≥ 5, SVM stays
     cfg20 = cfg.model_copy(update={"source": _write(_frame(20), tmp_path / "s20.csv")})
     assert preflight(cfg20).config.learners == ["LR", "SVM"]
+
+
+@pytest.mark.slow  # a Prefect API and a fresh MLflow store: ~30-80 s on a loaded 2-core machine
+def test_a_failure_mid_run_leaves_finished_stages_and_a_failed_parent_run(prefect_harness, tmp_path, monkeypatch):
+    """The documented rule for a failure after preflight: stages that finished stay (a rerun reuses them), the
+    failing stage leaves no folder, and the MLflow parent run is FAILED with the error in ``shiftflow.error``."""
+    from mlflow.tracking import MlflowClient
+
+    import tasks.drift
+    from flows.retrain import retrain
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("drift exploded on purpose")
+
+    monkeypatch.setattr(tasks.drift, "detect_drift", broken)
+    src, tgt = _frame(), _frame(seed=1).drop(columns=["target"])
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cfg = RetrainConfig(source=_write(src, tmp_path / "s.csv"), target=_write(tgt, tmp_path / "t.parquet"),
+                        label="target", learners=["NB"], selectors=["scv"], selector="scv", selection_folds=5,
+                        cv_folds=3, run_root=str(tmp_path / "runs"), tracking_uri=uri, experiment="door")
+    with pytest.raises(RuntimeError, match="drift exploded on purpose"):
+        retrain(cfg)
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    assert sorted(p.name for p in run_dir.iterdir()) == ["ingest"]
+    assert (run_dir / "ingest" / "manifest.json").exists()
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("door")
+    (parent,) = client.search_runs([exp.experiment_id])
+    assert parent.info.status == "FAILED"
+    assert parent.data.tags["shiftflow.error"] == "drift exploded on purpose"
+    assert parent.data.tags["shiftflow.simulate_bias"] == "none"
