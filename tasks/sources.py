@@ -31,6 +31,7 @@ import io
 import json
 import lzma
 import re
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -157,7 +158,7 @@ def _read_file(path: Path, opts: dict[str, str], spec: str) -> LoadedTable:
             return LoadedTable(_read_jsonl(path, opener))
     except SourceSpecError:
         raise
-    except OSError as exc:  # permissions, a file vanishing while read, a corrupt compressed stream
+    except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:  # permissions, a cut or corrupt compressed file
         raise SourceSpecError(f"cannot read file {name!r} ({_first_line(exc)}); check the file") from exc
     if fmt == ".xls":
         raise SourceSpecError(f"file {name!r} is an old Excel .xls workbook; save it as .xlsx or .csv")
