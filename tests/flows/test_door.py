@@ -219,3 +219,35 @@ def test_a_failure_mid_run_leaves_finished_stages_and_a_failed_parent_run(prefec
     assert parent.info.status == "FAILED"
     assert parent.data.tags["shiftflow.error"] == "drift exploded on purpose"
     assert parent.data.tags["shiftflow.simulate_bias"] == "none"
+
+
+def test_prefect_form_takes_the_deployment_parameters_and_refuses_unknown_keys():
+    """The UI's custom-run form validates against the flow's parameter schema (``additionalProperties:
+    false`` from ``extra="forbid"``): prefect.yaml's parameters pass, a misspelt key does not."""
+    import jsonschema
+    import yaml
+    from prefect.utilities.callables import parameter_schema
+
+    from flows.retrain import retrain
+
+    schema = parameter_schema(retrain).model_dump_for_openapi()
+    params = yaml.safe_load((Path(PROJECT_DIR) / "prefect.yaml").read_text())["deployments"][0]["parameters"]
+    jsonschema.validate(params, schema)
+    assert params["config"]["simulate_bias"] == "auto"
+    with pytest.raises(jsonschema.ValidationError, match="'learnerz' was unexpected"):
+        jsonschema.validate({"config": params["config"] | {"learnerz": ["LR"]}}, schema)
+
+
+@pytest.mark.slow  # a Prefect API (~6-40 s to start here)
+def test_a_flow_run_refused_at_its_start_fails_with_the_sentence(prefect_harness, tmp_path):
+    """As a UI-triggered run: the flow's own preflight refuses before MLflow or the run folder, and the
+    sentence is the flow run's failure message."""
+    from flows.retrain import retrain
+
+    cfg = RetrainConfig(source=_write(_frame().assign(target=1), tmp_path / "one.csv"),
+                        target=_write(_frame(seed=1), tmp_path / "t.parquet"), label="target",
+                        run_root=str(tmp_path / "runs"), tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    state = retrain(cfg, return_state=True)
+    assert state.is_failed()
+    assert "the source has only one class (1) in 'target'" in state.message
+    assert sorted(os.listdir(tmp_path)) == ["one.csv", "t.parquet"]
