@@ -100,7 +100,7 @@ def check_sizes(
         if n_source < selection_folds or max(counts) < selection_folds:
             raise IngestError(
                 f"selection_folds={selection_folds}, but the source has {n_source} rows and its largest class "
-                f"{max(counts)}; lower selection_folds to at most {min(n_source, max(counts))} or add rows"
+                f"{max(counts)}; lower selection_folds (a --config key) to at most {min(n_source, max(counts))} or add rows"
             )
         ks.append(selection_folds)
     kept, dropped = [], {}
