@@ -96,9 +96,37 @@ def _positive_label(value: Any, classes: list[Any]) -> Any:
     return matches[0] if len(matches) == 1 else value
 
 
+_PASSED: dict[tuple[str, tuple[Any, ...]], Checked] = {}  # this process's passed checks (the CLI, then the flow)
+
+
+def _memo_key(config: RetrainConfig) -> tuple[str, tuple[Any, ...]]:
+    """The configuration and the size and mtime of its ``file:`` tables: an unchanged pair needs no re-read."""
+    from pathlib import Path
+
+    stats = []
+    for spec in (config.source, config.target):
+        if spec and spec.startswith("file:"):
+            path = Path(spec[5:].rpartition("?")[0] or spec[5:]).expanduser()
+            st = path.stat() if path.is_file() else None
+            stats.append((str(path), None if st is None else (st.st_size, st.st_mtime_ns)))
+    return config.model_dump_json(), tuple(stats)
+
+
 def preflight(config: RetrainConfig) -> Checked:
     """Check ``config`` and its tables without Prefect or MLflow (see the module docstring); raises
-    ``ShiftflowInputError`` with one sentence. Returns the configuration the run should use."""
+    ``ShiftflowInputError`` with one sentence. Returns the configuration the run should use.
+
+    A check that passed in this process is not repeated for the same configuration and unchanged files (the
+    CLI checks before starting the flow, and the flow checks again at its start)."""
+    key = _memo_key(config)
+    if key in _PASSED:
+        return _PASSED[key]
+    checked = _preflight(config)
+    _PASSED[key] = _PASSED[_memo_key(checked.config)] = checked
+    return checked
+
+
+def _preflight(config: RetrainConfig) -> Checked:
     from shiftlib.ingest import check_labels
     from shiftlib.requirements import check_sizes
     from tasks.inputs import prepare_inputs, read_inputs

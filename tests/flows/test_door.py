@@ -251,3 +251,14 @@ def test_a_flow_run_refused_at_its_start_fails_with_the_sentence(prefect_harness
     assert state.is_failed()
     assert "the source has only one class (1) in 'target'" in state.message
     assert sorted(os.listdir(tmp_path)) == ["one.csv", "t.parquet"]
+
+
+def test_preflight_is_not_repeated_for_unchanged_files_and_coerces_a_text_positive_label(tmp_path):
+    src, tgt = _frame(), _frame(seed=1).drop(columns=["target"])
+    cfg = RetrainConfig(source=_write(src, tmp_path / "s.csv"), target=_write(tgt, tmp_path / "t.parquet"),
+                        label="target", learners=["LR"], selection_folds=5, positive_label="0")
+    first = preflight(cfg)
+    assert first.config.positive_label == 0  # '--positive-label 0' names the integer class 0
+    assert preflight(cfg) is first and preflight(first.config) is first  # the flow's re-check is free
+    _write(src.iloc[:30], tmp_path / "s.csv")  # the file changed: checked again, on the new rows
+    assert preflight(cfg).n_source == 30
