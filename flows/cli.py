@@ -138,7 +138,8 @@ def one_line(exc: BaseException) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run a ``shiftflow`` command; returns the exit code (0 done, 2 input refused, 1 a bug or a failed run)."""
+    """Run a ``shiftflow`` command; returns the exit code: 0 done, 2 input refused (one line), 1 a service
+    unreachable (one line) or a bug (its traceback)."""
     ns = _parser().parse_args(argv)
     if ns.command in ("up", "down"):
         return _services(ns)
@@ -154,6 +155,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"shiftflow: error: {one_line(exc)}", file=sys.stderr)
         return 2
+    except (ConnectionError, TimeoutError) as exc:  # a service (MLflow, Prefect) down: the environment, not a bug
+        if debug:
+            traceback.print_exc()
+        print(f"shiftflow: error: {one_line(exc)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("shiftflow: interrupted", file=sys.stderr)
         return 130

@@ -262,3 +262,16 @@ def test_preflight_is_not_repeated_for_unchanged_files_and_coerces_a_text_positi
     assert preflight(cfg) is first and preflight(first.config) is first  # the flow's re-check is free
     _write(src.iloc[:30], tmp_path / "s.csv")  # the file changed: checked again, on the new rows
     assert preflight(cfg).n_source == 30
+
+
+def test_an_unreachable_service_is_one_line_not_a_bug(tmp_path, monkeypatch, capsys):
+    import flows.preflight
+
+    def down(config):
+        raise ConnectionError("MLflow tracking server http://127.0.0.1:9 is unreachable")
+
+    monkeypatch.setattr(flows.preflight, "preflight", down)
+    code = main(["retrain", "--run-root", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.strip().splitlines() == ["shiftflow: error: MLflow tracking server http://127.0.0.1:9 is unreachable"]
