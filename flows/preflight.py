@@ -147,6 +147,12 @@ def _preflight(config: RetrainConfig) -> Checked:
                              max_levels=config.max_levels)
     notes += [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
     prepared = inp.prepared
+    if config.undersample is not None and len(prepared.classes) != 2:
+        raise ConfigError(
+            f"undersample={config.undersample!r} corrects two-class models (US eq. 9), but the source has "
+            f"{len(prepared.classes)} classes in {config.label!r}; leave undersample unset or map the label to "
+            "positive-vs-rest"
+        )
     counts = Counter(prepared.classes[i] for i in prepared.source_y.tolist())
     plan = check_sizes(counts, len(prepared.target_X), config.learners, cv_folds=config.cv_folds,
                        selection_folds=config.selection_folds, selectors=config.selectors)

@@ -275,3 +275,11 @@ def test_an_unreachable_service_is_one_line_not_a_bug(tmp_path, monkeypatch, cap
     err = capsys.readouterr().err
     assert code == 1
     assert err.strip().splitlines() == ["shiftflow: error: MLflow tracking server http://127.0.0.1:9 is unreachable"]
+
+
+def test_undersampling_a_multiclass_label_is_refused_up_front():
+    # the recalibration stage (US eq. 9) is two-class only: refused in preflight, not after training
+    from flows.preflight import ConfigError
+
+    with pytest.raises(ConfigError, match="the source has 3 classes in 'target'"):
+        preflight(RetrainConfig(source="sklearn:iris", target="sklearn:iris", label="target", undersample=0.5))
