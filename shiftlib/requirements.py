@@ -1,8 +1,7 @@
 """The fewest rows each stage and learner of a retrain run needs, checked on the class counts before any fit.
 
 A run that starts must not fail in the middle for want of rows. Before anything runs, ``check_sizes``
-compares the prepared tables' sizes with what each stage asks for, reading the numbers from the code that
-will run (not copying them):
+compares the prepared tables' sizes with what each stage asks for:
 
 * **drift** (``shiftlib.drift.detect_drift``): ``min_rows`` rows on each side (its default, 10) and
   ``2·n_splits`` pooled rows for the domain classifier;
@@ -16,11 +15,15 @@ will run (not copying them):
   *dropped* (named in ``dropped``), not failed later; when none is left the run is refused.
 
 Stage shortfalls raise ``IngestError`` naming the stage, the count and the fix.
+
+The numbers are kept here as constants (``DRIFT_MIN_ROWS``, ``DRIFT_SPLITS``, ``INNER_FOLDS``) rather than
+read by importing ``shiftlib.drift`` / ``shiftlib.learners``, because those imports (scikit-learn, SciPy,
+matplotlib) take seconds and a refusal must come in seconds; ``tests/flows/test_door.py`` checks that the
+constants equal the live defaults (``detect_drift``'s signature, :func:`inner_folds` of every learner).
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,9 +31,12 @@ from typing import Any
 
 from shiftlib.ingest import IngestError
 
-__all__ = ["SizePlan", "check_sizes", "inner_folds"]
+__all__ = ["DRIFT_MIN_ROWS", "DRIFT_SPLITS", "INNER_FOLDS", "SizePlan", "check_sizes", "inner_folds"]
 
 FOLD_SELECTORS = ("scv", "wcv", "trcv")
+DRIFT_MIN_ROWS = 10  # shiftlib.drift.detect_drift(min_rows=10): rows per side
+DRIFT_SPLITS = 10  # detect_drift(n_splits=10): the domain classifier's folds, 2·n_splits pooled rows
+INNER_FOLDS = {"SVM": 5}  # shiftlib.learners: SVM calibrates with CalibratedClassifierCV(cv=5); others: none
 
 
 @dataclass(frozen=True)
@@ -39,10 +45,6 @@ class SizePlan:
 
     learners: list[str]
     dropped: dict[str, str] = field(default_factory=dict)
-
-
-def _default(fn: Any, name: str) -> Any:
-    return inspect.signature(fn).parameters[name].default
 
 
 def inner_folds(estimator: Any) -> int:
@@ -74,12 +76,9 @@ def check_sizes(
     ``class_counts``: source rows per class after ingest (and after any simulated bias); ``n_target``: target
     rows. Raises ``IngestError`` when a stage cannot run or no learner can be fitted.
     """
-    from shiftlib.drift import detect_drift
-    from shiftlib.learners import make_learner
-
     counts = [int(c) for c in class_counts.values()]
     n_source = sum(counts)
-    min_rows, n_splits = _default(detect_drift, "min_rows"), _default(detect_drift, "n_splits")
+    min_rows, n_splits = DRIFT_MIN_ROWS, DRIFT_SPLITS
     for side, n in (("source", n_source), ("target", n_target)):
         if n < min_rows:
             raise IngestError(
@@ -105,7 +104,7 @@ def check_sizes(
         ks.append(selection_folds)
     kept, dropped = [], {}
     for name in learners:
-        need = inner_folds(make_learner(name))
+        need = INNER_FOLDS.get(name, 0)
         have, k = min((_smallest_train_class(counts, k), k) for k in ks)
         if need and have < need:
             dropped[name] = (

@@ -283,3 +283,32 @@ def test_undersampling_a_multiclass_label_is_refused_up_front():
 
     with pytest.raises(ConfigError, match="the source has 3 classes in 'target'"):
         preflight(RetrainConfig(source="sklearn:iris", target="sklearn:iris", label="target", undersample=0.5))
+
+
+def test_size_constants_equal_the_code_that_runs():
+    """shiftlib.requirements keeps drift's and the learners' minimums as constants (importing scikit-learn
+    would slow every refusal by seconds); they must equal the live defaults."""
+    import inspect
+
+    from shiftlib.drift import detect_drift
+    from shiftlib.learners import LEARNERS, make_learner
+    from shiftlib.requirements import DRIFT_MIN_ROWS, DRIFT_SPLITS, INNER_FOLDS, inner_folds
+
+    params = inspect.signature(detect_drift).parameters
+    assert (params["min_rows"].default, params["n_splits"].default) == (DRIFT_MIN_ROWS, DRIFT_SPLITS)
+    live = {name: inner_folds(make_learner(name)) for name in LEARNERS}
+    assert {n: k for n, k in live.items() if k} == INNER_FOLDS
+
+
+def test_a_refusal_imports_neither_scikit_learn_nor_matplotlib(tmp_path):
+    """What makes a refusal fast: the size rules need no scikit-learn, SciPy or matplotlib import."""
+    src = _frame().iloc[:2]
+    code = ("import sys; from flows.cli import main; rc = main(sys.argv[1:]); "
+            "heavy = [m for m in ('sklearn', 'matplotlib', 'scipy', 'prefect', 'mlflow') if m in sys.modules]; "
+            "assert not heavy, heavy; sys.exit(rc)")
+    res = subprocess.run([sys.executable, "-c", code, "retrain", "--source", _write(src, tmp_path / "two.csv"),
+                          "--target", _write(_frame(), tmp_path / "t.parquet"), "--label", "target"],
+                         cwd=PROJECT_DIR, env=dict(os.environ, SHIFTFLOW_HOME=str(tmp_path / "home")),
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stderr
+    assert "the drift stage needs at least 10 rows" in res.stderr
