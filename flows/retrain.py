@@ -16,6 +16,7 @@ from threadpoolctl import threadpool_limits
 from flows.config import RetrainConfig
 from flows.fanout import run_mapped, stage_clock
 from flows.paths import shiftflow_home
+from flows.preflight import preflight
 from shiftlib.budget import auto_weighting, concurrency
 from shiftlib.learners import make_learner, needs_target
 from tasks.champion import champion
@@ -219,7 +220,13 @@ def _awaiting(run: _Run, prep: dict[str, Any], labeled: dict[str, Any]) -> dict[
 @flow(name="retrain", log_prints=True)
 def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa: B008
     """Retrain every candidate learner on the (biased) labeled source for the unlabeled target batch."""
-    log, flow_run_id, home = get_run_logger(), str(runtime.flow_run.id or uuid.uuid4()), shiftflow_home()
+    log = get_run_logger()
+    checked = preflight(config)  # refuse bad input with its one sentence before MLflow or the run folder
+    config = checked.config
+    log.info("simulated bias: %s", checked.bias)
+    for note in checked.notes:
+        log.warning("%s", note)
+    flow_run_id, home = str(runtime.flow_run.id or uuid.uuid4()), shiftflow_home()
     uri = config.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(home)
     check_reachable(uri)
     home.mkdir(parents=True, exist_ok=True)
@@ -228,7 +235,8 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
     store = StageStore(Path(config.run_root or home / "runs").resolve(), flow_run_id)
     conc = concurrency(config.max_workers)
     with parent_run(uri, experiment, f"retrain-{runtime.flow_run.name or flow_run_id[:8]}",
-                    tags={"prefect.flow_run_id": flow_run_id, "shiftflow.run_dir": str(store.run_dir)},
+                    tags={"prefect.flow_run_id": flow_run_id, "shiftflow.run_dir": str(store.run_dir),
+                          "shiftflow.simulate_bias": checked.bias},
                     params=flat_params("", config.model_dump(mode="json"))) as parent, \
             threadpool_limits(limits=conc.threads_per_task):
         run = _Run(config, store, RunContext(uri, experiment, parent, flow_run_id, config.seed), conc.max_workers, log)
