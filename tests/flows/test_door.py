@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from flows.paths import PROJECT_DIR
 
 from flows.cli import main
 from flows.config import RetrainConfig
+from flows.paths import PROJECT_DIR
 from flows.preflight import preflight
 
 N = 40
