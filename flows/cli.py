@@ -51,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
                        "(state in $SHIFTFLOW_HOME, default ./.shiftflow)")
     u.add_argument("--prefect-port", type=int, default=4200, help="Prefect server port (default 4200)")
     u.add_argument("--mlflow-port", type=int, default=5000, help="MLflow tracking server port (default 5000)")
+    u.add_argument("--pool-concurrency", type=int, default=2, help="flow runs the worker takes at once; more "
+                   "wait in the work queue (default 2)")
     u.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each service (default 300)")
     d = sub.add_parser("down", help="stop the services `shiftflow up` recorded in $SHIFTFLOW_HOME/services.json")
     d.add_argument("--timeout", type=float, default=20.0, help="seconds of grace before SIGKILL (default 20)")
@@ -220,7 +222,7 @@ def _services(ns: argparse.Namespace) -> int:
     try:
         if ns.command == "up":
             t0 = time.perf_counter()
-            stack.up(stack.Stack(home, ns.prefect_port, ns.mlflow_port), timeout_s=ns.timeout)
+            stack.up(stack.Stack(home, ns.prefect_port, ns.mlflow_port, ns.pool_concurrency), timeout_s=ns.timeout)
             print(f"shiftflow up: done in {time.perf_counter() - t0:.1f} s")
         else:
             stack.down(home, timeout_s=ns.timeout)
