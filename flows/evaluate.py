@@ -159,7 +159,7 @@ def evaluate_run(run: str, labels_spec: str, *, id_column: str | None = None,
     from tasks.tracking import default_tracking_uri, log_metrics, with_retries
 
     if tracking_uri is None:
-        from flows.services import shiftflow_home
+        from flows.paths import shiftflow_home
 
         tracking_uri = os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(shiftflow_home())
     client = MlflowClient(tracking_uri)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from threadpoolctl import threadpool_limits
 from flows.config import RetrainConfig
 from flows.fanout import run_mapped, stage_clock
 from flows.paths import default_run_root, shiftflow_home
+from flows.preflight import preflight
 from shiftlib.budget import auto_weighting, concurrency
 from shiftlib.learners import make_learner, needs_target
 from tasks.champion import champion
@@ -28,6 +30,7 @@ from tasks.report import summary_markdown
 from tasks.selection import cv_candidate, rt_row, selection, selection_plan, trcv_fold_task
 from tasks.store import MANIFEST, StageStore
 from tasks.tracking import (
+    RunContext,
     check_reachable,
     default_tracking_uri,
     ensure_experiment,
@@ -55,54 +58,176 @@ def reused_stages(store: StageStore, *, training_reused: bool) -> list[str]:
     return out
 
 
-def _weights(store: StageStore, config: RetrainConfig, method: str, ctx: dict[str, Any], log: Any) -> Any:
+@dataclass
+class _Run:
+    """One flow run's composition state: its stage store, where it logs, how many tasks run at once, and the
+    wall time and peak memory of each stage so far."""
+
+    config: RetrainConfig
+    store: StageStore
+    ctx: RunContext
+    workers: int
+    log: Any
+    timings: dict[str, float] = field(default_factory=dict)
+    peaks: dict[str, float] = field(default_factory=dict)
+
+    def stage(self, name: str) -> Any:
+        return stage_clock(self.timings, self.peaks, name)
+
+    def fan(self, **kw: Any) -> dict[str, Any]:
+        """Keyword arguments of ``run_mapped`` plus the tracking ones every logging task takes."""
+        return {"limit": self.workers, "log": self.log, **kw}
+
+
+def _weights(run: _Run, method: str) -> Any:
     if method == "none":
         return None
-    chunks = weights_plan(store, [method], seed=config.seed)["kmm_chunks"]
-    parts = None if chunks is None else run_mapped(kmm_chunk_task, (store,), [(c,) for c in chunks],
-                                                   limit=ctx["workers"], what="KMM chunks", log=log)
-    return weights(store, [method], seed=config.seed, tracking_uri=ctx["uri"], parent_run_id=ctx["parent"],
-                   kmm_parts=parts)
+    chunks = weights_plan(run.store, [method], seed=run.ctx.seed)["kmm_chunks"]
+    parts = None if chunks is None else run_mapped(kmm_chunk_task, (run.store,), [(c,) for c in chunks],
+                                                   **run.fan(what="KMM chunks"))
+    return weights(run.store, [method], seed=run.ctx.seed, tracking_uri=run.ctx.tracking_uri,
+                   parent_run_id=run.ctx.parent_run_id, kmm_parts=parts)
 
 
-def _training(store: StageStore, config: RetrainConfig, method: str, ctx: dict[str, Any], log: Any) -> list[Any]:
+def _training(run: _Run, method: str) -> list[Any]:
+    config, ctx = run.config, run.ctx
     candidates = [(name, None) for name in config.learners]
     if method != "none":  # CSLR learns its own weights from the target rows (DL): no pre-weighted variant
         candidates += [(n, method) for n in config.learners if not needs_target(make_learner(n))]
-    return run_mapped(train_learner, (store,), candidates, limit=ctx["workers"], what="training", log=log,
-                      seed=config.seed, cv_folds=config.cv_folds, tracking_uri=ctx["uri"],
-                      experiment_id=ctx["experiment"], parent_run_id=ctx["parent"], flow_run_id=ctx["flow_run"],
-                      cv_rows=config.selection_rows)
+    return run_mapped(train_learner, (run.store,), candidates, **run.fan(what="training"), seed=ctx.seed,
+                      cv_folds=config.cv_folds, tracking_uri=ctx.tracking_uri, experiment_id=ctx.experiment_id,
+                      parent_run_id=ctx.parent_run_id, flow_run_id=ctx.flow_run_id, cv_rows=config.selection_rows)
 
 
-def _selection(store: StageStore, config: RetrainConfig, run_ids: dict[str, str], ctx: dict[str, Any],
-               log: Any, labeled: dict[str, Any] | None) -> dict[str, Any]:
+def _selection(run: _Run, run_ids: dict[str, str], labeled: dict[str, Any] | None) -> dict[str, Any]:
+    config, store = run.config, run.store
     sels, k, rows, seed = list(config.selectors), config.selection_folds, config.selection_rows, config.seed
     primary = config.selector
     if labeled is not None:  # the few target labels decide (fewlabel, shiftlib.selection.fewlabel)
         sels, primary = sels + ["fewlabel"], "fewlabel"
     digest = None if labeled is None else labeled["labels_sha256"]
     plan = selection_plan(store, sels, primary, seed=seed, k=k, rows=rows, labels_sha256=digest)
-    fan = {"limit": ctx["workers"], "log": log, "seed": seed, "rows": rows}
     cands = [(c,) for c in plan["candidates"]]
     parts: dict[str, Any] = {"rt_rows": None, "trcv_folds": None, "cv_parts": {}}
     if plan["compute"]:
         for sel in [s for s in sels if s in ("scv", "wcv")]:  # one task per candidate: k fits each
             parts["cv_parts"][sel] = run_mapped(cv_candidate, (store, sel), [(c, plan["beta"]) for (c,) in cands],
-                                                what=f"selection {sel}", k=k, **fan)
+                                                **run.fan(what=f"selection {sel}", seed=seed, rows=rows, k=k))
         if "rt" in sels:  # ReverseTesting: one task per row of M (1 + ℓ fits)
-            parts["rt_rows"] = run_mapped(rt_row, (store,), cands, what="ReverseTesting rows", **fan)
+            parts["rt_rows"] = run_mapped(rt_row, (store,), cands,
+                                          **run.fan(what="ReverseTesting rows", seed=seed, rows=rows))
         if "trcv" in sels:  # TrCV: one task per fold (2 fits per candidate)
             parts["trcv_folds"] = run_mapped(trcv_fold_task, (store,), [(f, plan["beta"]) for f in range(k)],
-                                             what="TrCV folds", k=k, **fan)
-    return selection(store, sels, primary, seed=seed, k=k, tracking_uri=ctx["uri"], parent_run_id=ctx["parent"],
-                     run_ids=run_ids, beta=plan["beta"], rows=rows, labeled=labeled, **parts)
+                                             **run.fan(what="TrCV folds", seed=seed, rows=rows, k=k))
+    return selection(store, sels, primary, seed=seed, k=k, tracking_uri=run.ctx.tracking_uri,
+                     parent_run_id=run.ctx.parent_run_id, run_ids=run_ids, beta=plan["beta"], rows=rows,
+                     labeled=labeled, **parts)
+
+
+def _prepare(run: _Run) -> dict[str, Any]:
+    """ingest → drift → weights → training → estimation → evaluation."""
+    config, store, ctx, uri = run.config, run.store, run.ctx, run.ctx.tracking_uri
+    with run.stage("ingest"):
+        ing = ingest(store, config.source, config.target, config.label, positive_label=config.positive_label,
+                     simulate_bias=config.simulate_bias.model_dump() if config.simulate_bias else None,
+                     seed=config.seed, drop_columns=config.drop_columns, max_levels=config.max_levels)
+    _tag_data(uri, ctx.parent_run_id, ing)
+    with run.stage("drift"):
+        drift_summary = drift(store, seed=config.seed, alpha=config.drift_alpha, tracking_uri=uri,
+                              parent_run_id=ctx.parent_run_id)
+    method = config.weighting
+    if method == "auto":
+        method = auto_weighting(drift_summary["drifted"], ing["files"]["source.parquet"]["rows"])
+        run.log.info("weighting=auto: %s", f"drift found, weighting with {method}" if method != "none"
+                     else "no drift found, no weighting")
+    with_retries(_client(uri).set_tag, ctx.parent_run_id, "shiftflow.weighting", method)
+    with run.stage("weights"):
+        weights_summary = _weights(run, method)
+    with run.stage("training"):
+        results = _training(run, method)
+        training = collect_training(store, results, config.seed, config.cv_folds)
+    run_ids = {r["name"]: r["run_id"] for r in results}
+    with run.stage("estimation"):
+        estimates = estimation(store, seed=config.seed, k=config.selection_folds, tracking_uri=uri,
+                               run_ids=run_ids, rows=config.selection_rows)
+    with run.stage("evaluation"):
+        target_scores = evaluate(store, run_ids, tracking_uri=uri)
+    return {"drift": drift_summary, "weighting": method, "weights": weights_summary, "results": results,
+            "training": training, "run_ids": run_ids, "estimates": estimates, "target_scores": target_scores}
+
+
+def _decide(run: _Run, prep: dict[str, Any], labeled: dict[str, Any] | None) -> dict[str, Any]:
+    """selection → recalibration → the served model's estimate → champion."""
+    config, ctx = run.config, run.ctx
+    with run.stage("selection"):
+        chosen = _selection(run, prep["run_ids"], labeled)
+    recal = None
+    with run.stage("recalibration"):
+        if config.undersample is not None:
+            recal = recalibration(run.store, chosen["chosen"], beta=config.undersample, seed=config.seed,
+                                  cv_folds=config.cv_folds, tracking_uri=ctx.tracking_uri,
+                                  experiment_id=ctx.experiment_id, parent_run_id=ctx.parent_run_id,
+                                  flow_run_id=ctx.flow_run_id)
+    served = served_estimate(prep["estimates"], chosen["chosen"], min_accuracy=config.min_accuracy,
+                             tracking_uri=ctx.tracking_uri, parent_run_id=ctx.parent_run_id)
+    model_name = config.model_name or (f"shiftflow-{runtime.deployment.name}" if runtime.deployment.name
+                                       else f"{config.experiment}-{config.label}")
+    with run.stage("champion"):
+        decision = champion(run.store, chosen, model_name=model_name, seed=config.seed, k=config.selection_folds,
+                            tracking_uri=ctx.tracking_uri, parent_run_id=ctx.parent_run_id,
+                            flow_run_id=ctx.flow_run_id, rows=config.selection_rows,
+                            served_model_uri=None if recal is None else recal["model_uri"],
+                            hold_champion="accuracy alert" if served["alert"] else None)
+    return {"chosen": chosen, "recalibration": recal, "served": served, "champion": decision}
+
+
+def _summary(run: _Run, prep: dict[str, Any], dec: dict[str, Any]) -> dict[str, Any]:
+    ctx, store, chosen, served = run.ctx, run.store, dec["chosen"], dec["served"]
+    uri, training = ctx.tracking_uri, prep["training"]
+    reused = reused_stages(store, training_reused=all(r["reused"] for r in prep["results"]))
+    summary = {
+        "alert": "accuracy" if served["alert"] else None, "estimate": served,
+        "flow_run_id": ctx.flow_run_id, "run_dir": str(store.run_dir), "mlflow_parent_run_id": ctx.parent_run_id,
+        "mlflow_experiment_id": ctx.experiment_id, "tracking_uri": uri,
+        "mlflow_ui": (f"open {uri}" if uri.startswith(("http://", "https://")) else
+                      f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000"),
+        "reused_stages": reused,
+        "drift": {k: prep["drift"].get(k) for k in ("drifted", "domain_auc", "domain_pvalue", "mmd2", "mmd_pvalue",
+                                                    "drifted_features", "rows_tested")},
+        "weighting": prep["weighting"], "champion": dec["champion"], "recalibration": dec["recalibration"],
+        "selection": {"selector": chosen["selector"], "chosen": chosen["chosen"], "agreement": chosen["agreement"]},
+        "weights": prep["weights"],
+        "learners": {n: m["cv"] for n, m in training["extra"]["models"].items()},
+        "model_uris": {n: m["model_uri"] for n, m in training["extra"]["models"].items()},
+        "target_scores": None if prep["target_scores"] is None else prep["target_scores"].to_dict(orient="records"),
+        "timings": run.timings, "peak_rss_gib": run.peaks,
+        "concurrency": {"max_workers": run.workers},
+    }
+    client = _client(uri)
+    with_retries(client.set_tag, ctx.parent_run_id, "shiftflow.reused_stages", ",".join(reused) or "none")
+    log_metrics(client, ctx.parent_run_id, {f"timing.{k}_s": v for k, v in run.timings.items()})
+    create_markdown_artifact(key="retrain-summary", markdown=summary_markdown(summary, chosen["scores"]),
+                             description="shiftflow retrain summary")
+    return summary
+
+
+def _awaiting(run: _Run, prep: dict[str, Any], labeled: dict[str, Any]) -> dict[str, Any]:
+    """What a run that stops for target labels returns (a rerun with ``target_labels`` resumes)."""
+    return {"flow_run_id": run.ctx.flow_run_id, "run_dir": str(run.store.run_dir), "labels": labeled,
+            "mlflow_parent_run_id": run.ctx.parent_run_id, "mlflow_experiment_id": run.ctx.experiment_id,
+            "reused_stages": reused_stages(run.store, training_reused=all(r["reused"] for r in prep["results"]))}
 
 
 @flow(name="retrain", log_prints=True)
 def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa: B008
     """Retrain every candidate learner on the (biased) labeled source for the unlabeled target batch."""
-    log, flow_run_id, home = get_run_logger(), str(runtime.flow_run.id or uuid.uuid4()), shiftflow_home()
+    log = get_run_logger()
+    checked = preflight(config)  # refuse bad input with its one sentence before MLflow or the run folder
+    config = checked.config
+    log.info("simulated bias: %s", checked.bias)
+    for note in checked.notes:
+        log.warning("%s", note)
+    flow_run_id, home = str(runtime.flow_run.id or uuid.uuid4()), shiftflow_home()
     uri = config.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(home)
     check_reachable(uri)
     home.mkdir(parents=True, exist_ok=True)
@@ -110,92 +235,22 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
     experiment = with_retries(ensure_experiment, uri, config.experiment, home / "mlartifacts" if local else None)
     store = StageStore(Path(config.run_root or default_run_root()).resolve(), flow_run_id)
     conc = concurrency(config.max_workers)
-    timings: dict[str, float] = {}
-    peaks: dict[str, float] = {}
     with parent_run(uri, experiment, f"retrain-{runtime.flow_run.name or flow_run_id[:8]}",
-                    tags={"prefect.flow_run_id": flow_run_id, "shiftflow.run_dir": str(store.run_dir)},
+                    tags={"prefect.flow_run_id": flow_run_id, "shiftflow.run_dir": str(store.run_dir),
+                          "shiftflow.simulate_bias": checked.bias},
                     params=flat_params("", config.model_dump(mode="json"))) as parent, \
             threadpool_limits(limits=conc.threads_per_task):
-        ctx = {"uri": uri, "parent": parent, "experiment": experiment, "flow_run": flow_run_id,
-               "workers": conc.max_workers}
+        run = _Run(config, store, RunContext(uri, experiment, parent, flow_run_id, config.seed), conc.max_workers, log)
         log.info("concurrency: %d tasks at once, %d BLAS/OpenMP thread(s) each, %d cores",
                  conc.max_workers, conc.threads_per_task, conc.cores)
-        with stage_clock(timings, peaks, "ingest"):
-            ing = ingest(store, config.source, config.target, config.label, positive_label=config.positive_label,
-                         simulate_bias=config.simulate_bias.model_dump() if config.simulate_bias else None,
-                         seed=config.seed, drop_columns=config.drop_columns, max_levels=config.max_levels)
-        _tag_data(uri, parent, ing)
-        with stage_clock(timings, peaks, "drift"):
-            drift_summary = drift(store, seed=config.seed, alpha=config.drift_alpha, tracking_uri=uri,
-                                  parent_run_id=parent)
-        method = config.weighting
-        if method == "auto":
-            method = auto_weighting(drift_summary["drifted"], ing["files"]["source.parquet"]["rows"])
-            log.info("weighting=auto: %s", f"drift found, weighting with {method}" if method != "none"
-                     else "no drift found, no weighting")
-        with_retries(_client(uri).set_tag, parent, "shiftflow.weighting", method)
-        with stage_clock(timings, peaks, "weights"):
-            weights_summary = _weights(store, config, method, ctx, log)
-        with stage_clock(timings, peaks, "training"):
-            results = _training(store, config, method, ctx, log)
-            training = collect_training(store, results, config.seed, config.cv_folds)
-        run_ids = {r["name"]: r["run_id"] for r in results}
-        with stage_clock(timings, peaks, "estimation"):
-            estimates = estimation(store, seed=config.seed, k=config.selection_folds, tracking_uri=uri,
-                                   run_ids=run_ids, rows=config.selection_rows)
-        with stage_clock(timings, peaks, "evaluation"):
-            target_scores = evaluate(store, run_ids, tracking_uri=uri)
+        prep = _prepare(run)
         labeled = None
         if config.label_budget is not None or config.target_labels is not None:  # few target labels
             labeled = labels(store, budget=config.label_budget, seed=config.seed, label=config.label,
                              target_labels=config.target_labels, tracking_uri=uri, parent_run_id=parent)
-            if labeled["status"] == "awaiting_labels":  # stop here; a rerun with target_labels resumes
-                return {"flow_run_id": flow_run_id, "run_dir": str(store.run_dir), "labels": labeled,
-                        "mlflow_parent_run_id": parent, "mlflow_experiment_id": experiment,
-                        "reused_stages": reused_stages(store, training_reused=all(r["reused"] for r in results))}
-        with stage_clock(timings, peaks, "selection"):
-            chosen = _selection(store, config, run_ids, ctx, log, labeled)
-        recal = None
-        with stage_clock(timings, peaks, "recalibration"):
-            if config.undersample is not None:
-                recal = recalibration(store, chosen["chosen"], beta=config.undersample, seed=config.seed,
-                                      cv_folds=config.cv_folds, tracking_uri=uri, experiment_id=experiment,
-                                      parent_run_id=parent, flow_run_id=flow_run_id)
-        served = served_estimate(estimates, chosen["chosen"], min_accuracy=config.min_accuracy,
-                                 tracking_uri=uri, parent_run_id=parent)
-        model_name = config.model_name or (f"shiftflow-{runtime.deployment.name}" if runtime.deployment.name
-                                           else f"{config.experiment}-{config.label}")
-        with stage_clock(timings, peaks, "champion"):
-            decision = champion(store, chosen, model_name=model_name, seed=config.seed, k=config.selection_folds,
-                                tracking_uri=uri, parent_run_id=parent, flow_run_id=flow_run_id,
-                                served_model_uri=None if recal is None else recal["model_uri"],
-                                rows=config.selection_rows,
-                                hold_champion="accuracy alert" if served["alert"] else None)
-        reused = reused_stages(store, training_reused=all(r["reused"] for r in results))
-        summary = {
-            "alert": "accuracy" if served["alert"] else None, "estimate": served,
-            "flow_run_id": flow_run_id, "run_dir": str(store.run_dir), "mlflow_parent_run_id": parent,
-            "mlflow_experiment_id": experiment, "tracking_uri": uri,
-            "mlflow_ui": (f"open {uri}" if not local else
-                          f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000"),
-            "reused_stages": reused,
-            "drift": {k: drift_summary.get(k) for k in ("drifted", "domain_auc", "domain_pvalue", "mmd2",
-                                                         "mmd_pvalue", "drifted_features", "rows_tested")},
-            "weighting": method, "champion": decision, "recalibration": recal,
-            "selection": {"selector": chosen["selector"], "chosen": chosen["chosen"],
-                          "agreement": chosen["agreement"]},
-            "weights": weights_summary,
-            "learners": {n: m["cv"] for n, m in training["extra"]["models"].items()},
-            "model_uris": {n: m["model_uri"] for n, m in training["extra"]["models"].items()},
-            "target_scores": None if target_scores is None else target_scores.to_dict(orient="records"),
-            "timings": timings, "peak_rss_gib": peaks,
-            "concurrency": {"max_workers": conc.max_workers, "threads_per_task": conc.threads_per_task},
-        }
-        client = _client(uri)
-        with_retries(client.set_tag, parent, "shiftflow.reused_stages", ",".join(reused) or "none")
-        log_metrics(client, parent, {f"timing.{k}_s": v for k, v in timings.items()})
-        create_markdown_artifact(key="retrain-summary", markdown=summary_markdown(summary, chosen["scores"]),
-                                 description="shiftflow retrain summary")
+            if labeled["status"] == "awaiting_labels":
+                return _awaiting(run, prep, labeled)
+        summary = _summary(run, prep, _decide(run, prep, labeled))
     log.info("retrain finished: run folder %s, MLflow parent run %s", store.run_dir, parent)
     return summary
 

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
 
 __all__ = [
     "DRIFT_ROWS",
@@ -80,6 +79,8 @@ def detectable_auc(n_source: int, n_target: int, *, alpha: float = 0.05, power: 
     """
     if n_source < 1 or n_target < 1:
         raise ValueError("both sides need at least one row")
+    from scipy.stats import norm  # lazy: the config (and the CLI's preflight) import this module
+
     se = np.sqrt((n_source + n_target + 1) / (12.0 * n_source * n_target))
     return float(0.5 + (norm.ppf(1 - alpha) + norm.ppf(power)) * se)
 

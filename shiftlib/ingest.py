@@ -26,10 +26,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["IngestError", "PreparedData", "check_label_column", "prepare_tables"]
+from shiftlib.errors import ShiftflowInputError
+
+__all__ = ["IngestError", "PreparedData", "check_label_column", "check_labels", "prepare_tables"]
 
 
-class IngestError(ValueError):
+class IngestError(ShiftflowInputError):
     """The input tables cannot be used as given; the message names the problem and the fix."""
 
 
@@ -80,6 +82,31 @@ def _kind(s: pd.Series) -> str:
     return "text"
 
 
+def _object_ints_as_float(s: pd.Series) -> pd.Series:
+    """Integers too large for int64 arrive as an object column of Python ints: they are numbers, not levels."""
+    if s.dtype != object:
+        return s
+    values = s.dropna()
+    if len(values) == 0 or not all(isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
+                                   for v in values):
+        return s
+    return pd.Series([np.nan if pd.isna(v) else _float(v) for v in s], index=s.index, dtype=float)
+
+
+def _float(v: int) -> float:
+    try:
+        return float(v)
+    except OverflowError:  # beyond ±1.8e308: refused below with the infinite values
+        return np.inf if v > 0 else -np.inf
+
+
+def _levels(s: pd.Series) -> pd.Series:
+    """A categorical column as plain Python text with None for missing (object dtype): a nullable pandas dtype
+    (``string``, ``boolean``) would make ``== level`` return NA, i.e. NaN in the one-hot columns."""
+    values = [None if pd.isna(v) else str(v) for v in s.astype(object)]
+    return pd.Series(values, index=s.index, dtype=object)
+
+
 def _check_duplicates(df: pd.DataFrame, which: str) -> None:
     dup = df.columns[df.columns.duplicated()].unique().tolist()
     if dup:
@@ -106,6 +133,27 @@ def check_label_column(source: pd.DataFrame, label: str) -> None:
             f"label column {label!r} is not in the source table (columns: {list(source.columns)}); "
             "pass the name of the column that holds the labels"
         )
+
+
+def check_labels(source: pd.DataFrame, label: str) -> list[Any]:
+    """The source's classes in code order (sorted); raise ``IngestError`` for a missing label column, missing
+    labels or fewer than 2 classes — checked before anything (a simulated bias, a stage) needs the labels."""
+    check_label_column(source, label)
+    y_raw = source[label]
+    n_nan = int(y_raw.isna().sum())
+    if n_nan:
+        raise IngestError(
+            f"label column {label!r} has {n_nan} missing value(s) in the source; drop or label those rows"
+        )
+    if len(y_raw) == 0:
+        raise IngestError("source table has 0 rows; point the source at a table with labeled rows")
+    classes = sorted(pd.unique(y_raw).tolist(), key=lambda v: (str(type(v)), v))
+    if len(classes) < 2:
+        raise IngestError(
+            f"the source has only one class ({classes[0]!r}) in {label!r}; a classifier needs at least "
+            "2 classes — add rows of the other class"
+        )
+    return classes
 
 
 def prepare_tables(
@@ -135,17 +183,7 @@ def prepare_tables(
         raise IngestError("target set has 0 rows; point the target at a non-empty deployment batch")
 
     y_raw = source[label]
-    n_nan = int(y_raw.isna().sum())
-    if n_nan:
-        raise IngestError(
-            f"label column {label!r} has {n_nan} missing value(s) in the source; drop or label those rows"
-        )
-    classes = sorted(pd.unique(y_raw).tolist(), key=lambda v: (str(type(v)), v))
-    if len(classes) < 2:
-        raise IngestError(
-            f"the source has only one class ({classes[0]!r}) in {label!r}; a classifier needs at least "
-            "2 classes — add rows of the other class"
-        )
+    classes = check_labels(source, label)
     if positive_label is not None:
         if len(classes) != 2:
             raise IngestError("positive_label only applies to two-class labels")
@@ -182,8 +220,14 @@ def prepare_tables(
             + (f"only in the target {extra}" if extra else "")
             + "; give both tables the same feature columns"
         )
-    target = target[s_cols]
+    target = target[s_cols].copy()
+    src = src.copy()
     for c in s_cols:
+        for which, frame in (("source", src), ("target", target)):
+            if pd.api.types.is_complex_dtype(frame[c]):
+                raise IngestError(f"column {c!r} holds complex numbers in the {which}; split it into real "
+                                  "columns (e.g. real and imaginary parts) or drop it")
+            frame[c] = _object_ints_as_float(frame[c])
         ks, kt = _kind(src[c]), _kind(target[c])
         if ks != kt and not (len(target[c].dropna()) == 0 or len(src[c].dropna()) == 0):
             raise IngestError(
@@ -202,8 +246,18 @@ def prepare_tables(
 
     out_s: dict[str, np.ndarray] = {}
     out_t: dict[str, np.ndarray] = {}
+    origin: dict[str, str] = {}
     encodings: dict[str, list[str]] = {}
     imputed: dict[str, float] = {}
+
+    def put(name: str, sv: np.ndarray, tv: np.ndarray, what: str) -> None:
+        if name in out_s:  # e.g. a column named 'a=x' and the one-hot column of level 'x' of column 'a'
+            raise IngestError(
+                f"the encoded column {name!r} would hold both {origin[name]} and {what}; rename one of the "
+                "input columns"
+            )
+        out_s[name], out_t[name], origin[name] = sv, tv, what
+
     for c in feats:
         s, t = src[c], target[c]
         has_nan = bool(s.isna().any() or t.isna().any())
@@ -214,22 +268,21 @@ def prepare_tables(
                 n_inf = int(np.isinf(v).sum())
                 if n_inf:
                     raise IngestError(
-                        f"column {c!r} has {n_inf} infinite value(s) in the {which}; replace them with "
-                        "finite numbers or leave them empty (NaN) to be imputed"
+                        f"column {c!r} has {n_inf} infinite value(s) in the {which} (±inf, or beyond ±1.8e308); "
+                        "replace them with finite numbers or leave them empty (NaN) to be imputed"
                     )
             if has_nan:
                 if np.isnan(sv).all():
                     raise IngestError(f"column {c!r} is empty (all missing) in the source; drop it")
                 med = float(np.nanmedian(sv))
                 imputed[c] = med
-                out_s[f"{c}__missing"] = np.isnan(sv).astype(float)
-                out_t[f"{c}__missing"] = np.isnan(tv).astype(float)
+                put(f"{c}__missing", np.isnan(sv).astype(float), np.isnan(tv).astype(float),
+                    f"the missing-value indicator of column {c!r}")
                 sv, tv = np.where(np.isnan(sv), med, sv), np.where(np.isnan(tv), med, tv)
-            out_s[c], out_t[c] = sv, tv
+            put(str(c), sv, tv, f"column {c!r}")
             continue
         # categorical: text or boolean → one-hot with the source's levels
-        s_str = s.map(lambda v: None if pd.isna(v) else str(v))
-        t_str = t.map(lambda v: None if pd.isna(v) else str(v))
+        s_str, t_str = _levels(s), _levels(t)
         levels = sorted(set(s_str.dropna().tolist()))
         if len(levels) > max_levels:
             raise IngestError(
@@ -241,11 +294,11 @@ def prepare_tables(
             notes.append(f"column {c!r}: target levels {unseen[:5]} not in the source encode as all zeros")
         encodings[c] = levels
         if has_nan:
-            out_s[f"{c}__missing"] = s_str.isna().to_numpy(dtype=float)
-            out_t[f"{c}__missing"] = t_str.isna().to_numpy(dtype=float)
+            put(f"{c}__missing", s_str.isna().to_numpy(dtype=float), t_str.isna().to_numpy(dtype=float),
+                f"the missing-value indicator of column {c!r}")
         for lev in levels:
-            out_s[f"{c}={lev}"] = (s_str == lev).to_numpy(dtype=float)
-            out_t[f"{c}={lev}"] = (t_str == lev).to_numpy(dtype=float)
+            put(f"{c}={lev}", (s_str == lev).to_numpy(dtype=float), (t_str == lev).to_numpy(dtype=float),
+                f"level {lev!r} of column {c!r}")
 
     columns = list(out_s)
     source_X = pd.DataFrame(out_s, columns=columns)

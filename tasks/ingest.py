@@ -12,12 +12,11 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from shiftlib.ingest import IngestError, check_label_column, prepare_tables
+from tasks.inputs import LABEL, ROW, prepare_inputs, read_inputs
 from tasks.logs import run_logger
-from tasks.sources import load_table
 from tasks.store import StageStore, stage_key
 
-ROW, LABEL = "_row", "_label"
+__all__ = ["LABEL", "ROW", "frame_hash", "ingest", "ingest_inputs", "load_target_labels", "load_xy"]
 
 
 def frame_hash(df: pd.DataFrame) -> str:
@@ -26,31 +25,6 @@ def frame_hash(df: pd.DataFrame) -> str:
     h.update(repr([(str(c), str(t)) for c, t in df.dtypes.items()]).encode())
     h.update(pd.util.hash_pandas_object(df, index=False).to_numpy().tobytes())
     return h.hexdigest()
-
-
-def _biased_split(
-    source: pd.DataFrame, target: pd.DataFrame | None, label: str, bias: dict[str, Any], seed: int
-) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any], np.ndarray]:
-    """Apply a known selection to the source (or split one table); returns P(s=1|x,y) of kept rows."""
-    from shiftlib.bias import apply_bias, split_biased
-
-    X = source.drop(columns=[label])
-    y = source[label].to_numpy()
-    params = dict(bias.get("params", {}))
-    if target is not None:
-        sel = apply_bias(bias["mechanism"], X, y, random_state=seed, **params)
-        info = {"mechanism": sel.mechanism, "params": sel.params, "n_selected": sel.n_selected,
-                "n_population": len(source), "target": "given"}
-        return source.iloc[sel.indices].reset_index(drop=True), target, info, sel.p_select
-    split = split_biased(X, y, bias["mechanism"], random_state=seed, **params)
-    info = {"mechanism": split.selection.mechanism, "params": split.selection.params,
-            "n_selected": int(len(split.source)), "n_population": len(source), "target": split.target_kind}
-    return (
-        source.iloc[split.source].reset_index(drop=True),
-        source.iloc[split.target].reset_index(drop=True),
-        info,
-        split.p_source,
-    )
 
 
 @task(name="ingest", cache_policy=NO_CACHE)
@@ -68,10 +42,9 @@ def ingest(
 ) -> dict[str, Any]:
     """Returns the stage manifest (``extra`` holds classes, encodings and data hashes)."""
     log = run_logger()
-    raw_source = load_table(source_spec, label=label)
-    raw_target = load_table(target_spec, label=label) if target_spec else None
-    if raw_target is None and simulate_bias is None:
-        raise IngestError("no target given: name a target table or set simulate_bias to split the source")
+    raw_source, raw_target, notes = read_inputs(source_spec, target_spec, label, simulate_bias)
+    for note in notes:
+        log.info("ingest: %s", note)
     inputs = {"source": frame_hash(raw_source)}
     if raw_target is not None:
         inputs["target"] = frame_hash(raw_target)
@@ -84,23 +57,9 @@ def ingest(
         log.info("ingest: reusing stage from run %s (same inputs and parameters)", found["run_id"])
         return store.adopt("ingest", found)
 
-    bias_info, p_select = None, None
-    for frame, which in ((raw_source, "source"), (raw_target, "target")):
-        absent = sorted(set(drop_columns or []) - set(frame.columns)) if frame is not None else []
-        if absent:
-            raise IngestError(f"drop_columns names {absent}, which the {which} table does not have")
-    if drop_columns:
-        raw_source = raw_source.drop(columns=list(drop_columns))
-        raw_target = raw_target.drop(columns=list(drop_columns)) if raw_target is not None else None
-    check_label_column(raw_source, label)  # before a simulated bias needs the labels
-    if simulate_bias is not None:
-        raw_source, raw_target, bias_info, p_select = _biased_split(
-            raw_source, raw_target, label, simulate_bias, seed
-        )
-    prepared = prepare_tables(raw_source, raw_target, label, positive_label=positive_label, max_levels=max_levels)
-    for reserved in (ROW, LABEL):
-        if reserved in prepared.feature_columns:
-            raise IngestError(f"a feature column is named {reserved!r}, a name shiftflow reserves; rename it")
+    inp = prepare_inputs(raw_source, raw_target, label, positive_label=positive_label,
+                         simulate_bias=simulate_bias, seed=seed, drop_columns=drop_columns, max_levels=max_levels)
+    prepared, bias_info, p_select = inp.prepared, inp.bias_info, inp.p_select
     source = prepared.source_X.copy()
     source.insert(0, ROW, np.arange(len(source), dtype=np.int64))
     source[LABEL] = prepared.source_y

@@ -214,33 +214,8 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
         rt_matrix = store.read_table(STAGE, "rt_matrix") if "rt" in selectors else None
         agree = store.read_table(STAGE, "agreement") if "agreement.parquet" in found["files"] else None
     else:
-        data = selection_data(store, seed, rows)
-        cv_parts = cv_parts or {}
-        if beta is None and ("wcv" in selectors or "trcv" in selectors):
-            beta = selection_beta(store, seed, data)  # at most one fit
-        cands = make_candidates(store, _stage_specs(store), seed, data)
-        results = {}
-        for sel in selectors:
-            if sel == "rt" and rt_rows is not None:
-                results[sel] = combine([t for t, _ in rt_rows], [c for _, row in rt_rows for c in row])
-            elif sel == "trcv" and trcv_folds is not None:
-                setup = trcv_setup(cands, data.X_s, data.y_s, data.X_t, weights=beta, k=k, random_state=seed)
-                results[sel] = trcv_from_folds([c.name for c in cands], setup, trcv_folds)
-            elif sel in cv_parts:
-                results[sel] = concat_scores(cv_parts[sel])
-            elif sel == "fewlabel":
-                if labeled is None:
-                    raise ValueError("the fewlabel selector needs target labels: set target_labels")
-                # the plan's rows index the whole target batch; the candidates' predictions come from training
-                results[sel] = fewlabel_select(cands, data.X_s, data.y_s, load_xy(store)[2], plan=labeled["plan"],
-                                               y_labeled=pd.Series(labeled["labels"], dtype=object),
-                                               prior=results.get("scv", "cv"), random_state=seed,
-                                               predictions=stage_predictions(store))
-            else:
-                results[sel] = run_selector(sel, cands, data, seed=seed, k=k, beta=beta)
-            for name, err in getattr(results[sel], "errors", {}).items():
-                log.warning("selection %s: %s: %s", sel, name, err)
-            log.info("selection %s: best %s", sel, ", ".join(results[sel].best))
+        results = _results(store, selectors, seed=seed, k=k, rows=rows, beta=beta, rt_rows=rt_rows,
+                           trcv_folds=trcv_folds, cv_parts=cv_parts or {}, labeled=labeled)
         scores = pd.concat([r.to_frame() for r in results.values()], ignore_index=True)
         tables = {"scores": scores}
         rt = results.get("rt")
@@ -248,20 +223,69 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
         if rt is not None:
             rt_matrix = rt.matrix_frame()
             tables["rt_matrix"] = rt_matrix
-        agree = None
-        y_t = load_target_labels(store)
-        if y_t is not None:
-            truth = store.read_table("evaluation", "target_scores").set_index("learner")["target_accuracy"]
-            rows = [{"selector": s} | agreement(truth, r).to_dict() for s, r in results.items()]
-            agree = pd.DataFrame(rows)
-            agree["selected"] = agree["selected"].map(lambda v: ",".join(v))
-            agree["true_best"] = agree["true_best"].map(lambda v: ",".join(v))
+        agree = _agreement_table(store, results)
+        if agree is not None:
             tables["agreement"] = agree
         store.write_stage(STAGE, tables, key=key, params=params, inputs=inputs)
 
     prim = scores[scores["selector"] == primary].sort_values(["rank", "learner"])
     chosen = str(prim.iloc[0]["learner"])
-    client = MlflowClient(tracking_uri)
+    _log_selection(MlflowClient(tracking_uri), scores, run_ids, parent_run_id, primary, chosen, agree, rt)
+    log.info("selection: %s picks %s", primary, chosen)
+    return {"selector": primary, "chosen": chosen, "scores": scores.to_dict("records"),
+            "rt_matrix": None if rt_matrix is None else rt_matrix.to_dict("records"),
+            "agreement": None if agree is None else agree.to_dict("records")}
+
+
+def _results(store: StageStore, selectors: list[str], *, seed: int, k: int, rows: int | None,
+             beta: np.ndarray | None, rt_rows: Any, trcv_folds: Any, cv_parts: dict[str, list[Any]],
+             labeled: dict[str, Any] | None) -> dict[str, Any]:
+    """Each selector's result on the selection rows, from the fanned-out parts when given, else computed here."""
+    log = run_logger()
+    data = selection_data(store, seed, rows)
+    cv_parts = cv_parts or {}
+    if beta is None and ("wcv" in selectors or "trcv" in selectors):
+        beta = selection_beta(store, seed, data)  # at most one fit
+    cands = make_candidates(store, _stage_specs(store), seed, data)
+    results = {}
+    for sel in selectors:
+        if sel == "rt" and rt_rows is not None:
+            results[sel] = combine([t for t, _ in rt_rows], [c for _, row in rt_rows for c in row])
+        elif sel == "trcv" and trcv_folds is not None:
+            setup = trcv_setup(cands, data.X_s, data.y_s, data.X_t, weights=beta, k=k, random_state=seed)
+            results[sel] = trcv_from_folds([c.name for c in cands], setup, trcv_folds)
+        elif sel in cv_parts:
+            results[sel] = concat_scores(cv_parts[sel])
+        elif sel == "fewlabel":
+            if labeled is None:
+                raise ValueError("the fewlabel selector needs target labels: set target_labels")
+            # the plan's rows index the whole target batch; the candidates' predictions come from training
+            results[sel] = fewlabel_select(cands, data.X_s, data.y_s, load_xy(store)[2], plan=labeled["plan"],
+                                           y_labeled=pd.Series(labeled["labels"], dtype=object),
+                                           prior=results.get("scv", "cv"), random_state=seed,
+                                           predictions=stage_predictions(store))
+        else:
+            results[sel] = run_selector(sel, cands, data, seed=seed, k=k, beta=beta)
+        for name, err in getattr(results[sel], "errors", {}).items():
+            log.warning("selection %s: %s: %s", sel, name, err)
+        log.info("selection %s: best %s", sel, ", ".join(results[sel].best))
+    return results
+
+
+def _agreement_table(store: StageStore, results: dict[str, Any]) -> pd.DataFrame | None:
+    """Each selector's agreement with the held-out target labels (None without them)."""
+    if load_target_labels(store) is None:
+        return None
+    truth = store.read_table("evaluation", "target_scores").set_index("learner")["target_accuracy"]
+    agree = pd.DataFrame([{"selector": s} | agreement(truth, r).to_dict() for s, r in results.items()])
+    agree["selected"] = agree["selected"].map(lambda v: ",".join(v))
+    agree["true_best"] = agree["true_best"].map(lambda v: ",".join(v))
+    return agree
+
+
+def _log_selection(client: MlflowClient, scores: pd.DataFrame, run_ids: dict[str, str], parent_run_id: str,
+                   primary: str, chosen: str, agree: pd.DataFrame | None, rt: Any) -> None:
+    """``selection.<selector>.*`` into each candidate's nested run; choice, agreement and RT heatmap on the parent."""
     for r in scores.to_dict("records"):
         run_id = run_ids.get(r["learner"])
         if run_id is None:
@@ -280,7 +304,3 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
                     skip_missing=True)
     if rt is not None:
         with_retries(client.log_figure, parent_run_id, plot_rt_matrix(rt), "selection/rt_matrix.png")
-    log.info("selection: %s picks %s", primary, chosen)
-    return {"selector": primary, "chosen": chosen, "scores": scores.to_dict("records"),
-            "rt_matrix": None if rt_matrix is None else rt_matrix.to_dict("records"),
-            "agreement": None if agree is None else agree.to_dict("records")}

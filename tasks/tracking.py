@@ -10,6 +10,7 @@ import time
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +161,17 @@ def parent_run(tracking_uri: str, experiment_id: str, run_name: str, *, tags: Ma
             pass
         raise
     with_retries(client.set_terminated, run_id, "FINISHED")
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where a flow run logs: MLflow tracking URI, experiment, parent run, the Prefect flow run, its seed."""
+
+    tracking_uri: str
+    experiment_id: str
+    parent_run_id: str
+    flow_run_id: str
+    seed: int
 
 
 _URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]*:)(?P<secret>[^\s@/]*)(?P<at>@)")

@@ -59,6 +59,9 @@ SERVICE_ORDER = (PREFECT_SERVER, MLFLOW_SERVER, PREFECT_WORKER)  # start order; 
 Wait = tuple[subprocess.Popen[bytes], Callable[[], bool], str, Path]
 
 
+DEFAULT_POOL_CONCURRENCY = 2
+
+
 @dataclass(frozen=True)
 class Stack:
     """Where the local stack lives and listens."""
@@ -66,6 +69,8 @@ class Stack:
     home: Path
     prefect_port: int = DEFAULT_PREFECT_PORT
     mlflow_port: int = DEFAULT_MLFLOW_PORT
+    #: flow runs the worker takes at once (the work pool's concurrency limit); more wait in the queue
+    pool_concurrency: int = DEFAULT_POOL_CONCURRENCY
 
     @property
     def prefect_url(self) -> str:
@@ -248,19 +253,22 @@ def _run_cli(args: list[str], env: Mapping[str, str], log_path: Path, what: str,
 
 
 def ensure_work_pool(stack: Stack, env: Mapping[str, str], timeout_s: float) -> bool:
-    """Create the process work pool unless it exists; True if created."""
+    """Create the process work pool unless it exists, and set its concurrency limit (flow runs at once) to
+    ``stack.pool_concurrency``; True if created."""
     try:
         status, _ = http_json(f"{stack.prefect_api_url}/work_pools/{POOL}", timeout_s=60.0)
     except (urllib.error.URLError, OSError) as exc:
         raise ServiceError(f"Prefect API {stack.prefect_api_url} stopped answering ({exc}); see "
                            f"{stack.log_path(PREFECT_SERVER)}") from exc
-    if status == 200:
-        return False
-    if status != 404:
+    if status not in (200, 404):
         raise ServiceError(f"Prefect API answered {status} for work pool {POOL!r}; see {stack.log_path(PREFECT_SERVER)}")
-    _run_cli([*_python_cli("prefect"), "--no-prompt", "work-pool", "create", POOL, "--type", "process"], env,
-             stack.log_path("work-pool"), f"creating work pool {POOL!r}", timeout_s)
-    return True
+    if status == 404:
+        _run_cli([*_python_cli("prefect"), "--no-prompt", "work-pool", "create", POOL, "--type", "process"], env,
+                 stack.log_path("work-pool"), f"creating work pool {POOL!r}", timeout_s)
+    _run_cli([*_python_cli("prefect"), "work-pool", "set-concurrency-limit", POOL, str(stack.pool_concurrency)],
+             env, stack.log_path("work-pool"), f"limiting work pool {POOL!r} to {stack.pool_concurrency} runs",
+             timeout_s)
+    return status == 404
 
 
 # --------------------------------------------------------------------------------------------- up / down

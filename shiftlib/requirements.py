@@ -1,0 +1,119 @@
+"""The fewest rows each stage and learner of a retrain run needs, checked on the class counts before any fit.
+
+A run that starts must not fail in the middle for want of rows. Before anything runs, ``check_sizes``
+compares the prepared tables' sizes with what each stage asks for:
+
+* **drift** (``shiftlib.drift.detect_drift``): ``min_rows`` rows on each side (its default, 10) and
+  ``2·n_splits`` pooled rows for the domain classifier;
+* **source cross-validation** (``shiftlib.cv.cv_metrics``): at least 2 rows of every class (it lowers its
+  folds to the smallest class count);
+* **selection folds** (SCV, WCV, TrCV: ``StratifiedKFold(selection_folds)``): at least ``selection_folds``
+  source rows and one class with that many rows;
+* **a learner with an inner stratified CV** (e.g. SVM's ``CalibratedClassifierCV(cv=5)``): every class
+  needs ``cv`` rows in the smallest set the learner is fitted on — a training fold of the source CV or of
+  the selection folds, where a class of ``c`` rows keeps ``c − ⌈c/k⌉``. A learner short of rows is
+  *dropped* (named in ``dropped``), not failed later; when none is left the run is refused.
+
+Stage shortfalls raise ``IngestError`` naming the stage, the count and the fix.
+
+The numbers are kept here as constants (``DRIFT_MIN_ROWS``, ``DRIFT_SPLITS``, ``INNER_FOLDS``) rather than
+read by importing ``shiftlib.drift`` / ``shiftlib.learners``, because those imports (scikit-learn, SciPy,
+matplotlib) take seconds and a refusal must come in seconds; ``tests/flows/test_door.py`` checks that the
+constants equal the live defaults (``detect_drift``'s signature, :func:`inner_folds` of every learner).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from shiftlib.ingest import IngestError
+
+__all__ = ["DRIFT_MIN_ROWS", "DRIFT_SPLITS", "INNER_FOLDS", "SizePlan", "check_sizes", "inner_folds"]
+
+FOLD_SELECTORS = ("scv", "wcv", "trcv")
+DRIFT_MIN_ROWS = 10  # shiftlib.drift.detect_drift(min_rows=10): rows per side
+DRIFT_SPLITS = 10  # detect_drift(n_splits=10): the domain classifier's folds, 2·n_splits pooled rows
+INNER_FOLDS = {"SVM": 5}  # shiftlib.learners: SVM calibrates with CalibratedClassifierCV(cv=5); others: none
+
+
+@dataclass(frozen=True)
+class SizePlan:
+    """Learners kept (in the given order) and the dropped ones with the sentence saying why."""
+
+    learners: list[str]
+    dropped: dict[str, str] = field(default_factory=dict)
+
+
+def inner_folds(estimator: Any) -> int:
+    """Folds of a stratified CV the estimator runs inside ``fit`` (0 when none): found by walking the
+    estimator's parameters for an integer ``cv`` (e.g. ``CalibratedClassifierCV(cv=5)`` in SVM)."""
+    folds = 0
+    for key, value in estimator.get_params(deep=True).items():
+        if (key == "cv" or key.endswith("__cv")) and isinstance(value, int) and not isinstance(value, bool):
+            folds = max(folds, value)
+    return folds
+
+
+def _smallest_train_class(counts: Sequence[int], k: int) -> int:
+    """Smallest per-class row count in a training fold of stratified k-fold: ``c − ⌈c/k⌉``."""
+    return min(c - math.ceil(c / k) for c in counts)
+
+
+def check_sizes(
+    class_counts: Mapping[Any, int],
+    n_target: int,
+    learners: Sequence[str],
+    *,
+    cv_folds: int,
+    selection_folds: int,
+    selectors: Sequence[str],
+) -> SizePlan:
+    """Check the run's sizes (see the module docstring); returns the learners that can be fitted.
+
+    ``class_counts``: source rows per class after ingest (and after any simulated bias); ``n_target``: target
+    rows. Raises ``IngestError`` when a stage cannot run or no learner can be fitted.
+    """
+    counts = [int(c) for c in class_counts.values()]
+    n_source = sum(counts)
+    min_rows, n_splits = DRIFT_MIN_ROWS, DRIFT_SPLITS
+    for side, n in (("source", n_source), ("target", n_target)):
+        if n < min_rows:
+            raise IngestError(
+                f"the {side} table has {n} rows; the drift stage needs at least {min_rows} rows on each side "
+                "(source and target) — add rows"
+            )
+    if n_source + n_target < 2 * n_splits:
+        raise IngestError(f"source and target have {n_source + n_target} rows together; the drift stage's "
+                          f"domain classifier needs at least {2 * n_splits} — add rows")
+    small = {c: n for c, n in class_counts.items() if n < 2}
+    if small:
+        raise IngestError(
+            f"class(es) {sorted(map(str, small))} have only 1 source row; cross-validation needs at least 2 "
+            "rows of every class — add rows or merge the rare class"
+        )
+    ks = [min(cv_folds, min(counts))]  # cv_metrics lowers its folds to the smallest class
+    if set(selectors) & set(FOLD_SELECTORS):
+        if n_source < selection_folds or max(counts) < selection_folds:
+            raise IngestError(
+                f"selection_folds={selection_folds}, but the source has {n_source} rows and its largest class "
+                f"{max(counts)}; lower selection_folds (a --config key) to at most {min(n_source, max(counts))} or add rows"
+            )
+        ks.append(selection_folds)
+    kept, dropped = [], {}
+    for name in learners:
+        need = INNER_FOLDS.get(name, 0)
+        have, k = min((_smallest_train_class(counts, k), k) for k in ks)
+        if need and have < need:
+            dropped[name] = (
+                f"learner {name!r} dropped: it runs a {need}-fold stratified CV inside fit, which needs {need} "
+                f"rows of each class in every set it is fitted on, and the smallest has {have} "
+                f"(a training fold of {k}-fold CV); add rows to use it"
+            )
+        else:
+            kept.append(name)
+    if not kept:
+        raise IngestError("no learner can be fitted on this data: " + "; ".join(dropped.values()))
+    return SizePlan(kept, dropped)

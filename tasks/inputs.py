@@ -1,0 +1,105 @@
+"""The ingest stage's work without Prefect or files written: read both tables, drop columns, check the labels,
+apply a simulated bias, encode with ``shiftlib.ingest``. The ingest task and the CLI/flow preflight call the
+same function, so a preflight that passes means ingest will pass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from shiftlib.ingest import IngestError, PreparedData, check_labels, prepare_tables
+from tasks.sources import read_table
+
+ROW, LABEL = "_row", "_label"
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Raw tables as read (for hashing), the encoded tables, the simulated bias and read notes."""
+
+    raw_source: pd.DataFrame
+    raw_target: pd.DataFrame | None
+    prepared: PreparedData
+    bias_info: dict[str, Any] | None
+    p_select: np.ndarray | None
+    notes: tuple[str, ...]
+
+
+def read_inputs(source_spec: str, target_spec: str | None, label: str,
+                simulate_bias: dict[str, Any] | None) -> tuple[pd.DataFrame, pd.DataFrame | None, tuple[str, ...]]:
+    """Read the source and (when named) target tables; refuse a run with neither a target nor a bias."""
+    src = read_table(source_spec, label=label)
+    tgt = read_table(target_spec, label=label) if target_spec else None
+    if tgt is None and simulate_bias is None:
+        raise IngestError("no target given: name a target table (--target) or pass --simulate-bias with a "
+                          "mechanism to split the source into a biased source and a target")
+    return src.frame, None if tgt is None else tgt.frame, src.notes + (() if tgt is None else tgt.notes)
+
+
+def biased_split(
+    source: pd.DataFrame, target: pd.DataFrame | None, label: str, bias: dict[str, Any], seed: int
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any], np.ndarray]:
+    """Apply a known selection to the source (or split one table); returns P(s=1|x,y) of kept rows.
+
+    A mechanism's refusal (unknown name, bad parameter, a selection leaving one class) is an ``IngestError``
+    naming ``simulate_bias``."""
+    from shiftlib.bias import apply_bias, split_biased
+
+    X = source.drop(columns=[label])
+    y = source[label].to_numpy()
+    params = dict(bias.get("params", {}))
+    try:
+        if target is not None:
+            sel = apply_bias(bias["mechanism"], X, y, random_state=seed, **params)
+            info = {"mechanism": sel.mechanism, "params": sel.params, "n_selected": sel.n_selected,
+                    "n_population": len(source), "target": "given"}
+            return source.iloc[sel.indices].reset_index(drop=True), target, info, sel.p_select
+        split = split_biased(X, y, bias["mechanism"], random_state=seed, **params)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise IngestError(f"simulate_bias {bias.get('mechanism')!r}: {exc}") from exc
+    info = {"mechanism": split.selection.mechanism, "params": split.selection.params,
+            "n_selected": int(len(split.source)), "n_population": len(source), "target": split.target_kind}
+    return (
+        source.iloc[split.source].reset_index(drop=True),
+        source.iloc[split.target].reset_index(drop=True),
+        info,
+        split.p_source,
+    )
+
+
+def prepare_inputs(
+    raw_source: pd.DataFrame,
+    raw_target: pd.DataFrame | None,
+    label: str,
+    *,
+    positive_label: Any = None,
+    simulate_bias: dict[str, Any] | None = None,
+    seed: int = 0,
+    drop_columns: list[str] | None = None,
+    max_levels: int = 20,
+    notes: tuple[str, ...] = (),
+) -> Inputs:
+    """Validate and encode raw tables exactly as the ingest stage does; raises ``IngestError``."""
+    source, target = raw_source, raw_target
+    for frame, which in ((source, "source"), (target, "target")):
+        absent = sorted(set(drop_columns or []) - set(frame.columns)) if frame is not None else []
+        if absent:
+            raise IngestError(f"drop_columns names {absent}, which the {which} table does not have")
+    if drop_columns:
+        source = source.drop(columns=list(drop_columns))
+        target = target.drop(columns=list(drop_columns)) if target is not None else None
+    check_labels(source, label)  # before a simulated bias needs the labels
+    bias_info, p_select = None, None
+    if simulate_bias is not None:
+        source, target, bias_info, p_select = biased_split(source, target, label, simulate_bias, seed)
+    if target is None:
+        raise IngestError("no target given: name a target table (--target) or pass --simulate-bias with a "
+                          "mechanism to split the source into a biased source and a target")
+    prepared = prepare_tables(source, target, label, positive_label=positive_label, max_levels=max_levels)
+    for reserved in (ROW, LABEL):
+        if reserved in prepared.feature_columns:
+            raise IngestError(f"a feature column is named {reserved!r}, a name shiftflow reserves; rename it")
+    return Inputs(raw_source, raw_target, prepared, bias_info, p_select, notes)

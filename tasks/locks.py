@@ -1,0 +1,51 @@
+"""A lock that makes the champion/challenger decision atomic among the runs of one machine.
+
+MLflow's registry has no compare-and-set on an alias: two runs that read the same incumbent and then both
+set ``champion`` would both believe they won. Every run that decides for a registered model takes an
+exclusive ``fcntl.flock`` on one file per (tracking URI, model name) before it reads the incumbent and keeps
+it until the alias is set, so decisions on this machine happen one after another. Written by hand: a few
+lines of the standard library, and neither MLflow nor Prefect offers a lock on a registry alias. Runs on
+other machines against the same tracking server are not covered by it (README).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def lock_path(tracking_uri: str, model_name: str) -> Path:
+    """The lock file of one registered model of one tracking store (no secrets in the name: a hash)."""
+    digest = hashlib.sha256(f"{tracking_uri}\n{model_name}".encode()).hexdigest()[:24]
+    root = Path(os.environ.get("SHIFTFLOW_LOCK_DIR") or Path(tempfile.gettempdir()) / "shiftflow-locks")
+    root.mkdir(parents=True, exist_ok=True)
+    return root / f"registry-{digest}.lock"
+
+
+@contextmanager
+def registry_lock(tracking_uri: str, model_name: str, *, timeout_s: float = 600.0) -> Iterator[float]:
+    """Hold the model's registry lock for the block; yields the seconds spent waiting for it.
+
+    Raises ``TimeoutError`` naming the lock file when another run holds it longer than ``timeout_s``."""
+    path = lock_path(tracking_uri, model_name)
+    t0 = time.monotonic()
+    with open(path, "a+") as f:
+        while True:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() - t0 > timeout_s:
+                    raise TimeoutError(f"another run has held the registry lock {path} for over {timeout_s:.0f} s; "
+                                       "if no run is deciding a champion, delete the file") from None
+                time.sleep(0.2)
+        try:
+            yield time.monotonic() - t0
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)

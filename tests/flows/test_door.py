@@ -1,0 +1,314 @@
+"""Reliability at the door (issue 17): every bad input of the catalogue is refused by the CLI's preflight with
+exit code 2 and one line ``shiftflow: error: <sentence>`` on stderr, before Prefect or MLflow start, leaving
+nothing on disk; a user's own tables get no simulated bias; a learner that cannot be fitted is dropped."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from flows.cli import main
+from flows.config import RetrainConfig
+from flows.paths import PROJECT_DIR
+from flows.preflight import preflight
+
+N = 40
+
+
+def _frame(n: int = N, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"mean radius": rng.normal(14, 3, n), "mean texture": rng.normal(19, 4, n),
+                         "cät": rng.choice(["ä", "ö"], n), "target": np.tile([0, 1], n // 2 + 1)[:n]})
+
+
+def _write(df: pd.DataFrame, path: Path, **kw) -> str:
+    if path.suffix == ".parquet":
+        df.to_parquet(path)
+    else:
+        df.to_csv(path, index=False, **kw)
+    return f"file:{path}"
+
+
+def _case(kind: str, d: Path) -> tuple[list[str], list[str]]:
+    """(CLI arguments, key words the one-line message must contain) for one kind of bad input."""
+    src, tgt = _frame(), _frame(seed=1).drop(columns=["target"])
+    s, t = _write(src, d / "src.csv"), _write(tgt, d / "tgt.parquet")
+    args = ["--source", s, "--target", t, "--label", "target"]
+    if kind == "missing file":
+        return ["--source", f"file:{d / 'nope.csv'}", "--target", t, "--label", "target"], ["nope.csv", "does not exist"]
+    if kind == "empty file":
+        (d / "empty.csv").write_bytes(b"")
+        return ["--source", f"file:{d / 'empty.csv'}", "--target", t, "--label", "target"], ["empty.csv", "empty"]
+    if kind == "truncated parquet":
+        data = (d / "tgt.parquet").read_bytes()
+        (d / "cut.parquet").write_bytes(data[: len(data) // 2])
+        return ["--source", s, "--target", f"file:{d / 'cut.parquet'}", "--label", "target"], \
+            ["cut.parquet", "not a readable Parquet file"]
+    if kind == "latin-1 csv":  # read (cp1252 fallback): the refusal that follows names the decoded columns
+        return ["--source", _write(src, d / "latin.csv", encoding="latin-1"), "--target", t, "--label", "y"], \
+            ["label column 'y'", "'cät'"]
+    if kind == "semicolon csv":  # read with the sniffed ';': the columns come out separate
+        return ["--source", _write(src, d / "semi.csv", sep=";"), "--target", t, "--label", "y"], \
+            ["label column 'y'", "'mean radius', 'mean texture'"]
+    if kind == "duplicate columns":
+        (d / "dup.csv").write_text("mean radius,mean radius,target\n1,2,0\n3,4,1\n")
+        return ["--source", f"file:{d / 'dup.csv'}", "--target", t, "--label", "target"], \
+            ["duplicate column names ['mean radius']"]
+    if kind == "misspelt config key":
+        (d / "run.json").write_text(json.dumps({"learnerz": ["LR"]}))
+        return [*args, "--config", str(d / "run.json")], ["unknown key 'learnerz'", "did you mean 'learners'"]
+    if kind == "2-row table":
+        return ["--source", _write(src.iloc[:2], d / "two.csv"), "--target", t, "--label", "target"], \
+            ["source table has 2 rows", "at least 10"]
+    if kind == "12-row table, SVM":
+        (d / "run.json").write_text(json.dumps({"selection_folds": 5}))
+        return ["--source", _write(src.iloc[:12], d / "twelve.csv"), "--target", t, "--label", "target",
+                "--learners", "SVM", "--config", str(d / "run.json")], ["no learner can be fitted", "'SVM'"]
+    if kind == "label missing":
+        return [*args[:-1], "churned"], ["label column 'churned' is not in the source"]
+    if kind == "one class":
+        return ["--source", _write(src.assign(target=1), d / "one.csv"), "--target", t, "--label", "target"], \
+            ["only one class"]
+    if kind == "NaN labels":
+        return ["--source", _write(src.assign(target=src["target"].where(src.index != 3)), d / "nan.csv"),
+                "--target", t, "--label", "target"], ["label column 'target' has 1 missing value"]
+    if kind == "too many levels":
+        many = src.assign(**{"cät": [f"c{i}" for i in range(N)]})
+        return ["--source", _write(many, d / "lev.csv"), "--target", t, "--label", "target"], \
+            ["column 'cät'", "40 distinct values", "max_levels"]
+    if kind == "all-NaN column":
+        return ["--source", _write(src.assign(**{"mean radius": np.nan}), d / "allnan.csv"), "--target", t,
+                "--label", "target"], ["column 'mean radius' is empty"]
+    if kind == "inf":
+        inf = src.assign(**{"mean texture": src["mean texture"].where(src.index != 5, -np.inf)})
+        return ["--source", _write(inf, d / "inf.parquet"), "--target", t, "--label", "target"], \
+            ["column 'mean texture'", "infinite value"]
+    if kind == "columns differ":
+        return ["--source", s, "--target", _write(tgt.rename(columns={"cät": "cat"}), d / "t2.parquet"),
+                "--label", "target"], ["feature columns differ", "missing from the target ['cät']"]
+    if kind == "unknown learner":
+        return [*args, "--learners", "LR,XGB"], ["learners", "got 'XGB'"]
+    if kind == "bad bias JSON":
+        return [*args, "--simulate-bias", "{mechanism: rt_sort}"], ["--simulate-bias is not valid JSON"]
+    if kind == "unknown bias mechanism":
+        return [*args, "--simulate-bias", '{"mechanism": "rt_sortt"}'], \
+            ["unknown mechanism 'rt_sortt'", "did you mean 'rt_sort'"]
+    raise AssertionError(kind)
+
+
+CATALOGUE = ["missing file", "empty file", "truncated parquet", "latin-1 csv", "semicolon csv", "duplicate columns",
+             "misspelt config key", "2-row table", "12-row table, SVM", "label missing", "one class", "NaN labels",
+             "too many levels", "all-NaN column", "inf", "columns differ", "unknown learner", "bad bias JSON",
+             "unknown bias mechanism"]
+
+
+@pytest.mark.parametrize("kind", CATALOGUE)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(kind, tmp_path, monkeypatch, capsys):
+    data, home = tmp_path / "data", tmp_path / "home"
+    data.mkdir()
+    monkeypatch.setenv("SHIFTFLOW_HOME", str(home))
+    monkeypatch.delenv("SHIFTFLOW_DEBUG", raising=False)
+    args, words = _case(kind, data)
+    before = sorted(p.name for p in data.iterdir())
+    code = main(["retrain", *args, "--run-root", str(tmp_path / "runs"),
+                 "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"])
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("shiftflow: error: "), err
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    # the documented rule: a refusal before the run leaves nothing — no home, run folder or MLflow store
+    assert sorted(os.listdir(tmp_path)) == ["data"]
+    assert sorted(p.name for p in data.iterdir()) == before
+
+
+def test_debug_shows_the_traceback(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SHIFTFLOW_HOME", str(tmp_path / "home"))
+    code = main(["retrain", "--source", f"file:{tmp_path / 'x.csv'}", "--label", "y", "--debug"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback (most recent call last)" in err
+    assert err.strip().splitlines()[-1].startswith("shiftflow: error: file ")
+
+
+def test_a_bug_keeps_its_traceback_and_says_so(tmp_path, monkeypatch, capsys):
+    import flows.preflight
+
+    def boom(config):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(flows.preflight, "preflight", boom)
+    code = main(["retrain", "--run-root", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert code == 1 and "ZeroDivisionError" in err and "Traceback" in err and "this is a bug" in err
+
+
+def test_refusal_starts_neither_prefect_nor_mlflow(tmp_path):
+    """As a user runs it: a separate process, whose Prefect home must not even be created."""
+    env = dict(os.environ, SHIFTFLOW_HOME=str(tmp_path / "home"), PREFECT_HOME=str(tmp_path / "prefect"))
+    code = ("import sys; from flows.cli import main; rc = main(sys.argv[1:]); "
+            "assert 'prefect' not in sys.modules and 'mlflow' not in sys.modules, 'imported the stack'; "
+            "sys.exit(rc)")
+    res = subprocess.run([sys.executable, "-c", code, "retrain", "--source", f"file:{tmp_path / 'no.csv'}",
+                          "--label", "y"], cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.strip().splitlines() == [f"shiftflow: error: file '{tmp_path / 'no.csv'}' does not exist; "
+                                               f"check the path in 'file:{tmp_path / 'no.csv'}'"]
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_own_data_keeps_every_row_and_the_example_keeps_its_bias(tmp_path):
+    src, tgt = _frame(), _frame(seed=1).drop(columns=["target"])
+    cfg = RetrainConfig(source=_write(src, tmp_path / "s.csv"), target=_write(tgt, tmp_path / "t.parquet"),
+                        label="target", learners=["LR"], selection_folds=5)
+    checked = preflight(cfg)
+    assert checked.bias == "none" and checked.config.simulate_bias is None
+    assert checked.n_source == len(src)  # every row kept
+    assert RetrainConfig().applied_bias().mechanism == "rt_sort"  # the embedded example: RT §3.1
+    asked = RetrainConfig(source=cfg.source, target=cfg.target, label="target",
+                          simulate_bias={"mechanism": "rt_sort", "params": {}}).applied_bias()
+    assert asked.mechanism == "rt_sort"  # a user who asks for a bias gets it
+
+
+def test_learner_short_of_rows_is_dropped_with_a_warning(tmp_path):
+    # 12 rows, 6 per class: a 5-fold training fold keeps 6 − ⌈6/5⌉ = 4 of a class < SVM's inner 5 folds
+    src, tgt = _frame(12), _frame(seed=1).drop(columns=["target"])
+    cfg = RetrainConfig(source=_write(src, tmp_path / "s.csv"), target=_write(tgt, tmp_path / "t.parquet"),
+                        label="target", learners=["LR", "SVM"], selectors=["scv"], selection_folds=5)
+    checked = preflight(cfg)
+    assert checked.config.learners == ["LR"]
+    assert any("'SVM' dropped" in n and "smallest has 4" in n for n in checked.notes)
+    # 20 rows, 10 per class: 10 − ⌈10/5⌉ = 8 ≥ 5, SVM stays
+    cfg20 = cfg.model_copy(update={"source": _write(_frame(20), tmp_path / "s20.csv")})
+    assert preflight(cfg20).config.learners == ["LR", "SVM"]
+
+
+@pytest.mark.slow  # a Prefect API and a fresh MLflow store: ~30-80 s on a loaded 2-core machine
+def test_a_failure_mid_run_leaves_finished_stages_and_a_failed_parent_run(prefect_harness, tmp_path, monkeypatch):
+    """The documented rule for a failure after preflight: stages that finished stay (a rerun reuses them), the
+    failing stage leaves no folder, and the MLflow parent run is FAILED with the error in ``shiftflow.error``."""
+    from mlflow.tracking import MlflowClient
+
+    import tasks.drift
+    from flows.retrain import retrain
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("drift exploded on purpose")
+
+    monkeypatch.setattr(tasks.drift, "detect_drift", broken)
+    src, tgt = _frame(), _frame(seed=1).drop(columns=["target"])
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cfg = RetrainConfig(source=_write(src, tmp_path / "s.csv"), target=_write(tgt, tmp_path / "t.parquet"),
+                        label="target", learners=["NB"], selectors=["scv"], selector="scv", selection_folds=5,
+                        cv_folds=3, run_root=str(tmp_path / "runs"), tracking_uri=uri, experiment="door")
+    with pytest.raises(RuntimeError, match="drift exploded on purpose"):
+        retrain(cfg)
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    assert sorted(p.name for p in run_dir.iterdir()) == ["ingest"]
+    assert (run_dir / "ingest" / "manifest.json").exists()
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("door")
+    (parent,) = client.search_runs([exp.experiment_id])
+    assert parent.info.status == "FAILED"
+    assert parent.data.tags["shiftflow.error"] == "drift exploded on purpose"
+    assert parent.data.tags["shiftflow.simulate_bias"] == "none"
+
+
+def test_prefect_form_takes_the_deployment_parameters_and_refuses_unknown_keys():
+    """The UI's custom-run form validates against the flow's parameter schema (``additionalProperties:
+    false`` from ``extra="forbid"``): prefect.yaml's parameters pass, a misspelt key does not."""
+    import jsonschema
+    import yaml
+    from prefect.utilities.callables import parameter_schema
+
+    from flows.retrain import retrain
+
+    schema = parameter_schema(retrain).model_dump_for_openapi()
+    params = yaml.safe_load((Path(PROJECT_DIR) / "prefect.yaml").read_text())["deployments"][0]["parameters"]
+    jsonschema.validate(params, schema)
+    assert params["config"]["simulate_bias"] == "auto"
+    with pytest.raises(jsonschema.ValidationError, match="'learnerz' was unexpected"):
+        jsonschema.validate({"config": params["config"] | {"learnerz": ["LR"]}}, schema)
+
+
+@pytest.mark.slow  # a Prefect API (~6-40 s to start here)
+def test_a_flow_run_refused_at_its_start_fails_with_the_sentence(prefect_harness, tmp_path):
+    """As a UI-triggered run: the flow's own preflight refuses before MLflow or the run folder, and the
+    sentence is the flow run's failure message."""
+    from flows.retrain import retrain
+
+    cfg = RetrainConfig(source=_write(_frame().assign(target=1), tmp_path / "one.csv"),
+                        target=_write(_frame(seed=1), tmp_path / "t.parquet"), label="target",
+                        run_root=str(tmp_path / "runs"), tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    state = retrain(cfg, return_state=True)
+    assert state.is_failed()
+    assert "the source has only one class (1) in 'target'" in state.message
+    assert sorted(os.listdir(tmp_path)) == ["one.csv", "t.parquet"]
+
+
+def test_preflight_is_not_repeated_for_unchanged_files_and_coerces_a_text_positive_label(tmp_path):
+    src, tgt = _frame(), _frame(seed=1).drop(columns=["target"])
+    cfg = RetrainConfig(source=_write(src, tmp_path / "s.csv"), target=_write(tgt, tmp_path / "t.parquet"),
+                        label="target", learners=["LR"], selection_folds=5, positive_label="0")
+    first = preflight(cfg)
+    assert first.config.positive_label == 0  # '--positive-label 0' names the integer class 0
+    assert preflight(cfg) is first and preflight(first.config) is first  # the flow's re-check is free
+    _write(src.iloc[:30], tmp_path / "s.csv")  # the file changed: checked again, on the new rows
+    assert preflight(cfg).n_source == 30
+
+
+def test_an_unreachable_service_is_one_line_not_a_bug(tmp_path, monkeypatch, capsys):
+    import flows.preflight
+
+    def down(config):
+        raise ConnectionError("MLflow tracking server http://127.0.0.1:9 is unreachable")
+
+    monkeypatch.setattr(flows.preflight, "preflight", down)
+    code = main(["retrain", "--run-root", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.strip().splitlines() == ["shiftflow: error: MLflow tracking server http://127.0.0.1:9 is unreachable"]
+
+
+def test_undersampling_a_multiclass_label_is_refused_up_front():
+    # the recalibration stage (US eq. 9) is two-class only: refused in preflight, not after training
+    from flows.preflight import ConfigError
+
+    with pytest.raises(ConfigError, match="the source has 3 classes in 'target'"):
+        preflight(RetrainConfig(source="sklearn:iris", target="sklearn:iris", label="target", undersample=0.5))
+
+
+def test_size_constants_equal_the_code_that_runs():
+    """shiftlib.requirements keeps drift's and the learners' minimums as constants (importing scikit-learn
+    would slow every refusal by seconds); they must equal the live defaults."""
+    import inspect
+
+    from shiftlib.drift import detect_drift
+    from shiftlib.learners import LEARNERS, make_learner
+    from shiftlib.requirements import DRIFT_MIN_ROWS, DRIFT_SPLITS, INNER_FOLDS, inner_folds
+
+    params = inspect.signature(detect_drift).parameters
+    assert (params["min_rows"].default, params["n_splits"].default) == (DRIFT_MIN_ROWS, DRIFT_SPLITS)
+    live = {name: inner_folds(make_learner(name)) for name in LEARNERS}
+    assert {n: k for n, k in live.items() if k} == INNER_FOLDS
+
+
+def test_a_refusal_imports_neither_scikit_learn_nor_matplotlib(tmp_path):
+    """What makes a refusal fast: the size rules need no scikit-learn, SciPy or matplotlib import."""
+    src = _frame().iloc[:2]
+    code = ("import sys; from flows.cli import main; rc = main(sys.argv[1:]); "
+            "heavy = [m for m in ('sklearn', 'matplotlib', 'scipy', 'prefect', 'mlflow') if m in sys.modules]; "
+            "assert not heavy, heavy; sys.exit(rc)")
+    res = subprocess.run([sys.executable, "-c", code, "retrain", "--source", _write(src, tmp_path / "two.csv"),
+                          "--target", _write(_frame(), tmp_path / "t.parquet"), "--label", "target"],
+                         cwd=PROJECT_DIR, env=dict(os.environ, SHIFTFLOW_HOME=str(tmp_path / "home")),
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stderr
+    assert "the drift stage needs at least 10 rows" in res.stderr
