@@ -32,6 +32,7 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from tasks.locks import registry_lock
 from tasks.logs import run_logger
 from tasks.selection import make_candidates, run_selector, selection_beta, selection_data
 from tasks.store import code_version
@@ -129,7 +130,7 @@ def _decide(store: Any, inc: Any, scores: dict[str, float], selector: str, chose
     """Champion or challenger against the incumbent ``inc``: ``(decision, incumbent score, incumbent
     version, reason, new score)`` (the new score changes when both are re-scored side by side)."""
     if inc is None:
-        return "champion", None, None, "no champion yet (first registered model)", new_score
+        return "champion", None, None, "first registered model", new_score
     if inc.tags.get("features_sha256") != features_sha:
         return "champion", None, inc.version, (f"incumbent v{inc.version} expects other input columns than this "
                                                "batch has, so it cannot serve it"), new_score
@@ -170,48 +171,50 @@ def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, s
     info = models[chosen]
     scores = {r["learner"]: r["score"] for r in selection_result["scores"] if r["selector"] == selector}
     new_score = float(scores[chosen])
-    inc = _incumbent(client, model_name)
     served_uri = served_model_uri or info["model_uri"]
     facts = served_fingerprint(store, chosen, seed=seed, recalibrated=served_model_uri is not None)
     features_sha = facts["features_sha256"]
-    twin = _registered_twin(client, model_name, facts["fingerprint"])
-    if twin is None:
-        estimate = _estimate(store, chosen)
-        tags = {"recalibrated": facts["recalibrated"], "candidate": chosen, "learner": info["learner"],
-                "weighting": info["weighting"], "seed": str(seed), "selector": selector,
-                "selector_score": repr(new_score), "prefect.flow_run_id": flow_run_id,
-                "mlflow_parent_run_id": parent_run_id, "features_sha256": features_sha,
-                "source_sha256": facts["source_sha256"], "target_sha256": facts["target_sha256"],
-                "code_version": facts["code_version"], FINGERPRINT: facts["fingerprint"]}
-        if facts["recalibrated"] == "true":
-            tags["beta"] = facts["beta"]
-        if estimate is not None:
-            tags |= {"estimate.accuracy": repr(float(estimate["estimate"])), "estimate.method": str(estimate["method"]),
-                     "estimate.ci_low": repr(float(estimate["ci_low"])), "estimate.ci_high": repr(float(estimate["ci_high"]))}
-        mv = with_retries(mlflow.register_model, served_uri, model_name, tags=tags)
-        experiment_id = with_retries(client.get_run, parent_run_id).info.experiment_id
-        description = version_description(
-            selector=selector, score=new_score, n_candidates=len(scores), facts=facts, estimate=estimate,
-            data_refs=store.manifest("ingest")["params"], parent_run_id=parent_run_id,
-            link=run_link(tracking_uri, experiment_id, parent_run_id))
-        with_retries(client.update_model_version, model_name, mv.version, description=description)
-        same = ""
-    else:
-        mv = twin
-        same = (f"no new version: v{mv.version} already holds this model (same recipe, data digests and code "
-                f"version, fingerprint {facts['fingerprint'][:12]})")
-    new_version = twin is None
-    if inc is not None and not new_version and str(inc.version) == str(mv.version):
-        decision, inc_score, inc_version = "unchanged", None, inc.version
-        reason = f"{same}; it stays champion" + (f" ({hold_champion} on this run)" if hold_champion else "")
-    else:
-        decision, inc_score, inc_version, reason, new_score = _decide(
-            store, inc, scores, selector, chosen, new_score, features_sha, seed, k, rows)
-        if hold_champion and decision == "champion":
-            decision, reason = "challenger", f"{hold_champion} (else champion: {reason})"
-        if same:
-            reason = f"{same}; {reason}"
-        with_retries(client.set_registered_model_alias, model_name, decision, mv.version)
+    # one decision at a time per registered model on this machine: a concurrent run sees this one's alias
+    with registry_lock(tracking_uri, model_name) as waited:
+        inc = _incumbent(client, model_name)
+        twin = _registered_twin(client, model_name, facts["fingerprint"])
+        if twin is None:
+            estimate = _estimate(store, chosen)
+            tags = {"recalibrated": facts["recalibrated"], "candidate": chosen, "learner": info["learner"],
+                    "weighting": info["weighting"], "seed": str(seed), "selector": selector,
+                    "selector_score": repr(new_score), "prefect.flow_run_id": flow_run_id,
+                    "mlflow_parent_run_id": parent_run_id, "features_sha256": features_sha,
+                    "source_sha256": facts["source_sha256"], "target_sha256": facts["target_sha256"],
+                    "code_version": facts["code_version"], FINGERPRINT: facts["fingerprint"]}
+            if facts["recalibrated"] == "true":
+                tags["beta"] = facts["beta"]
+            if estimate is not None:
+                tags |= {"estimate.accuracy": repr(float(estimate["estimate"])), "estimate.method": str(estimate["method"]),
+                         "estimate.ci_low": repr(float(estimate["ci_low"])), "estimate.ci_high": repr(float(estimate["ci_high"]))}
+            mv = with_retries(mlflow.register_model, served_uri, model_name, tags=tags)
+            experiment_id = with_retries(client.get_run, parent_run_id).info.experiment_id
+            description = version_description(
+                selector=selector, score=new_score, n_candidates=len(scores), facts=facts, estimate=estimate,
+                data_refs=store.manifest("ingest")["params"], parent_run_id=parent_run_id,
+                link=run_link(tracking_uri, experiment_id, parent_run_id))
+            with_retries(client.update_model_version, model_name, mv.version, description=description)
+            same = ""
+        else:
+            mv = twin
+            same = (f"no new version: v{mv.version} already holds this model (same recipe, data digests and code "
+                    f"version, fingerprint {facts['fingerprint'][:12]})")
+        new_version = twin is None
+        if inc is not None and not new_version and str(inc.version) == str(mv.version):
+            decision, inc_score, inc_version = "unchanged", None, inc.version
+            reason = f"{same}; it stays champion" + (f" ({hold_champion} on this run)" if hold_champion else "")
+        else:
+            decision, inc_score, inc_version, reason, new_score = _decide(
+                store, inc, scores, selector, chosen, new_score, features_sha, seed, k, rows)
+            if hold_champion and decision == "champion":
+                decision, reason = "challenger", f"{hold_champion} (else champion: {reason})"
+            if same:
+                reason = f"{same}; {reason}"
+            with_retries(client.set_registered_model_alias, model_name, decision, mv.version)
     link_model_output(tracking_uri, parent_run_id, served_uri)  # the parent run's "Logged models"
     record = {"registered_model": model_name, "version": str(mv.version), "decision": decision,
               "new_version": new_version, "selector": selector, "new_score": new_score,
@@ -221,7 +224,7 @@ def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, s
     with_retries(client.set_tag, parent_run_id, "champion.registered_model", f"{model_name} v{mv.version}")
     with_retries(client.set_tag, parent_run_id, "champion.new_version", str(new_version).lower())
     with_retries(client.set_tag, parent_run_id, "champion.reason", reason)
-    log_metrics(client, parent_run_id, {"champion.new_score": new_score}
+    log_metrics(client, parent_run_id, {"champion.new_score": new_score, "champion.lock_wait_s": waited}
                 | ({} if inc_score is None or not np.isfinite(inc_score) else {"champion.incumbent_score": inc_score}))
     log.info("champion: %s v%s is %s (%s)", model_name, mv.version, decision, reason)
     return record
