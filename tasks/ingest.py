@@ -14,6 +14,7 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.inputs import LABEL, ROW, prepare_inputs, read_inputs
 from tasks.logs import run_logger
+from tasks.sources import mask_secrets
 from tasks.store import StageStore, stage_key
 
 __all__ = ["LABEL", "ROW", "frame_hash", "ingest", "ingest_inputs", "load_target_labels", "load_xy"]
@@ -48,7 +49,8 @@ def ingest(
     inputs = {"source": frame_hash(raw_source)}
     if raw_target is not None:
         inputs["target"] = frame_hash(raw_target)
-    params = {"source": source_spec, "target": target_spec, "label": label,
+    # the manifest keeps the references without their passwords (tasks.sources.mask_secrets)
+    params = {"source": mask_secrets(source_spec), "target": target_spec and mask_secrets(target_spec), "label": label,
               "positive_label": positive_label, "simulate_bias": simulate_bias, "seed": seed,
               "drop_columns": sorted(drop_columns or []), "max_levels": max_levels}
     key = stage_key("ingest", params, inputs)

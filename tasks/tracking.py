@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
 import time
 import warnings
 from collections.abc import Iterator, Mapping
@@ -19,6 +18,8 @@ import numpy as np
 import pandas as pd
 from mlflow.models import infer_signature
 from mlflow.tracking import MlflowClient
+
+from tasks.sources import mask_secrets
 
 SHIFTLIB_DIR = str(Path(__file__).resolve().parent.parent / "shiftlib")
 
@@ -172,18 +173,6 @@ class RunContext:
     parent_run_id: str
     flow_run_id: str
     seed: int
-
-
-_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]*:)(?P<secret>[^\s@/]*)(?P<at>@)")
-_QUERY_PASSWORD = re.compile(r"(?P<head>[?&](?:password|passwd|pwd)=)(?P<secret>[^&\s]*)", re.IGNORECASE)
-MASK = "***"
-
-
-def mask_secrets(text: str) -> str:
-    """``text`` with the password of every URL in it (``scheme://user:PASSWORD@host``, ``?password=…``)
-    replaced by ``***``, so table references can go to MLflow, Prefect and logs."""
-    text = _URL_PASSWORD.sub(lambda m: f"{m['head']}{MASK}{m['at']}" if m["secret"] else m[0], text)
-    return _QUERY_PASSWORD.sub(lambda m: f"{m['head']}{MASK}", text)
 
 
 def dataset_name(reference: str) -> str:
