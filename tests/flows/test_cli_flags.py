@@ -1,0 +1,114 @@
+"""``shiftflow retrain``'s flags come from ``RetrainConfig.model_fields``; ``--config`` takes JSON or YAML; the
+closing report and its UI command. No flow runs here (fast)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import get_args
+
+import pytest
+
+from flows.cli import _parser, config_from_args, hide_sql_passwords, report_lines, ui_command
+from flows.config import BiasSpec, RetrainConfig
+from flows.preflight import ConfigError
+
+
+def _config(*args: str):
+    return config_from_args(_parser().parse_args(["retrain", *args]))
+
+
+def test_every_field_is_a_flag_with_its_description_and_default() -> None:
+    sub = next(a for a in _parser()._actions if a.dest == "command").choices["retrain"]
+    flags = {a.dest: a for a in sub._actions}
+    assert set(RetrainConfig.model_fields) <= set(flags)
+    for name, field in RetrainConfig.model_fields.items():
+        assert flags[name].option_strings == ["--" + name.replace("_", "-")]
+        assert flags[name].help.startswith(field.description.replace("%", "%%")[:40]), name
+    assert "(default: DT,NB,LR,SVM,kNN,RF,HGB)" in flags["learners"].help
+    assert "comma-separated from DT, NB, LR, SVM, kNN, RF, HGB, CSLR, CSLR-rbf" in flags["learners"].help
+    assert "a value or one of balanced" in flags["undersample"].help
+
+
+def test_choices_are_the_registries() -> None:
+    from shiftlib.learners import LEARNERS
+    from shiftlib.selection import SELECTORS
+    from shiftlib.weights import WEIGHTERS
+
+    f = RetrainConfig.model_fields
+    assert list(get_args(get_args(f["learners"].annotation)[0])) == list(LEARNERS)
+    assert set(get_args(get_args(f["selectors"].annotation)[0])) == set(SELECTORS)
+    assert set(get_args(f["selector"].annotation)) == set(SELECTORS)
+    # the weighting methods a run can train with: every weighter but the evaluation-only oracle, plus none/auto
+    assert set(get_args(f["weighting"].annotation)) == (set(WEIGHTERS) - {"oracle"}) | {"none", "auto"}
+
+
+def test_flags_become_typed_fields() -> None:
+    cfg = _config("--learners", "LR, RF", "--selectors", "rt,scv", "--selector", "rt", "--drop-columns", "bp,skin",
+                  "--selection-rows", "none", "--undersample", "0.25", "--min-accuracy", "0.7", "--seed", "7",
+                  "--simulate-bias", '{"mechanism": "rt_sort", "params": {"frac": 0.5}}', "--target", "none",
+                  "--weighting", "discriminative", "--max-workers", "1")
+    assert cfg.learners == ["LR", "RF"] and cfg.selectors == ["rt", "scv"] and cfg.selector == "rt"
+    assert cfg.drop_columns == ["bp", "skin"] and cfg.selection_rows is None and cfg.undersample == 0.25
+    assert cfg.min_accuracy == 0.7 and cfg.seed == 7 and cfg.target is None and cfg.max_workers == 1
+    assert cfg.simulate_bias == BiasSpec(mechanism="rt_sort", params={"frac": 0.5})
+    assert cfg.weighting == "discriminative"
+    assert _config("--simulate-bias", "none").simulate_bias is None
+    assert _config("--simulate-bias", "auto").simulate_bias == "auto"
+    assert _config("--undersample", "balanced").undersample == "balanced"
+    assert _config().model_dump() == RetrainConfig().model_dump()  # no flag: the model's defaults
+
+
+def test_config_file_json_or_yaml_and_flags_win(tmp_path: Path) -> None:
+    (tmp_path / "run.yaml").write_text("learners: [LR, NB]\nseed: 3\nselectors: [rt, scv]\nselector: rt\n"
+                                       "simulate_bias: {mechanism: rt_sort, params: {}}\n")
+    cfg = _config("--config", str(tmp_path / "run.yaml"), "--seed", "5")
+    assert (cfg.learners, cfg.seed, cfg.selector) == (["LR", "NB"], 5, "rt")
+    (tmp_path / "run.json").write_text('{"learners": ["DT"], "cv_folds": 3}')
+    assert _config("--config", str(tmp_path / "run.json")).cv_folds == 3
+    (tmp_path / "bad.yaml").write_text("learners: [LR\n")
+    with pytest.raises(ConfigError, match=r"is not valid YAML .* at line \d+ column \d+"):
+        _config("--config", str(tmp_path / "bad.yaml"))
+    (tmp_path / "list.yml").write_text("- LR\n")
+    with pytest.raises(ConfigError, match="must hold one mapping of RetrainConfig fields, not a list"):
+        _config("--config", str(tmp_path / "list.yml"))
+
+
+def test_sql_password_leaves_the_flow_parameters(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SHIFTFLOW_SQL_PASSWORD", raising=False)
+    src = "sql:postgresql+psycopg://alice:pw%40x@127.0.0.1:5432/shop::SELECT a::int FROM t"
+    out = hide_sql_passwords({"source": src, "target": "sql:postgresql+psycopg://alice@127.0.0.1:5432/shop::b"})
+    assert out["source"] == "sql:postgresql+psycopg://alice@127.0.0.1:5432/shop::SELECT a::int FROM t"
+    assert os.environ["SHIFTFLOW_SQL_PASSWORD"] == "pw@x"  # decoded from the URL's percent-encoding
+    with pytest.raises(ConfigError, match="different passwords"):
+        hide_sql_passwords({"source": src, "target": "sql:postgresql+psycopg://bob:other@h/db::t"})
+
+
+SUMMARY = {
+    "selection": {"chosen": "LR+kmm", "selector": "scv"}, "weighting": "kmm",
+    "champion": {"registered_model": "m", "version": "1", "decision": "unchanged", "new_version": False,
+                 "reason": "no new version: v1 already holds this model"},
+    "drift": {"drifted": True, "domain_auc": 0.71234, "domain_pvalue": 0.001, "drifted_features": ["npreg"]},
+    "estimate": {"accuracy": 0.75, "ci_low": 0.7, "ci_high": 0.8, "method": "iwcv", "confidence": 0.95,
+                 "alert": False},
+    "run_dir": "/nowhere/run", "reused_stages": ["ingest"], "mlflow_parent_run_id": "abc",
+    "mlflow_experiment_id": "1",
+}
+
+
+def test_closing_report_says_what_happened(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SHIFTFLOW_HOME", str(tmp_path))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    default = f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}"
+    text = "\n".join(report_lines(SUMMARY | {"tracking_uri": default}, bias="none"))
+    assert "chosen model:      LR+kmm (selector scv, weighting kmm)" in text
+    assert "m v1 → unchanged, no new version" in text
+    assert "drift:             drift (domain AUC 0.712, p 0.001; features npreg)" in text
+    assert "estimated accuracy: 0.750 [0.700, 0.800] (iwcv, 95% interval)" in text
+    assert "parent run's artifacts" in text and not re.search(r"\x1b\[", text)
+    cmd = text.split("open the MLflow UI: ")[1].strip()
+    # a command that works without an activated venv: this interpreter's own console script, by path
+    assert Path(cmd.split()[0]).is_absolute() and Path(cmd.split()[0]).exists() and cmd.endswith(" ui")
+    assert ui_command("sqlite:////elsewhere/m.db").endswith("ui --tracking-uri sqlite:////elsewhere/m.db")
+    assert ui_command("http://127.0.0.1:5000") == "open http://127.0.0.1:5000"
