@@ -138,8 +138,9 @@ def _box_reference(K: np.ndarray, kappa: np.ndarray, lam: float) -> np.ndarray:
     """argmin of ½βᵀKβ − κᵀβ + ½λ‖β − 1‖² on 0 ≤ β ≤ 1000, exactly, by an active-set method that is not the
     package's code: with H = K + λI = LLᵀ (Cholesky) and c = κ + λ·1 the objective is
     ½‖Lᵀβ − L⁻¹c‖² + const, a bounded least-squares problem that scipy's BVLS (Stark–Parker) solves to
-    rounding. Its KKT conditions are checked here, so the reference certifies itself (L-BFGS-B, used
-    before, stopped with a projected gradient of 1.5e-4 and β off by 0.025 with scipy 1.17.1)."""
+    rounding. Its KKT conditions are checked here, so the reference certifies itself. (L-BFGS-B, used
+    before, stops where the last bits of the BLAS kernel lead it: projected gradient 4e-6 with OpenBLAS's
+    Haswell kernels, 1.5e-4 — β off by 0.025 — with SkylakeX, 2.4e-3 with Sandybridge.)"""
     H, c = K + lam * np.eye(len(kappa)), kappa + lam
     L = np.linalg.cholesky(H)
     res = lsq_linear(L.T, solve_triangular(L, c, lower=True), bounds=(0.0, 1000.0), method="bvls", tol=1e-14)
