@@ -395,9 +395,7 @@ def _ascent(
     if not np.isfinite(J):
         raise FloatingPointError("the log-posterior is not finite at the starting point")
     exact = level == 2
-    path = [J]
-    n_iter = 0
-    converged = False
+    path, n_iter, converged = [J], 0, False
     for _ in range(max_iter):
         mu = 0.0
         accepted = False
