@@ -352,6 +352,26 @@ class _AscentResult:
     converged: bool
 
 
+def _armijo(value_only: Callable[[np.ndarray], float], theta: np.ndarray, delta: np.ndarray, J: float,
+            slope: float) -> float | None:
+    """Armijo backtracking along ``delta``: the first step 1, 1/2, 1/4, … (down to 1e-12) with enough increase."""
+    step = 1.0
+    while step > 1e-12:
+        if value_only(theta + step * delta) >= J + 1e-4 * step * slope:
+            return step
+        step *= 0.5
+    return None
+
+
+def _next_level(lazy: bool, step: float, rel: float) -> int:
+    """Curvature level for the next evaluation (``_ascent``'s docstring): exact unless ``lazy``."""
+    if not lazy:
+        return 2
+    if step == 1.0 and rel <= _LAZY_REL:
+        return 0
+    return 1 if rel > _ROUGH_REL else 2
+
+
 def _ascent(
     theta: np.ndarray,
     evaluate: Callable[[np.ndarray, int], tuple[float, np.ndarray, Any]],
@@ -375,9 +395,7 @@ def _ascent(
     if not np.isfinite(J):
         raise FloatingPointError("the log-posterior is not finite at the starting point")
     exact = level == 2
-    path = [J]
-    n_iter = 0
-    converged = False
+    path, n_iter, converged = [J], 0, False
     for _ in range(max_iter):
         mu = 0.0
         accepted = False
@@ -406,22 +424,11 @@ def _ascent(
                     path.append(Jn)
                     n_iter += 1
                 break
-            step = 1.0
-            while step > 1e-12:
-                Jn = value_only(theta + step * delta)
-                if Jn >= J + 1e-4 * step * slope:
-                    accepted = True
-                    break
-                step *= 0.5
-            if accepted:
+            step = _armijo(value_only, theta, delta, J, slope)
+            accepted = step is not None
+            if step is not None:
                 theta = theta + step * delta
-                rel = 0.5 * slope / (1.0 + abs(J))
-                if not lazy:
-                    level = 2
-                elif step == 1.0 and rel <= _LAZY_REL:
-                    level = 0
-                else:
-                    level = 1 if rel > _ROUGH_REL else 2
+                level = _next_level(lazy, step, 0.5 * slope / (1.0 + abs(J)))
                 J, g, new_extra = evaluate(theta, level)
                 if level > 0:
                     extra = new_extra

@@ -193,7 +193,11 @@ def kmm_polish(
             sup = np.flatnonzero(b_u)
             return float(0.5 * b_u[sup] @ (fetch(sup)[sup] @ b_u[sup]) - kappa_u @ b_u)
 
-        if new[U].sum() != new.sum() or objective(new[U]) > objective(beta[U]):
+        # keep it only if the repair left every row outside U at 0 and it is no worse. (Compare the rows,
+        # not new[U].sum() == new.sum(): two summation orders can differ in the last bit.)
+        outside = np.ones(m, dtype=bool)
+        outside[U] = False
+        if np.any(new[outside] != 0.0) or objective(new[U]) > objective(beta[U]):
             return beta
     return new
 
