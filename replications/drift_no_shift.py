@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import beta
 
-from replications._markdown import md_table
+from replications._common import md_table
 from replications.replicate_trcv import rdata
 from shiftlib.drift import detect_drift
 from shiftlib.ingest import prepare_tables

@@ -64,7 +64,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from replications._markdown import md_table
+from replications._common import md_table
 from shiftlib.bias import split_biased
 from shiftlib.estimation import METHODS, StoredPredictions, estimate_from_predictions, stored_predictions
 from shiftlib.learners import make_learner
