@@ -1,7 +1,9 @@
 """Validate and encode a labeled source table and an unlabeled target table (no I/O).
 
-``prepare_tables(source, target, label)`` turns two raw DataFrames into numeric feature matrices with
-identical columns, integer-coded labels and a record of every decision (dropped id columns, one-hot
+``TablePreprocessor`` is the encoder: a scikit-learn transformer fitted on the source and applied to the
+target (and, as the first step of every served model, to the raw rows a model scores).
+``prepare_tables(source, target, label)`` fits it and turns two raw DataFrames into numeric feature matrices
+with identical columns, integer-coded labels and a record of every decision (dropped id columns, one-hot
 levels, imputed columns). Policies, stated once:
 
 * **Labels** are coded 0..K-1 in sorted order of the source's label values; for two classes the
@@ -13,6 +15,8 @@ levels, imputed columns). Policies, stated once:
 * **Missing values**: NaN in a numeric column is imputed with the source median and a 0/1 column
   ``<col>__missing`` is added (in both tables); NaN in a categorical column gets the indicator and
   all-zero level columns. ±inf is refused (it is almost always a upstream bug, not missingness).
+  Rows scored later with a missing value where neither table had one are imputed the same way, without
+  an indicator (the fitted columns do not change).
 * **Id-like columns** (integer or text, every value distinct in the source and in the target, at
   least ``min_rows_for_id`` rows) are dropped with a warning: they identify rows, not behaviour.
 """
@@ -25,10 +29,16 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.compose import ColumnTransformer
+from sklearn.impute import MissingIndicator, SimpleImputer
+from sklearn.preprocessing import OneHotEncoder
+from sklearn.utils.validation import check_is_fitted
 
 from shiftlib.errors import ShiftflowInputError
 
-__all__ = ["IngestError", "PreparedData", "check_label_column", "check_labels", "prepare_tables"]
+__all__ = ["IngestError", "PreparedData", "TablePreprocessor", "check_label_column", "check_labels",
+           "prepare_tables"]
 
 
 class IngestError(ShiftflowInputError):
@@ -37,7 +47,8 @@ class IngestError(ShiftflowInputError):
 
 @dataclass
 class PreparedData:
-    """Encoded source/target tables. ``X`` frames are float64 with identical column order."""
+    """Encoded source/target tables. ``X`` frames are float64 with identical column order; ``preprocessor``
+    is the fitted ``TablePreprocessor`` that produced them (raw feature rows → ``X``)."""
 
     source_X: pd.DataFrame
     source_y: np.ndarray
@@ -49,6 +60,7 @@ class PreparedData:
     encodings: dict[str, list[str]] = field(default_factory=dict)
     imputed: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    preprocessor: TablePreprocessor | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable summary of the encoding decisions (for manifests)."""
@@ -107,11 +119,51 @@ def _levels(s: pd.Series) -> pd.Series:
     return pd.Series(values, index=s.index, dtype=object)
 
 
+def _numbers(s: pd.Series, column: Any, which: str) -> np.ndarray:
+    """A numeric column as float64 with NaN for missing; ±inf refused, naming the column and the table."""
+    v = s.to_numpy(dtype=float, na_value=np.nan)
+    n_inf = int(np.isinf(v).sum())
+    if n_inf:
+        raise IngestError(
+            f"column {column!r} has {n_inf} infinite value(s) in the {which} (±inf, or beyond ±1.8e308); "
+            "replace them with finite numbers or leave them empty (NaN) to be imputed"
+        )
+    return v
+
+
 def _check_duplicates(df: pd.DataFrame, which: str) -> None:
     dup = df.columns[df.columns.duplicated()].unique().tolist()
     if dup:
         raise IngestError(
             f"the {which} table has duplicate column names {dup}; rename them so each column is unique"
+        )
+
+
+def _check_same_columns(s_cols: list[Any], t_cols: list[Any]) -> None:
+    missing, extra = [c for c in s_cols if c not in t_cols], [c for c in t_cols if c not in s_cols]
+    if missing or extra:
+        raise IngestError(
+            "feature columns differ between source and target: "
+            + (f"missing from the target {missing}" if missing else "")
+            + ("; " if missing and extra else "")
+            + (f"only in the target {extra}" if extra else "")
+            + "; give both tables the same feature columns"
+        )
+
+
+def _coerce(s: pd.Series, column: Any, which: str) -> pd.Series:
+    """Refuse complex numbers; read integers beyond int64 as numbers."""
+    if pd.api.types.is_complex_dtype(s):
+        raise IngestError(f"column {column!r} holds complex numbers in the {which}; split it into real "
+                          "columns (e.g. real and imaginary parts) or drop it")
+    return _object_ints_as_float(s)
+
+
+def _check_kind(column: Any, source_kind: str, source_empty: bool, t: pd.Series) -> None:
+    kind = _kind(t)
+    if kind != source_kind and not (len(t.dropna()) == 0 or source_empty):
+        raise IngestError(
+            f"column {column!r} is {kind} in the target but {source_kind} in the source; convert one so both agree"
         )
 
 
@@ -124,6 +176,182 @@ def _is_id_like(s: pd.Series, t: pd.Series | None, min_rows: int) -> bool:
     if not s.is_unique:
         return False
     return t is None or len(t) == 0 or bool(t.is_unique)
+
+
+class _Names:
+    """The encoded column names claimed so far; a second claim of a name is refused, naming both owners."""
+
+    def __init__(self) -> None:
+        self.origin: dict[str, str] = {}
+
+    def claim(self, name: str, what: str) -> str:
+        if name in self.origin:  # e.g. a column named 'a=x' and the one-hot column of level 'x' of column 'a'
+            raise IngestError(
+                f"the encoded column {name!r} would hold both {self.origin[name]} and {what}; rename one of the "
+                "input columns"
+            )
+        self.origin[name] = what
+        return name
+
+
+def _table(X: Any, which: str) -> pd.DataFrame:
+    if not isinstance(X, pd.DataFrame):
+        raise IngestError("source and target must be pandas DataFrames")
+    _check_duplicates(X, which)
+    return X
+
+
+class TablePreprocessor(TransformerMixin, BaseEstimator):
+    """Raw feature rows → float64 encoded features with the source's medians and levels (module docstring).
+
+    A ``ColumnTransformer`` with, per kept column in source order, a ``MissingIndicator`` (when the column has
+    a missing value in the source or in the ``target`` given to ``fit``) followed by a median
+    ``SimpleImputer`` (numbers) or a ``OneHotEncoder`` with the source's sorted levels (text, booleans;
+    unseen levels → all zeros). Medians and levels are learned from the source only; ``target`` only decides
+    which missing-value indicators exist, confirms id-like columns and is checked for the same columns and
+    kinds. Fitted, it is the first step of every served model, so a model scores raw rows.
+
+    Parameters
+    ----------
+    max_levels : int, default=20
+        A text column with more distinct source values is refused.
+    min_rows_for_id : int, default=20
+        Fewest rows for a column whose every value is distinct to be dropped as an id.
+
+    Attributes
+    ----------
+    feature_names_in_ : ndarray of object
+        The source's feature columns: the raw input ``transform`` expects.
+    kinds_ : dict
+        Column → ``"numeric"``, ``"text"`` or ``"boolean"`` (as read in the source).
+    dropped_ : dict
+        Id-like column → reason.
+    encodings_ : dict
+        Categorical column → its source levels (sorted text).
+    imputed_ : dict
+        Numeric column with missing values → the source median imputed.
+    feature_columns_ : list of str
+        Names of the encoded columns, in output order.
+    column_transformer_ : sklearn.compose.ColumnTransformer
+        The fitted encoders.
+    """
+
+    def __init__(self, max_levels: int = 20, min_rows_for_id: int = 20) -> None:
+        self.max_levels = max_levels
+        self.min_rows_for_id = min_rows_for_id
+
+    def fit(self, X: pd.DataFrame, y: Any = None, target: pd.DataFrame | None = None) -> TablePreprocessor:
+        """Learn the encoding of the source feature table ``X`` (label excluded); raises ``IngestError``."""
+        source = _table(X, "source").copy()
+        cols = list(source.columns)
+        tgt = None
+        if target is not None:
+            tgt = _table(target, "target")
+            _check_same_columns(cols, list(tgt.columns))
+            tgt = tgt[cols].copy()
+        self.kinds_: dict[Any, str] = {}
+        self.empty_in_source_: dict[Any, bool] = {}
+        for c in cols:
+            source[c] = _coerce(source[c], c, "source")
+            if tgt is not None:
+                tgt[c] = _coerce(tgt[c], c, "target")
+            self.kinds_[c] = _kind(source[c])
+            self.empty_in_source_[c] = bool(len(source[c].dropna()) == 0)
+            if tgt is not None:
+                _check_kind(c, self.kinds_[c], self.empty_in_source_[c], tgt[c])
+        self.dropped_ = {c: "id-like: every value is distinct" for c in cols
+                         if _is_id_like(source[c], None if tgt is None else tgt[c], self.min_rows_for_id)}
+        for c in self.dropped_:
+            warnings.warn(f"dropping column {c!r}: it looks like a row id (every value is distinct)",
+                          UserWarning, stacklevel=3)
+        self.kept_ = [c for c in cols if c not in self.dropped_]
+        if not self.kept_:
+            raise IngestError("no feature columns remain after dropping id-like columns; add feature columns")
+        self._fit_encoders(source, tgt)
+        self.feature_names_in_ = np.asarray(cols, dtype=object)
+        self.n_features_in_ = len(cols)
+        return self
+
+    def _fit_encoders(self, source: pd.DataFrame, target: pd.DataFrame | None) -> None:
+        names = _Names()
+        self.encodings_: dict[Any, list[str]] = {}
+        self.imputed_: dict[Any, float] = {}
+        steps: list[tuple[str, Any, list[int]]] = []
+        canon: dict[int, np.ndarray] = {}
+        for i, c in enumerate(self.kept_):
+            t = None if target is None else target[c]
+            plan = self._plan_numeric if self.kinds_[c] == "numeric" else self._plan_levels
+            canon[i], part = plan(i, c, source[c], t, names)
+            steps += part
+        self.feature_columns_ = list(names.origin)
+        self.column_transformer_ = ColumnTransformer(steps).fit(_frame(canon))
+
+    def _plan_numeric(self, i: int, c: Any, s: pd.Series, t: pd.Series | None,
+                      names: _Names) -> tuple[np.ndarray, list[tuple[str, Any, list[int]]]]:
+        sv = _numbers(s, c, "source")
+        if np.isnan(sv).all():
+            raise IngestError(f"column {c!r} is empty (all missing) in the source; drop it")
+        tv = None if t is None else _numbers(t, c, "target")
+        steps: list[tuple[str, Any, list[int]]] = []
+        if np.isnan(sv).any() or (tv is not None and np.isnan(tv).any()):
+            self.imputed_[c] = float(np.nanmedian(sv))
+            names.claim(f"{c}__missing", f"the missing-value indicator of column {c!r}")
+            steps.append((f"missing_{i}", MissingIndicator(features="all"), [i]))
+        names.claim(str(c), f"column {c!r}")
+        steps.append((f"number_{i}", SimpleImputer(strategy="median"), [i]))
+        return sv, steps
+
+    def _plan_levels(self, i: int, c: Any, s: pd.Series, t: pd.Series | None,
+                     names: _Names) -> tuple[np.ndarray, list[tuple[str, Any, list[int]]]]:
+        s_str = _levels(s)
+        levels = sorted(set(s_str.dropna().tolist()))
+        if len(levels) > self.max_levels:
+            raise IngestError(
+                f"column {c!r} is text with {len(levels)} distinct values (more than max_levels="
+                f"{self.max_levels}); drop it (drop_columns), bin it, or raise max_levels"
+            )
+        self.encodings_[c] = levels
+        steps: list[tuple[str, Any, list[int]]] = []
+        if s.isna().any() or (t is not None and t.isna().any()):
+            names.claim(f"{c}__missing", f"the missing-value indicator of column {c!r}")
+            steps.append((f"missing_{i}", MissingIndicator(missing_values=None, features="all"), [i]))
+        for lev in levels:
+            names.claim(f"{c}={lev}", f"level {lev!r} of column {c!r}")
+        if levels:
+            steps.append((f"levels_{i}", OneHotEncoder(categories=[np.array(levels, dtype=object)],
+                                                       handle_unknown="ignore", sparse_output=False,
+                                                       dtype=np.float64), [i]))
+        return s_str.to_numpy(dtype=object), steps
+
+    def transform(self, X: pd.DataFrame) -> pd.DataFrame:
+        """Encode raw rows with the source's feature columns; refuses what ``fit`` refuses in a target."""
+        check_is_fitted(self, "column_transformer_")
+        frame = _table(X, "target")
+        cols = list(self.feature_names_in_)
+        _check_same_columns(cols, list(frame.columns))
+        canon: dict[int, np.ndarray] = {}
+        position = {c: i for i, c in enumerate(self.kept_)}
+        for c in cols:  # every column is checked as at fit, kept or dropped
+            s = _coerce(frame[c], c, "target")
+            _check_kind(c, self.kinds_[c], self.empty_in_source_[c], s)
+            if c in position:
+                canon[position[c]] = (_numbers(s, c, "target") if self.kinds_[c] == "numeric"
+                                      else _levels(s).to_numpy(dtype=object))
+        if len(frame) == 0:
+            return pd.DataFrame(np.empty((0, len(self.feature_columns_))), columns=self.feature_columns_)
+        out = self.column_transformer_.transform(_frame(canon))
+        return pd.DataFrame(np.asarray(out, dtype=np.float64), columns=self.feature_columns_)
+
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
+        """The encoded column names (``feature_columns_``)."""
+        check_is_fitted(self, "column_transformer_")
+        return np.asarray(self.feature_columns_, dtype=object)
+
+
+def _frame(canon: dict[int, np.ndarray]) -> pd.DataFrame:
+    """Positional frame for the ColumnTransformer: float columns, and text kept as object (None = missing)."""
+    return pd.DataFrame({i: pd.Series(v, dtype=object if v.dtype == object else np.float64)
+                         for i, v in sorted(canon.items())})
 
 
 def check_label_column(source: pd.DataFrame, label: str) -> None:
@@ -156,33 +384,9 @@ def check_labels(source: pd.DataFrame, label: str) -> list[Any]:
     return classes
 
 
-def prepare_tables(
-    source: pd.DataFrame,
-    target: pd.DataFrame,
-    label: str,
-    *,
-    positive_label: Any = None,
-    max_levels: int = 20,
-    min_rows_for_id: int = 20,
-) -> PreparedData:
-    """Validate and encode a labeled source and an (optionally labeled) target; returns PreparedData.
-
-    Raises ``IngestError`` for: missing label column, NaN labels, fewer than 2 source classes, a target
-    with 0 rows, feature columns that differ in name or kind, duplicate column names, a categorical
-    column with more than ``max_levels`` levels, ±inf in a feature. See the module docstring for the
-    encoding, missing-value and id-column policies.
-    """
-    if not isinstance(source, pd.DataFrame) or not isinstance(target, pd.DataFrame):
-        raise IngestError("source and target must be pandas DataFrames")
-    _check_duplicates(source, "source")
-    _check_duplicates(target, "target")
-    check_label_column(source, label)
-    if len(source) == 0:
-        raise IngestError("source table has 0 rows; point the source at a table with labeled rows")
-    if len(target) == 0:
-        raise IngestError("target set has 0 rows; point the target at a non-empty deployment batch")
-
-    y_raw = source[label]
+def _code_labels(source: pd.DataFrame, target: pd.DataFrame, label: str, positive_label: Any
+                 ) -> tuple[list[Any], np.ndarray, np.ndarray | None, list[str]]:
+    """Classes in code order, the source codes, the target codes (None when absent or incomplete), notes."""
     classes = check_labels(source, label)
     if positive_label is not None:
         if len(classes) != 2:
@@ -191,8 +395,7 @@ def prepare_tables(
             raise IngestError(f"positive_label {positive_label!r} is not one of the source labels {classes}")
         classes = [c for c in classes if c != positive_label] + [positive_label]
     code = {c: i for i, c in enumerate(classes)}
-    source_y = y_raw.map(code).to_numpy(dtype=np.int64)
-
+    source_y = source[label].map(code).to_numpy(dtype=np.int64)
     target_y: np.ndarray | None = None
     notes: list[str] = []
     if label in target.columns:
@@ -207,111 +410,51 @@ def prepare_tables(
                     f"({classes}); check that both tables use the same label coding"
                 )
             target_y = t_lab.map(code).to_numpy(dtype=np.int64)
-        target = target.drop(columns=[label])
-    src = source.drop(columns=[label])
+    return classes, source_y, target_y, notes
 
-    s_cols, t_cols = list(src.columns), list(target.columns)
-    missing, extra = [c for c in s_cols if c not in t_cols], [c for c in t_cols if c not in s_cols]
-    if missing or extra:
-        raise IngestError(
-            "feature columns differ between source and target: "
-            + (f"missing from the target {missing}" if missing else "")
-            + ("; " if missing and extra else "")
-            + (f"only in the target {extra}" if extra else "")
-            + "; give both tables the same feature columns"
-        )
-    target = target[s_cols].copy()
-    src = src.copy()
-    for c in s_cols:
-        for which, frame in (("source", src), ("target", target)):
-            if pd.api.types.is_complex_dtype(frame[c]):
-                raise IngestError(f"column {c!r} holds complex numbers in the {which}; split it into real "
-                                  "columns (e.g. real and imaginary parts) or drop it")
-            frame[c] = _object_ints_as_float(frame[c])
-        ks, kt = _kind(src[c]), _kind(target[c])
-        if ks != kt and not (len(target[c].dropna()) == 0 or len(src[c].dropna()) == 0):
-            raise IngestError(
-                f"column {c!r} is {kt} in the target but {ks} in the source; convert one so both agree"
-            )
 
-    dropped: dict[str, str] = {}
-    for c in s_cols:
-        if _is_id_like(src[c], target[c], min_rows_for_id):
-            dropped[c] = "id-like: every value is distinct"
-            warnings.warn(f"dropping column {c!r}: it looks like a row id (every value is distinct)",
-                          UserWarning, stacklevel=2)
-    feats = [c for c in s_cols if c not in dropped]
-    if not feats:
-        raise IngestError("no feature columns remain after dropping id-like columns; add feature columns")
+def prepare_tables(
+    source: pd.DataFrame,
+    target: pd.DataFrame,
+    label: str,
+    *,
+    positive_label: Any = None,
+    max_levels: int = 20,
+    min_rows_for_id: int = 20,
+) -> PreparedData:
+    """Validate and encode a labeled source and an (optionally labeled) target; returns PreparedData.
 
-    out_s: dict[str, np.ndarray] = {}
-    out_t: dict[str, np.ndarray] = {}
-    origin: dict[str, str] = {}
-    encodings: dict[str, list[str]] = {}
-    imputed: dict[str, float] = {}
-
-    def put(name: str, sv: np.ndarray, tv: np.ndarray, what: str) -> None:
-        if name in out_s:  # e.g. a column named 'a=x' and the one-hot column of level 'x' of column 'a'
-            raise IngestError(
-                f"the encoded column {name!r} would hold both {origin[name]} and {what}; rename one of the "
-                "input columns"
-            )
-        out_s[name], out_t[name], origin[name] = sv, tv, what
-
-    for c in feats:
-        s, t = src[c], target[c]
-        has_nan = bool(s.isna().any() or t.isna().any())
-        if _kind(s) == "numeric":
-            sv = s.to_numpy(dtype=float, na_value=np.nan)
-            tv = t.to_numpy(dtype=float, na_value=np.nan)
-            for which, v in (("source", sv), ("target", tv)):
-                n_inf = int(np.isinf(v).sum())
-                if n_inf:
-                    raise IngestError(
-                        f"column {c!r} has {n_inf} infinite value(s) in the {which} (±inf, or beyond ±1.8e308); "
-                        "replace them with finite numbers or leave them empty (NaN) to be imputed"
-                    )
-            if has_nan:
-                if np.isnan(sv).all():
-                    raise IngestError(f"column {c!r} is empty (all missing) in the source; drop it")
-                med = float(np.nanmedian(sv))
-                imputed[c] = med
-                put(f"{c}__missing", np.isnan(sv).astype(float), np.isnan(tv).astype(float),
-                    f"the missing-value indicator of column {c!r}")
-                sv, tv = np.where(np.isnan(sv), med, sv), np.where(np.isnan(tv), med, tv)
-            put(str(c), sv, tv, f"column {c!r}")
-            continue
-        # categorical: text or boolean → one-hot with the source's levels
-        s_str, t_str = _levels(s), _levels(t)
-        levels = sorted(set(s_str.dropna().tolist()))
-        if len(levels) > max_levels:
-            raise IngestError(
-                f"column {c!r} is text with {len(levels)} distinct values (more than max_levels="
-                f"{max_levels}); drop it (drop_columns), bin it, or raise max_levels"
-            )
-        unseen = sorted(set(t_str.dropna().tolist()) - set(levels))
+    Fits a ``TablePreprocessor`` on the source's features (the target's only to decide the missing-value
+    indicators and id-like columns) and applies it to both tables. Raises ``IngestError`` for: missing
+    label column, NaN labels, fewer than 2 source classes, a target with 0 rows, feature columns that differ
+    in name or kind, duplicate column names, a categorical column with more than ``max_levels`` levels,
+    ±inf in a feature. See the module docstring for the encoding, missing-value and id-column policies.
+    """
+    _table(source, "source")
+    _table(target, "target")
+    check_label_column(source, label)
+    if len(source) == 0:
+        raise IngestError("source table has 0 rows; point the source at a table with labeled rows")
+    if len(target) == 0:
+        raise IngestError("target set has 0 rows; point the target at a non-empty deployment batch")
+    classes, source_y, target_y, notes = _code_labels(source, target, label, positive_label)
+    src, tgt = source.drop(columns=[label]), target.drop(columns=[label], errors="ignore")
+    pre = TablePreprocessor(max_levels=max_levels, min_rows_for_id=min_rows_for_id).fit(src, target=tgt)
+    for c, levels in pre.encodings_.items():
+        seen = set(_levels(_coerce(tgt[c], c, "target")).dropna().tolist())
+        unseen = sorted(seen - set(levels))
         if unseen:
             notes.append(f"column {c!r}: target levels {unseen[:5]} not in the source encode as all zeros")
-        encodings[c] = levels
-        if has_nan:
-            put(f"{c}__missing", s_str.isna().to_numpy(dtype=float), t_str.isna().to_numpy(dtype=float),
-                f"the missing-value indicator of column {c!r}")
-        for lev in levels:
-            put(f"{c}={lev}", (s_str == lev).to_numpy(dtype=float), (t_str == lev).to_numpy(dtype=float),
-                f"level {lev!r} of column {c!r}")
-
-    columns = list(out_s)
-    source_X = pd.DataFrame(out_s, columns=columns)
-    target_X = pd.DataFrame(out_t, columns=columns)
     return PreparedData(
-        source_X=source_X,
+        source_X=pre.transform(src),
         source_y=source_y,
-        target_X=target_X,
+        target_X=pre.transform(tgt),
         target_y=target_y,
         classes=classes,
-        feature_columns=columns,
-        dropped_columns=dropped,
-        encodings=encodings,
-        imputed=imputed,
+        feature_columns=list(pre.feature_columns_),
+        dropped_columns=dict(pre.dropped_),
+        encodings=dict(pre.encodings_),
+        imputed=dict(pre.imputed_),
         notes=notes,
+        preprocessor=pre,
     )
