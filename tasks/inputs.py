@@ -18,7 +18,9 @@ ROW, LABEL = "_row", "_label"
 
 @dataclass(frozen=True)
 class Inputs:
-    """Raw tables as read (for hashing), the encoded tables, the simulated bias and read notes."""
+    """Raw tables as read (for hashing), the encoded tables (with their fitted preprocessor), the simulated
+    bias, read notes and ``example``: the first raw target rows with the source's feature columns (label
+    excluded), as a served model takes them."""
 
     raw_source: pd.DataFrame
     raw_target: pd.DataFrame | None
@@ -26,6 +28,10 @@ class Inputs:
     bias_info: dict[str, Any] | None
     p_select: np.ndarray | None
     notes: tuple[str, ...]
+    example: pd.DataFrame
+
+
+EXAMPLE_ROWS = 5  # raw target rows kept as the served model's input example
 
 
 def read_inputs(source_spec: str, target_spec: str | None, label: str,
@@ -102,4 +108,5 @@ def prepare_inputs(
     for reserved in (ROW, LABEL):
         if reserved in prepared.feature_columns:
             raise IngestError(f"a feature column is named {reserved!r}, a name shiftflow reserves; rename it")
-    return Inputs(raw_source, raw_target, prepared, bias_info, p_select, notes)
+    example = target.drop(columns=[label], errors="ignore").head(EXAMPLE_ROWS).reset_index(drop=True)
+    return Inputs(raw_source, raw_target, prepared, bias_info, p_select, notes, example)
