@@ -1,10 +1,11 @@
 """Validate and encode a labeled source table and an unlabeled target table (no I/O).
 
-``TablePreprocessor`` is the encoder: a scikit-learn transformer fitted on the source and applied to the
-target (and, as the first step of every served model, to the raw rows a model scores).
-``prepare_tables(source, target, label)`` fits it and turns two raw DataFrames into numeric feature matrices
-with identical columns, integer-coded labels and a record of every decision (dropped id columns, one-hot
-levels, imputed columns). Policies, stated once:
+``check_tables(source, target, label)`` checks two raw DataFrames and decides the encoding
+(``plan_encoding``: pure pandas, so a refusal never imports scikit-learn). ``prepare_tables`` then fits the
+encoder, ``shiftlib.preprocessor.TablePreprocessor`` (a scikit-learn transformer fitted on the source and
+applied to the target, and, as the first step of every served model, to the raw rows a model scores), and
+returns numeric feature matrices with identical columns, integer-coded labels and a record of every decision
+(dropped id columns, one-hot levels, imputed columns). Policies, stated once:
 
 * **Labels** are coded 0..K-1 in sorted order of the source's label values; for two classes the
   positive class (code 1) is the larger value unless ``positive_label`` is given. NaN labels in the
@@ -29,16 +30,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.compose import ColumnTransformer
-from sklearn.impute import MissingIndicator, SimpleImputer
-from sklearn.preprocessing import OneHotEncoder
-from sklearn.utils.validation import check_is_fitted
 
 from shiftlib.errors import ShiftflowInputError
 
-__all__ = ["IngestError", "PreparedData", "TablePreprocessor", "check_label_column", "check_labels",
-           "prepare_tables"]
+__all__ = ["CheckedTables", "EncodingPlan", "IngestError", "PreparedData", "canonical_column", "check_label_column",
+           "check_labels", "check_tables", "coerce_column", "plan_encoding", "prepare_tables"]
 
 
 class IngestError(ShiftflowInputError):
@@ -48,7 +44,7 @@ class IngestError(ShiftflowInputError):
 @dataclass
 class PreparedData:
     """Encoded source/target tables. ``X`` frames are float64 with identical column order; ``preprocessor``
-    is the fitted ``TablePreprocessor`` that produced them (raw feature rows → ``X``)."""
+    is the fitted ``shiftlib.preprocessor.TablePreprocessor`` that produced them (raw feature rows → ``X``)."""
 
     source_X: pd.DataFrame
     source_y: np.ndarray
@@ -60,7 +56,15 @@ class PreparedData:
     encodings: dict[str, list[str]] = field(default_factory=dict)
     imputed: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    preprocessor: TablePreprocessor | None = None
+    preprocessor: Any = None
+
+    @property
+    def n_source(self) -> int:
+        return len(self.source_X)
+
+    @property
+    def n_target(self) -> int:
+        return len(self.target_X)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable summary of the encoding decisions (for manifests)."""
@@ -201,157 +205,101 @@ def _table(X: Any, which: str) -> pd.DataFrame:
     return X
 
 
-class TablePreprocessor(TransformerMixin, BaseEstimator):
-    """Raw feature rows → float64 encoded features with the source's medians and levels (module docstring).
+@dataclass(frozen=True)
+class EncodingPlan:
+    """What the encoder learns from the source (and the target's missingness): every decision, no arrays.
 
-    A ``ColumnTransformer`` with, per kept column in source order, a ``MissingIndicator`` (when the column has
-    a missing value in the source or in the ``target`` given to ``fit``) followed by a median
-    ``SimpleImputer`` (numbers) or a ``OneHotEncoder`` with the source's sorted levels (text, booleans;
-    unseen levels → all zeros). Medians and levels are learned from the source only; ``target`` only decides
-    which missing-value indicators exist, confirms id-like columns and is checked for the same columns and
-    kinds. Fitted, it is the first step of every served model, so a model scores raw rows.
+    ``kinds`` and ``empty_in_source`` cover every source feature column; ``kept`` are the columns encoded, in
+    order; ``indicators`` the kept columns that get a ``<col>__missing`` column; ``feature_columns`` the
+    encoded names in output order."""
 
-    Parameters
-    ----------
-    max_levels : int, default=20
-        A text column with more distinct source values is refused.
-    min_rows_for_id : int, default=20
-        Fewest rows for a column whose every value is distinct to be dropped as an id.
+    columns: list[Any]
+    kinds: dict[Any, str]
+    empty_in_source: dict[Any, bool]
+    dropped: dict[Any, str]
+    kept: list[Any]
+    encodings: dict[Any, list[str]]
+    imputed: dict[Any, float]
+    indicators: list[Any]
+    feature_columns: list[str]
 
-    Attributes
-    ----------
-    feature_names_in_ : ndarray of object
-        The source's feature columns: the raw input ``transform`` expects.
-    kinds_ : dict
-        Column → ``"numeric"``, ``"text"`` or ``"boolean"`` (as read in the source).
-    dropped_ : dict
-        Id-like column → reason.
-    encodings_ : dict
-        Categorical column → its source levels (sorted text).
-    imputed_ : dict
-        Numeric column with missing values → the source median imputed.
-    feature_columns_ : list of str
-        Names of the encoded columns, in output order.
-    column_transformer_ : sklearn.compose.ColumnTransformer
-        The fitted encoders.
-    """
 
-    def __init__(self, max_levels: int = 20, min_rows_for_id: int = 20) -> None:
-        self.max_levels = max_levels
-        self.min_rows_for_id = min_rows_for_id
+def coerce_column(s: pd.Series, column: Any, source_kind: str, source_empty: bool) -> pd.Series:
+    """A target (or served) column read as the source's column was: complex refused, integers beyond int64 as
+    numbers, and a kind other than the source's refused (unless either side is all missing)."""
+    s = _coerce(s, column, "target")
+    _check_kind(column, source_kind, source_empty, s)
+    return s
 
-    def fit(self, X: pd.DataFrame, y: Any = None, target: pd.DataFrame | None = None) -> TablePreprocessor:
-        """Learn the encoding of the source feature table ``X`` (label excluded); raises ``IngestError``."""
-        source = _table(X, "source").copy()
-        cols = list(source.columns)
-        tgt = None
+
+def canonical_column(s: pd.Series, column: Any, kind: str) -> np.ndarray:
+    """The encoder's input for one kept column: float64 with NaN (numbers, ±inf refused) or text with None."""
+    return _numbers(s, column, "target") if kind == "numeric" else _levels(s).to_numpy(dtype=object)
+
+
+def plan_encoding(source: pd.DataFrame, target: pd.DataFrame | None = None, *, max_levels: int = 20,
+                  min_rows_for_id: int = 20) -> EncodingPlan:
+    """Check the feature tables and decide the encoding (module docstring); raises ``IngestError``.
+
+    Pure pandas (no scikit-learn import), so a refusal is fast. Medians and levels come from ``source``;
+    ``target`` only decides the missing-value indicators, confirms id-like columns and is checked for the
+    same columns and kinds."""
+    source = _table(source, "source").copy()
+    cols = list(source.columns)
+    if target is not None:
+        _check_same_columns(cols, list(_table(target, "target").columns))
+        target = target[cols].copy()
+    kinds: dict[Any, str] = {}
+    empty: dict[Any, bool] = {}
+    for c in cols:
+        source[c] = _coerce(source[c], c, "source")
         if target is not None:
-            tgt = _table(target, "target")
-            _check_same_columns(cols, list(tgt.columns))
-            tgt = tgt[cols].copy()
-        self.kinds_: dict[Any, str] = {}
-        self.empty_in_source_: dict[Any, bool] = {}
-        for c in cols:
-            source[c] = _coerce(source[c], c, "source")
-            if tgt is not None:
-                tgt[c] = _coerce(tgt[c], c, "target")
-            self.kinds_[c] = _kind(source[c])
-            self.empty_in_source_[c] = bool(len(source[c].dropna()) == 0)
-            if tgt is not None:
-                _check_kind(c, self.kinds_[c], self.empty_in_source_[c], tgt[c])
-        self.dropped_ = {c: "id-like: every value is distinct" for c in cols
-                         if _is_id_like(source[c], None if tgt is None else tgt[c], self.min_rows_for_id)}
-        for c in self.dropped_:
-            warnings.warn(f"dropping column {c!r}: it looks like a row id (every value is distinct)",
-                          UserWarning, stacklevel=3)
-        self.kept_ = [c for c in cols if c not in self.dropped_]
-        if not self.kept_:
-            raise IngestError("no feature columns remain after dropping id-like columns; add feature columns")
-        self._fit_encoders(source, tgt)
-        self.feature_names_in_ = np.asarray(cols, dtype=object)
-        self.n_features_in_ = len(cols)
-        return self
-
-    def _fit_encoders(self, source: pd.DataFrame, target: pd.DataFrame | None) -> None:
-        names = _Names()
-        self.encodings_: dict[Any, list[str]] = {}
-        self.imputed_: dict[Any, float] = {}
-        steps: list[tuple[str, Any, list[int]]] = []
-        canon: dict[int, np.ndarray] = {}
-        for i, c in enumerate(self.kept_):
-            t = None if target is None else target[c]
-            plan = self._plan_numeric if self.kinds_[c] == "numeric" else self._plan_levels
-            canon[i], part = plan(i, c, source[c], t, names)
-            steps += part
-        self.feature_columns_ = list(names.origin)
-        self.column_transformer_ = ColumnTransformer(steps).fit(_frame(canon))
-
-    def _plan_numeric(self, i: int, c: Any, s: pd.Series, t: pd.Series | None,
-                      names: _Names) -> tuple[np.ndarray, list[tuple[str, Any, list[int]]]]:
-        sv = _numbers(s, c, "source")
-        if np.isnan(sv).all():
-            raise IngestError(f"column {c!r} is empty (all missing) in the source; drop it")
-        tv = None if t is None else _numbers(t, c, "target")
-        steps: list[tuple[str, Any, list[int]]] = []
-        if np.isnan(sv).any() or (tv is not None and np.isnan(tv).any()):
-            self.imputed_[c] = float(np.nanmedian(sv))
-            names.claim(f"{c}__missing", f"the missing-value indicator of column {c!r}")
-            steps.append((f"missing_{i}", MissingIndicator(features="all"), [i]))
-        names.claim(str(c), f"column {c!r}")
-        steps.append((f"number_{i}", SimpleImputer(strategy="median"), [i]))
-        return sv, steps
-
-    def _plan_levels(self, i: int, c: Any, s: pd.Series, t: pd.Series | None,
-                     names: _Names) -> tuple[np.ndarray, list[tuple[str, Any, list[int]]]]:
-        s_str = _levels(s)
-        levels = sorted(set(s_str.dropna().tolist()))
-        if len(levels) > self.max_levels:
-            raise IngestError(
-                f"column {c!r} is text with {len(levels)} distinct values (more than max_levels="
-                f"{self.max_levels}); drop it (drop_columns), bin it, or raise max_levels"
-            )
-        self.encodings_[c] = levels
-        steps: list[tuple[str, Any, list[int]]] = []
+            target[c] = _coerce(target[c], c, "target")
+        kinds[c], empty[c] = _kind(source[c]), bool(len(source[c].dropna()) == 0)
+        if target is not None:
+            _check_kind(c, kinds[c], empty[c], target[c])
+    dropped = {c: "id-like: every value is distinct" for c in cols
+               if _is_id_like(source[c], None if target is None else target[c], min_rows_for_id)}
+    for c in dropped:
+        warnings.warn(f"dropping column {c!r}: it looks like a row id (every value is distinct)",
+                      UserWarning, stacklevel=3)
+    kept = [c for c in cols if c not in dropped]
+    if not kept:
+        raise IngestError("no feature columns remain after dropping id-like columns; add feature columns")
+    names = _Names()
+    encodings: dict[Any, list[str]] = {}
+    imputed: dict[Any, float] = {}
+    indicators: list[Any] = []
+    for c in kept:
+        s, t = source[c], None if target is None else target[c]
+        if kinds[c] == "numeric":
+            sv = _numbers(s, c, "source")
+            if np.isnan(sv).all():
+                raise IngestError(f"column {c!r} is empty (all missing) in the source; drop it")
+            tv = None if t is None else _numbers(t, c, "target")
+            if np.isnan(sv).any() or (tv is not None and np.isnan(tv).any()):
+                imputed[c] = float(np.nanmedian(sv))
+                indicators.append(c)
+                names.claim(f"{c}__missing", f"the missing-value indicator of column {c!r}")
+            names.claim(str(c), f"column {c!r}")
+            continue
+        encodings[c] = _source_levels(s, c, max_levels)
         if s.isna().any() or (t is not None and t.isna().any()):
+            indicators.append(c)
             names.claim(f"{c}__missing", f"the missing-value indicator of column {c!r}")
-            steps.append((f"missing_{i}", MissingIndicator(missing_values=None, features="all"), [i]))
-        for lev in levels:
+        for lev in encodings[c]:
             names.claim(f"{c}={lev}", f"level {lev!r} of column {c!r}")
-        if levels:
-            steps.append((f"levels_{i}", OneHotEncoder(categories=[np.array(levels, dtype=object)],
-                                                       handle_unknown="ignore", sparse_output=False,
-                                                       dtype=np.float64), [i]))
-        return s_str.to_numpy(dtype=object), steps
-
-    def transform(self, X: pd.DataFrame) -> pd.DataFrame:
-        """Encode raw rows with the source's feature columns; refuses what ``fit`` refuses in a target."""
-        check_is_fitted(self, "column_transformer_")
-        frame = _table(X, "target")
-        cols = list(self.feature_names_in_)
-        _check_same_columns(cols, list(frame.columns))
-        canon: dict[int, np.ndarray] = {}
-        position = {c: i for i, c in enumerate(self.kept_)}
-        for c in cols:  # every column is checked as at fit, kept or dropped
-            s = _coerce(frame[c], c, "target")
-            _check_kind(c, self.kinds_[c], self.empty_in_source_[c], s)
-            if c in position:
-                canon[position[c]] = (_numbers(s, c, "target") if self.kinds_[c] == "numeric"
-                                      else _levels(s).to_numpy(dtype=object))
-        if len(frame) == 0:
-            return pd.DataFrame(np.empty((0, len(self.feature_columns_))), columns=self.feature_columns_)
-        out = self.column_transformer_.transform(_frame(canon))
-        return pd.DataFrame(np.asarray(out, dtype=np.float64), columns=self.feature_columns_)
-
-    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
-        """The encoded column names (``feature_columns_``)."""
-        check_is_fitted(self, "column_transformer_")
-        return np.asarray(self.feature_columns_, dtype=object)
+    return EncodingPlan(cols, kinds, empty, dropped, kept, encodings, imputed, indicators, list(names.origin))
 
 
-def _frame(canon: dict[int, np.ndarray]) -> pd.DataFrame:
-    """Positional frame for the ColumnTransformer: float columns, and text kept as object (None = missing)."""
-    return pd.DataFrame({i: pd.Series(v, dtype=object if v.dtype == object else np.float64)
-                         for i, v in sorted(canon.items())})
+def _source_levels(s: pd.Series, column: Any, max_levels: int) -> list[str]:
+    levels = sorted(set(_levels(s).dropna().tolist()))
+    if len(levels) > max_levels:
+        raise IngestError(
+            f"column {column!r} is text with {len(levels)} distinct values (more than max_levels="
+            f"{max_levels}); drop it (drop_columns), bin it, or raise max_levels"
+        )
+    return levels
 
 
 def check_label_column(source: pd.DataFrame, label: str) -> None:
@@ -413,6 +361,55 @@ def _code_labels(source: pd.DataFrame, target: pd.DataFrame, label: str, positiv
     return classes, source_y, target_y, notes
 
 
+@dataclass(frozen=True)
+class CheckedTables:
+    """``check_tables``' answer: the labels coded and the encoding decided, nothing encoded yet."""
+
+    classes: list[Any]
+    source_y: np.ndarray
+    target_y: np.ndarray | None
+    plan: EncodingPlan
+    notes: list[str]
+    n_source: int
+    n_target: int
+
+    @property
+    def feature_columns(self) -> list[str]:
+        return self.plan.feature_columns
+
+
+def check_tables(
+    source: pd.DataFrame,
+    target: pd.DataFrame,
+    label: str,
+    *,
+    positive_label: Any = None,
+    max_levels: int = 20,
+    min_rows_for_id: int = 20,
+) -> CheckedTables:
+    """Every check ``prepare_tables`` makes, and its decisions, without encoding; raises ``IngestError``.
+
+    Raises for: missing label column, NaN labels, fewer than 2 source classes, a target with 0 rows, feature
+    columns that differ in name or kind, duplicate column names, a categorical column with more than
+    ``max_levels`` levels, ±inf in a feature. Pure pandas: a refusal never imports scikit-learn.
+    """
+    _table(source, "source")
+    _table(target, "target")
+    check_label_column(source, label)
+    if len(source) == 0:
+        raise IngestError("source table has 0 rows; point the source at a table with labeled rows")
+    if len(target) == 0:
+        raise IngestError("target set has 0 rows; point the target at a non-empty deployment batch")
+    classes, source_y, target_y, notes = _code_labels(source, target, label, positive_label)
+    src, tgt = source.drop(columns=[label]), target.drop(columns=[label], errors="ignore")
+    plan = plan_encoding(src, tgt, max_levels=max_levels, min_rows_for_id=min_rows_for_id)
+    for c, levels in plan.encodings.items():
+        unseen = sorted(set(_levels(_coerce(tgt[c], c, "target")).dropna().tolist()) - set(levels))
+        if unseen:
+            notes.append(f"column {c!r}: target levels {unseen[:5]} not in the source encode as all zeros")
+    return CheckedTables(classes, source_y, target_y, plan, notes, len(source), len(target))
+
+
 def prepare_tables(
     source: pd.DataFrame,
     target: pd.DataFrame,
@@ -424,37 +421,27 @@ def prepare_tables(
 ) -> PreparedData:
     """Validate and encode a labeled source and an (optionally labeled) target; returns PreparedData.
 
-    Fits a ``TablePreprocessor`` on the source's features (the target's only to decide the missing-value
-    indicators and id-like columns) and applies it to both tables. Raises ``IngestError`` for: missing
-    label column, NaN labels, fewer than 2 source classes, a target with 0 rows, feature columns that differ
-    in name or kind, duplicate column names, a categorical column with more than ``max_levels`` levels,
-    ±inf in a feature. See the module docstring for the encoding, missing-value and id-column policies.
+    ``check_tables``, then a ``shiftlib.preprocessor.TablePreprocessor`` fitted on the source's features with
+    the decided plan and applied to both tables. See the module docstring for the policies.
     """
-    _table(source, "source")
-    _table(target, "target")
-    check_label_column(source, label)
-    if len(source) == 0:
-        raise IngestError("source table has 0 rows; point the source at a table with labeled rows")
-    if len(target) == 0:
-        raise IngestError("target set has 0 rows; point the target at a non-empty deployment batch")
-    classes, source_y, target_y, notes = _code_labels(source, target, label, positive_label)
+    checked = check_tables(source, target, label, positive_label=positive_label, max_levels=max_levels,
+                           min_rows_for_id=min_rows_for_id)
+    # scikit-learn is imported only for tables that passed every check: a refusal stays fast
+    from shiftlib.preprocessor import TablePreprocessor
+
     src, tgt = source.drop(columns=[label]), target.drop(columns=[label], errors="ignore")
-    pre = TablePreprocessor(max_levels=max_levels, min_rows_for_id=min_rows_for_id).fit(src, target=tgt)
-    for c, levels in pre.encodings_.items():
-        seen = set(_levels(_coerce(tgt[c], c, "target")).dropna().tolist())
-        unseen = sorted(seen - set(levels))
-        if unseen:
-            notes.append(f"column {c!r}: target levels {unseen[:5]} not in the source encode as all zeros")
+    pre = TablePreprocessor(max_levels=max_levels, min_rows_for_id=min_rows_for_id).fit_plan(checked.plan, src)
+    plan = checked.plan
     return PreparedData(
         source_X=pre.transform(src),
-        source_y=source_y,
+        source_y=checked.source_y,
         target_X=pre.transform(tgt),
-        target_y=target_y,
-        classes=classes,
-        feature_columns=list(pre.feature_columns_),
-        dropped_columns=dict(pre.dropped_),
-        encodings=dict(pre.encodings_),
-        imputed=dict(pre.imputed_),
-        notes=notes,
+        target_y=checked.target_y,
+        classes=checked.classes,
+        feature_columns=list(plan.feature_columns),
+        dropped_columns=dict(plan.dropped),
+        encodings=dict(plan.encodings),
+        imputed=dict(plan.imputed),
+        notes=list(checked.notes),
         preprocessor=pre,
     )
