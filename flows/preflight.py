@@ -144,7 +144,7 @@ def _preflight(config: RetrainConfig) -> Checked:
         warnings.simplefilter("always")
         inp = prepare_inputs(raw_source, raw_target, config.label, positive_label=positive,
                              simulate_bias=bias_dict, seed=config.seed, drop_columns=config.drop_columns,
-                             max_levels=config.max_levels)
+                             max_levels=config.max_levels, encode=False)
     notes += [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
     prepared = inp.prepared
     if config.undersample is not None and len(prepared.classes) != 2:
@@ -154,9 +154,9 @@ def _preflight(config: RetrainConfig) -> Checked:
             "positive-vs-rest"
         )
     counts = Counter(prepared.classes[i] for i in prepared.source_y.tolist())
-    plan = check_sizes(counts, len(prepared.target_X), config.learners, cv_folds=config.cv_folds,
+    plan = check_sizes(counts, prepared.n_target, config.learners, cv_folds=config.cv_folds,
                        selection_folds=config.selection_folds, selectors=config.selectors)
     notes += list(plan.dropped.values())
     resolved = config.model_copy(update={"simulate_bias": bias, "learners": plan.learners,
                                          "positive_label": positive})
-    return Checked(resolved, bias_label(bias), tuple(notes), len(prepared.source_X), len(prepared.target_X))
+    return Checked(resolved, bias_label(bias), tuple(notes), prepared.n_source, prepared.n_target)

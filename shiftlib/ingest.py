@@ -1,8 +1,11 @@
 """Validate and encode a labeled source table and an unlabeled target table (no I/O).
 
-``prepare_tables(source, target, label)`` turns two raw DataFrames into numeric feature matrices with
-identical columns, integer-coded labels and a record of every decision (dropped id columns, one-hot
-levels, imputed columns). Policies, stated once:
+``check_tables(source, target, label)`` checks two raw DataFrames and decides the encoding
+(``plan_encoding``: pure pandas, so a refusal never imports scikit-learn). ``prepare_tables`` then fits the
+encoder, ``shiftlib.preprocessor.TablePreprocessor`` (a scikit-learn transformer fitted on the source and
+applied to the target, and, as the first step of every served model, to the raw rows a model scores), and
+returns numeric feature matrices with identical columns, integer-coded labels and a record of every decision
+(dropped id columns, one-hot levels, imputed columns). Policies, stated once:
 
 * **Labels** are coded 0..K-1 in sorted order of the source's label values; for two classes the
   positive class (code 1) is the larger value unless ``positive_label`` is given. NaN labels in the
@@ -13,6 +16,8 @@ levels, imputed columns). Policies, stated once:
 * **Missing values**: NaN in a numeric column is imputed with the source median and a 0/1 column
   ``<col>__missing`` is added (in both tables); NaN in a categorical column gets the indicator and
   all-zero level columns. ±inf is refused (it is almost always a upstream bug, not missingness).
+  Rows scored later with a missing value where neither table had one are imputed the same way, without
+  an indicator (the fitted columns do not change).
 * **Id-like columns** (integer or text, every value distinct in the source and in the target, at
   least ``min_rows_for_id`` rows) are dropped with a warning: they identify rows, not behaviour.
 """
@@ -28,7 +33,8 @@ import pandas as pd
 
 from shiftlib.errors import ShiftflowInputError
 
-__all__ = ["IngestError", "PreparedData", "check_label_column", "check_labels", "prepare_tables"]
+__all__ = ["CheckedTables", "EncodingPlan", "IngestError", "PreparedData", "canonical_column", "check_label_column",
+           "check_labels", "check_tables", "coerce_column", "plan_encoding", "prepare_tables"]
 
 
 class IngestError(ShiftflowInputError):
@@ -37,7 +43,8 @@ class IngestError(ShiftflowInputError):
 
 @dataclass
 class PreparedData:
-    """Encoded source/target tables. ``X`` frames are float64 with identical column order."""
+    """Encoded source/target tables. ``X`` frames are float64 with identical column order; ``preprocessor``
+    is the fitted ``shiftlib.preprocessor.TablePreprocessor`` that produced them (raw feature rows → ``X``)."""
 
     source_X: pd.DataFrame
     source_y: np.ndarray
@@ -49,6 +56,15 @@ class PreparedData:
     encodings: dict[str, list[str]] = field(default_factory=dict)
     imputed: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    preprocessor: Any = None
+
+    @property
+    def n_source(self) -> int:
+        return len(self.source_X)
+
+    @property
+    def n_target(self) -> int:
+        return len(self.target_X)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable summary of the encoding decisions (for manifests)."""
@@ -107,11 +123,51 @@ def _levels(s: pd.Series) -> pd.Series:
     return pd.Series(values, index=s.index, dtype=object)
 
 
+def _numbers(s: pd.Series, column: Any, which: str) -> np.ndarray:
+    """A numeric column as float64 with NaN for missing; ±inf refused, naming the column and the table."""
+    v = s.to_numpy(dtype=float, na_value=np.nan)
+    n_inf = int(np.isinf(v).sum())
+    if n_inf:
+        raise IngestError(
+            f"column {column!r} has {n_inf} infinite value(s) in the {which} (±inf, or beyond ±1.8e308); "
+            "replace them with finite numbers or leave them empty (NaN) to be imputed"
+        )
+    return v
+
+
 def _check_duplicates(df: pd.DataFrame, which: str) -> None:
     dup = df.columns[df.columns.duplicated()].unique().tolist()
     if dup:
         raise IngestError(
             f"the {which} table has duplicate column names {dup}; rename them so each column is unique"
+        )
+
+
+def _check_same_columns(s_cols: list[Any], t_cols: list[Any]) -> None:
+    missing, extra = [c for c in s_cols if c not in t_cols], [c for c in t_cols if c not in s_cols]
+    if missing or extra:
+        raise IngestError(
+            "feature columns differ between source and target: "
+            + (f"missing from the target {missing}" if missing else "")
+            + ("; " if missing and extra else "")
+            + (f"only in the target {extra}" if extra else "")
+            + "; give both tables the same feature columns"
+        )
+
+
+def _coerce(s: pd.Series, column: Any, which: str) -> pd.Series:
+    """Refuse complex numbers; read integers beyond int64 as numbers."""
+    if pd.api.types.is_complex_dtype(s):
+        raise IngestError(f"column {column!r} holds complex numbers in the {which}; split it into real "
+                          "columns (e.g. real and imaginary parts) or drop it")
+    return _object_ints_as_float(s)
+
+
+def _check_kind(column: Any, source_kind: str, source_empty: bool, t: pd.Series) -> None:
+    kind = _kind(t)
+    if kind != source_kind and not (len(t.dropna()) == 0 or source_empty):
+        raise IngestError(
+            f"column {column!r} is {kind} in the target but {source_kind} in the source; convert one so both agree"
         )
 
 
@@ -124,6 +180,126 @@ def _is_id_like(s: pd.Series, t: pd.Series | None, min_rows: int) -> bool:
     if not s.is_unique:
         return False
     return t is None or len(t) == 0 or bool(t.is_unique)
+
+
+class _Names:
+    """The encoded column names claimed so far; a second claim of a name is refused, naming both owners."""
+
+    def __init__(self) -> None:
+        self.origin: dict[str, str] = {}
+
+    def claim(self, name: str, what: str) -> str:
+        if name in self.origin:  # e.g. a column named 'a=x' and the one-hot column of level 'x' of column 'a'
+            raise IngestError(
+                f"the encoded column {name!r} would hold both {self.origin[name]} and {what}; rename one of the "
+                "input columns"
+            )
+        self.origin[name] = what
+        return name
+
+
+def _table(X: Any, which: str) -> pd.DataFrame:
+    if not isinstance(X, pd.DataFrame):
+        raise IngestError("source and target must be pandas DataFrames")
+    _check_duplicates(X, which)
+    return X
+
+
+@dataclass(frozen=True)
+class EncodingPlan:
+    """What the encoder learns from the source (and the target's missingness): every decision, no arrays.
+
+    ``kinds`` and ``empty_in_source`` cover every source feature column; ``kept`` are the columns encoded, in
+    order; ``indicators`` the kept columns that get a ``<col>__missing`` column; ``feature_columns`` the
+    encoded names in output order."""
+
+    columns: list[Any]
+    kinds: dict[Any, str]
+    empty_in_source: dict[Any, bool]
+    dropped: dict[Any, str]
+    kept: list[Any]
+    encodings: dict[Any, list[str]]
+    imputed: dict[Any, float]
+    indicators: list[Any]
+    feature_columns: list[str]
+
+
+def coerce_column(s: pd.Series, column: Any, source_kind: str, source_empty: bool) -> pd.Series:
+    """A target (or served) column read as the source's column was: complex refused, integers beyond int64 as
+    numbers, and a kind other than the source's refused (unless either side is all missing)."""
+    s = _coerce(s, column, "target")
+    _check_kind(column, source_kind, source_empty, s)
+    return s
+
+
+def canonical_column(s: pd.Series, column: Any, kind: str) -> np.ndarray:
+    """The encoder's input for one kept column: float64 with NaN (numbers, ±inf refused) or text with None."""
+    return _numbers(s, column, "target") if kind == "numeric" else _levels(s).to_numpy(dtype=object)
+
+
+def plan_encoding(source: pd.DataFrame, target: pd.DataFrame | None = None, *, max_levels: int = 20,
+                  min_rows_for_id: int = 20) -> EncodingPlan:
+    """Check the feature tables and decide the encoding (module docstring); raises ``IngestError``.
+
+    Pure pandas (no scikit-learn import), so a refusal is fast. Medians and levels come from ``source``;
+    ``target`` only decides the missing-value indicators, confirms id-like columns and is checked for the
+    same columns and kinds."""
+    source = _table(source, "source").copy()
+    cols = list(source.columns)
+    if target is not None:
+        _check_same_columns(cols, list(_table(target, "target").columns))
+        target = target[cols].copy()
+    kinds: dict[Any, str] = {}
+    empty: dict[Any, bool] = {}
+    for c in cols:
+        source[c] = _coerce(source[c], c, "source")
+        if target is not None:
+            target[c] = _coerce(target[c], c, "target")
+        kinds[c], empty[c] = _kind(source[c]), bool(len(source[c].dropna()) == 0)
+        if target is not None:
+            _check_kind(c, kinds[c], empty[c], target[c])
+    dropped = {c: "id-like: every value is distinct" for c in cols
+               if _is_id_like(source[c], None if target is None else target[c], min_rows_for_id)}
+    for c in dropped:
+        warnings.warn(f"dropping column {c!r}: it looks like a row id (every value is distinct)",
+                      UserWarning, stacklevel=3)
+    kept = [c for c in cols if c not in dropped]
+    if not kept:
+        raise IngestError("no feature columns remain after dropping id-like columns; add feature columns")
+    names = _Names()
+    encodings: dict[Any, list[str]] = {}
+    imputed: dict[Any, float] = {}
+    indicators: list[Any] = []
+    for c in kept:
+        s, t = source[c], None if target is None else target[c]
+        if kinds[c] == "numeric":
+            sv = _numbers(s, c, "source")
+            if np.isnan(sv).all():
+                raise IngestError(f"column {c!r} is empty (all missing) in the source; drop it")
+            tv = None if t is None else _numbers(t, c, "target")
+            if np.isnan(sv).any() or (tv is not None and np.isnan(tv).any()):
+                imputed[c] = float(np.nanmedian(sv))
+                indicators.append(c)
+                names.claim(f"{c}__missing", f"the missing-value indicator of column {c!r}")
+            names.claim(str(c), f"column {c!r}")
+            continue
+        encodings[c] = _source_levels(s, c, max_levels)
+        if s.isna().any() or (t is not None and t.isna().any()):
+            indicators.append(c)
+            names.claim(f"{c}__missing", f"the missing-value indicator of column {c!r}")
+        for lev in encodings[c]:
+            names.claim(f"{c}={lev}", f"level {lev!r} of column {c!r}")
+    return EncodingPlan(cols, kinds, empty, dropped, kept, encodings, imputed, indicators, list(names.origin))
+
+
+def _source_levels(s: pd.Series, column: Any, max_levels: int) -> list[str]:
+    levels = sorted(set(_levels(s).dropna().tolist()))
+    if len(levels) > max_levels:
+        raise IngestError(
+            f"column {column!r} is text with {len(levels)} distinct values (more than max_levels="
+            f"{max_levels}); drop it (drop_columns), bin it, or raise max_levels"
+        )
+    return levels
 
 
 def check_label_column(source: pd.DataFrame, label: str) -> None:
@@ -156,33 +332,9 @@ def check_labels(source: pd.DataFrame, label: str) -> list[Any]:
     return classes
 
 
-def prepare_tables(
-    source: pd.DataFrame,
-    target: pd.DataFrame,
-    label: str,
-    *,
-    positive_label: Any = None,
-    max_levels: int = 20,
-    min_rows_for_id: int = 20,
-) -> PreparedData:
-    """Validate and encode a labeled source and an (optionally labeled) target; returns PreparedData.
-
-    Raises ``IngestError`` for: missing label column, NaN labels, fewer than 2 source classes, a target
-    with 0 rows, feature columns that differ in name or kind, duplicate column names, a categorical
-    column with more than ``max_levels`` levels, ±inf in a feature. See the module docstring for the
-    encoding, missing-value and id-column policies.
-    """
-    if not isinstance(source, pd.DataFrame) or not isinstance(target, pd.DataFrame):
-        raise IngestError("source and target must be pandas DataFrames")
-    _check_duplicates(source, "source")
-    _check_duplicates(target, "target")
-    check_label_column(source, label)
-    if len(source) == 0:
-        raise IngestError("source table has 0 rows; point the source at a table with labeled rows")
-    if len(target) == 0:
-        raise IngestError("target set has 0 rows; point the target at a non-empty deployment batch")
-
-    y_raw = source[label]
+def _code_labels(source: pd.DataFrame, target: pd.DataFrame, label: str, positive_label: Any
+                 ) -> tuple[list[Any], np.ndarray, np.ndarray | None, list[str]]:
+    """Classes in code order, the source codes, the target codes (None when absent or incomplete), notes."""
     classes = check_labels(source, label)
     if positive_label is not None:
         if len(classes) != 2:
@@ -191,8 +343,7 @@ def prepare_tables(
             raise IngestError(f"positive_label {positive_label!r} is not one of the source labels {classes}")
         classes = [c for c in classes if c != positive_label] + [positive_label]
     code = {c: i for i, c in enumerate(classes)}
-    source_y = y_raw.map(code).to_numpy(dtype=np.int64)
-
+    source_y = source[label].map(code).to_numpy(dtype=np.int64)
     target_y: np.ndarray | None = None
     notes: list[str] = []
     if label in target.columns:
@@ -207,111 +358,90 @@ def prepare_tables(
                     f"({classes}); check that both tables use the same label coding"
                 )
             target_y = t_lab.map(code).to_numpy(dtype=np.int64)
-        target = target.drop(columns=[label])
-    src = source.drop(columns=[label])
+    return classes, source_y, target_y, notes
 
-    s_cols, t_cols = list(src.columns), list(target.columns)
-    missing, extra = [c for c in s_cols if c not in t_cols], [c for c in t_cols if c not in s_cols]
-    if missing or extra:
-        raise IngestError(
-            "feature columns differ between source and target: "
-            + (f"missing from the target {missing}" if missing else "")
-            + ("; " if missing and extra else "")
-            + (f"only in the target {extra}" if extra else "")
-            + "; give both tables the same feature columns"
-        )
-    target = target[s_cols].copy()
-    src = src.copy()
-    for c in s_cols:
-        for which, frame in (("source", src), ("target", target)):
-            if pd.api.types.is_complex_dtype(frame[c]):
-                raise IngestError(f"column {c!r} holds complex numbers in the {which}; split it into real "
-                                  "columns (e.g. real and imaginary parts) or drop it")
-            frame[c] = _object_ints_as_float(frame[c])
-        ks, kt = _kind(src[c]), _kind(target[c])
-        if ks != kt and not (len(target[c].dropna()) == 0 or len(src[c].dropna()) == 0):
-            raise IngestError(
-                f"column {c!r} is {kt} in the target but {ks} in the source; convert one so both agree"
-            )
 
-    dropped: dict[str, str] = {}
-    for c in s_cols:
-        if _is_id_like(src[c], target[c], min_rows_for_id):
-            dropped[c] = "id-like: every value is distinct"
-            warnings.warn(f"dropping column {c!r}: it looks like a row id (every value is distinct)",
-                          UserWarning, stacklevel=2)
-    feats = [c for c in s_cols if c not in dropped]
-    if not feats:
-        raise IngestError("no feature columns remain after dropping id-like columns; add feature columns")
+@dataclass(frozen=True)
+class CheckedTables:
+    """``check_tables``' answer: the labels coded and the encoding decided, nothing encoded yet."""
 
-    out_s: dict[str, np.ndarray] = {}
-    out_t: dict[str, np.ndarray] = {}
-    origin: dict[str, str] = {}
-    encodings: dict[str, list[str]] = {}
-    imputed: dict[str, float] = {}
+    classes: list[Any]
+    source_y: np.ndarray
+    target_y: np.ndarray | None
+    plan: EncodingPlan
+    notes: list[str]
+    n_source: int
+    n_target: int
 
-    def put(name: str, sv: np.ndarray, tv: np.ndarray, what: str) -> None:
-        if name in out_s:  # e.g. a column named 'a=x' and the one-hot column of level 'x' of column 'a'
-            raise IngestError(
-                f"the encoded column {name!r} would hold both {origin[name]} and {what}; rename one of the "
-                "input columns"
-            )
-        out_s[name], out_t[name], origin[name] = sv, tv, what
+    @property
+    def feature_columns(self) -> list[str]:
+        return self.plan.feature_columns
 
-    for c in feats:
-        s, t = src[c], target[c]
-        has_nan = bool(s.isna().any() or t.isna().any())
-        if _kind(s) == "numeric":
-            sv = s.to_numpy(dtype=float, na_value=np.nan)
-            tv = t.to_numpy(dtype=float, na_value=np.nan)
-            for which, v in (("source", sv), ("target", tv)):
-                n_inf = int(np.isinf(v).sum())
-                if n_inf:
-                    raise IngestError(
-                        f"column {c!r} has {n_inf} infinite value(s) in the {which} (±inf, or beyond ±1.8e308); "
-                        "replace them with finite numbers or leave them empty (NaN) to be imputed"
-                    )
-            if has_nan:
-                if np.isnan(sv).all():
-                    raise IngestError(f"column {c!r} is empty (all missing) in the source; drop it")
-                med = float(np.nanmedian(sv))
-                imputed[c] = med
-                put(f"{c}__missing", np.isnan(sv).astype(float), np.isnan(tv).astype(float),
-                    f"the missing-value indicator of column {c!r}")
-                sv, tv = np.where(np.isnan(sv), med, sv), np.where(np.isnan(tv), med, tv)
-            put(str(c), sv, tv, f"column {c!r}")
-            continue
-        # categorical: text or boolean → one-hot with the source's levels
-        s_str, t_str = _levels(s), _levels(t)
-        levels = sorted(set(s_str.dropna().tolist()))
-        if len(levels) > max_levels:
-            raise IngestError(
-                f"column {c!r} is text with {len(levels)} distinct values (more than max_levels="
-                f"{max_levels}); drop it (drop_columns), bin it, or raise max_levels"
-            )
-        unseen = sorted(set(t_str.dropna().tolist()) - set(levels))
+
+def check_tables(
+    source: pd.DataFrame,
+    target: pd.DataFrame,
+    label: str,
+    *,
+    positive_label: Any = None,
+    max_levels: int = 20,
+    min_rows_for_id: int = 20,
+) -> CheckedTables:
+    """Every check ``prepare_tables`` makes, and its decisions, without encoding; raises ``IngestError``.
+
+    Raises for: missing label column, NaN labels, fewer than 2 source classes, a target with 0 rows, feature
+    columns that differ in name or kind, duplicate column names, a categorical column with more than
+    ``max_levels`` levels, ±inf in a feature. Pure pandas: a refusal never imports scikit-learn.
+    """
+    _table(source, "source")
+    _table(target, "target")
+    check_label_column(source, label)
+    if len(source) == 0:
+        raise IngestError("source table has 0 rows; point the source at a table with labeled rows")
+    if len(target) == 0:
+        raise IngestError("target set has 0 rows; point the target at a non-empty deployment batch")
+    classes, source_y, target_y, notes = _code_labels(source, target, label, positive_label)
+    src, tgt = source.drop(columns=[label]), target.drop(columns=[label], errors="ignore")
+    plan = plan_encoding(src, tgt, max_levels=max_levels, min_rows_for_id=min_rows_for_id)
+    for c, levels in plan.encodings.items():
+        unseen = sorted(set(_levels(_coerce(tgt[c], c, "target")).dropna().tolist()) - set(levels))
         if unseen:
             notes.append(f"column {c!r}: target levels {unseen[:5]} not in the source encode as all zeros")
-        encodings[c] = levels
-        if has_nan:
-            put(f"{c}__missing", s_str.isna().to_numpy(dtype=float), t_str.isna().to_numpy(dtype=float),
-                f"the missing-value indicator of column {c!r}")
-        for lev in levels:
-            put(f"{c}={lev}", (s_str == lev).to_numpy(dtype=float), (t_str == lev).to_numpy(dtype=float),
-                f"level {lev!r} of column {c!r}")
+    return CheckedTables(classes, source_y, target_y, plan, notes, len(source), len(target))
 
-    columns = list(out_s)
-    source_X = pd.DataFrame(out_s, columns=columns)
-    target_X = pd.DataFrame(out_t, columns=columns)
+
+def prepare_tables(
+    source: pd.DataFrame,
+    target: pd.DataFrame,
+    label: str,
+    *,
+    positive_label: Any = None,
+    max_levels: int = 20,
+    min_rows_for_id: int = 20,
+) -> PreparedData:
+    """Validate and encode a labeled source and an (optionally labeled) target; returns PreparedData.
+
+    ``check_tables``, then a ``shiftlib.preprocessor.TablePreprocessor`` fitted on the source's features with
+    the decided plan and applied to both tables. See the module docstring for the policies.
+    """
+    checked = check_tables(source, target, label, positive_label=positive_label, max_levels=max_levels,
+                           min_rows_for_id=min_rows_for_id)
+    # scikit-learn is imported only for tables that passed every check: a refusal stays fast
+    from shiftlib.preprocessor import TablePreprocessor
+
+    src, tgt = source.drop(columns=[label]), target.drop(columns=[label], errors="ignore")
+    pre = TablePreprocessor(max_levels=max_levels, min_rows_for_id=min_rows_for_id).fit_plan(checked.plan, src)
+    plan = checked.plan
     return PreparedData(
-        source_X=source_X,
-        source_y=source_y,
-        target_X=target_X,
-        target_y=target_y,
-        classes=classes,
-        feature_columns=columns,
-        dropped_columns=dropped,
-        encodings=encodings,
-        imputed=imputed,
-        notes=notes,
+        source_X=pre.transform(src),
+        source_y=checked.source_y,
+        target_X=pre.transform(tgt),
+        target_y=checked.target_y,
+        classes=checked.classes,
+        feature_columns=list(plan.feature_columns),
+        dropped_columns=dict(plan.dropped),
+        encodings=dict(plan.encodings),
+        imputed=dict(plan.imputed),
+        notes=list(checked.notes),
+        preprocessor=pre,
     )

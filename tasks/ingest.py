@@ -1,23 +1,35 @@
 """Stage ``ingest``: load the source and target tables, (optionally) simulate a selection bias, validate
 and encode with ``shiftlib.ingest``, write ``source.parquet``, ``target.parquet`` and, when the target
-carries labels, ``target_labels.parquet`` (evaluation only)."""
+carries labels, ``target_labels.parquet`` (evaluation only).
+
+The fitted ``shiftlib.ingest.TablePreprocessor`` (raw rows → encoded features) and a few raw target rows go
+beside it, in ``ingest_preprocessor/`` (``preprocessor.pkl``, ``raw_example.pkl``, a manifest with their
+SHA-256, written before the ingest manifest and reused with it): training and recalibration put the
+preprocessor in front of every model they log, so a served model scores raw rows."""
 
 from __future__ import annotations
 
 import hashlib
+import pickle
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from sklearn.pipeline import Pipeline
 
 from tasks.inputs import LABEL, ROW, prepare_inputs, read_inputs
 from tasks.logs import run_logger
 from tasks.sources import mask_secrets
-from tasks.store import StageStore, stage_key
+from tasks.store import CorruptStageError, StageStore, sha256_file, stage_key
 
-__all__ = ["LABEL", "ROW", "frame_hash", "ingest", "ingest_inputs", "load_target_labels", "load_xy"]
+__all__ = ["LABEL", "PREPROCESSOR_STAGE", "ROW", "frame_hash", "ingest", "ingest_inputs", "load_preprocessor",
+           "load_raw_example", "load_target_labels", "load_xy", "preprocessor_hash", "raw_input_schema",
+           "served_pipeline"]
+
+PREPROCESSOR_STAGE = "ingest_preprocessor"
+PREPROCESSOR, RAW_EXAMPLE = "preprocessor.pkl", "raw_example.pkl"
 
 
 def frame_hash(df: pd.DataFrame) -> str:
@@ -53,10 +65,12 @@ def ingest(
     params = {"source": mask_secrets(source_spec), "target": target_spec and mask_secrets(target_spec), "label": label,
               "positive_label": positive_label, "simulate_bias": simulate_bias, "seed": seed,
               "drop_columns": sorted(drop_columns or []), "max_levels": max_levels}
-    key = stage_key("ingest", params, inputs)
+    key, pkey = stage_key("ingest", params, inputs), stage_key(PREPROCESSOR_STAGE, params, inputs)
     found = store.find_reusable("ingest", key)
-    if found is not None:
+    pfound = store.find_reusable(PREPROCESSOR_STAGE, pkey) if found is not None else None
+    if found is not None and pfound is not None:
         log.info("ingest: reusing stage from run %s (same inputs and parameters)", found["run_id"])
+        store.adopt(PREPROCESSOR_STAGE, pfound)
         return store.adopt("ingest", found)
 
     inp = prepare_inputs(raw_source, raw_target, label, positive_label=positive_label,
@@ -73,6 +87,11 @@ def ingest(
     if p_select is not None:  # the true P(s=1|x,y) of each source row: oracle weights, evaluation only
         tables["source_selection"] = pd.DataFrame({ROW: source[ROW], "p_select": p_select})
     extra = prepared.to_dict() | {"label": label, "bias": bias_info, "data_hashes": inputs}
+    # the preprocessor first: an ingest manifest on disk means its preprocessor is there too
+    store.write_stage(PREPROCESSOR_STAGE, {}, key=pkey, params=params, inputs=inputs,
+                      files={PREPROCESSOR: pickle.dumps(prepared.preprocessor, protocol=5),
+                             RAW_EXAMPLE: pickle.dumps(inp.example, protocol=5)},
+                      extra={"raw_columns": [str(c) for c in inp.example.columns]})
     manifest = store.write_stage("ingest", tables, key=key, params=params, inputs=inputs, extra=extra)
     log.info(
         "ingest: %d source rows, %d target rows, %d features%s",
@@ -106,3 +125,53 @@ def load_target_labels(store: StageStore) -> np.ndarray | None:
     if "target_labels.parquet" not in store.manifest("ingest")["files"]:
         return None
     return store.read_table("ingest", "target_labels", columns=[LABEL])[LABEL].to_numpy()
+
+
+def _read_checked(store: StageStore, name: str) -> bytes:
+    """Bytes of ``ingest_preprocessor/<name>`` after checking them against the manifest's SHA-256."""
+    entry = store.manifest(PREPROCESSOR_STAGE)["files"].get(name)
+    path = store.path(PREPROCESSOR_STAGE, name)
+    if entry is None:
+        raise FileNotFoundError(f"stage {PREPROCESSOR_STAGE!r} manifest lists no {name}")
+    if not path.exists() or sha256_file(path) != entry["sha256"]:
+        raise CorruptStageError(
+            f"{path} does not match the SHA-256 in its manifest (truncated or altered); "
+            "delete the stage folder and re-run to recompute it"
+        )
+    return path.read_bytes()
+
+
+def load_preprocessor(store: StageStore) -> Any:
+    """The ingest stage's fitted ``TablePreprocessor`` (raw rows with the source's columns → encoded features)."""
+    return pickle.loads(_read_checked(store, PREPROCESSOR))
+
+
+def preprocessor_hash(store: StageStore) -> str:
+    """SHA-256 of the stored preprocessor: a logged model embeds it, so its stage key depends on it."""
+    return store.file_hash(PREPROCESSOR_STAGE, PREPROCESSOR)
+
+
+def served_pipeline(store: StageStore, model: Any) -> Pipeline:
+    """The model as served: ingest's fitted preprocessor, then ``model`` (fitted on the encoded source)."""
+    return Pipeline([("prepare", load_preprocessor(store)), ("model", model)])
+
+
+def load_raw_example(store: StageStore) -> pd.DataFrame:
+    """The first raw target rows (source feature columns, label excluded): a served model's input example."""
+    return pickle.loads(_read_checked(store, RAW_EXAMPLE))
+
+
+def raw_input_schema(store: StageStore) -> Any:
+    """The served model's input schema: every source feature column, required, typed by how the preprocessor
+    reads it — ``boolean``, ``string`` for text, and MLflow's ``any`` for numbers and other kinds, because
+    MLflow refuses int64 → double and float64 → long, and a raw integer column arrives as floats as soon as a
+    batch has a missing value; the preprocessor then checks the kind itself, with its own message."""
+    from mlflow.types.schema import AnyType, ColSpec, Schema
+
+    example, kinds = load_raw_example(store), load_preprocessor(store).kinds_
+    specs = []
+    for c in example.columns:
+        textual = pd.api.types.is_string_dtype(example[c]) or example[c].dtype == object
+        kind = {"boolean": "boolean", "text": "string" if textual else None}.get(kinds[c])
+        specs.append(ColSpec(kind or AnyType(), str(c), required=True))
+    return Schema(specs)

@@ -10,7 +10,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from shiftlib.ingest import IngestError, PreparedData, check_labels, prepare_tables
+from shiftlib.ingest import (
+    CheckedTables,
+    IngestError,
+    PreparedData,
+    check_labels,
+    check_tables,
+    prepare_tables,
+)
 from tasks.sources import read_table
 
 ROW, LABEL = "_row", "_label"
@@ -18,14 +25,20 @@ ROW, LABEL = "_row", "_label"
 
 @dataclass(frozen=True)
 class Inputs:
-    """Raw tables as read (for hashing), the encoded tables, the simulated bias and read notes."""
+    """Raw tables as read (for hashing), the encoded tables (with their fitted preprocessor), the simulated
+    bias, read notes and ``example``: the first raw target rows with the source's feature columns (label
+    excluded), as a served model takes them."""
 
     raw_source: pd.DataFrame
     raw_target: pd.DataFrame | None
-    prepared: PreparedData
+    prepared: PreparedData | CheckedTables
     bias_info: dict[str, Any] | None
     p_select: np.ndarray | None
     notes: tuple[str, ...]
+    example: pd.DataFrame
+
+
+EXAMPLE_ROWS = 5  # raw target rows kept as the served model's input example
 
 
 def read_inputs(source_spec: str, target_spec: str | None, label: str,
@@ -81,8 +94,12 @@ def prepare_inputs(
     drop_columns: list[str] | None = None,
     max_levels: int = 20,
     notes: tuple[str, ...] = (),
+    encode: bool = True,
 ) -> Inputs:
-    """Validate and encode raw tables exactly as the ingest stage does; raises ``IngestError``."""
+    """Validate and encode raw tables exactly as the ingest stage does; raises ``IngestError``.
+
+    ``encode=False`` (the preflight) makes every check and decision but fits no encoder: ``prepared`` is then
+    ``shiftlib.ingest.CheckedTables`` and nothing imports scikit-learn."""
     source, target = raw_source, raw_target
     for frame, which in ((source, "source"), (target, "target")):
         absent = sorted(set(drop_columns or []) - set(frame.columns)) if frame is not None else []
@@ -98,8 +115,10 @@ def prepare_inputs(
     if target is None:
         raise IngestError("no target given: name a target table (--target) or pass --simulate-bias with a "
                           "mechanism to split the source into a biased source and a target")
-    prepared = prepare_tables(source, target, label, positive_label=positive_label, max_levels=max_levels)
+    prepare = prepare_tables if encode else check_tables
+    prepared = prepare(source, target, label, positive_label=positive_label, max_levels=max_levels)
     for reserved in (ROW, LABEL):
         if reserved in prepared.feature_columns:
             raise IngestError(f"a feature column is named {reserved!r}, a name shiftflow reserves; rename it")
-    return Inputs(raw_source, raw_target, prepared, bias_info, p_select, notes)
+    example = target.drop(columns=[label], errors="ignore").head(EXAMPLE_ROWS).reset_index(drop=True)
+    return Inputs(raw_source, raw_target, prepared, bias_info, p_select, notes, example)

@@ -9,7 +9,8 @@ comparing p_s (undersampled, uncorrected), p′ (corrected) and p (the same lear
 held-out target labels the same metrics are also logged as ``calibration.target.*``. The target prior
 re-estimated by EM (Saerens et al. 2002) is logged as ``calibration.target_prior_em``. Writes
 ``recalibration/probabilities.parquet`` (target rows: p_s, p′, p) and ``recalibration/oof.parquet``;
-logs a reliability diagram and the corrected model (``mlflow.pyfunc`` returns p′) in a nested run."""
+logs a reliability diagram and the corrected model (``mlflow.pyfunc`` returns p′) in a nested run, behind
+ingest's fitted preprocessor (``tasks.ingest.served_pipeline``) so it scores raw rows."""
 
 from __future__ import annotations
 
@@ -30,7 +31,16 @@ from shiftlib.calibration import (
     undersampling_metrics,
 )
 from shiftlib.learners import fit_learner, make_learner, needs_target
-from tasks.ingest import ROW, ingest_inputs, load_target_labels, load_xy
+from tasks.ingest import (
+    ROW,
+    ingest_inputs,
+    load_raw_example,
+    load_target_labels,
+    load_xy,
+    preprocessor_hash,
+    raw_input_schema,
+    served_pipeline,
+)
 from tasks.logs import run_logger
 from tasks.store import StageStore, stage_key
 from tasks.tracking import log_metrics, log_sklearn_model, with_retries
@@ -50,7 +60,7 @@ def recalibration(store: StageStore, chosen: str, *, beta: float | str, seed: in
     if needs_target(base):
         raise ValueError(f"{chosen} learns from the target rows and cannot be refitted on an undersampled copy; "
                          "choose a selector/learner set without it or unset `undersample`")
-    inputs = ingest_inputs(store)
+    inputs = ingest_inputs(store) | {"preprocessor": preprocessor_hash(store)}
     params = {"candidate": chosen, "learner": info["learner"], "weighting": info["weighting"],
               "beta": beta, "seed": seed, "cv_folds": cv_folds}
     key = stage_key(STAGE, params, inputs)
@@ -100,7 +110,8 @@ def recalibration(store: StageStore, chosen: str, *, beta: float | str, seed: in
                 mlflow.log_params({"candidate": chosen, "beta": str(beta), "beta_realised": served.beta_,
                                    "tau_s": tau_s, "tau_prime": tau_p, "seed": seed})
                 mlflow.log_metrics(metrics)
-                return log_sklearn_model(served, "model", X_t)
+                return log_sklearn_model(served_pipeline(store, served), "model", load_raw_example(store),
+                                         input_schema=raw_input_schema(store))
 
         model_uri = with_retries(_log)
         store.write_stage(STAGE, {"probabilities": target, "oof": oof}, key=key, params=params, inputs=inputs,

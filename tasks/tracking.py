@@ -16,7 +16,7 @@ from typing import Any
 import mlflow
 import numpy as np
 import pandas as pd
-from mlflow.models import infer_signature
+from mlflow.models import ModelSignature, infer_signature
 from mlflow.tracking import MlflowClient
 
 from tasks.sources import mask_secrets
@@ -94,12 +94,15 @@ def log_metrics(client: Any, run_id: str, metrics: Mapping[str, Any], *, skip_mi
 
 
 def log_sklearn_model(
-    model: Any, name: str, X_example: pd.DataFrame, *, predict_fn: str = "predict_proba"
+    model: Any, name: str, X_example: pd.DataFrame, *, predict_fn: str = "predict_proba",
+    input_schema: Any = None,
 ) -> str:
     """Log ``model`` to the active run so ``mlflow.pyfunc.load_model`` returns ``predict_fn`` output.
 
     cloudpickle (skops refuses our pipelines' types), explicit pip requirements, signature and input
     example from the rows the model will serve, and shiftlib shipped as code so a fresh process loads it.
+    ``input_schema`` (an ``mlflow.types.Schema``), when given, replaces the input schema inferred from the
+    example.
     """
     example = X_example.head(5)
     out = getattr(model, predict_fn)(example)
@@ -110,19 +113,22 @@ def log_sklearn_model(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            info = _log(model, name, example, out, predict_fn)
+            info = _log(model, name, example, out, predict_fn, input_schema)
     finally:
         quiet.setLevel(level)
     return info.model_uri
 
 
-def _log(model: Any, name: str, example: pd.DataFrame, out: Any, predict_fn: str) -> Any:
+def _log(model: Any, name: str, example: pd.DataFrame, out: Any, predict_fn: str, input_schema: Any) -> Any:
+    signature = infer_signature(example, out)
+    if input_schema is not None:
+        signature = ModelSignature(inputs=input_schema, outputs=signature.outputs)
     return mlflow.sklearn.log_model(
         model,
         name=name,
         serialization_format="cloudpickle",
         pip_requirements=pip_requirements(),
-        signature=infer_signature(example, out),
+        signature=signature,
         input_example=example,
         pyfunc_predict_fn=predict_fn,
         code_paths=[SHIFTLIB_DIR],

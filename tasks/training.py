@@ -5,7 +5,11 @@ logs a nested MLflow run with the model, and predicts the target; ``collect_trai
 Each candidate also persists its own part (``training_parts/<name>/``, Parquet + manifest) as soon as it
 finishes, so a run killed mid-training and started again with the same parameters refits only the
 candidates that had not finished. A reused part still gets a nested MLflow run in the new parent run,
-pointing at the original model (tag ``shiftflow.reused_from_run``)."""
+pointing at the original model (tag ``shiftflow.reused_from_run``).
+
+The logged model is ``Pipeline([("prepare", <ingest's fitted preprocessor>), ("model", <the candidate>)])``:
+it scores raw rows with the source's feature columns; its signature and input example are raw target rows.
+The stage's predictions come from the candidate on the encoded target table, the same numbers."""
 
 from __future__ import annotations
 
@@ -21,7 +25,15 @@ from sklearn.base import clone
 from shiftlib.budget import subsample
 from shiftlib.cv import cv_metrics
 from shiftlib.learners import fit_learner, make_learner
-from tasks.ingest import ROW, ingest_inputs, load_xy
+from tasks.ingest import (
+    ROW,
+    ingest_inputs,
+    load_raw_example,
+    load_xy,
+    preprocessor_hash,
+    raw_input_schema,
+    served_pipeline,
+)
 from tasks.logs import run_logger
 from tasks.store import StageStore, stage_key
 from tasks.tracking import log_sklearn_model, with_retries
@@ -35,7 +47,7 @@ def candidate_name(learner: str, weighting: str | None) -> str:
 
 
 def _inputs(store: StageStore, weighting: str | None) -> dict[str, str]:
-    inputs = ingest_inputs(store)
+    inputs = ingest_inputs(store) | {"preprocessor": preprocessor_hash(store)}
     if weighting and weighting != "none":
         inputs["weights"] = store.manifest("weights")["files"]["weights.parquet"]["sha256"]
     return inputs
@@ -43,12 +55,12 @@ def _inputs(store: StageStore, weighting: str | None) -> dict[str, str]:
 
 def _nested_run(name: str, *, experiment_id: str, parent_run_id: str, tags: dict[str, str],
                 params: dict[str, Any], metrics: dict[str, float], model: Any = None,
-                X_example: pd.DataFrame | None = None) -> tuple[str, str | None]:
+                X_example: pd.DataFrame | None = None, input_schema: Any = None) -> tuple[str, str | None]:
     with mlflow.start_run(experiment_id=experiment_id, run_name=name, parent_run_id=parent_run_id,
                           nested=True, tags=tags) as run:
         mlflow.log_params(params)
         mlflow.log_metrics(metrics)
-        uri = log_sklearn_model(model, "model", X_example) if model is not None else None
+        uri = log_sklearn_model(model, "model", X_example, input_schema=input_schema) if model is not None else None
         return run.info.run_id, uri
 
 
@@ -113,7 +125,8 @@ def train_learner(
         _nested_run, name, experiment_id=experiment_id, parent_run_id=parent_run_id, tags=tags,
         params={"learner": learner, "weighting": weighting or "none", "seed": seed, "cv_folds": cv_folds,
                 "estimator": type(final).__name__} | hyper,
-        metrics={f"training.cv_{k}": v for k, v in cv.items()}, model=model, X_example=X_t,
+        metrics={f"training.cv_{k}": v for k, v in cv.items()}, model=served_pipeline(store, model),
+        X_example=load_raw_example(store), input_schema=raw_input_schema(store),
     )
     preds = pd.DataFrame({ROW: np.arange(len(X_t), dtype=np.int64), "learner": name,
                           "predicted": pred.astype(np.int64)})

@@ -183,6 +183,27 @@ def test_parent_run_lists_source_and_target_as_datasets(two_runs):
         assert json.loads(ds.source)["uri"] == ref and ds.name == ref.split(":", 1)[1]
 
 
+def test_champion_scores_a_raw_csv_of_the_target_as_the_user_gave_it(two_runs, tmp_path):
+    import mlflow
+    import numpy as np
+
+    from tasks.sources import load_table
+
+    cfg, first, _ = two_runs
+    raw = load_table(cfg.target, label=cfg.label)  # Pima.te as read, before encoding (integer columns, label)
+    raw.drop(columns=[cfg.label]).to_csv(tmp_path / "batch.csv", index=False)
+    batch = pd.read_csv(tmp_path / "batch.csv")
+    assert batch["glu"].dtype == np.int64  # raw integers, not the stage's encoded floats
+    mlflow.set_tracking_uri(cfg.tracking_uri)
+    served = mlflow.pyfunc.load_model("models:/e2e-type@champion")  # v1: the first run's choice (above)
+    assert served.metadata.get_input_schema().input_names() == list(batch.columns)
+    p = np.asarray(served.predict(batch))
+    preds = pd.read_parquet(Path(first["run_dir"]) / "training" / "predictions.parquet")
+    saved = preds[preds["learner"] == first["champion"]["candidate"]].sort_values("_row")
+    # the stage's numbers came from the candidate on ingest's encoded target table: an independent path
+    np.testing.assert_array_equal(p, saved[["proba_0", "proba_1"]].to_numpy())
+
+
 def test_recalibration_serves_corrected_probabilities(two_runs, tmp_path):
     from flows.retrain import retrain
 
