@@ -53,6 +53,7 @@ import warnings
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -153,15 +154,17 @@ def _cps1988_biased(seed: int) -> tuple[np.ndarray, ...]:
     return _biased(X, y, "kmm_threshold", seed, target_fraction=0.25, feature=cols.index("experience"))
 
 
+def _make_synthetic(seed: int, n: int, mechanism: str, target_fraction: float, **params: Any) -> tuple:
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(n, 20, n_informative=8, n_redundant=4, flip_y=0.05, class_sep=0.8,
+                               random_state=seed)
+    return _biased(X, y, mechanism, seed, target_fraction=target_fraction, **params)
+
+
 def _synthetic(n: int, mechanism: str, target_fraction: float, **params: Any) -> Callable[[int], tuple]:
-    def make(seed: int) -> tuple[np.ndarray, ...]:
-        from sklearn.datasets import make_classification
-
-        X, y = make_classification(n, 20, n_informative=8, n_redundant=4, flip_y=0.05, class_sep=0.8,
-                                   random_state=seed)
-        return _biased(X, y, mechanism, seed, target_fraction=target_fraction, **params)
-
-    return make
+    """A picklable case maker (``--jobs`` sends it to worker processes)."""
+    return partial(_make_synthetic, n=n, mechanism=mechanism, target_fraction=target_fraction, **params)
 
 
 @dataclass(frozen=True)
