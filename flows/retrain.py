@@ -10,6 +10,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger, runtime
 from prefect.artifacts import create_markdown_artifact
+from prefect.flow_runs import suspend_flow_run
 from threadpoolctl import threadpool_limits
 
 from flows.config import RetrainConfig
@@ -21,7 +22,7 @@ from tasks.champion import champion
 from tasks.drift import drift
 from tasks.evaluation import evaluate
 from tasks.ingest import ingest
-from tasks.labels import labels
+from tasks.labels import labels, labels_form
 from tasks.recalibration import recalibration
 from tasks.report import summary_markdown
 from tasks.selection import cv_candidate, rt_row, selection, selection_plan, trcv_fold_task
@@ -144,7 +145,15 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
         if config.label_budget is not None or config.target_labels is not None:  # few target labels
             labeled = labels(store, budget=config.label_budget, seed=config.seed, label=config.label,
                              target_labels=config.target_labels, tracking_uri=uri, parent_run_id=parent)
-            if labeled["status"] == "awaiting_labels":  # stop here; a rerun with target_labels resumes
+            if labeled["status"] == "awaiting_labels" and runtime.deployment.id is not None:
+                # a deployment run suspends (the process exits); on resume the flow starts again from the top,
+                # every stage above is found in this run's stage store, and suspend_flow_run returns the form
+                with_retries(_client(uri).set_tag, parent, "shiftflow.suspended_for_labels", labeled["csv"])
+                filled = suspend_flow_run(wait_for_input=labels_form(labeled["csv"]))
+                with_retries(_client(uri).delete_tag, parent, "shiftflow.suspended_for_labels")  # resumed
+                labeled = labels(store, budget=config.label_budget, seed=config.seed, label=config.label,
+                                 target_labels=filled.target_labels, tracking_uri=uri, parent_run_id=parent)
+            if labeled["status"] == "awaiting_labels":  # CLI / temporary API: stop; a rerun with target_labels resumes
                 return {"flow_run_id": flow_run_id, "run_dir": str(store.run_dir), "labels": labeled,
                         "mlflow_parent_run_id": parent, "mlflow_experiment_id": experiment,
                         "reused_stages": reused_stages(store, training_reused=all(r["reused"] for r in results))}

@@ -31,6 +31,8 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.input import RunInput
+from pydantic import Field
 
 from shiftlib.selection import LabelPlan, TargetPredictions, plan_labels
 from tasks.ingest import ROW, ingest_inputs, load_xy
@@ -39,6 +41,20 @@ from tasks.store import MANIFEST, StageStore, stage_key
 from tasks.tracking import log_metrics, with_retries
 
 STAGE = "labels"
+
+
+class FilledLabels(RunInput):
+    """The resume form of a deployment run suspended for labels (Prefect UI, or
+    ``resume_flow_run(id, run_input={"target_labels": ...})``): where the filled file is."""
+
+    target_labels: str = Field(description="path of the filled to_label.csv (or a Parquet file with the same "
+                               "columns); 'file:PATH' or a plain PATH readable by the worker")
+
+
+def labels_form(csv: str) -> type[FilledLabels]:
+    """``FilledLabels`` with the file to fill as the form's default (fill it in place, then press Resume)."""
+    return FilledLabels.with_initial_data(description=f"Fill the label column of {csv}, then resume with its "
+                                          "path: selection runs with 'fewlabel' deciding.", target_labels=csv)
 
 
 def stage_predictions(store: StageStore) -> TargetPredictions:
