@@ -62,7 +62,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from replications._markdown import md_table
+from replications._common import md_table
 from replications.replicate_natural import CASES as NATURAL_CASES
 from replications.replicate_trcv import CASES as TRCV_CASES
 from replications.replicate_trcv import LEARNERS, TIE_TOL, candidates, draw, encode
