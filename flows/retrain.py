@@ -11,6 +11,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger, runtime
 from prefect.artifacts import create_markdown_artifact
+from prefect.flow_runs import suspend_flow_run
 from threadpoolctl import threadpool_limits
 
 from flows.config import RetrainConfig
@@ -24,7 +25,7 @@ from tasks.drift import drift
 from tasks.estimation import estimation, served_estimate
 from tasks.evaluation import evaluate
 from tasks.ingest import ingest
-from tasks.labels import labels
+from tasks.labels import labels, labels_form
 from tasks.recalibration import recalibration
 from tasks.report import summary_markdown
 from tasks.selection import cv_candidate, rt_row, selection, selection_plan, trcv_fold_task
@@ -218,6 +219,24 @@ def _awaiting(run: _Run, prep: dict[str, Any], labeled: dict[str, Any]) -> dict[
             "reused_stages": reused_stages(run.store, training_reused=all(r["reused"] for r in prep["results"]))}
 
 
+def _labels(run: _Run) -> dict[str, Any] | None:
+    """The few-target-labels step (label_budget / target_labels), or None. A deployment run suspends until the
+    filled file's path arrives through the Prefect UI form; on resume the flow starts again from the top and
+    every stage above is found in this run's stage store."""
+    config, uri, parent = run.config, run.ctx.tracking_uri, run.ctx.parent_run_id
+    if config.label_budget is None and config.target_labels is None:
+        return None
+    labeled = labels(run.store, budget=config.label_budget, seed=config.seed, label=config.label,
+                     target_labels=config.target_labels, tracking_uri=uri, parent_run_id=parent)
+    if labeled["status"] == "awaiting_labels" and runtime.deployment.id is not None:
+        with_retries(_client(uri).set_tag, parent, "shiftflow.suspended_for_labels", labeled["csv"])
+        filled = suspend_flow_run(wait_for_input=labels_form(labeled["csv"]))
+        with_retries(_client(uri).delete_tag, parent, "shiftflow.suspended_for_labels")  # resumed
+        labeled = labels(run.store, budget=config.label_budget, seed=config.seed, label=config.label,
+                         target_labels=filled.target_labels, tracking_uri=uri, parent_run_id=parent)
+    return labeled
+
+
 @flow(name="retrain", log_prints=True)
 def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa: B008
     """Retrain every candidate learner on the (biased) labeled source for the unlabeled target batch."""
@@ -244,12 +263,9 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
         log.info("concurrency: %d tasks at once, %d BLAS/OpenMP thread(s) each, %d cores",
                  conc.max_workers, conc.threads_per_task, conc.cores)
         prep = _prepare(run)
-        labeled = None
-        if config.label_budget is not None or config.target_labels is not None:  # few target labels
-            labeled = labels(store, budget=config.label_budget, seed=config.seed, label=config.label,
-                             target_labels=config.target_labels, tracking_uri=uri, parent_run_id=parent)
-            if labeled["status"] == "awaiting_labels":
-                return _awaiting(run, prep, labeled)
+        labeled = _labels(run)
+        if labeled is not None and labeled["status"] == "awaiting_labels":  # CLI: a rerun with target_labels resumes
+            return _awaiting(run, prep, labeled)
         summary = _summary(run, prep, _decide(run, prep, labeled))
     log.info("retrain finished: run folder %s, MLflow parent run %s", store.run_dir, parent)
     return summary

@@ -10,9 +10,14 @@ the run root, checks the file and returns the labels for the selection stage; no
 changes.
 
 Filled-file rules (documented behaviour): rows whose label cell is empty are skipped and counted (a
-partly filled file is used); labels for rows the plan did not ask for are used as uniform draws
-(probability 1/N each, see ``shiftlib.selection.fewlabel``); an unknown row key, a label never seen in
-the source, or no stored plan for this configuration is an error naming the fix. The labeled rows do not
+partly filled file is used, and the log and the MLflow metrics ``labels.n_filled`` / ``labels.n_empty``
+say how many); labels for rows the plan did not ask for are used as uniform draws (probability 1/N each,
+see ``shiftlib.selection.fewlabel``). ``LabelsInputError`` (an ``IngestError``, so a ``ValueError``),
+raised before this run's labels stage is written, names the problem and the fix for: an unknown row key,
+a label never seen in the source, a file with no label filled in, a budget below 1 or beyond the batch,
+and a file or plan of another configuration (no stored plan for this one, or a file whose labeled rows
+all belong to another configuration's plan, some not to this one) — then it names the run that wrote
+that plan and what differs from it (source, target, candidates' predictions, seed, budget, code). The labeled rows do not
 train the candidates: they are drawn where the candidates disagree and must stay untouched to compare
 them.
 """
@@ -31,14 +36,35 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.input import RunInput
+from pydantic import Field
 
+from shiftlib.ingest import IngestError
 from shiftlib.selection import LabelPlan, TargetPredictions, plan_labels
 from tasks.ingest import ROW, ingest_inputs, load_xy
 from tasks.logs import run_logger
-from tasks.store import MANIFEST, StageStore, stage_key
+from tasks.store import MANIFEST, StageStore, code_version, stage_key
 from tasks.tracking import log_metrics, with_retries
 
 STAGE = "labels"
+
+
+class LabelsInputError(IngestError):
+    """The label budget or the filled labels file cannot be used as given; the message names the fix."""
+
+
+class FilledLabels(RunInput):
+    """The resume form of a deployment run suspended for labels (Prefect UI, or
+    ``resume_flow_run(id, run_input={"target_labels": ...})``): where the filled file is."""
+
+    target_labels: str = Field(description="path of the filled to_label.csv (or a Parquet file with the same "
+                               "columns); 'file:PATH' or a plain PATH readable by the worker")
+
+
+def labels_form(csv: str) -> type[FilledLabels]:
+    """``FilledLabels`` with the file to fill as the form's default (fill it in place, then press Resume)."""
+    return FilledLabels.with_initial_data(description=f"Fill the label column of {csv}, then resume with its "
+                                          "path: selection runs with 'fewlabel' deciding.", target_labels=csv)
 
 
 def stage_predictions(store: StageStore) -> TargetPredictions:
@@ -84,6 +110,10 @@ def plan_from_stage(store: StageStore) -> LabelPlan:
     """The ``LabelPlan`` stored in this run's labels stage."""
     man = store.manifest(STAGE)
     t = store.read_table(STAGE, "plan")
+    return _plan(man, t)
+
+
+def _plan(man: dict[str, Any], t: pd.DataFrame) -> LabelPlan:
     ex = man["extra"]
     details = {"disagreement": np.asarray(ex["disagreement"], int), "round_info": ex["round_info"]}
     return LabelPlan(t["row"].to_numpy(int), t["probability"].to_numpy(float), t["round"].to_numpy(int),
@@ -94,19 +124,22 @@ def read_filled(spec: str, label: str, classes: list[Any], n_target: int) -> tup
     """Labels from a filled ``file:PATH.csv|.parquet``: (row → class code, empty cells skipped, SHA-256)."""
     path = Path(spec[5:] if spec.startswith("file:") else spec)
     if not path.exists():
-        raise FileNotFoundError(f"target labels file {path} does not exist: pass file:PATH of the filled "
-                                "to_label.csv (or a Parquet file with the same columns)")
+        raise LabelsInputError(f"target labels file {path} does not exist: pass file:PATH of the filled "
+                               "to_label.csv (or a Parquet file with the same columns)")
     data = path.read_bytes()
     df = pd.read_parquet(io.BytesIO(data)) if path.suffix == ".parquet" else pd.read_csv(io.BytesIO(data))
     for col in (ROW, label):
         if col not in df.columns:
-            raise ValueError(f"{path} has no column {col!r}: keep the columns of to_label.csv ({ROW!r} and "
+            raise LabelsInputError(f"{path} has no column {col!r}: keep the columns of to_label.csv ({ROW!r} and "
                              f"{label!r}) and fill in {label!r}")
     keys = pd.to_numeric(df[ROW], errors="coerce")
     bad = df.loc[keys.isna() | (keys < 0) | (keys >= n_target) | (keys % 1 != 0), ROW].tolist()
     if bad:
-        raise ValueError(f"{path}: row keys {bad[:5]} are not rows of this target batch (0 … {n_target - 1}); "
-                         "use the file written for this configuration")
+        raise LabelsInputError(f"{path}: row keys {bad[:5]} are not rows of this target batch (0 … "
+                               f"{n_target - 1}); keep the {ROW!r} column of the file written for this configuration")
+    if keys.duplicated().any():
+        raise LabelsInputError(f"{path}: row keys {sorted(set(keys[keys.duplicated()].astype(int)))[:5]} occur "
+                               "more than once; keep one line per row")
     filled = df[label].notna() & (df[label].astype(str).str.strip() != "")
     code = {str(c): i for i, c in enumerate(classes)}
     values = df.loc[filled, label].astype(str).str.strip()
@@ -114,8 +147,11 @@ def read_filled(spec: str, label: str, classes: list[Any], n_target: int) -> tup
     values = values.map(lambda v: v if v in code else (str(int(float(v))) if _is_int(v) else v))
     unknown = sorted(set(values) - set(code))
     if unknown:
-        raise ValueError(f"{path}: label(s) {unknown[:5]} never occur in the source labels {classes}: no "
-                         "candidate can predict them; correct the labels")
+        raise LabelsInputError(f"{path}: label(s) {unknown[:5]} never occur in the source labels {classes}: no "
+                               "candidate can predict them; correct the labels")
+    if not filled.any():
+        raise LabelsInputError(f"{path}: no label is filled in ({len(df)} rows, column {label!r} empty): fill in "
+                               "at least one label")
     labels = dict(zip(keys[filled].astype(int).tolist(), values.map(code).tolist(), strict=True))
     return labels, int((~filled).sum()), hashlib.sha256(data).hexdigest()
 
@@ -127,6 +163,104 @@ def _is_int(v: str) -> bool:
         return False
 
 
+_INPUT_NAMES = {"source": "the source table", "target": "the target batch",
+                "training": "the candidates' target predictions (learners, weighting, seed or CV settings)"}
+
+
+def _file_rows(spec: str, label: str) -> set[int]:
+    """The row keys of a labels file with a filled label, read leniently (for diagnosing only)."""
+    path = Path(spec[5:] if spec.startswith("file:") else spec)
+    try:
+        df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+        keys = pd.to_numeric(df[ROW], errors="coerce")
+        return set(keys[keys.notna() & df[label].notna()].astype(int).tolist())
+    except Exception:  # noqa: BLE001 - a diagnosis must not hide the error it explains
+        return set()
+
+
+def _other_plan(store: StageStore, budget: int | None, seed: int, rows: set[int], *, whole: bool) -> str:
+    """Which stored plan (not this configuration's) the labeled ``rows`` belong to, and what differs: '' if none
+    holds all of them (``whole``) or at least half of them."""
+    key, _, _, inputs = _keys(store, budget, seed)
+    best: tuple[int, dict[str, Any]] | None = None
+    for m in Path(store.run_root).glob(f"*/{STAGE}/{MANIFEST}"):
+        try:
+            man = json.loads(m.read_text())
+            planned = set(pd.read_parquet(m.parent / "plan.parquet")["row"].astype(int).tolist())
+        except (OSError, ValueError, KeyError):
+            continue
+        hit = len(planned & rows)
+        enough = hit == len(rows) if whole else 2 * hit >= len(rows)
+        if rows and man.get("key") != key and enough and (best is None or hit > best[0]):
+            best = (hit, man)
+    if best is None:
+        return ""
+    man = best[1]
+    diffs = [_INPUT_NAMES.get(k, k) for k in inputs if man.get("inputs", {}).get(k) != inputs[k]]
+    if man.get("params", {}).get("seed") != seed:
+        diffs.append(f"the seed ({man['params'].get('seed')} then, {seed} now)")
+    if budget is not None and man.get("params", {}).get("budget") != budget:
+        diffs.append(f"the label budget ({man['params'].get('budget')} then, {budget} now)")
+    if man.get("code_version") != code_version():
+        diffs.append("the shiftflow code (changed since)")
+    return (f". The file's rows are those of the plan written by run {man.get('run_id')}, whose configuration "
+            f"differs in: {', '.join(diffs) or 'the stage key'}. Resume with that run's configuration, or plan "
+            "anew with --label-budget and fill the new file")
+
+
+def write_plan(store: StageStore, *, budget: int, seed: int, label: str) -> LabelPlan:
+    """Plan the rows to label and write the labels stage (or adopt a stored plan of the same key).
+
+    Raises ``LabelsInputError`` before writing anything when ``budget`` is below 1 or beyond the batch."""
+    n_target = int(store.manifest("ingest")["files"]["target.parquet"]["rows"])
+    if isinstance(budget, bool) or not isinstance(budget, int | np.integer) or not 1 <= budget <= n_target:
+        raise LabelsInputError(f"label budget {budget!r} is not a number of rows between 1 and the batch's "
+                               f"{n_target} target rows: ask for 1 ≤ label_budget ≤ {n_target}"
+                               + (" (it is larger than the batch)" if isinstance(budget, int) and budget > n_target
+                                  else ""))
+    key, base, params, inputs = _keys(store, budget, seed)
+    found = store.find_reusable(STAGE, key)
+    if found is not None:
+        store.adopt(STAGE, found)
+        return plan_from_stage(store)
+    X_s, y_s, X_t = load_xy(store)
+    tp = stage_predictions(store)
+    plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, random_state=seed, prior=None, predictions=tp)
+    tgt = store.read_table("ingest", "target").set_index(ROW).loc[plan.rows].reset_index()
+    tgt[label] = pd.Series([None] * len(tgt), dtype=object)
+    extra = {"disagreement": plan.details["disagreement"].tolist(), "round_info": plan.details["round_info"],
+             "budget": plan.budget, "n_target": plan.n_target, "learners": plan.learners,
+             "base_key": base, "label": label}
+    store.write_stage(STAGE, {"plan": plan.to_frame(), "to_label": tgt}, key=key, params=params,
+                      inputs=inputs, extra=extra, files={"to_label.csv": tgt.to_csv(index=False).encode()})
+    return plan_from_stage(store)
+
+
+def read_labels(store: StageStore, *, budget: int | None, seed: int, label: str, target_labels: str) -> dict[str, Any]:
+    """Find the stored plan of this configuration, check the filled file against it, then adopt the plan into
+    this run. Every check runs before anything is written (``LabelsInputError`` naming the fix)."""
+    found = _find_plan(store, budget, seed)
+    if found is None:
+        raise LabelsInputError(
+            "no stored label plan for this configuration (same source, target, learners, seed"
+            + (f", budget {budget}" if budget is not None else "") + "): run with --label-budget first, with the "
+            "same configuration, and fill the file it writes"
+            + _other_plan(store, budget, seed, _file_rows(target_labels, label), whole=False))
+    plan = _plan(found, pd.read_parquet(Path(found["_dir"]) / "plan.parquet"))  # verified by _find_plan
+    classes = store.manifest("ingest")["extra"]["classes"]
+    lab, n_empty, digest = read_filled(target_labels, found["extra"].get("label", label), classes, plan.n_target)
+    requested = set(plan.rows.tolist())
+    if set(lab) - requested:  # rows this plan did not ask for: extra uniform draws, unless another plan asked
+        other = _other_plan(store, budget, seed, set(lab), whole=True)
+        if other:  # every labeled row is a row of another configuration's plan: the wrong file, refuse it
+            raise LabelsInputError(f"{target_labels}: {len(set(lab) - requested)} of its {len(lab)} labeled rows "
+                                   f"are not rows this configuration's plan asked for{other}")
+    store.adopt(STAGE, found)
+    return {"status": "labeled", "plan": plan, "labels": lab, "labels_sha256": digest,
+            "plan_sha256": store.file_hash(STAGE, "plan.parquet"), "n_empty": n_empty,
+            "n_unrequested": len(set(lab) - requested), "n_requested_empty": len(requested - set(lab))}
+
+
 @task(name="labels", cache_policy=NO_CACHE)
 def labels(store: StageStore, *, budget: int | None, seed: int, label: str, target_labels: str | None,
            tracking_uri: str, parent_run_id: str) -> dict[str, Any]:
@@ -136,24 +270,8 @@ def labels(store: StageStore, *, budget: int | None, seed: int, label: str, targ
     client = MlflowClient(tracking_uri)
     if target_labels is None:
         if budget is None:
-            raise ValueError("set label_budget to plan which target rows to label")
-        key, base, params, inputs = _keys(store, budget, seed)
-        found = store.find_reusable(STAGE, key)
-        if found is not None:
-            log.info("labels: reusing the plan from run %s (same inputs and parameters)", found["run_id"])
-            store.adopt(STAGE, found)
-        else:
-            X_s, y_s, X_t = load_xy(store)
-            tp = stage_predictions(store)
-            plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, random_state=seed, prior=None, predictions=tp)
-            tgt = store.read_table("ingest", "target").set_index(ROW).loc[plan.rows].reset_index()
-            tgt[label] = pd.Series([None] * len(tgt), dtype=object)
-            extra = {"disagreement": plan.details["disagreement"].tolist(), "round_info": plan.details["round_info"],
-                     "budget": plan.budget, "n_target": plan.n_target, "learners": plan.learners,
-                     "base_key": base, "label": label}
-            store.write_stage(STAGE, {"plan": plan.to_frame(), "to_label": tgt}, key=key, params=params,
-                              inputs=inputs, extra=extra, files={"to_label.csv": tgt.to_csv(index=False).encode()})
-        plan = plan_from_stage(store)
+            raise LabelsInputError("set label_budget to plan which target rows to label")
+        plan = write_plan(store, budget=budget, seed=seed, label=label)
         csv = store.path(STAGE, "to_label.csv")
         create_table_artifact(key="labels-to-fill", table=plan.to_frame().to_dict("records"),
                               description=f"target rows to label: fill {csv}")
@@ -164,23 +282,13 @@ def labels(store: StageStore, *, budget: int | None, seed: int, label: str, targ
         log.info("labels: label the %d rows in %s, then rerun with --target-labels file:%s", len(plan.rows), csv, csv)
         return {"status": "awaiting_labels", "csv": str(csv), "parquet": str(store.path(STAGE, "to_label.parquet")),
                 "n_rows": int(len(plan.rows))}
-    found = _find_plan(store, budget, seed)
-    if found is None:
-        raise ValueError("no stored label plan for this configuration (same source, target, learners, seed"
-                         + (f", budget {budget}" if budget is not None else "") + "): run with --label-budget "
-                         "first, with the same configuration, and fill the file it writes")
-    man = store.adopt(STAGE, found)
-    plan = plan_from_stage(store)
-    classes = store.manifest("ingest")["extra"]["classes"]
-    label_col = man["extra"].get("label", label)
-    lab, n_empty, digest = read_filled(target_labels, label_col, classes, plan.n_target)
-    requested = set(plan.rows.tolist())
-    n_extra = len(set(lab) - requested)
-    log.info("labels: %d labels read (%d requested rows left empty, %d rows not requested used as uniform draws)",
-             len(lab), len(requested - set(lab)), n_extra)
-    log_metrics(client, parent_run_id, {"labels.n_filled": len(lab), "labels.n_empty": n_empty,
+    out = read_labels(store, budget=budget, seed=seed, label=label, target_labels=target_labels)
+    plan, lab, n_extra = out["plan"], out["labels"], out["n_unrequested"]
+    log.info("labels: %d labels read from %s (%d rows of the file left empty, %d of the %d requested rows not "
+             "labeled, %d rows not requested used as uniform draws)", len(lab), target_labels, out["n_empty"],
+             out["n_requested_empty"], len(plan.rows), n_extra)
+    log_metrics(client, parent_run_id, {"labels.n_filled": len(lab), "labels.n_empty": out["n_empty"],
                                         "labels.n_unrequested": n_extra, "labels.n_requested": len(plan.rows)})
-    with_retries(client.set_tag, parent_run_id, "labels.labels_sha256", digest)
-    with_retries(client.set_tag, parent_run_id, "labels.plan_sha256", store.file_hash(STAGE, "plan.parquet"))
-    return {"status": "labeled", "plan": plan, "labels": lab, "labels_sha256": digest,
-            "plan_sha256": store.file_hash(STAGE, "plan.parquet"), "n_empty": n_empty, "n_unrequested": n_extra}
+    with_retries(client.set_tag, parent_run_id, "labels.labels_sha256", out["labels_sha256"])
+    with_retries(client.set_tag, parent_run_id, "labels.plan_sha256", out["plan_sha256"])
+    return out

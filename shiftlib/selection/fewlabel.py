@@ -79,6 +79,7 @@ __all__ = [
     "TargetPredictions",
     "fewlabel_estimate",
     "fewlabel_select",
+    "guarded_select",
     "inclusion_probabilities",
     "plan_labels",
     "systematic_sample",
@@ -91,6 +92,7 @@ PAIR_FLOOR = 0.1
 DEFENSIVE_MIX = 0.1
 TAU_FLOOR = 0.01
 CONFIDENCE = 0.95
+GUARD_LEVEL = 0.9  # guarded_select: posterior probability needed to overturn the prior's order of a pair
 _NORMAL = NormalDist()
 
 
@@ -663,3 +665,43 @@ def trcv_labeled_select(
                       confidence=confidence, random_state=random_state)
     return SelectorScores("trcv_l", res.scores, res.n_fits, res.intervals,
                           {**res.details, "n_labels": len(L)}, res.errors)
+
+
+# ----------------------------------------------------------------------------------------------------
+# guarded decision: the prior's order unless the labels overturn it clearly
+# ----------------------------------------------------------------------------------------------------
+def guarded_select(fewlabel: SelectorScores, prior: SelectorScores, *, level: float = GUARD_LEVEL) -> SelectorScores:
+    """CV's order of each pair unless the fewlabel posterior gives the opposite order probability ≥ ``level``;
+    returns ``SelectorScores`` (selector ``"fewlabel_guard"``).
+
+    A one-sided test per pair at 1 − ``level`` (fixed at 0.9 before any replication result, see
+    ``reports/label_budget.md``): where the prior orders a pair rightly and the posterior is calibrated,
+    the labels overturn it with probability at most about 1 − ``level``. Scores are the pairs each learner
+    wins (Copeland) plus half its posterior accuracy (in [0, 0.5]), which only breaks ties of wins; the
+    posterior accuracies are in ``details['accuracy']``. A pair the prior scores exactly equal takes the
+    posterior's order."""
+    if not isinstance(fewlabel, SelectorScores) or "p_better" not in fewlabel.details:
+        raise TypeError("fewlabel must be the SelectorScores of fewlabel_select (it holds details['p_better'])")
+    if not 0.5 < level < 1:
+        raise ValueError(f"level must be in (0.5, 1): the posterior probability needed to overturn the prior; "
+                         f"got {level}")
+    names = list(fewlabel.scores.index)
+    missing = [n for n in names if n not in prior.scores.index]
+    if missing:
+        raise ValueError(f"the prior {prior.selector!r} does not score {missing}: give it the same candidates")
+    P = fewlabel.details["p_better"].loc[names, names]
+    theta, prior_s = fewlabel.scores[names].astype(float), prior.scores[names].astype(float)
+    wins = pd.Series(0.0, index=names)
+    overturned = []
+    for a, b in combinations(names, 2):
+        if prior_s[a] == prior_s[b] or not (np.isfinite(prior_s[a]) and np.isfinite(prior_s[b])):
+            w = a if theta[a] >= theta[b] else b
+        else:
+            keep, other = (a, b) if prior_s[a] > prior_s[b] else (b, a)
+            w = other if P.loc[other, keep] >= level else keep
+            if w == other:
+                overturned.append((other, keep))
+        wins[w] += 1.0
+    details = {"accuracy": theta, "wins": wins, "overturned": overturned, "level": level, "prior": prior.selector,
+               "p_better": P}
+    return SelectorScores("fewlabel_guard", wins + theta / 2, 0, None, details)

@@ -12,6 +12,7 @@ from sklearn.datasets import make_classification
 
 from shiftlib.selection import (
     LabelPlan,
+    SelectorScores,
     TargetPredictions,
     fewlabel_select,
     inclusion_probabilities,
@@ -22,7 +23,8 @@ from shiftlib.selection import (
     trcv_labeled_select,
     trcv_select,
 )
-from shiftlib.selection.fewlabel import _label_estimate, _systematic
+from shiftlib.selection.fewlabel import _label_estimate, _systematic, guarded_select
+from shiftlib.selection.results import ranking_tiers
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
@@ -325,3 +327,53 @@ def test_prior_and_labels_are_combined_by_inverse_variance_hand_worked() -> None
     agree = _combine((np.array([0.7, 0.6]), np.eye(2) * 0.004, {}), prior, 2)
     assert agree.details["tau2"] == pytest.approx(1e-4)
     assert agree.details["prior_weight"] == pytest.approx((1 / 0.0011) / (1 / 0.0011 + 1 / 0.004))
+
+
+# ----------------------------------------------------------------------------------------------------
+# the guarded decision (guarded_select): CV's order unless the posterior overturns it at the level
+# ----------------------------------------------------------------------------------------------------
+def _fl(theta: dict[str, float], p: dict[tuple[str, str], float]) -> SelectorScores:
+    """A fewlabel result by hand: posterior means and P(a beats b) for the listed pairs (the rest 0.5)."""
+    names = list(theta)
+    M = pd.DataFrame(0.5, index=names, columns=names)
+    for (a, b), v in p.items():
+        M.loc[a, b], M.loc[b, a] = v, 1 - v
+    return SelectorScores("fewlabel", pd.Series(theta), 0, None, {"p_better": M})
+
+
+def test_guard_keeps_the_prior_unless_the_posterior_reaches_the_level() -> None:
+    cv = SelectorScores("scv", pd.Series({"A": 0.80, "B": 0.75, "C": 0.70}), 0)
+    # the labels say C > A with 0.85 (< 0.9): CV's order stands, though the posterior means say otherwise
+    fl = _fl({"A": 0.70, "B": 0.72, "C": 0.78}, {("C", "A"): 0.85, ("C", "B"): 0.6, ("B", "A"): 0.55})
+    g = guarded_select(fl, cv)
+    assert g.selector == "fewlabel_guard" and g.ranking == [("A",), ("B",), ("C",)] and g.details["overturned"] == []
+    # at 0.95 the pair (C, A) is overturned; A > B and B > C stay (0.55, 0.6 < 0.9): a cycle, each learner
+    # wins one pair, and the posterior means break the tie: C, B, A
+    fl = _fl({"A": 0.70, "B": 0.72, "C": 0.78}, {("C", "A"): 0.95, ("C", "B"): 0.6, ("B", "A"): 0.55})
+    g = guarded_select(fl, cv)
+    assert g.details["overturned"] == [("C", "A")]
+    assert g.details["wins"].to_dict() == {"A": 1.0, "B": 1.0, "C": 1.0}
+    assert g.ranking == [("C",), ("B",), ("A",)]
+
+
+def test_guard_with_certain_labels_is_the_posterior_order_and_with_none_the_prior_order() -> None:
+    rng = np.random.default_rng(0)
+    names = list("ABCDE")
+    for _ in range(20):
+        cv = SelectorScores("scv", pd.Series(rng.permutation(5) / 10, index=names), 0)
+        theta = dict(zip(names, rng.permutation(5) / 10 + 0.3, strict=True))
+        certain = {(a, b): float(theta[a] > theta[b]) for a in names for b in names if a < b}
+        g = guarded_select(_fl(theta, certain), cv)
+        assert g.ranking == ranking_tiers(pd.Series(theta))  # every disagreeing pair overturned
+        g = guarded_select(_fl(theta, {}), cv)  # P = 0.5 everywhere: nothing is overturned
+        assert g.ranking == cv.ranking and g.details["overturned"] == []
+
+
+def test_guard_refuses_bad_input() -> None:
+    cv = SelectorScores("scv", pd.Series({"A": 0.8, "B": 0.7}), 0)
+    with pytest.raises(TypeError, match="fewlabel_select"):
+        guarded_select(cv, cv)
+    with pytest.raises(ValueError, match="level must be in"):
+        guarded_select(_fl({"A": 0.7, "B": 0.8}, {}), cv, level=0.4)
+    with pytest.raises(ValueError, match="does not score"):
+        guarded_select(_fl({"A": 0.7, "B": 0.8, "C": 0.1}, {}), cv)
