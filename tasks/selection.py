@@ -10,7 +10,7 @@ labels it also writes ``selection/agreement.parquet`` and logs each selector's a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ from shiftlib.selection import (
     combine,
     concat_scores,
     fewlabel_select,
+    guarded_select,
     importance_weights,
     plot_rt_matrix,
     reverse_testing,
@@ -260,10 +261,13 @@ def _results(store: StageStore, selectors: list[str], *, seed: int, k: int, rows
             if labeled is None:
                 raise ValueError("the fewlabel selector needs target labels: set target_labels")
             # the plan's rows index the whole target batch; the candidates' predictions come from training
-            results[sel] = fewlabel_select(cands, data.X_s, data.y_s, load_xy(store)[2], plan=labeled["plan"],
-                                           y_labeled=pd.Series(labeled["labels"], dtype=object),
-                                           prior=results.get("scv", "cv"), random_state=seed,
-                                           predictions=stage_predictions(store))
+            prior = results.get("scv") or run_selector("scv", cands, data, seed=seed, k=k)
+            posterior = fewlabel_select(cands, data.X_s, data.y_s, load_xy(store)[2], plan=labeled["plan"],
+                                        y_labeled=pd.Series(labeled["labels"], dtype=object), prior=prior,
+                                        random_state=seed, predictions=stage_predictions(store))
+            # the deciding rule is the guarded one (reports/label_budget.md: chosen by the rule fixed before its
+            # results): CV's order of a pair unless the labels overturn it with posterior probability ≥ 0.9
+            results[sel] = replace(guarded_select(posterior, prior), selector="fewlabel")
         else:
             results[sel] = run_selector(sel, cands, data, seed=seed, k=k, beta=beta)
         for name, err in getattr(results[sel], "errors", {}).items():

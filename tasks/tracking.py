@@ -150,7 +150,7 @@ def parent_run(tracking_uri: str, experiment_id: str, run_name: str, *, tags: Ma
                params: Mapping[str, Any]) -> Iterator[str]:
     """The flow run's parent MLflow run: created with ``tags`` and ``params`` (URL passwords masked, see
     ``mask_secrets``), FINISHED when the block ends, FAILED (with the error as tag ``shiftflow.error``) when it
-    raises. Yields the run id."""
+    raises, KILLED (tag ``shiftflow.state``) when Prefect suspends the flow run. Yields the run id."""
     from mlflow.entities import Param
 
     client = MlflowClient(tracking_uri)
@@ -162,8 +162,12 @@ def parent_run(tracking_uri: str, experiment_id: str, run_name: str, *, tags: Ma
         yield run_id
     except BaseException as exc:
         try:
-            client.set_tag(run_id, "shiftflow.error", mask_secrets(f"{type(exc).__name__}: {exc}")[:5000])
-            client.set_terminated(run_id, "FAILED")
+            if type(exc).__name__ == "Pause":  # Prefect suspends the flow run (labels): not a failure
+                client.set_tag(run_id, "shiftflow.state", "suspended: the resumed attempt logs a new parent run")
+                client.set_terminated(run_id, "KILLED")
+            else:
+                client.set_tag(run_id, "shiftflow.error", mask_secrets(f"{type(exc).__name__}: {exc}")[:5000])
+                client.set_terminated(run_id, "FAILED")
         except Exception:  # noqa: BLE001 - the original error matters more
             pass
         raise

@@ -480,6 +480,43 @@ def _already(already_labeled: Any) -> tuple[LabelPlan | None, Any]:
                     "row → label — or a mapping row → label")
 
 
+def _check_budget(budget: Any, N: int) -> None:
+    if isinstance(budget, bool) or not isinstance(budget, int | np.integer):
+        raise TypeError(f"budget must be a whole number of rows to label; got {budget!r}")
+    if budget < 1:
+        raise ValueError(f"budget={budget}: ask for at least 1 label (budget ≥ 1)")
+    if budget > N:
+        raise ValueError(f"budget={budget} is larger than the batch ({N} target rows): use budget ≤ {N}")
+
+
+def _with_unrequested(labels: dict[int, Any], old_plan: Any, rows_old: np.ndarray, rounds_old: np.ndarray,
+                      probs_old: np.ndarray, N: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Labels for rows no plan asked for count as uniform draws, probability m/N (module docstring): they
+    and earlier such rows form round 0."""
+    extra = sorted(set(labels) - set(rows_old.tolist()))
+    if not extra:
+        return rows_old, rounds_old, probs_old
+    keep = rounds_old > 0
+    rows_old, rounds_old, probs_old = rows_old[keep], rounds_old[keep], probs_old[keep]
+    earlier = old_plan.rows[old_plan.rounds == 0].tolist() if old_plan is not None else []
+    all_extra = sorted(set(extra) | set(earlier))
+    return (np.concatenate([rows_old, all_extra]).astype(int),
+            np.concatenate([rounds_old, np.zeros(len(all_extra), int)]),
+            np.concatenate([probs_old, np.full(len(all_extra), len(all_extra) / N)]))
+
+
+def _draw_distribution(tp: TargetPredictions, remaining: np.ndarray, w: dict[tuple[int, int], float]) -> np.ndarray:
+    """Sawade et al.'s variance-optimal q over the remaining disagreement rows, extended to ℓ candidates:
+    q ∝ sqrt(Σ_pairs w_ab · 1[ŷ_a ≠ ŷ_b] · (p̄(ŷ_a) + p̄(ŷ_b))), mixed with the uniform distribution."""
+    P = tp.predictions[remaining]
+    p_right = tp.right_proba(remaining)
+    score = np.zeros(len(remaining))
+    for (a, b), wab in w.items():
+        score += wab * (P[:, a] != P[:, b]) * np.clip(p_right[:, a] + p_right[:, b], 1e-6, 1.0)
+    u = np.sqrt(score)
+    return (1 - DEFENSIVE_MIX) * u / u.sum() + DEFENSIVE_MIX / len(remaining)
+
+
 def plan_labels(
     learners: Any,
     X_source: Any,
@@ -506,12 +543,7 @@ def plan_labels(
     y_s = check_y(y_source, X_s, "y_source", "X_source")
     X_t = check_X(X_target, "X_target", like=X_s)
     N = len(X_t)
-    if isinstance(budget, bool) or not isinstance(budget, int | np.integer):
-        raise TypeError(f"budget must be a whole number of rows to label; got {budget!r}")
-    if budget < 1:
-        raise ValueError(f"budget={budget}: ask for at least 1 label (budget ≥ 1)")
-    if budget > N:
-        raise ValueError(f"budget={budget} is larger than the batch ({N} target rows): use budget ≤ {N}")
+    _check_budget(budget, N)
     tp = predictions or target_predictions(learners, X_s, y_s, X_t, random_state=random_state)
     if tp.n_target != N:
         raise ValueError(f"predictions cover {tp.n_target} rows but X_target has {N}: predict this batch")
@@ -526,15 +558,7 @@ def plan_labels(
     rounds_old = np.zeros(0, int) if old_plan is None else old_plan.rounds
     probs_old = np.zeros(0) if old_plan is None else old_plan.probabilities
     round_info = [] if old_plan is None else list(old_plan.details.get("round_info", []))
-    extra = sorted(set(labels) - set(rows_old.tolist()))
-    if extra:  # labels that were not requested: uniform draws, probability m/N (module docstring)
-        keep = rounds_old > 0
-        rows_old, rounds_old, probs_old = rows_old[keep], rounds_old[keep], probs_old[keep]
-        earlier = old_plan.rows[old_plan.rounds == 0].tolist() if old_plan is not None else []
-        all_extra = sorted(set(extra) | set(earlier))
-        rows_old = np.concatenate([rows_old, all_extra]).astype(int)
-        rounds_old = np.concatenate([rounds_old, np.zeros(len(all_extra), int)])
-        probs_old = np.concatenate([probs_old, np.full(len(all_extra), len(all_extra) / N)])
+    rows_old, rounds_old, probs_old = _with_unrequested(labels, old_plan, rows_old, rounds_old, probs_old, N)
     done = set(rows_old.tolist()) | set(labels)
     n_new = budget - len(done)
     details: dict[str, Any] = {"disagreement": D, "round_info": round_info,
@@ -557,14 +581,7 @@ def plan_labels(
         details["posterior"] = {"theta": est.theta.tolist(), "p_best": best.tolist(), "tau2": est.details["tau2"]}
     else:
         w = {p: 1.0 for p in pairs}
-    P = tp.predictions[remaining]
-    p_right = tp.right_proba(remaining)
-    score = np.zeros(len(remaining))
-    for (a, b), wab in w.items():
-        dis = P[:, a] != P[:, b]
-        score += wab * dis * np.clip(p_right[:, a] + p_right[:, b], 1e-6, 1.0)
-    u = np.sqrt(score)
-    q = (1 - DEFENSIVE_MIX) * u / u.sum() + DEFENSIVE_MIX / len(remaining)
+    q = _draw_distribution(tp, remaining, w)
     n_draw = min(n_new, len(remaining))
     pi = inclusion_probabilities(q, n_draw)
     chosen = systematic_sample(pi, rng)
