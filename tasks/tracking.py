@@ -166,7 +166,8 @@ def parent_run(tracking_uri: str, experiment_id: str, run_name: str, *, tags: Ma
                 client.set_tag(run_id, "shiftflow.state", "suspended: the resumed attempt logs a new parent run")
                 client.set_terminated(run_id, "KILLED")
             else:
-                client.set_tag(run_id, "shiftflow.error", mask_secrets(f"{type(exc).__name__}: {exc}")[:5000])
+                # the error's own sentence (what the CLI prints); its type when it has none
+                client.set_tag(run_id, "shiftflow.error", mask_secrets(str(exc) or type(exc).__name__)[:5000])
                 client.set_terminated(run_id, "FAILED")
         except Exception:  # noqa: BLE001 - the original error matters more
             pass

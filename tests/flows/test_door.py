@@ -211,7 +211,8 @@ def test_a_failure_mid_run_leaves_finished_stages_and_a_failed_parent_run(prefec
     with pytest.raises(RuntimeError, match="drift exploded on purpose"):
         retrain(cfg)
     (run_dir,) = list((tmp_path / "runs").iterdir())
-    assert sorted(p.name for p in run_dir.iterdir()) == ["ingest"]
+    # the ingest stage (its tables, and its fitted preprocessor beside them) and nothing after it
+    assert sorted(p.name for p in run_dir.iterdir()) == ["ingest", "ingest_preprocessor"]
     assert (run_dir / "ingest" / "manifest.json").exists()
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("door")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +99,15 @@ def test_budget_then_labels_resume_with_fewlabel(asked: Path) -> None:
         assert stage in reused
 
 
+def _refused(args: list[str], words: str) -> None:
+    """The CLI refuses: exit code 2 and one line ``shiftflow: error: …`` naming the problem (issue 17's rule)."""
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        assert main(args) == 2
+    lines = [line for line in err.getvalue().splitlines() if line.startswith("shiftflow: error:")]
+    assert len(lines) == 1 and re.search(words, lines[0]), err.getvalue()[-2000:]
+
+
 def test_unknown_row_keys_and_unseen_classes_are_refused(asked: Path) -> None:
     root = asked
     csv = _csv_path(_run(_args(root, "--label-budget", "20")))
@@ -106,20 +116,16 @@ def test_unknown_row_keys_and_unseen_classes_are_refused(asked: Path) -> None:
     bad.loc[bad.index[0], "_row"] = 10_000
     p = asked / "bad_keys.csv"
     bad.to_csv(p, index=False)
-    with pytest.raises(ValueError, match="not rows of this target batch"), contextlib.redirect_stdout(io.StringIO()):
-        main(_args(root, "--label-budget", "20", "--target-labels", f"file:{p}"))
+    _refused(_args(root, "--label-budget", "20", "--target-labels", f"file:{p}"), "not rows of this target batch")
     bad = pd.read_csv(csv)
     bad["type"] = "maybe"
     p = asked / "bad_class.csv"
     bad.to_csv(p, index=False)
-    with pytest.raises(ValueError, match="never occur in the source"), contextlib.redirect_stdout(io.StringIO()):
-        main(_args(root, "--label-budget", "20", "--target-labels", f"file:{p}"))
+    _refused(_args(root, "--label-budget", "20", "--target-labels", f"file:{p}"), "never occur in the source")
     # a budget beyond the batch is refused, naming the batch size; no labels stage is written
     runs_before = {p.name for p in (root / "runs").iterdir()}
-    with pytest.raises(ValueError, match="larger than the batch"), contextlib.redirect_stdout(io.StringIO()):
-        main(_args(root, "--label-budget", "100000"))
+    _refused(_args(root, "--label-budget", "100000"), "larger than the batch")
     new = [p for p in (root / "runs").iterdir() if p.name not in runs_before]
     assert new and not any((p / "labels").exists() for p in new)
     # another configuration (a different seed) has no stored plan
-    with pytest.raises(ValueError, match="no stored label plan"), contextlib.redirect_stdout(io.StringIO()):
-        main(_args(root, "--label-budget", "20", "--seed", "3", "--target-labels", f"file:{p}"))
+    _refused(_args(root, "--label-budget", "20", "--seed", "3", "--target-labels", f"file:{p}"), "no stored label plan")

@@ -103,6 +103,7 @@ def test_deployment_run_suspends_for_labels_and_resumes_with_fewlabel(stack: dic
     done = [r for r in parents if r.info.status == "FINISHED"]
     assert len(parents) == 2 and len(suspended) == 1 and len(done) == 1 and suspended[0] is not done[0]
     assert suspended[0].data.tags["shiftflow.suspended_for_labels"] == str(csv)
+    assert suspended[0].info.status == "KILLED"  # suspended, not failed (tasks.tracking.parent_run)
     print(f"[suspended attempt's MLflow parent] status {suspended[0].info.status}, "
           f"error tag {suspended[0].data.tags.get('shiftflow.error')!r}")
     tags, metrics = done[0].data.tags, done[0].data.metrics

@@ -220,6 +220,18 @@ def test_retrain_nightly_runs_on_the_worker_and_logs_to_the_mlflow_server(stack:
     assert {k: str(v) for k, v in ml.get_registered_model(model_name).aliases.items()} == {"champion": version}
 
 
+def _create_run(client: Any, deployment_id: str, config: dict[str, Any], attempts: int = 6) -> str:
+    """Create a deployment run, retrying the server's transient 503 (seen when runs are created back to back on
+    its sqlite database)."""
+    url, body = f"/deployments/{deployment_id}/create_flow_run", {"parameters": {"config": config}}
+    for i in range(attempts - 1):
+        res = client.post(url, json=body)
+        if res.status_code != 503:
+            return str(res.raise_for_status().json()["id"])
+        time.sleep(2.0 * (i + 1))
+    return str(client.post(url, json=body).raise_for_status().json()["id"])
+
+
 @pytest.mark.slow
 def test_four_concurrent_deployment_runs_leave_one_champion_and_ordered_versions(stack: dict[str, Any]) -> None:
     # 4 runs triggered at once through the REST API: the work pool runs at most its limit (2) at a time, all
@@ -233,8 +245,7 @@ def test_four_concurrent_deployment_runs_leave_one_champion_and_ordered_versions
                          "run_root": str(stack["root"] / "runs-concurrent")} for s in (11, 12, 13, 14)]
     with httpx.Client(base_url=stack["prefect_api"], timeout=60) as client:
         dep = client.get("/deployments/name/retrain/retrain-nightly").raise_for_status().json()
-        ids = [client.post(f"/deployments/{dep['id']}/create_flow_run",
-                           json={"parameters": {"config": c}}).raise_for_status().json()["id"] for c in configs]
+        ids = [_create_run(client, dep["id"], c) for c in configs]
         most_running, deadline = 0, time.monotonic() + 4 * RUN_TIMEOUT_S
         while time.monotonic() < deadline:
             states = [client.get(f"/flow_runs/{i}").raise_for_status().json()["state"]["type"] for i in ids]
