@@ -67,7 +67,7 @@ from flows.config import RetrainConfig
 from shiftlib.bias import apply_bias
 from shiftlib.cv import cv_metrics
 from shiftlib.drift import detect_drift
-from shiftlib.ingest import prepare_tables
+from shiftlib.preprocessor import prepare_tables
 from shiftlib.learners import fit_learner, make_learner
 from shiftlib.selection import Candidate, source_cv
 from shiftlib.weights import make_weighter

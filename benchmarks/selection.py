@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from shiftlib.ingest import prepare_tables
 from shiftlib.learners import fit_learner, make_learner
+from shiftlib.preprocessor import prepare_tables
 from shiftlib.selection import repeated_cv, reverse_testing, trcv_select
 
 LEARNERS = ["DT", "NB", "LR", "SVM", "kNN", "RF"]

@@ -63,8 +63,8 @@ from threadpoolctl import threadpool_limits
 
 from shiftlib.bias import split_biased
 from shiftlib.budget import SELECTION_ROWS, subsample
-from shiftlib.ingest import prepare_tables
 from shiftlib.learners import fit_learner, make_learner
+from shiftlib.preprocessor import prepare_tables
 from shiftlib.selection import Candidate, agreement, source_cv
 
 LEARNERS = ("DT", "NB", "LR", "SVM", "kNN", "RF", "HGB")

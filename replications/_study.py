@@ -31,8 +31,8 @@ from replications._common import (
     true_accuracies,
 )
 from shiftlib.drift import DriftReport, detect_drift
-from shiftlib.ingest import prepare_tables
 from shiftlib.learners import make_learner
+from shiftlib.preprocessor import prepare_tables
 from shiftlib.selection import (
     Candidate,
     repeated_cv,

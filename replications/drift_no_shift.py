@@ -41,7 +41,7 @@ from scipy.stats import beta
 from replications._common import md_table
 from replications.replicate_trcv import rdata
 from shiftlib.drift import detect_drift
-from shiftlib.ingest import prepare_tables
+from shiftlib.preprocessor import prepare_tables
 
 ALPHA = 0.05
 TESTS = ("verdict", "domain", "mmd", "features")

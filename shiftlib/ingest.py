@@ -1,7 +1,7 @@
 """Validate and encode a labeled source table and an unlabeled target table (no I/O).
 
 ``check_tables(source, target, label)`` checks two raw DataFrames and decides the encoding
-(``plan_encoding``: pure pandas, so a refusal never imports scikit-learn). ``prepare_tables`` then fits the
+(``plan_encoding``: pure pandas, so a refusal never imports scikit-learn). ``shiftlib.preprocessor.prepare_tables`` then fits the
 encoder, ``shiftlib.preprocessor.TablePreprocessor`` (a scikit-learn transformer fitted on the source and
 applied to the target, and, as the first step of every served model, to the raw rows a model scores), and
 returns numeric feature matrices with identical columns, integer-coded labels and a record of every decision
@@ -34,7 +34,7 @@ import pandas as pd
 from shiftlib.errors import ShiftflowInputError
 
 __all__ = ["CheckedTables", "EncodingPlan", "IngestError", "PreparedData", "canonical_column", "check_label_column",
-           "check_labels", "check_tables", "coerce_column", "plan_encoding", "prepare_tables"]
+           "check_labels", "check_tables", "coerce_column", "plan_encoding"]
 
 
 class IngestError(ShiftflowInputError):
@@ -408,40 +408,3 @@ def check_tables(
         if unseen:
             notes.append(f"column {c!r}: target levels {unseen[:5]} not in the source encode as all zeros")
     return CheckedTables(classes, source_y, target_y, plan, notes, len(source), len(target))
-
-
-def prepare_tables(
-    source: pd.DataFrame,
-    target: pd.DataFrame,
-    label: str,
-    *,
-    positive_label: Any = None,
-    max_levels: int = 20,
-    min_rows_for_id: int = 20,
-) -> PreparedData:
-    """Validate and encode a labeled source and an (optionally labeled) target; returns PreparedData.
-
-    ``check_tables``, then a ``shiftlib.preprocessor.TablePreprocessor`` fitted on the source's features with
-    the decided plan and applied to both tables. See the module docstring for the policies.
-    """
-    checked = check_tables(source, target, label, positive_label=positive_label, max_levels=max_levels,
-                           min_rows_for_id=min_rows_for_id)
-    # scikit-learn is imported only for tables that passed every check: a refusal stays fast
-    from shiftlib.preprocessor import TablePreprocessor
-
-    src, tgt = source.drop(columns=[label]), target.drop(columns=[label], errors="ignore")
-    pre = TablePreprocessor(max_levels=max_levels, min_rows_for_id=min_rows_for_id).fit_plan(checked.plan, src)
-    plan = checked.plan
-    return PreparedData(
-        source_X=pre.transform(src),
-        source_y=checked.source_y,
-        target_X=pre.transform(tgt),
-        target_y=checked.target_y,
-        classes=checked.classes,
-        feature_columns=list(plan.feature_columns),
-        dropped_columns=dict(plan.dropped),
-        encodings=dict(plan.encodings),
-        imputed=dict(plan.imputed),
-        notes=list(checked.notes),
-        preprocessor=pre,
-    )

@@ -19,14 +19,16 @@ from sklearn.utils.validation import check_is_fitted
 
 from shiftlib.ingest import (
     EncodingPlan,
+    PreparedData,
     _check_same_columns,
     _table,
     canonical_column,
+    check_tables,
     coerce_column,
     plan_encoding,
 )
 
-__all__ = ["TablePreprocessor"]
+__all__ = ["TablePreprocessor", "prepare_tables"]
 
 
 class TablePreprocessor(TransformerMixin, BaseEstimator):
@@ -119,3 +121,37 @@ class TablePreprocessor(TransformerMixin, BaseEstimator):
         """The encoded column names (``feature_columns_``)."""
         check_is_fitted(self, "column_transformer_")
         return np.asarray(self.feature_columns_, dtype=object)
+
+
+def prepare_tables(
+    source: pd.DataFrame,
+    target: pd.DataFrame,
+    label: str,
+    *,
+    positive_label: Any = None,
+    max_levels: int = 20,
+    min_rows_for_id: int = 20,
+) -> PreparedData:
+    """Validate and encode a labeled source and an (optionally labeled) target; returns PreparedData.
+
+    ``check_tables``, then a ``shiftlib.preprocessor.TablePreprocessor`` fitted on the source's features with
+    the decided plan and applied to both tables. See the module docstring for the policies.
+    """
+    checked = check_tables(source, target, label, positive_label=positive_label, max_levels=max_levels,
+                           min_rows_for_id=min_rows_for_id)
+    src, tgt = source.drop(columns=[label]), target.drop(columns=[label], errors="ignore")
+    pre = TablePreprocessor(max_levels=max_levels, min_rows_for_id=min_rows_for_id).fit_plan(checked.plan, src)
+    plan = checked.plan
+    return PreparedData(
+        source_X=pre.transform(src),
+        source_y=checked.source_y,
+        target_X=pre.transform(tgt),
+        target_y=checked.target_y,
+        classes=checked.classes,
+        feature_columns=list(plan.feature_columns),
+        dropped_columns=dict(plan.dropped),
+        encodings=dict(plan.encodings),
+        imputed=dict(plan.imputed),
+        notes=list(checked.notes),
+        preprocessor=pre,
+    )

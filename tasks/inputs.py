@@ -16,7 +16,6 @@ from shiftlib.ingest import (
     PreparedData,
     check_labels,
     check_tables,
-    prepare_tables,
 )
 from tasks.sources import read_table
 
@@ -115,7 +114,10 @@ def prepare_inputs(
     if target is None:
         raise IngestError("no target given: name a target table (--target) or pass --simulate-bias with a "
                           "mechanism to split the source into a biased source and a target")
-    prepare = prepare_tables if encode else check_tables
+    if encode:  # scikit-learn only for tables that will be encoded: a preflight refusal stays fast
+        from shiftlib.preprocessor import prepare_tables as prepare
+    else:
+        prepare = check_tables
     prepared = prepare(source, target, label, positive_label=positive_label, max_levels=max_levels)
     for reserved in (ROW, LABEL):
         if reserved in prepared.feature_columns:

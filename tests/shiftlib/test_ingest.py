@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shiftlib.ingest import IngestError, prepare_tables
+from shiftlib.ingest import IngestError
+from shiftlib.preprocessor import prepare_tables
 
 
 def _tables(n: int = 30) -> tuple[pd.DataFrame, pd.DataFrame]:

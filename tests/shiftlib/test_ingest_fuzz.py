@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from shiftlib.errors import ShiftflowInputError
-from shiftlib.ingest import IngestError, PreparedData, prepare_tables
+from shiftlib.ingest import IngestError, PreparedData
+from shiftlib.preprocessor import prepare_tables
 
 KINDS = ("float", "int", "huge_int", "uint64", "bool", "text", "datetime", "timedelta", "mixed", "const",
          "category", "empty_text", "Int64", "boolean", "Float64", "string", "complex")

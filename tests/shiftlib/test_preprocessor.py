@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from sklearn.base import clone
 
-from shiftlib.ingest import IngestError, prepare_tables
-from shiftlib.preprocessor import TablePreprocessor
+from shiftlib.ingest import IngestError
+from shiftlib.preprocessor import TablePreprocessor, prepare_tables
 
 
 def _tables() -> tuple[pd.DataFrame, pd.DataFrame]:
