@@ -124,13 +124,14 @@ def test_custom_run_from_prefect_ui_shows_nested_runs_in_mlflow_ui(stack: dict[s
             model = _field(page, "Model Name (Optional)")
             model.get_by_role("button", name="str", exact=True).click()
             model.locator("textarea, input").first.fill(MODEL_NAME)
-            # simulate_bias is not among prefect.yaml's parameters, so the form offers an empty BiasSpec,
-            # whose required Mechanism blocks Submit; enter the model's default
-            mechanism = _field(page, "Mechanism").locator("textarea, input").first
-            if not mechanism.input_value():
-                mechanism.fill("rt_sort")
+            # prefect.yaml sets simulate_bias "auto" (the embedded example keeps RT's bias): the form shows that
+            # choice, not a BiasSpec; should a Prefect version still render an empty BiasSpec, whose required
+            # Mechanism blocks Submit, enter the example's mechanism (count() looks without waiting)
+            mechanism = _field(page, "Mechanism").locator("textarea, input")
+            if mechanism.count() and not mechanism.first.input_value():
+                mechanism.first.fill("rt_sort")
                 notes.append("the custom-run form showed simulate_bias as a BiasSpec with an empty (required) "
-                             "Mechanism; filled 'rt_sort' (the RetrainConfig default)")
+                             "Mechanism; filled 'rt_sort' (the embedded example's mechanism)")
             run_name = page.locator(".flow-run-name-input input").input_value()
             assert run_name, "the form proposes no run name"
             _field(page, "Learners (Optional)").scroll_into_view_if_needed()
