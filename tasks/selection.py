@@ -164,7 +164,7 @@ def cv_candidate(store: StageStore, selector: str, name: str, beta: np.ndarray |
                  rows: int | None = None) -> Any:
     """SCV or WCV (``selector``) of one candidate: k fits on the selection rows, the same folds for all."""
     data = selection_data(store, seed, rows)
-    cands = [c for c in make_candidates(store, [s for s in _stage_specs(store) if s[0] == name], seed, data)]
+    cands = make_candidates(store, [s for s in _stage_specs(store) if s[0] == name], seed, data)
     return run_selector(selector, cands, data, seed=seed, k=k, beta=beta)
 
 
@@ -262,7 +262,7 @@ def _results(store: StageStore, selectors: list[str], *, seed: int, k: int, rows
                 raise ValueError("the fewlabel selector needs target labels: set target_labels")
             # the plan's rows index the whole target batch; the candidates' predictions come from training
             prior = results.get("scv") or run_selector("scv", cands, data, seed=seed, k=k)
-            posterior = fewlabel_select(cands, data.X_s, data.y_s, load_xy(store)[2], plan=labeled["plan"],
+            posterior = fewlabel_select(cands, data.X_s, data.y_s, _whole_target(store, data), plan=labeled["plan"],
                                         y_labeled=pd.Series(labeled["labels"], dtype=object), prior=prior,
                                         random_state=seed, predictions=stage_predictions(store))
             # the deciding rule is the guarded one (reports/label_budget.md: chosen by the rule fixed before its
@@ -274,6 +274,11 @@ def _results(store: StageStore, selectors: list[str], *, seed: int, k: int, rows
             log.warning("selection %s: %s: %s", sel, name, err)
         log.info("selection %s: best %s", sel, ", ".join(results[sel].best))
     return results
+
+
+def _whole_target(store: StageStore, data: SelectionData) -> pd.DataFrame:
+    """Every target row (the label plan indexes the whole batch), without reading the source again."""
+    return store.read_table("ingest", "target", columns=list(data.X_s.columns))
 
 
 def _agreement_table(store: StageStore, results: dict[str, Any]) -> pd.DataFrame | None:
