@@ -19,6 +19,7 @@ import pandas as pd
 from mlflow.models import ModelSignature, infer_signature
 from mlflow.tracking import MlflowClient
 
+from tasks.locks import store_lock
 from tasks.sources import mask_secrets
 
 SHIFTLIB_DIR = str(Path(__file__).resolve().parent.parent / "shiftlib")
@@ -44,14 +45,18 @@ def default_tracking_uri(home: Path) -> str:
 
 
 def ensure_experiment(tracking_uri: str, name: str, artifact_root: Path | None = None) -> str:
-    """Create (or find) the experiment; file-backed artifact root when the store is local sqlite."""
+    """Create (or find) the experiment; file-backed artifact root when the store is local sqlite.
+
+    Under the store's lock (``tasks.locks.store_lock``): the first contact creates the schema, and two runs
+    started together must not migrate one database at once, nor both create the experiment."""
     mlflow.set_tracking_uri(tracking_uri)
-    client = MlflowClient(tracking_uri)
-    exp = client.get_experiment_by_name(name)
-    if exp is not None:
-        return exp.experiment_id
-    loc = artifact_root.resolve().as_uri() if artifact_root is not None else None
-    return client.create_experiment(name, artifact_location=loc)
+    with store_lock(tracking_uri):
+        client = MlflowClient(tracking_uri)
+        exp = client.get_experiment_by_name(name)
+        if exp is not None:
+            return exp.experiment_id
+        loc = artifact_root.resolve().as_uri() if artifact_root is not None else None
+        return client.create_experiment(name, artifact_location=loc)
 
 
 def check_reachable(tracking_uri: str, timeout_s: float = 5.0) -> None:

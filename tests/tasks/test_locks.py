@@ -46,3 +46,28 @@ def test_a_held_lock_times_out_naming_the_file(tmp_path, monkeypatch):
         with registry_lock("u", "m", timeout_s=0.3):
             pass
     p.join(10)
+
+
+def _first_contact(uri: str, out: "mp.Queue[str]") -> None:
+    from tasks.tracking import ensure_experiment
+
+    try:
+        out.put(ensure_experiment(uri, "together"))
+    except Exception as exc:  # noqa: BLE001 - report any failure to the parent
+        out.put(f"error: {exc!r}")
+
+
+def test_two_runs_creating_one_fresh_sqlite_store_at_once_both_succeed(tmp_path, monkeypatch):
+    # Without store_lock, two processes migrating one fresh MLflow sqlite store at once failed in CI with
+    # "table _alembic_tmp_tags already exists"; with it, both get the same experiment.
+    monkeypatch.setenv("SHIFTFLOW_LOCK_DIR", str(tmp_path))
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    procs = [ctx.Process(target=_first_contact, args=(uri, q)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    got = [q.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(30)
+    assert len(set(got)) == 1 and not got[0].startswith("error"), got
