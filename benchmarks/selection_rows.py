@@ -1,10 +1,18 @@
-"""Benchmark: how the deciding selector's agreement with the truth changes with the selection subsample size
+"""Benchmark: how the deciding selector's agreement with the truth changes with ``selection_rows``
 (``shiftlib.budget.SELECTION_ROWS``), and whether the default is ≤ 0.02 pairwise-order accuracy below the
 full-data selector.
+
+Two schemes bound the selector's work at m rows (``--scheme``):
+
+* ``folds`` (the flow's, default): 10-fold CV over every source row, learners sized for every row, scoring only
+  the first ``shiftlib.budget.scored_folds(n, 10, m)`` folds (``source_cv(max_folds=...)``);
+* ``subsample`` (the flow's earlier scheme, kept for comparison): 10-fold CV on a stratified subsample of m
+  rows, learners sized for m. Writes ``selection_rows_subsample.*``.
 
 Run from the repository root::
 
     python -m benchmarks.selection_rows --jobs 2      # the study: 6 cases × 2 seeds, sizes 1000/2000/5000
+    python -m benchmarks.selection_rows --jobs 2 --scheme subsample   # the earlier scheme
     python -m benchmarks.selection_rows --sizes 1000 2000 5000 10000   # adds m = 10,000 (far slower, see below)
     python -m benchmarks.selection_rows --quick           # smoke run (≈1 min: 2 small cases, 1 seed, sizes 1000/2000)
     python -m benchmarks.selection_rows --report-only     # rebuild the report from the CSV in reports/
@@ -62,10 +70,10 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from shiftlib.bias import split_biased
-from shiftlib.budget import SELECTION_ROWS, subsample
+from shiftlib.budget import SELECTION_ROWS, scored_folds, subsample
 from shiftlib.learners import fit_learner, make_learner
 from shiftlib.preprocessor import prepare_tables
-from shiftlib.selection import Candidate, agreement, source_cv
+from shiftlib.selection import Candidate, SelectorScores, agreement, source_cv
 
 LEARNERS = ("DT", "NB", "LR", "SVM", "kNN", "RF", "HGB")
 SIZES = (1000, 2000, 5000)
@@ -226,17 +234,35 @@ def truth(p: Problem, learners: tuple[str, ...], rf_trees: int | None) -> pd.Ser
     return pd.Series(out)
 
 
-def scv(p: Problem, learners: tuple[str, ...], m: int | None, rf_trees: int | None, k: int = K) -> tuple[Any, int]:
-    """SCV (k folds) on the stratified subsample of at most ``m`` source rows (None: all), learners sized for it;
-    returns (SelectorScores, rows used)."""
+def scv(p: Problem, learners: tuple[str, ...], m: int | None, rf_trees: int | None, k: int = K,
+        scheme: str = "folds") -> tuple[Any, int]:
+    """SCV (k folds) bounded at ``m`` rows (None: every row, every fold) by ``scheme``: ``folds`` scores the first
+    ``scored_folds(n, k, m)`` folds over every row (learners sized for every row, as in the flow);
+    ``subsample`` runs on a stratified subsample of at most m rows, learners sized for it. Returns
+    (SelectorScores, rows scored)."""
+    if scheme == "folds":
+        f = None if m is None else scored_folds(len(p.ys), k, m)
+        cands = [Candidate(n, learner(n, p.seed, len(p.ys), rf_trees)) for n in learners]
+        res = source_cv(cands, p.Xs, p.ys, k=k, random_state=p.seed, max_folds=f)
+        return res, int(round(len(p.ys) * (f or k) / k))
     idx = subsample(len(p.ys), m, y=p.ys, random_state=p.seed)
     cands = [Candidate(n, learner(n, p.seed, len(idx), rf_trees)) for n in learners]
     return source_cv(cands, p.Xs[idx], p.ys[idx], k=k, random_state=p.seed), len(idx)
 
 
+def first_folds(full: Any, f: int, n: int, k: int) -> tuple[Any, int]:
+    """The full-data SCV restricted to its first ``f`` folds: the same folds and fits that
+    ``source_cv(..., max_folds=f)`` computes (tests/shiftlib/test_selection_baselines.py checks that equality),
+    without fitting them again. Returns (SelectorScores, rows scored)."""
+    folds = {name: np.asarray(v)[:f] for name, v in full.details["fold_scores"].items()}
+    scores = pd.Series({name: float(v.mean()) for name, v in folds.items()}, dtype=float)
+    details = {"fold_scores": folds, "params": {**full.details["params"], "max_folds": f}}
+    return SelectorScores("scv", scores, f * len(folds), None, details, dict(full.errors)), int(round(n * f / k))
+
+
 def run_unit(spec: CaseSpec, seed: int, sizes: tuple[int, ...], *, learners: tuple[str, ...] = LEARNERS,
              rf_trees: int | None = 50, max_source: int | None = 15_000, max_target: int | None = 10_000,
-             k: int = K) -> list[dict]:
+             k: int = K, scheme: str = "folds") -> list[dict]:
     """Truth, full-data SCV and SCV per subsample size on one (case, seed); one row per selector size."""
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -245,9 +271,14 @@ def run_unit(spec: CaseSpec, seed: int, sizes: tuple[int, ...], *, learners: tup
         true = truth(p, learners, rf_trees)
         t_truth = time.perf_counter() - t0
         rows = []
+        full = None
         for m in [None, *[m for m in sizes if m < len(p.ys)]]:
             w0, c0 = time.perf_counter(), time.process_time()
-            res, n_used = scv(p, learners, m, rf_trees, k)
+            if scheme == "folds" and full is not None:
+                res, n_used = first_folds(full, scored_folds(len(p.ys), k, m), len(p.ys), k)
+            else:
+                res, n_used = scv(p, learners, m, rf_trees, k, scheme)
+            full = res if m is None else full
             wall, cpu = time.perf_counter() - w0, time.process_time() - c0
             a = agreement(true, res)
             rows.append({
@@ -366,7 +397,27 @@ def md_table(df: pd.DataFrame, fmt: str = ".3f") -> str:
 def report(df: pd.DataFrame, specs: dict[str, CaseSpec], args: argparse.Namespace, elapsed: float | None) -> str:
     summ = summary(df)
     cmd = "python -m benchmarks.selection_rows" + (" --quick" if args.quick else "") + \
-        (f" --jobs {args.jobs}" if args.jobs != 1 else "")
+        (f" --jobs {args.jobs}" if args.jobs != 1 else "") + (" --scheme subsample" if args.scheme == "subsample" else "")
+    if args.scheme == "folds":
+        question = ("how does the deciding selector (SCV, `shiftlib.selection.source_cv`, k = 10) agree with the "
+                    "truth when, as the flow's selection stage does, it fits on every source row but scores only the "
+                    "first `shiftlib.budget.scored_folds(n, 10, m)` of its 10 folds (enough to score m rows), compared "
+                    "with scoring all 10 folds?")
+        selectors = (f"SCV on every source row (`n_rows=len(source)`), all 10 folds; and the same SCV restricted to "
+                     f"its first `scored_folds(n, 10, m)` folds for m in {', '.join(f'{m:,}' for m in args.sizes)}, "
+                     "skipping m ≥ the case's source rows. The restricted scores are the full run's first fold scores "
+                     "(the same folds and fits `source_cv(max_folds=f)` computes; a unit test checks the equality), "
+                     "so the time columns of the restricted rows are not fit times: their fits cost f/10 of the "
+                     "full row's.")
+        title = "# Selection rows: agreement of 10-fold source CV with the truth when it scores fewer folds"
+    else:
+        question = ("how does the deciding selector (SCV, `shiftlib.selection.source_cv`, k = 10) agree with the "
+                    "truth when it runs on a stratified subsample of m source rows (`shiftlib.budget.subsample`), "
+                    "compared with running it on every source row?")
+        selectors = (f"SCV on the full source (`n_rows=len(source)`), and SCV on `subsample(len(y), m, y=y, "
+                     f"random_state=seed)` with learners built for `n_rows=m` (their exact route), for m in "
+                     f"{', '.join(f'{m:,}' for m in args.sizes)}, skipping m ≥ the case's source rows.")
+        title = "# Selection subsample size: agreement of 10-fold source CV with the truth (the earlier scheme)"
     when = (f"{elapsed / 60:.1f} min wall on a shared 2-core machine" if elapsed is not None
             else "report rebuilt from the CSV with `--report-only`")
     done = df.groupby(["case", "seed"]).ngroups
@@ -374,7 +425,7 @@ def report(df: pd.DataFrame, specs: dict[str, CaseSpec], args: argparse.Namespac
     partial = [] if done >= planned else [
         f"**Partial run: {done} of {planned} (case, seed) units finished; every number below is over those.**", ""]
     md = [
-        "# Selection subsample size: agreement of 10-fold source CV with the truth",
+        title,
         "",
         f"Produced by `{cmd}` ({when}). Every number below is printed by that command; per-unit rows are in "
         "the CSV next to this file.",
@@ -382,9 +433,7 @@ def report(df: pd.DataFrame, specs: dict[str, CaseSpec], args: argparse.Namespac
         *partial,
         "## Protocol (fixed before any result was seen)",
         "",
-        "* **Question**: how does the deciding selector (SCV, `shiftlib.selection.source_cv`, k = 10) agree with "
-        "the truth when it runs on a stratified subsample of m source rows (`shiftlib.budget.subsample`), as the "
-        "flow's selection stage does, compared with running it on every source row?",
+        f"* **Question**: {question}",
         "* **Cases** (each source has more rows than every subsample size run on it):",
         *[f"  * `{s.name}` ({s.group}): {s.note}" for s in specs.values()],
         f"  * Sources capped at {args.max_source:,} and targets at {args.max_target:,} rows by a seeded random draw "
@@ -394,15 +443,15 @@ def report(df: pd.DataFrame, specs: dict[str, CaseSpec], args: argparse.Namespac
         f"* **Learners**: {', '.join(LEARNERS)} from `make_learner(name, random_state=seed, n_rows=<rows they are "
         f"fitted on>)`; RF with {args.rf_trees} trees instead of 200, for time, in truth and every selector alike.",
         "* **Truth**: each learner fitted on all source rows (`n_rows=len(source)`), accuracy on the target rows.",
-        f"* **Selectors**: SCV on the full source (`n_rows=len(source)`), and SCV on `subsample(len(y), m, y=y, "
-        f"random_state=seed)` with learners built for `n_rows=m` (their exact route, as in the flow), for m in "
-        f"{', '.join(f'{m:,}' for m in args.sizes)}, skipping m ≥ the case's source rows.",
+        f"* **Selectors**: {selectors}",
         "* **Measures**: `shiftlib.selection.agreement` — pairwise-order accuracy (pairs with a true gap < 0.005 "
         "are ties and not counted; undecided pairs count as wrong), regret of the selected learner, Kendall τ. "
         "Averaged over (case, seed) units, per case group and overall. Δ = pairwise(full) − pairwise(m), paired "
         "on the same units; 90% percentile bootstrap interval over units (information only).",
         f"* **Rule**: size m meets the target iff mean pairwise(m) ≥ mean pairwise(full) − {TOLERANCE} over all "
-        "(case, seed) units. Stated for the default and, if it fails, the smallest size that passes.",
+        "(case, seed) units. Stated for the default and, if it fails, the smallest size that passes"
+        + (", which then becomes the default `SELECTION_ROWS` (fixed before this scheme's run)." if args.scheme == "folds"
+           else "."),
         "* **Time**: wall and CPU seconds of each SCV call (median over units) — a rough indication only, the "
         "machine is shared with other jobs.",
         "",
@@ -433,6 +482,13 @@ def report(df: pd.DataFrame, specs: dict[str, CaseSpec], args: argparse.Namespac
         "* Times are from a loaded shared machine; compare sizes with each other, not with other reports.",
         "* `nlswork_time` and `cps1988_region` split the table by a fixed column, so their two seeds share the "
         "data and differ only in the learners' randomness, the subsample and the folds.",
+        *(earlier_scheme(args.out) if args.scheme == "folds" else []),
+        *(NOT_RUN if args.scheme == "subsample" else []),
+    ]
+    return "\n".join(md) + "\n"
+
+
+NOT_RUN = [
         "",
         "## Not run: m = 10,000 (and a note that is not from this command)",
         "",
@@ -444,8 +500,22 @@ def report(df: pd.DataFrame, specs: dict[str, CaseSpec], args: argparse.Namespac
         "`cps1988_region` seed 0 (the same case as here), had pairwise-order accuracy full 1.000, 1,000: 0.778, "
         "2,000: 0.778, 5,000: 0.944, 10,000: 1.000. Run `--sizes 1000 2000 5000 10000` on a quiet machine to "
         "measure 10,000.",
-    ]
-    return "\n".join(md) + "\n"
+]
+
+
+def earlier_scheme(out: Path) -> list[str]:
+    """One paragraph on the subsample scheme's verdict, from its CSV when it is there."""
+    path = out / "selection_rows_subsample.csv"
+    if not path.exists():
+        return []
+    summ = summary(pd.read_csv(path, dtype={"size": str}))
+    cells = ", ".join(f"{r['size']}: {r['pairwise']:.3f} (Δ {r['d_pairwise']:+.3f})"
+                      for _, r in summ.iterrows() if r["size"] != "full")
+    return ["* The earlier scheme, SCV on a stratified subsample of m rows with learners sized for m "
+            "(`selection_rows_subsample.md`, same cases and seeds), gave pairwise-order accuracy " + cells +
+            f" against {summ.loc[summ['size'] == 'full', 'pairwise'].iloc[0]:.3f} for the full data: fitting on "
+            "fewer rows compares the candidates at another point of their learning curves, where their order "
+            "can differ."]
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -460,9 +530,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--jobs", type=int, default=1, help="(case, seed) units run at once, 1 BLAS thread each")
     ap.add_argument("--out", type=Path, default=Path("reports"))
     ap.add_argument("--report-only", action="store_true", help="rebuild the report from the CSV already in --out")
+    ap.add_argument("--scheme", choices=("folds", "subsample"), default="folds",
+                    help="folds: the flow's scheme (score the first scored_folds folds over every row); subsample: "
+                    "the earlier one (CV on a stratified m-row subsample)")
     args = ap.parse_args(argv)
     args.seeds = args.seeds or ([0] if args.quick else [0, 1])
-    args.sizes = tuple(args.sizes or ((1000, 2000) if args.quick else SIZES))
+    args.sizes = tuple(args.sizes or ((1000, 2000) if args.quick else SIZES if args.scheme == "subsample"
+                                      else (*SIZES, 10_000)))  # folds: a larger m costs no extra fit here
     if args.quick:
         args.max_source, args.max_target = min(args.max_source, 4000), min(args.max_target, 3000)
     return args
@@ -476,7 +550,8 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             raise SystemExit(f"unknown case(s) {unknown}; choose from {sorted(specs)}")
         specs = {n: specs[n] for n in args.cases}
-    prefix = "selection_rows_quick" if args.quick else "selection_rows"
+    prefix = ("selection_rows_quick" if args.quick else "selection_rows") + \
+        ("_subsample" if args.scheme == "subsample" else "")
     args.out.mkdir(parents=True, exist_ok=True)
     if args.report_only:
         df = pd.read_csv(args.out / f"{prefix}.csv", dtype={"size": str})
@@ -485,7 +560,8 @@ def main(argv: list[str] | None = None) -> int:
         print(md)
         return 0
     units = [(s, seed) for seed in args.seeds for s in specs.values()]
-    kw = {"rf_trees": args.rf_trees, "max_source": args.max_source, "max_target": args.max_target}
+    kw = {"rf_trees": args.rf_trees, "max_source": args.max_source, "max_target": args.max_target,
+          "scheme": args.scheme}
     t0 = time.perf_counter()
     rows: list[dict] = []
     done = 0

@@ -92,8 +92,9 @@ class RetrainConfig(_Strict):
     selection_folds: int = Field(10, ge=2, le=20, description="folds of TrCV / SCV / WCV")
     selection_rows: int | None = Field(
         SELECTION_ROWS, ge=50,
-        description="the selectors and the source-CV metrics run on a stratified subsample of at most this many "
-        "source (and target) rows; the candidates still fit on every row (empty: every row)",
+        description="source CV (scv, wcv) scores only as many of its folds as it takes to score this many rows "
+        "(its fits still use every row); RT, TrCV and the source-CV metrics run on a stratified subsample of at "
+        "most this many source (and target) rows; the candidates fit on every row (empty: no bound)",
     )
     max_workers: int | None = Field(
         None, ge=1, description="tasks that run at once (default: the machine's cores); BLAS/OpenMP threads per "

@@ -34,7 +34,7 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.locks import registry_lock
 from tasks.logs import run_logger
-from tasks.selection import make_candidates, run_selector, selection_beta, selection_data
+from tasks.selection import make_candidates, run_selector, selection_beta, selector_data
 from tasks.store import code_version
 from tasks.tracking import link_model_output, log_metrics, mask_secrets, with_retries
 
@@ -52,13 +52,13 @@ def _rescore(store: Any, selector: str, incumbent: dict[str, str], chosen: str, 
              rows: int | None) -> dict[str, float]:
     """Score the incumbent's recipe and the new choice together with ``selector`` on the current batch
     (the selection stage's rows and β)."""
-    data = selection_data(store, seed, rows)
+    data = selector_data(store, selector, seed, rows)
     m = store.manifest("training")["extra"]["models"][chosen]
     inc_name = f"incumbent:{incumbent['candidate']}"
     cands = make_candidates(store, [(inc_name, incumbent["learner"], incumbent["weighting"]),
                                     (chosen, m["learner"], m["weighting"])], seed, data)
     beta = selection_beta(store, seed, data) if selector in ("trcv", "wcv") else None
-    res = run_selector(selector, cands, data, seed=seed, k=k, beta=beta)
+    res = run_selector(selector, cands, data, seed=seed, k=k, beta=beta, rows=rows)
     return {"incumbent": float(res.scores[inc_name]), "new": float(res.scores[chosen])}
 
 

@@ -19,7 +19,7 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from shiftlib.budget import subsample
+from shiftlib.budget import auto_weighting, scored_folds, subsample
 from shiftlib.learners import make_learner
 from shiftlib.selection import (
     Candidate,
@@ -55,8 +55,9 @@ SELECTORS = ("rt", "trcv", "scv", "wcv")
 
 @dataclass(frozen=True)
 class SelectionData:
-    """The rows the selectors work on: a stratified subsample of at most ``rows`` source rows (positions
-    ``source_rows`` in the ingested source) and at most ``rows`` target rows (``shiftlib.budget``)."""
+    """The rows a selector works on: every row for SCV and WCV (which score only ``scored_folds`` of their
+    folds), a stratified subsample of at most ``rows`` source rows (positions ``source_rows`` in the ingested
+    source) and at most ``rows`` target rows for RT and TrCV (``shiftlib.budget``)."""
 
     X_s: pd.DataFrame
     y_s: np.ndarray
@@ -64,12 +65,20 @@ class SelectionData:
     source_rows: np.ndarray
 
 
+CV_SELECTORS = ("scv", "wcv")
+
+
 def selection_data(store: StageStore, seed: int, rows: int | None) -> SelectionData:
-    """The selectors' subsample of this run's ingested tables (every row when ``rows`` is None)."""
+    """A stratified subsample of this run's ingested tables (every row when ``rows`` is None)."""
     X_s, y_s, X_t = load_xy(store)
     i_s = subsample(len(y_s), rows, y=y_s, random_state=seed)
     i_t = subsample(len(X_t), rows, random_state=seed)
     return SelectionData(X_s.iloc[i_s].reset_index(drop=True), y_s[i_s], X_t.iloc[i_t].reset_index(drop=True), i_s)
+
+
+def selector_data(store: StageStore, selector: str, seed: int, rows: int | None) -> SelectionData:
+    """The rows ``selector`` works on: every row for SCV and WCV, the ``rows`` subsample for the others."""
+    return selection_data(store, seed, None if selector in CV_SELECTORS else rows)
 
 
 def _on_rows(w: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -100,26 +109,37 @@ def make_candidates(store: StageStore, specs: list[tuple[str, str, str]], seed: 
 
 def selection_beta(store: StageStore, seed: int, data: SelectionData) -> np.ndarray:
     """The importance weights β that TrCV and WCV use on ``data``'s rows: this run's KMM weights, else the
-    run's other weights, else a KMM fit on those rows (mean 1)."""
+    run's other weights, else a fit on those rows of the method ``weighting="auto"`` would use (mean 1)."""
     for method in ("kmm", *[m for m in METHODS if m != "kmm"]):
         w = stage_weights(store, method)
         if w is not None:
             return _on_rows(w, data.source_rows)
-    return importance_weights(fit_weighter("kmm", data.X_s, data.X_t, seed).weights_, data.X_s, data.X_t)
+    method = auto_weighting(True, len(data.y_s))
+    return importance_weights(fit_weighter(method, data.X_s, data.X_t, seed).weights_, data.X_s, data.X_t)
+
+
+def _beta_on(beta: np.ndarray | None, data: SelectionData) -> np.ndarray | None:
+    """β over every source row (``selection_plan``) restricted to ``data``'s rows, mean 1 again."""
+    if beta is None or len(beta) == len(data.y_s):
+        return beta
+    return _on_rows(beta, data.source_rows)
 
 
 def run_selector(selector: str, cands: list[Candidate], data: SelectionData, *, seed: int, k: int,
-                 beta: np.ndarray | None = None) -> Any:
-    """One selector over all candidates on ``data``; TrCV and WCV use ``beta`` (``selection_beta``)."""
+                 beta: np.ndarray | None = None, rows: int | None = None) -> Any:
+    """One selector over all candidates on ``data``; TrCV and WCV use ``beta`` (``selection_beta``). SCV and
+    WCV score only ``scored_folds(len(data.y_s), k, rows)`` of their k folds."""
     X_s, y_s, X_t = data.X_s, data.y_s, data.X_t
+    beta = _beta_on(beta, data)
     if selector == "rt":
         return reverse_testing(cands, X_s, y_s, X_t, random_state=seed)
     if selector == "trcv":
         return trcv_select(cands, X_s, y_s, X_t, weights=beta, k=k, random_state=seed)
     if selector == "scv":
-        return source_cv(cands, X_s, y_s, k=k, random_state=seed)
+        return source_cv(cands, X_s, y_s, k=k, random_state=seed, max_folds=scored_folds(len(y_s), k, rows))
     if selector == "wcv":
-        return weighted_cv(cands, X_s, y_s, X_t, weights=beta, k=k, random_state=seed)
+        return weighted_cv(cands, X_s, y_s, X_t, weights=beta, k=k, random_state=seed,
+                           max_folds=scored_folds(len(y_s), k, rows))
     raise ValueError(f"unknown selector {selector!r}; choose from {list(SELECTORS)}")
 
 
@@ -137,7 +157,9 @@ def _stage_key(store: StageStore, selectors: list[str], primary: str, seed: int,
         inputs["weights"] = store.manifest("weights")["files"]["weights.parquet"]["sha256"]
     if labels_sha256 is not None:  # few-label selection: the filled labels file is an input
         inputs["target_labels"] = labels_sha256
-    params = {"selectors": list(selectors), "primary": primary, "seed": seed, "k": k, "rows": rows}
+    # "cv_rows": how SCV/WCV bound their work (scored folds over every row; earlier runs used a subsample)
+    params = {"selectors": list(selectors), "primary": primary, "seed": seed, "k": k, "rows": rows,
+              "cv_rows": "scored_folds"}
     return stage_key(STAGE, params, inputs), params, inputs
 
 
@@ -154,18 +176,19 @@ def selection_plan(store: StageStore, selectors: list[str], primary: str, *, see
     if store.find_reusable(STAGE, key) is not None:
         return {"compute": False, "candidates": names, "beta": None}
     beta = None
-    if "trcv" in selectors or "wcv" in selectors:
-        beta = selection_beta(store, seed, selection_data(store, seed, rows))
+    if "trcv" in selectors or "wcv" in selectors:  # over every source row; TrCV takes its subsample's part
+        beta = selection_beta(store, seed, selection_data(store, seed, None))
     return {"compute": True, "candidates": names, "beta": beta}
 
 
 @task(name="cv-candidate", cache_policy=NO_CACHE)
 def cv_candidate(store: StageStore, selector: str, name: str, beta: np.ndarray | None, *, seed: int, k: int,
                  rows: int | None = None) -> Any:
-    """SCV or WCV (``selector``) of one candidate: k fits on the selection rows, the same folds for all."""
-    data = selection_data(store, seed, rows)
+    """SCV or WCV (``selector``) of one candidate on every source row, the same folds for all candidates:
+    ``scored_folds`` fits (all k up to ``rows`` source rows)."""
+    data = selector_data(store, selector, seed, rows)
     cands = make_candidates(store, [s for s in _stage_specs(store) if s[0] == name], seed, data)
-    return run_selector(selector, cands, data, seed=seed, k=k, beta=beta)
+    return run_selector(selector, cands, data, seed=seed, k=k, beta=beta, rows=rows)
 
 
 @task(name="rt-row", cache_policy=NO_CACHE)
@@ -183,7 +206,7 @@ def trcv_fold_task(store: StageStore, fold: int, beta: np.ndarray, *, seed: int,
     """TrCV Fig. 1 for fold ``fold`` for every candidate (2 fits each); a failed fit gives its message."""
     data = selection_data(store, seed, rows)
     cands = make_candidates(store, _stage_specs(store), seed, data)
-    return trcv_fold_all(cands, trcv_setup(cands, data.X_s, data.y_s, data.X_t, weights=beta, k=k,
+    return trcv_fold_all(cands, trcv_setup(cands, data.X_s, data.y_s, data.X_t, weights=_beta_on(beta, data), k=k,
                                            random_state=seed), fold)
 
 
@@ -244,16 +267,26 @@ def _results(store: StageStore, selectors: list[str], *, seed: int, k: int, rows
     """Each selector's result on the selection rows, from the fanned-out parts when given, else computed here."""
     log = run_logger()
     data = selection_data(store, seed, rows)
+    full = data if rows is None else None
     cv_parts = cv_parts or {}
     if beta is None and ("wcv" in selectors or "trcv" in selectors):
-        beta = selection_beta(store, seed, data)  # at most one fit
+        full = full or selection_data(store, seed, None)
+        beta = selection_beta(store, seed, full)  # at most one fit, over every source row
     cands = make_candidates(store, _stage_specs(store), seed, data)
+
+    def on_every_row(sel: str) -> Any:  # SCV / WCV in-process: every source row, scored_folds of the k folds
+        nonlocal full
+        full = full or selection_data(store, seed, None)
+        return run_selector(sel, make_candidates(store, _stage_specs(store), seed, full), full, seed=seed, k=k,
+                            beta=beta, rows=rows)
+
     results = {}
     for sel in selectors:
         if sel == "rt" and rt_rows is not None:
             results[sel] = combine([t for t, _ in rt_rows], [c for _, row in rt_rows for c in row])
         elif sel == "trcv" and trcv_folds is not None:
-            setup = trcv_setup(cands, data.X_s, data.y_s, data.X_t, weights=beta, k=k, random_state=seed)
+            setup = trcv_setup(cands, data.X_s, data.y_s, data.X_t, weights=_beta_on(beta, data), k=k,
+                               random_state=seed)
             results[sel] = trcv_from_folds([c.name for c in cands], setup, trcv_folds)
         elif sel in cv_parts:
             results[sel] = concat_scores(cv_parts[sel])
@@ -261,13 +294,15 @@ def _results(store: StageStore, selectors: list[str], *, seed: int, k: int, rows
             if labeled is None:
                 raise ValueError("the fewlabel selector needs target labels: set target_labels")
             # the plan's rows index the whole target batch; the candidates' predictions come from training
-            prior = results.get("scv") or run_selector("scv", cands, data, seed=seed, k=k)
+            prior = results.get("scv") or on_every_row("scv")
             posterior = fewlabel_select(cands, data.X_s, data.y_s, _whole_target(store, data), plan=labeled["plan"],
                                         y_labeled=pd.Series(labeled["labels"], dtype=object), prior=prior,
                                         random_state=seed, predictions=stage_predictions(store))
             # the deciding rule is the guarded one (reports/label_budget.md: chosen by the rule fixed before its
             # results): CV's order of a pair unless the labels overturn it with posterior probability ≥ 0.9
             results[sel] = replace(guarded_select(posterior, prior), selector="fewlabel")
+        elif sel in CV_SELECTORS:
+            results[sel] = on_every_row(sel)
         else:
             results[sel] = run_selector(sel, cands, data, seed=seed, k=k, beta=beta)
         for name, err in getattr(results[sel], "errors", {}).items():

@@ -97,6 +97,15 @@ def _learner_error(selector: str, name: str, err: Exception) -> str:
     return msg
 
 
+def _folds(k: int, y: np.ndarray, random_state: int | None,
+           max_folds: int | None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The first ``max_folds`` (all when None) splits of a shuffled stratified k-fold."""
+    if max_folds is not None and not (isinstance(max_folds, int | np.integer) and 1 <= max_folds):
+        raise ValueError(f"max_folds must be an integer ≥ 1 (or None for all k folds); got {max_folds!r}")
+    skf = StratifiedKFold(n_splits=k, shuffle=True, random_state=random_state)
+    return list(skf.split(np.zeros(len(y)), y))[: max_folds or k]
+
+
 def _check_k(k: int, y: np.ndarray, what: str) -> None:
     if not isinstance(k, int | np.integer) or k < 2:
         raise ValueError(f"k must be an integer ≥ 2 folds; got {k!r}")
@@ -114,14 +123,19 @@ def source_cv(
     k: int = 10,
     scoring: str | Scorer = "accuracy",
     random_state: int | None = None,
+    max_folds: int | None = None,
 ) -> SelectorScores:
-    """SCV (TrCV §5.1, eq. 2; RT §3.2 ten-fold): stratified k-fold on the source rows; returns ``SelectorScores``."""
+    """SCV (TrCV §5.1, eq. 2; RT §3.2 ten-fold): stratified k-fold on the source rows; returns ``SelectorScores``.
+
+    ``max_folds`` scores only the first ``max_folds`` of the k folds (every fit still sees (k−1)/k of the
+    rows, so the candidates are compared where their learning curves are, at the size they are served
+    at; only the number of scored rows shrinks). ``shiftlib.budget.scored_folds`` sets it for large tables.
+    """
     X = check_X(X_source, "X_source")
     y = check_y(y_source, X, "y_source", "X_source")
     _check_k(k, y, "the source set")
-    skf = StratifiedKFold(n_splits=k, shuffle=True, random_state=random_state)
-    return _run("scv", learners, X, y, skf.split(np.zeros(len(y)), y), scoring, random_state,
-                params={"k": k})
+    return _run("scv", learners, X, y, _folds(k, y, random_state, max_folds), scoring, random_state,
+                params={"k": k, "max_folds": max_folds})
 
 
 def repeated_cv(
@@ -174,11 +188,13 @@ def weighted_cv(
     k: int = 10,
     scoring: str | Scorer = "accuracy",
     random_state: int | None = None,
+    max_folds: int | None = None,
 ) -> SelectorScores:
     """WCV / IWCV (Sugiyama et al. 2007; TrCV eq. 4): k-fold on source, held-out scores weighted by β; returns ``SelectorScores``.
 
     ``weights``: a ``shiftlib.weights`` name (default KMM; needs ``X_target``), an estimator, or an
     array with one weight per source row. β is normalised to mean 1 (``details["weights"]``).
+    ``max_folds``: score only the first folds, as in ``source_cv``.
     """
     X = check_X(X_source, "X_source")
     y = check_y(y_source, X, "y_source", "X_source")
@@ -188,9 +204,9 @@ def weighted_cv(
         raise ValueError("weighted_cv needs X_target to estimate importance weights; or pass weights= as an array")
     _check_k(k, y, "the source set")
     beta = importance_weights(weights, X, X_target)
-    skf = StratifiedKFold(n_splits=k, shuffle=True, random_state=random_state)
-    res = _run("wcv", learners, X, y, skf.split(np.zeros(len(y)), y), scoring, random_state,
-               weights=beta, params={"k": k, "weights": weights if isinstance(weights, str | None) else "given"})
+    res = _run("wcv", learners, X, y, _folds(k, y, random_state, max_folds), scoring, random_state,
+               weights=beta, params={"k": k, "max_folds": max_folds,
+                                     "weights": weights if isinstance(weights, str | None) else "given"})
     res.details["weights"] = beta
     return res
 

@@ -8,18 +8,31 @@ from itertools import combinations
 import pandas as pd
 import pytest
 
-from benchmarks.selection_rows import CaseSpec, _synthetic, run_unit, summary, verdict
+from benchmarks.selection_rows import CaseSpec, _synthetic, load, run_unit, summary, verdict
+from shiftlib.budget import scored_folds
+from shiftlib.learners import make_learner
+from shiftlib.selection import source_cv
 
 LEARNERS = ("NB", "LR", "DT")
 
 
-def test_one_unit_skips_sizes_at_or_above_the_source_and_counts_pairs_as_its_scores_say():
+@pytest.mark.parametrize("scheme", ["folds", "subsample"])
+def test_one_unit_skips_sizes_at_or_above_the_source_and_counts_pairs_as_its_scores_say(scheme):
     spec = CaseSpec("tiny", "synthetic", _synthetic(1500, "feature_dependent", 0.4, feature=0), "tiny")
-    rows = pd.DataFrame(run_unit(spec, 0, (200, 100_000), learners=LEARNERS, rf_trees=None, k=3))
+    rows = pd.DataFrame(run_unit(spec, 0, (200, 100_000), learners=LEARNERS, rf_trees=None, k=3, scheme=scheme))
     n_source = int(rows["n_source"].iloc[0])
     assert 200 < n_source < 100_000
     assert list(rows["size"]) == ["full", "200"]  # 100,000 ≥ the source rows: skipped
-    assert list(rows["rows_used"]) == [n_source, 200]
+    if scheme == "subsample":
+        assert list(rows["rows_used"]) == [n_source, 200]
+    else:  # the first scored_folds(n, 3, 200) of 3 folds over every row: ≥ 200 rows scored, = source_cv(max_folds)
+        f = scored_folds(n_source, 3, 200)
+        assert rows["rows_used"].iloc[1] == round(n_source * f / 3) >= 200 - 3
+        p = load(spec, 0, 15_000, 10_000)
+        ref = source_cv({n: make_learner(n, random_state=0, n_rows=n_source) for n in LEARNERS}, p.Xs, p.ys, k=3,
+                        random_state=0, max_folds=f)
+        for n in LEARNERS:
+            assert rows[f"scv_{n}"].iloc[1] == pytest.approx(round(float(ref.scores[n]), 4), abs=1e-9)
     for _, r in rows.iterrows():
         correct = counted = 0
         for a, b in combinations(LEARNERS, 2):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_classification
 
-from shiftlib.budget import KMM_MAX_ROWS, auto_weighting, concurrency, detectable_auc, subsample
+from shiftlib.budget import KMM_MAX_ROWS, auto_weighting, concurrency, detectable_auc, scored_folds, subsample
 from shiftlib.learners import (
     KNN_MAX_ROWS,
     RF_MAX_LEAVES,
@@ -31,6 +31,18 @@ def test_subsample_is_stratified_sorted_unique_and_seeded():
 def test_subsample_refuses_a_bad_size():
     with pytest.raises(ValueError, match="at least 1"):
         subsample(10, 0)
+
+
+def test_scored_folds_scores_at_least_the_rows_asked_for():
+    assert scored_folds(4_000, 10, 5_000) is None and scored_folds(4_000, 10, None) is None  # all k folds
+    assert scored_folds(15_000, 10, 5_000) == 4  # ceil(5000·10/15000) = ceil(3.33): 4 folds of 1,500 rows
+    assert scored_folds(50_000, 10, 5_000) == 1 and scored_folds(1_000_000, 10, 5_000) == 1
+    assert scored_folds(5_001, 10, 5_000) == 10  # just above: still every fold
+    for n in (5_001, 7_777, 15_000, 123_456):
+        f = scored_folds(n, 10, 5_000)
+        assert f * (n // 10) >= 5_000 - f and (f - 1) * (n / 10) < 5_000  # enough rows, and no fold too many
+    with pytest.raises(ValueError, match="rows"):
+        scored_folds(100, 10, 0)
 
 
 def test_detectable_auc_matches_the_hand_computation():

@@ -47,6 +47,20 @@ def test_scv_equals_sklearn_cross_val_score():
     assert got.n_fits == 20
 
 
+def test_scv_with_max_folds_equals_sklearn_on_the_first_folds():
+    # the first 3 of 10 StratifiedKFold splits, scored with cross_val_score on exactly those splits
+    got = source_cv({"NB": GaussianNB()}, X, Y, k=10, random_state=3, max_folds=3)
+    first3 = list(StratifiedKFold(10, shuffle=True, random_state=3).split(X, Y))[:3]
+    assert got.scores["NB"] == pytest.approx(cross_val_score(GaussianNB(), X, Y, cv=first3).mean())
+    assert got.n_fits == 3 and len(got.details["fold_scores"]["NB"]) == 3
+    assert source_cv({"NB": GaussianNB()}, X, Y, k=10, random_state=3, max_folds=10).scores["NB"] == \
+        pytest.approx(source_cv({"NB": GaussianNB()}, X, Y, k=10, random_state=3).scores["NB"])
+    wcv = weighted_cv({"NB": GaussianNB()}, X, Y, weights=np.ones(len(Y)), k=10, random_state=3, max_folds=3)
+    assert wcv.scores["NB"] == pytest.approx(got.scores["NB"])  # unit weights: WCV is SCV on the same folds
+    with pytest.raises(ValueError, match="max_folds"):
+        source_cv({"NB": GaussianNB()}, X, Y, k=10, max_folds=0)
+
+
 def test_repeated_cv_equals_sklearn_repeated_stratified_kfold():
     got = repeated_cv({"NB": GaussianNB()}, X, Y, k=5, n_repeats=3, random_state=1)
     cv = RepeatedStratifiedKFold(n_splits=5, n_repeats=3, random_state=1)
