@@ -111,7 +111,9 @@ def test_sigkill_during_training_then_rerun_resumes_with_identical_outputs(tmp_p
     os.killpg(victim.pid, signal.SIGKILL)
     victim.wait()
     out, run_dir = _finish(_cli(tmp_path, "killed", cfg))
-    assert "reusing stage from run" in out  # ingest (at least) came from the killed run
+    # ingest (at least) came from the killed run; on failure show what the rerun said about its stages
+    assert "reusing stage from run" in out, "\n".join(
+        line for line in out.splitlines() if any(w in line for w in ("stage", "ingest", "reus", "Error", "error")))
     assert "reusing the finished fit" in out  # and the candidate(s) it had finished
     assert _parquet_hashes(run_dir) == _parquet_hashes(ref_dir)  # same selection, byte-identical tables
 
