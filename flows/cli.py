@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Sequence
@@ -245,6 +246,32 @@ def task_runner_from_args(ns: argparse.Namespace) -> tuple[str, Any] | None:
     return f"temporary local Dask cluster ({workers or 2} worker processes)", runner
 
 
+def start_temporary_api() -> threading.Thread | None:
+    """Start Prefect's temporary local API in a background thread; None when ``PREFECT_API_URL`` names a server.
+
+    Without a server, Prefect starts that API (a uvicorn subprocess that creates or migrates its database)
+    when the flow first calls it, and the run waits (``../shared/STACK_NOTES.md``, ``reports/overhead.md``).
+    Started here, its subprocess works on the second core while this process imports the flow's modules.
+    It is the same object the flow then uses: ``SubprocessASGIServer()`` is one instance per port, and its
+    ``start`` is idempotent; the caller joins the thread before the flow begins."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED
+
+    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+        return None
+
+    def start() -> None:
+        from prefect.server.api.server import SubprocessASGIServer
+
+        try:
+            SubprocessASGIServer().start()
+        except Exception:  # noqa: BLE001 - the flow's own start then retries and reports it
+            return
+
+    thread = threading.Thread(target=start, name="prefect-temporary-api", daemon=True)
+    thread.start()
+    return thread
+
+
 def one_line(exc: BaseException) -> str:
     """The error's sentence on one line (pydantic errors as ``invalid configuration: field: problem``)."""
     from pydantic import ValidationError
@@ -310,9 +337,12 @@ def _retrain(ns: argparse.Namespace) -> int:
           + (" (your rows are used as given)" if checked.bias == "none" else ""))
     for note in checked.notes:
         print(f"shiftflow: warning: {note}")
+    api = start_temporary_api()  # only now: a refused input never starts (or writes) anything
     from flows.retrain import retrain
 
     flow_fn = retrain if runner is None else retrain.with_options(task_runner=runner[1])
+    if api is not None:
+        api.join()
     t0 = time.perf_counter()
     summary = flow_fn(checked.config)
     dt = time.perf_counter() - t0

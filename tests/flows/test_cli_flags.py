@@ -112,3 +112,20 @@ def test_closing_report_says_what_happened(monkeypatch: pytest.MonkeyPatch, tmp_
     assert Path(cmd.split()[0]).is_absolute() and Path(cmd.split()[0]).exists() and cmd.endswith(" ui")
     assert ui_command("sqlite:////elsewhere/m.db").endswith("ui --tracking-uri sqlite:////elsewhere/m.db")
     assert ui_command("http://127.0.0.1:5000") == "open http://127.0.0.1:5000"
+
+
+def test_the_temporary_api_is_started_early_only_without_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.cli import start_temporary_api
+
+    with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:9/api"}):
+        assert start_temporary_api() is None  # a server is named: nothing to start
+    started: list[object] = []
+    monkeypatch.setattr(SubprocessASGIServer, "start", lambda self, timeout=None: started.append(self))
+    with temporary_settings({PREFECT_API_URL: ""}):
+        thread = start_temporary_api()
+    assert thread is not None
+    thread.join(10)
+    assert started == [SubprocessASGIServer()]  # the very instance Prefect's client starts (one per port)
