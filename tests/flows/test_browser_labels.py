@@ -16,6 +16,7 @@ Screenshots go to a temp folder and, when ``SHIFTFLOW_SCREENSHOTS`` names a fold
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from pathlib import Path
@@ -48,13 +49,15 @@ def _wait_state(client: Any, flow_run_id: str, types: set[str], timeout_s: float
 
 def _fill_from_held_out(run_dir: Path, out: Path) -> tuple[int, str]:
     """Fill every requested row of ``to_label.csv`` with its held-out label from ingest's
-    ``target_labels.parquet`` (``_row`` → ``_label``); returns (rows filled, name of the label column)."""
+    ``target_labels.parquet`` (``_row`` → ``_label``, the class's code: position in the manifest's
+    ``classes``), written as the class a person would write; returns (rows filled, the label column)."""
     todo = pd.read_csv(run_dir / "labels" / "to_label.csv")
     empty = [c for c in todo.columns if c != "_row" and todo[c].isna().all()]
     assert len(empty) == 1, f"to_label.csv should have exactly one empty (label) column; empty: {empty}"
+    classes = json.loads((run_dir / "ingest" / "manifest.json").read_text())["extra"]["classes"]
     truth = pd.read_parquet(run_dir / "ingest" / "target_labels.parquet").set_index("_row")["_label"]
     assert set(todo["_row"]) <= set(truth.index), "to_label.csv asks for rows the target does not have"
-    todo[empty[0]] = todo["_row"].map(truth)
+    todo[empty[0]] = todo["_row"].map(truth).map(lambda code: classes[int(code)])
     todo.to_csv(out, index=False)
     return len(todo), empty[0]
 
