@@ -211,6 +211,38 @@ def run_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
     return rows, info
 
 
+def batch_ceiling(case: Case, args: argparse.Namespace) -> dict:
+    """Reference for every selector that scores the batch: all batch rows labeled (each learner's accuracy
+    on the whole batch) against the same truth as the others at that point (the target group without the
+    batch). What separates it from 1.0 is the batch's sampling error, which no labeling plan removes."""
+    cands = candidates(case.seed, args.rf_trees)
+    names = [c.name for c in cands]
+    XT = case.Xt[case.batch]
+    pred = np.column_stack([
+        fit_learner(make_learner(n, random_state=case.seed, **({"n_estimators": args.rf_trees} if n == "RF" else {})),
+                    case.Xs, case.ys, X_target=XT).predict(case.Xt) for n in names])
+    rest = np.setdiff1d(np.arange(len(case.yt)), case.batch)
+    if len(rest) == 0:  # the batch is the whole group (hmda): no truth outside it
+        return {"group": case.group, "case": case.name, "seed": case.seed, "n_batch": len(case.batch),
+                "n_rest": 0, "pairwise_correct": 0, "pairwise_counted": 0, "oracle_prior_correct": 0,
+                "oracle_prior_counted": 0}
+    truth = pd.Series((pred[rest] == case.yt[rest, None]).mean(axis=0), index=names)
+    est = SelectorScores("batch_all", pd.Series((pred[case.batch] == case.yt[case.batch, None]).mean(axis=0),
+                                                index=names), 0)
+    ag = agreement(truth, est, tie_tol=TIE_TOL)
+    # and source CV re-weighted to the batch's TRUE class shares (an oracle label-shift prior): is a
+    # better estimate of π_T what cv_ls lacks, or does the class re-weighting itself not order the pairs?
+    classes = np.unique(case.ys)
+    share = np.array([np.mean(case.yt[case.batch] == c) for c in classes])
+    orc = label_shift_cv(cands, case.Xs, case.ys, XT, k=10, random_state=case.seed,
+                         target_predictions=pred[case.batch], class_prior=share)
+    truth_all = pd.Series((pred == case.yt[:, None]).mean(axis=0), index=names)  # cv's truth: the whole group
+    ag_o = agreement(truth_all, orc, tie_tol=TIE_TOL)
+    return {"group": case.group, "case": case.name, "seed": case.seed, "n_batch": len(case.batch),
+            "n_rest": len(rest), "pairwise_correct": ag.pairwise_correct, "pairwise_counted": ag.pairwise_counted,
+            "oracle_prior_correct": ag_o.pairwise_correct, "oracle_prior_counted": ag_o.pairwise_counted}
+
+
 def summary(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Pooled pairwise-order accuracy and mean regret per ``keys``."""
     g = df.groupby(keys, sort=False).agg(correct=("pairwise_correct", "sum"), counted=("pairwise_counted", "sum"),
@@ -262,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rf-trees", type=int, default=50, help="trees of RF (default 50, for time)")
     ap.add_argument("--trcv-k", type=int, default=None, help="TrCV folds for trcv_l (default 5; quick 3)")
     ap.add_argument("--out", default="reports", help="output folder (default reports/)")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="only the batch-sampling reference (all batch rows labeled): writes <prefix>_ceiling.csv")
     args = ap.parse_args(argv)
     seeds = list(range(args.seeds if args.seeds is not None else (1 if args.quick else 3)))
     args.trcv_k = args.trcv_k or (3 if args.quick else 5)
@@ -286,11 +320,23 @@ def main(argv: list[str] | None = None) -> int:
                     notes[name] = f"[{group}] {enc.case.note}"
                     make = [(s_, lambda s_=s_, enc=enc, group=group: natural_case(enc, group, s_, args.n_max)) for s_ in seeds]
                 for seed, mk in make:
+                    if args.ceiling:
+                        infos.append(batch_ceiling(mk(), args))
+                        continue
                     r, info = run_one(mk(), args)
                     rows += r
                     infos.append(info)
                     print(f"{name} seed {seed}: D={info['n_disagreement']}/{info['n_batch']} {info['seconds']}s",
                           file=sys.stderr, flush=True)
+    if args.ceiling:
+        ce = pd.DataFrame(infos)
+        ce.to_csv(out / f"{prefix}_ceiling.csv", index=False)
+        g = ce.groupby("group", sort=False)[["pairwise_correct", "pairwise_counted", "oracle_prior_correct",
+                                               "oracle_prior_counted"]].sum()
+        g["batch_all_acc"] = (g.pairwise_correct / g.pairwise_counted).round(3)
+        g["cv_oracle_prior_acc"] = (g.oracle_prior_correct / g.oracle_prior_counted).round(3)
+        print(md_table(g.reset_index()))
+        return 0
     df = pd.DataFrame(rows)
     df.to_csv(out / f"{prefix}.csv", index=False)
     s = summary(df, ["group", "budget", "selector"])

@@ -75,12 +75,15 @@ def label_shift_cv(
     k: int = 10,
     random_state: int | None = None,
     target_predictions: Any = None,
+    class_prior: Any = None,
 ) -> SelectorScores:
     """Stratified k-fold source CV with each fold's accuracy re-weighted to the BBSE estimate of the
     target class prior (module docstring); returns ``SelectorScores`` (selector ``"cv_ls"``).
 
     ``target_predictions``: (N, ℓ) each candidate's class on every target row from its fit on all source
     rows (``TargetPredictions.predictions``), to avoid refitting; otherwise they are fitted here.
+    ``class_prior``: the target's class shares, one per class in sorted order, when they are known (then
+    BBSE is skipped); they must be non-negative and sum to 1.
     ``details``: ``fold_scores`` (paired over the same splits as ``source_cv``), ``target_prior`` and
     ``source_prior`` per class, ``plain_fold_scores`` (unweighted fold accuracies: ``source_cv``'s).
     """
@@ -112,7 +115,13 @@ def label_shift_cv(
         np.add.at(conf[j], (np.clip(pred_i, 0, K - 1), yi), 1.0)
         conf[j] /= conf[j].sum(axis=0, keepdims=True)
         shares[j] = np.bincount(np.clip(np.searchsorted(classes, tpred[:, j]), 0, K - 1), minlength=K) / len(tpred)
-    pi_t = bbse_class_prior(conf, shares)
+    if class_prior is None:
+        pi_t = bbse_class_prior(conf, shares)
+    else:
+        pi_t = np.asarray(class_prior, float)
+        if pi_t.shape != (K,) or np.any(pi_t < 0) or not np.isclose(pi_t.sum(), 1.0):
+            raise ValueError(f"class_prior must be {K} non-negative shares summing to 1 (classes "
+                             f"{classes.tolist()}); got {np.asarray(class_prior).tolist()}")
     pi_s = np.bincount(yi, minlength=K) / len(y)
     right = oof == y[:, None]
     pooled = np.vstack([right[yi == c].mean(axis=0) for c in range(K)])  # (K, ℓ) recall over all folds
@@ -129,5 +138,5 @@ def label_shift_cv(
     scores = pd.Series({n: float(v.mean()) for n, v in folds.items()}, dtype=float)
     details = {"fold_scores": folds, "plain_fold_scores": plain,
                "target_prior": pd.Series(pi_t, index=classes), "source_prior": pd.Series(pi_s, index=classes),
-               "params": {"k": k, "random_state": random_state, "prior_estimate": "bbse"}}
+               "params": {"k": k, "random_state": random_state, "prior_estimate": "bbse" if class_prior is None else "given"}}
     return SelectorScores("cv_ls", scores, len(cands) * (k + (target_predictions is None)), None, details)

@@ -93,3 +93,16 @@ def test_target_predictions_of_the_wrong_shape(data: tuple) -> None:
     Xs, ys, Xt = data
     with pytest.raises(ValueError, match="target_predictions has shape"):
         label_shift_cv(["LR", "NB"], Xs, ys, Xt, k=5, target_predictions=np.zeros((3, 2), int))
+
+
+def test_a_given_class_prior_replaces_bbse(data: tuple) -> None:
+    # with π_T = (1, 0) each fold's score is the recall of class 0 on that fold (Σ_c π_T(c) · recall_c)
+    Xs, ys, Xt = data
+    res = label_shift_cv(["LR"], Xs, ys, Xt, k=5, random_state=1, class_prior=[1.0, 0.0])
+    skf = StratifiedKFold(n_splits=5, shuffle=True, random_state=1)
+    splits = list(skf.split(np.zeros(len(ys)), ys))
+    oof = cross_val_predict(make_learner("LR", random_state=1), Xs, ys, cv=splits)
+    expect = [np.mean(oof[test][ys[test] == 0] == 0) for _, test in splits]
+    assert res.details["fold_scores"]["LR"] == pytest.approx(expect, abs=1e-12)
+    with pytest.raises(ValueError, match="class_prior must be 2 non-negative shares"):
+        label_shift_cv(["LR"], Xs, ys, Xt, k=5, class_prior=[0.7, 0.7])
