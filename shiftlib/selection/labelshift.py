@@ -39,7 +39,7 @@ from .baselines import _check_k
 from .candidates import fit_candidate, resolve_candidates
 from .results import SelectorScores
 
-__all__ = ["bbse_class_prior", "label_shift_cv"]
+__all__ = ["bbse_class_prior", "label_shift_cv", "labeled_class_prior", "with_class_prior"]
 
 
 def bbse_class_prior(confusions: Any, target_shares: Any) -> np.ndarray:
@@ -127,16 +127,77 @@ def label_shift_cv(
     pooled = np.vstack([right[yi == c].mean(axis=0) for c in range(K)])  # (K, ℓ) recall over all folds
     folds: dict[str, np.ndarray] = {}
     plain: dict[str, np.ndarray] = {}
+    recalls: dict[str, np.ndarray] = {}
     for j, c in enumerate(cands):
-        fs, ps = [], []
-        for _, test in splits:
-            rec = [right[test[yi[test] == cl], j].mean() if np.any(yi[test] == cl) else pooled[cl, j]
-                   for cl in range(K)]
-            fs.append(float(np.dot(pi_t, rec)))
-            ps.append(float(right[test, j].mean()))
-        folds[c.name], plain[c.name] = np.asarray(fs), np.asarray(ps)
+        rec = np.array([[right[test[yi[test] == cl], j].mean() if np.any(yi[test] == cl) else pooled[cl, j]
+                         for cl in range(K)] for _, test in splits])  # (k, K)
+        recalls[c.name] = rec
+        folds[c.name] = rec @ pi_t
+        plain[c.name] = np.array([right[test, j].mean() for _, test in splits])
     scores = pd.Series({n: float(v.mean()) for n, v in folds.items()}, dtype=float)
-    details = {"fold_scores": folds, "plain_fold_scores": plain,
+    details = {"fold_scores": folds, "plain_fold_scores": plain, "fold_recalls": recalls,
                "target_prior": pd.Series(pi_t, index=classes), "source_prior": pd.Series(pi_s, index=classes),
                "params": {"k": k, "random_state": random_state, "prior_estimate": "bbse" if class_prior is None else "given"}}
     return SelectorScores("cv_ls", scores, len(cands) * (k + (target_predictions is None)), None, details)
+
+
+def with_class_prior(res: SelectorScores, class_prior: Any) -> SelectorScores:
+    """``label_shift_cv``'s result re-weighted to other target class shares, without refitting: each
+    fold's score is ``Σ_c π_T(c) · recall_fc`` from the stored per-fold recalls; returns ``SelectorScores``
+    (selector ``"cv_lp"``)."""
+    recalls = res.details.get("fold_recalls")
+    if recalls is None:
+        raise ValueError("res must be a label_shift_cv result (it holds details['fold_recalls'])")
+    classes = res.details["source_prior"].index
+    pi = np.asarray(class_prior, float)
+    if pi.shape != (len(classes),) or np.any(pi < 0) or not np.isclose(pi.sum(), 1.0):
+        raise ValueError(f"class_prior must be {len(classes)} non-negative shares summing to 1 (classes "
+                         f"{list(classes)}); got {np.asarray(class_prior).tolist()}")
+    folds = {n: r @ pi for n, r in recalls.items()}
+    scores = pd.Series({n: float(v.mean()) for n, v in folds.items()}, dtype=float)
+    details = {**res.details, "fold_scores": folds, "target_prior": pd.Series(pi, index=classes),
+               "params": {**res.details["params"], "prior_estimate": "given"}}
+    return SelectorScores("cv_lp", scores, 0, None, details)
+
+
+def labeled_class_prior(tp: Any, plan: Any, labels: Any) -> np.ndarray:
+    """Target class shares of the batch from a label plan's rows (Horvitz–Thompson, as
+    ``fewlabel``'s label estimate: Kossen et al. 2021, Sawade et al. 2012) ; returns π̂_T (K,).
+
+    Batch = agreement rows A ∪ disagreement rows D. On D, each round r gives the unbiased estimate
+    ``Σ_{i labeled before r} 1[y_i = c] + Σ_{i ∈ S_r} 1[y_i = c] / π_i`` of the class count, and the
+    rounds are averaged with weights proportional to their sizes (as in ``fewlabel``). Plans draw no rows
+    from A, so A's count is the candidates' mean probability of each class there (model-based; on A all
+    candidates agree). ``labels``: mapping row → class (as ``tp.classes``); rows requested but not
+    labeled are left out of their round (the round's π scaled by the share answered), labels for rows no
+    round asked for are ignored here. The shares are clipped at 0 and renormalised.
+    """
+    N = tp.n_target
+    classes = np.asarray(tp.classes)
+    K = len(classes)
+    D = tp.disagreement
+    in_D = np.zeros(N, bool)
+    in_D[D] = True
+    A = np.flatnonzero(~in_D)
+    common = tp.proba[A].sum(axis=0) if len(A) else np.zeros(K)
+    onehot = {i: (classes == labels[i]).astype(float) for i in labels}
+    estimates, sizes = [], []
+    for r_info in plan.details.get("round_info", []):
+        sel = plan.rounds == r_info["round"]
+        rows, pis = plan.rows[sel], plan.probabilities[sel]
+        got = np.array([i in onehot for i in rows])
+        if not got.any():
+            continue
+        rows, pis = rows[got], pis[got] * (got.sum() / len(got))
+        before = [i for i in r_info["labeled_before"] if in_D[i] and i in onehot]
+        est = sum((onehot[i] for i in before), np.zeros(K))
+        est = est + sum((onehot[i] / (1.0 if p >= 1 - 1e-12 else p) for i, p in zip(rows, pis, strict=True)),
+                        np.zeros(K))
+        estimates.append(est)
+        sizes.append(len(rows))
+    if not estimates:
+        raise ValueError("no labeled row of any planned round: label some of the plan's rows first")
+    alpha = np.asarray(sizes, float) / sum(sizes)
+    count = common + sum(a * e for a, e in zip(alpha, estimates, strict=True))
+    pi = np.clip(count, 0, None)
+    return pi / pi.sum()

@@ -11,8 +11,13 @@ from sklearn.metrics import accuracy_score, confusion_matrix
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
 from shiftlib.learners import make_learner
-from shiftlib.selection import source_cv
-from shiftlib.selection.labelshift import bbse_class_prior, label_shift_cv
+from shiftlib.selection import LabelPlan, TargetPredictions, source_cv
+from shiftlib.selection.labelshift import (
+    bbse_class_prior,
+    label_shift_cv,
+    labeled_class_prior,
+    with_class_prior,
+)
 
 # C[a, c] = P(ŷ = a | y = c): columns sum to 1
 C1 = np.array([[0.8, 0.3], [0.2, 0.7]])
@@ -106,3 +111,36 @@ def test_a_given_class_prior_replaces_bbse(data: tuple) -> None:
     assert res.details["fold_scores"]["LR"] == pytest.approx(expect, abs=1e-12)
     with pytest.raises(ValueError, match="class_prior must be 2 non-negative shares"):
         label_shift_cv(["LR"], Xs, ys, Xt, k=5, class_prior=[0.7, 0.7])
+
+
+def _tiny() -> TargetPredictions:
+    # rows 0, 1: the two candidates disagree (D); rows 2, 3: they agree (A), mean class probabilities
+    # (0.8, 0.2) and (0.3, 0.7): A's expected class count is (1.1, 0.9)
+    preds = np.array([[0, 1], [1, 0], [0, 0], [1, 1]])
+    proba = np.array([[0.5, 0.5], [0.5, 0.5], [0.8, 0.2], [0.3, 0.7]])
+    return TargetPredictions(["a", "b"], preds, proba, np.array([0, 1]))
+
+
+def _plan(rows: list[int], pis: list[float]) -> LabelPlan:
+    return LabelPlan(np.array(rows), np.array(pis), np.ones(len(rows), int), len(rows), 4, ["a", "b"],
+                     {"disagreement": np.array([0, 1]), "round_info": [{"round": 1, "labeled_before": []}]})
+
+
+def test_labeled_class_prior_hand_worked() -> None:
+    tp = _tiny()
+    # both D rows labeled with certainty (π = 1), classes 1 and 0: D count (1, 1); batch (2.1, 1.9) / 4
+    assert labeled_class_prior(tp, _plan([0, 1], [1.0, 1.0]), {0: 1, 1: 0}) == pytest.approx([0.525, 0.475])
+    # one D row drawn with π = 0.5, class 1: Horvitz–Thompson D count (0, 2); batch (1.1, 2.9) / 4
+    assert labeled_class_prior(tp, _plan([0], [0.5]), {0: 1}) == pytest.approx([0.275, 0.725])
+    with pytest.raises(ValueError, match="no labeled row"):
+        labeled_class_prior(tp, _plan([0], [0.5]), {})
+
+
+def test_with_class_prior_matches_a_refit_with_that_prior(data: tuple) -> None:
+    Xs, ys, Xt = data
+    bbse = label_shift_cv(["LR", "NB"], Xs, ys, Xt, k=5, random_state=1)
+    given = label_shift_cv(["LR", "NB"], Xs, ys, Xt, k=5, random_state=1, class_prior=[0.55, 0.45])
+    moved = with_class_prior(bbse, [0.55, 0.45])
+    for n in ("LR", "NB"):
+        assert moved.details["fold_scores"][n] == pytest.approx(given.details["fold_scores"][n], abs=1e-12)
+    assert moved.scores.to_numpy() == pytest.approx(given.scores.to_numpy(), abs=1e-12)
