@@ -37,7 +37,7 @@ Run from the repository root::
   Same cases, seeds, budgets and truth; ``fewlabel_guard`` is judged by the same success criterion. It
   replaces ``fewlabel`` as the deciding rule only if it meets "≥ cv at every b ≥ 25" in both groups and
   its b = 100 accuracy is within 0.02 of fewlabel's in both; otherwise fewlabel stays, and this says so.
-* Third rule, added 2026-11-26 09:40 UTC before any result of it was seen (known then: fewlabel_guard
+* Third rule, added 2026-11-26 09:23 UTC (commit 1834315) before any result of it was seen (known then: fewlabel_guard
   0.910 natural / 0.885 trcv_pairs at b = 100; CV's order is what the guard keeps, and CV scores 0.700 on
   the TrCV pairs, whose class prior moves strongly: 18 % → 40 % bad, 43 % → 7 % churn).
   ``fewlabel_guard_ls`` is the same guard (level 0.9, same plan rows, same labels) with a better prior:
@@ -53,7 +53,7 @@ Run from the repository root::
   b ≥ 25 and ≥ 0.90 at b = 100, and (b) in every group (feature_bias included) it is nowhere below
   ``fewlabel_guard`` by more than 0.02 at any b ≥ 25. Otherwise ``fewlabel_guard`` stays, and this says
   so. Nothing else is varied (no level, floor or mixture is changed).
-* Fourth rule, added 2026-11-26 09:50 UTC after the third rule's run (known then: ``fewlabel_guard_ls``
+* Fourth rule, added 2026-11-26 09:43 UTC (commit a3ba137) after the third rule's run (known then: ``fewlabel_guard_ls``
   failed the third rule; BBSE's class shares were far off; the post-hoc ``--ceiling`` run showed CV
   re-weighted to the batch's *true* class shares ordering 0.870 / 0.727 / 0.838 of pairs on natural /
   TrCV pairs / feature bias against plain CV's 0.806 / 0.700 / 0.763), before any result of it was seen.
