@@ -1,4 +1,4 @@
-"""Source CV corrected for a change of the class prior: a better prior for few-label selection.
+"""Source CV corrected for a change of the class prior: a candidate prior for few-label selection.
 
 Under a strong change of the class prior (credit: 18 % → 40 % bad; churn: 43 % → 7 %), plain source CV
 ranks the candidates by their accuracy at the *source* mix of classes, while on the target each
@@ -23,6 +23,11 @@ the learned shift term τ² (the prior's weight is still set by the data). Where
 (feature bias), BBSE is only an approximation; the shift term τ² and the guard's test are what protect
 the decision then. The variance of π̂_T itself is not propagated into the fold covariance (it moves all
 folds together; the τ² term absorbs what it adds to the contrasts' error).
+
+``labeled_class_prior`` estimates the class shares from a label plan's rows instead (Horvitz–Thompson,
+no assumption on P(x | y)), and ``with_class_prior`` re-weights a ``label_shift_cv`` result to them without
+refitting. ``reports/label_budget.md`` tests both as the guard's prior under rules fixed in advance. Neither
+replaced plain source CV in the deciding rule.
 """
 
 from __future__ import annotations
@@ -162,7 +167,7 @@ def with_class_prior(res: SelectorScores, class_prior: Any) -> SelectorScores:
 
 def labeled_class_prior(tp: Any, plan: Any, labels: Any) -> np.ndarray:
     """Target class shares of the batch from a label plan's rows (Horvitz–Thompson, as
-    ``fewlabel``'s label estimate: Kossen et al. 2021, Sawade et al. 2012) ; returns π̂_T (K,).
+    ``fewlabel``'s label estimate: Kossen et al. 2021, Sawade et al. 2012); returns π̂_T (K,).
 
     Batch = agreement rows A ∪ disagreement rows D. On D, each round r gives the unbiased estimate
     ``Σ_{i labeled before r} 1[y_i = c] + Σ_{i ∈ S_r} 1[y_i = c] / π_i`` of the class count, and the
