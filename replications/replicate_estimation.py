@@ -301,7 +301,13 @@ def posthoc(cells: pd.DataFrame, auto: str, kind: str) -> dict[str, object]:
     rates = rates.join(ca.assign(cv=(ca[f"low_{kind}"] <= ca.truth) & (ca.truth <= ca[f"high_{kind}"]))
                        .groupby("case").cv.mean().rename(f"coverage {auto} ({kind})").round(3))
     low = c[(c.method == "cv") & (c.weights_ess < 5)].groupby("case").size()
+    ls = c[c.method.isin(["em", "bbse", "weighted-em"])]
+    prior_err = (ls.assign(e=(ls.prior_target_1 - ls.target_rate_1).abs())
+                 .pivot_table(index="method", columns="sub", values="e", aggfunc="mean").round(3))
+    rate_move = c[c.method == "cv"].assign(m=(c.target_rate_1 - c.source_rate_1).abs()).groupby("sub").m.mean()
+    prior_err.loc["|batch rate − source rate|"] = rate_move.round(3)
     return {"sub": sub.reindex([*METHODS, PEER]).round(4).reset_index(), "rates": rates.reset_index(),
+            "prior_err": prior_err.reset_index(),
             "low_ess": ", ".join(f"{k} ({v})" for k, v in low.items()) or "none"}
 
 
@@ -378,7 +384,8 @@ def write_report(out: Path, prefix: str, cells: pd.DataFrame, args: argparse.Nam
                     f"({'below' if m_auto < m_iw else 'NOT below'}); coverage "
                     f"{cov:.3f} ({'≥' if cov >= 0.9 else '<'} 0.90); goal MAE ≤ 0.015: "
                     f"{'met' if m_auto <= 0.015 else 'NOT met'}.")
-    cmd = "python -m replications.replicate_estimation" + (" --quick" if args.quick else "")
+    cmd = ("python -m replications.replicate_estimation" + (" --quick" if args.quick else "")
+           + (f" --cache {args.cache}" if args.cache else ""))
     n_cells = cells.groupby(["case", "seed", "learner"]).ngroups
     md = [
         "# Target-batch accuracy without labels: which estimator, and do its intervals hold?",
@@ -391,7 +398,8 @@ def write_report(out: Path, prefix: str, cells: pd.DataFrame, args: argparse.Nam
         "",
         f"Produced by `{cmd}` (seeds {args.seed_list}, ≤ {args.n_max} rows per side for natural cases, RF "
         f"{args.rf_trees} trees, {args.n_boot} bootstrap resamples, 10 folds, discriminative weights) in "
-        f"{elapsed:.0f} s on a shared 2-core machine (with `--cache`, the fits of an earlier run are reused): "
+        f"{elapsed:.0f} s on a shared 2-core machine" + (" (fits reused from an earlier run of the same code through "
+        "`--cache`; the fits alone took about 8 min)" if args.cache else "") + ": "
         f"{n_cells} (case, seed, learner) cells "
         f"({cells[cells.group == 'feature-bias'].groupby(['case', 'seed', 'learner']).ngroups} feature-bias, "
         f"{cells[cells.group == 'natural'].groupby(['case', 'seed', 'learner']).ngroups} natural).",
@@ -434,6 +442,11 @@ def write_report(out: Path, prefix: str, cells: pd.DataFrame, args: argparse.Nam
         "",
         f"* Cells whose discriminative weights have ESS < 5 (weighted methods then rest on a handful of rows): "
         f"{post['low_ess']}.",
+        "* How well the label-shift methods estimate the batch's class-1 rate (mean |π̂_t − batch rate|), against "
+        "how far the rate really moved (last row). Where their prior estimate is further off than the rate "
+        "moved, the shift is not a prior shift with P(x|y) fixed, and the correction adds error:",
+        "",
+        md_table(post["prior_err"]),
         "",
         *INTERVALS_MD,
         "",

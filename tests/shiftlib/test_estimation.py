@@ -237,3 +237,13 @@ def test_interval_kinds_nest_and_bad_kind_is_named() -> None:
     assert ests["model"].ci_low <= ests["plain"].ci_low
     with pytest.raises(ValueError, match="unknown interval 'wide'"):
         estimate_from_predictions(P, "em", n_boot=10, interval="wide")
+
+
+def test_auto_is_the_rules_method_with_the_rules_interval() -> None:
+    from shiftlib.estimation import AUTO_INTERVAL, AUTO_METHOD
+
+    P = _two_cell_world(42, 58)
+    auto = estimate_from_predictions(P, "auto", n_boot=30, random_state=0)
+    ref = estimate_from_predictions(P, AUTO_METHOD, n_boot=30, interval=AUTO_INTERVAL, random_state=0)
+    assert auto.method == AUTO_METHOD and auto.details["interval"] == AUTO_INTERVAL
+    assert (auto.accuracy, auto.ci_low, auto.ci_high) == (ref.accuracy, ref.ci_low, ref.ci_high)
