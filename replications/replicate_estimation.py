@@ -305,7 +305,7 @@ def posthoc(cells: pd.DataFrame, auto: str, kind: str) -> dict[str, object]:
     prior_err = (ls.assign(e=(ls.prior_target_1 - ls.target_rate_1).abs())
                  .pivot_table(index="method", columns="sub", values="e", aggfunc="mean").round(3))
     rate_move = c[c.method == "cv"].assign(m=(c.target_rate_1 - c.source_rate_1).abs()).groupby("sub").m.mean()
-    prior_err.loc["|batch rate − source rate|"] = rate_move.round(3)
+    prior_err.loc["batch rate moved (abs. change)"] = rate_move.round(3)
     return {"sub": sub.reindex([*METHODS, PEER]).round(4).reset_index(), "rates": rates.reset_index(),
             "prior_err": prior_err.reset_index(),
             "low_ess": ", ".join(f"{k} ({v})" for k, v in low.items()) or "none"}
