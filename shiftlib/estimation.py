@@ -226,7 +226,9 @@ def calibrated_posteriors(proba_source: np.ndarray, y_source: np.ndarray, proba_
 def prior_shift_posteriors(posteriors: np.ndarray, prior_source: np.ndarray, prior_target: np.ndarray) -> np.ndarray:
     """Saerens et al. (2002) eq. 2.4: p_t(y|x) ∝ p_s(y|x)·π_t(y)/π_s(y), rows renormalised — the
     posterior under a change of class prior with P(x|y) fixed (label shift). Equal priors: identity."""
-    ratio = np.asarray(prior_target, float) / np.asarray(prior_source, float)
+    src = np.asarray(prior_source, float)
+    # a class absent from the (resampled) source has no posterior mass to re-weight
+    ratio = np.divide(np.asarray(prior_target, float), src, out=np.zeros_like(src), where=src > 0)
     q = posteriors * ratio
     tot = q.sum(axis=1, keepdims=True)
     return np.where(tot > 0, q / np.where(tot > 0, tot, 1.0), posteriors)

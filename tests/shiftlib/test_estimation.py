@@ -247,3 +247,19 @@ def test_auto_is_the_rules_method_with_the_rules_interval() -> None:
     ref = estimate_from_predictions(P, AUTO_METHOD, n_boot=30, interval=AUTO_INTERVAL, random_state=0)
     assert auto.method == AUTO_METHOD and auto.details["interval"] == AUTO_INTERVAL
     assert (auto.accuracy, auto.ci_low, auto.ci_high) == (ref.accuracy, ref.ci_low, ref.ci_high)
+
+
+def test_three_classes_calibrated_posteriors_are_distributions_and_em_runs_on_iris() -> None:
+    from sklearn.datasets import load_iris
+
+    from shiftlib.estimation import calibrated_posteriors
+
+    X, y = load_iris(return_X_y=True)
+    keep = (X[:, 2] < 5.0) | (np.arange(len(y)) % 3 == 0)  # fewer long-petal rows in the source
+    P = stored_predictions("NB", X[keep], y[keep], X[~keep], need_weights=False, k=5, random_state=0)[0]
+    post_s, post_t = calibrated_posteriors(P.proba_source, P.y_source, P.proba_target)
+    np.testing.assert_allclose(post_s.sum(axis=1), 1.0, atol=1e-12)
+    np.testing.assert_allclose(post_t.sum(axis=1), 1.0, atol=1e-12)
+    assert (post_t >= 0).all()
+    est = estimate_from_predictions(P, "em", n_boot=20, random_state=0)
+    assert 0.0 <= est.ci_low <= est.accuracy <= est.ci_high <= 1.0
