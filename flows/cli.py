@@ -1,4 +1,5 @@
-"""``shiftflow`` console script: ``shiftflow retrain [--source ...]``."""
+"""``shiftflow`` console script: ``shiftflow retrain [--source ...]``, ``shiftflow evaluate --run ... --labels ...``,
+``shiftflow up|down|ui``."""
 
 from __future__ import annotations
 
@@ -85,6 +86,7 @@ def _config_flags(r: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from flows.evaluate import add_arguments as evaluate_arguments
     from flows.ui import add_arguments as ui_arguments
 
     p = argparse.ArgumentParser(prog="shiftflow", description=__doc__)
@@ -116,6 +118,11 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--timeout", type=float, default=20.0, help="seconds of grace before SIGKILL (default 20)")
     ui_arguments(sub.add_parser("ui", help="open the MLflow UI on the local store (Ctrl-C stops it and every "
                                 "process it started)"))
+    evaluate_arguments(sub.add_parser(
+        "evaluate", help="when a batch's labels arrive: log the realised accuracy and AUC beside a retrain run's "
+        "estimates (realized.*, estimate.abs_error) and append to <run root>/estimate_vs_realized.parquet",
+        description="Labels are matched by --id-column (a row key the retrain kept with its own --id-column, or "
+        "a column of the target table it read); without it, the labels file is in the target's row order."))
     return p
 
 
@@ -294,6 +301,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return serve(ns.tracking_uri, port=ns.port, timeout_s=ns.timeout)
     _quiet_output()
+    if ns.command == "evaluate":
+        from flows.evaluate import run as evaluate
+
+        return evaluate(ns)
     from pydantic import ValidationError
 
     from shiftlib.errors import ShiftflowInputError

@@ -63,6 +63,11 @@ class RetrainConfig(_Strict):
     label: str = Field("type", description="name of the label column")
     positive_label: str | int | None = Field(None, description="the positive class (default: the larger label)")
     drop_columns: list[str] = Field(default_factory=list, description="feature columns to ignore")
+    id_column: str | None = Field(
+        None, description="row key of the target table (one distinct value per row): not a feature, kept in "
+        "target.parquet so `shiftflow evaluate --id-column` matches labels by it (default: none, rows are "
+        "known by their order)",
+    )
     max_levels: int = Field(20, ge=2, description="most levels a text column may have before it is refused")
     simulate_bias: BiasSpec | Literal["auto"] | None = Field(
         "auto",

@@ -1,6 +1,8 @@
 """``evaluate``: close the loop when a batch's labels arrive.
 
-    python -m flows.evaluate --run <flow-run id | MLflow parent run id> --labels file:labels.csv [--id-column id]
+    shiftflow evaluate --run <flow-run id | MLflow parent run id> --labels file:labels.csv [--id-column id]
+
+(``python -m flows.evaluate`` takes the same arguments.)
 
 Finds the retrain run, matches the labels to the rows of its target batch, and logs into the same MLflow
 runs the realised accuracy and AUC beside the estimates: ``realized.accuracy``, ``realized.auc``,
@@ -9,9 +11,10 @@ parent run, plus a plot of estimate against realised accuracy with the intervals
 (``evaluation/estimate_vs_realized.png``). Appends one row per candidate to
 ``<run root>/estimate_vs_realized.parquet`` (a rerun of the same run replaces its rows).
 
-Rows: with ``--id-column`` the labels file and the run's target table both carry that column, and
-labels are matched by it (the target table is re-read from the source the run ingested); without it
-the labels file has one row per target row, in the target's row order. A partial labels file (some
+Rows: with ``--id-column`` the labels file and the run's target batch both carry that column, and labels
+are matched by it — read from ``ingest/target.parquet`` when the retrain kept it (``shiftflow retrain
+--id-column``), else from the target table the run ingested, re-read. Without it (the default) the labels
+file has one row per target row, in the target's row order. A partial labels file (some
 rows, by id) is evaluated on the rows it has, and says how many.
 
 Bad input (ids the batch does not have, an unknown class, a run id that does not exist, a labels file
@@ -27,13 +30,16 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
 
-from tasks.ingest import ROW
-from tasks.store import StageStore, write_parquet_atomic
+    from tasks.store import StageStore
+
+# numpy, pandas and the stage store are imported where used: `shiftflow`'s parser imports this module for its
+# flags, and `shiftflow retrain` must not pay for them before its preflight
 
 HISTORY = "estimate_vs_realized.parquet"
 
@@ -63,6 +69,9 @@ def find_parent_run(client: Any, run: str) -> Any:
 
 def match_labels(store: StageStore, labels: pd.DataFrame, id_column: str | None) -> tuple[np.ndarray, np.ndarray]:
     """(target row positions, label codes) of the labeled rows, checked against the run's batch and classes."""
+    import numpy as np
+    import pandas as pd
+
     from tasks.sources import load_table
 
     ing = store.manifest("ingest")
@@ -75,21 +84,27 @@ def match_labels(store: StageStore, labels: pd.DataFrame, id_column: str | None)
         raise EvaluateError(f"the labels file has {int(labels[label].isna().sum())} empty labels: drop those rows")
     if id_column is None:
         if len(labels) != n_target:
+            kept = ing["params"].get("id_column")
+            hint = f" (this run kept the id column {kept!r}: pass --id-column {kept})" if kept else ""
             raise EvaluateError(f"without --id-column the labels file needs one row per target row, in order "
-                                f"({n_target}); it has {len(labels)}: pass --id-column to label some rows")
+                                f"({n_target}); it has {len(labels)}: pass --id-column to label some rows{hint}")
         rows = np.arange(n_target)
     else:
         if id_column not in labels.columns:
             raise EvaluateError(f"the labels file has no id column {id_column!r}; its columns are {list(labels.columns)}")
-        spec = ing["params"]["target"]
-        if not spec:
-            raise EvaluateError("this run's target was split from the source (no target table), so its rows have "
-                                "no ids: label it by row order without --id-column")
-        target = load_table(spec, label=label)
-        if len(target) != n_target:
-            raise EvaluateError(f"the target table {spec!r} now has {len(target)} rows, the run saw {n_target}")
-        if id_column not in target.columns:
-            raise EvaluateError(f"the run's target table {spec!r} has no column {id_column!r} to match ids on")
+        if ing["params"].get("id_column") == id_column:  # kept by ingest (id_column): the batch as the run saw it
+            target = store.read_table("ingest", "target", columns=[id_column])
+        else:  # a run without id_column: the ids come from the target table it ingested, re-read
+            spec = ing["params"]["target"]
+            if not spec:
+                raise EvaluateError("this run's target was split from the source (no target table), so its rows "
+                                    "have no ids: label it by row order without --id-column")
+            target = load_table(spec, label=label)
+            if len(target) != n_target:
+                raise EvaluateError(f"the target table {spec!r} now has {len(target)} rows, the run saw {n_target}")
+            if id_column not in target.columns:
+                raise EvaluateError(f"the run's target table {spec!r} has no column {id_column!r} to match ids on "
+                                    "(retrain with --id-column to keep a row key)")
         ids = target[id_column].astype(str)
         if ids.duplicated().any():
             raise EvaluateError(f"id column {id_column!r} repeats values in the target table: it is not a row key")
@@ -112,7 +127,11 @@ def match_labels(store: StageStore, labels: pd.DataFrame, id_column: str | None)
 
 def realized_table(store: StageStore, rows: np.ndarray, codes: np.ndarray) -> pd.DataFrame:
     """Per candidate: estimate and interval (estimation stage) beside realised accuracy and AUC on the rows."""
+    import numpy as np
+    import pandas as pd
     from sklearn.metrics import roc_auc_score
+
+    from tasks.inputs import ROW
 
     preds = store.read_table("training", "predictions")
     est = store.read_table("estimation", "estimates").set_index("candidate")
@@ -153,9 +172,11 @@ def _plot(table: pd.DataFrame) -> Any:
 def evaluate_run(run: str, labels_spec: str, *, id_column: str | None = None,
                  tracking_uri: str | None = None) -> pd.DataFrame:
     """Check everything, then log and append; returns the per-candidate table."""
+    import pandas as pd
     from mlflow.tracking import MlflowClient
 
     from tasks.sources import SourceSpecError, load_table
+    from tasks.store import StageStore, write_parquet_atomic
     from tasks.tracking import default_tracking_uri, log_metrics, with_retries
 
     if tracking_uri is None:
@@ -195,14 +216,23 @@ def evaluate_run(run: str, labels_spec: str, *, id_column: str | None = None,
     return table
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="shiftflow evaluate", description=__doc__.split("\n")[0])
+def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The ``shiftflow evaluate`` flags (shared with ``python -m flows.evaluate``)."""
     p.add_argument("--run", required=True, help="Prefect flow-run id or MLflow parent run id of a retrain run")
     p.add_argument("--labels", required=True, help="labels table: file:PATH.csv|.parquet with the label column")
     p.add_argument("--id-column", help="row key in both the labels file and the run's target table "
                    "(default: the labels file is in the target's row order, one row per target row)")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or the local store)")
-    ns = p.parse_args(argv)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = add_arguments(argparse.ArgumentParser(prog="shiftflow evaluate", description=__doc__.split("\n")[0]))
+    return run(p.parse_args(argv))
+
+
+def run(ns: argparse.Namespace) -> int:
+    """``shiftflow evaluate`` on parsed flags; returns the exit code (0 done, 2 input refused, one line)."""
     t0 = time.monotonic()
     try:
         table = evaluate_run(ns.run, ns.labels, id_column=ns.id_column, tracking_uri=ns.tracking_uri)

@@ -144,7 +144,7 @@ def _preflight(config: RetrainConfig) -> Checked:
         warnings.simplefilter("always")
         inp = prepare_inputs(raw_source, raw_target, config.label, positive_label=positive,
                              simulate_bias=bias_dict, seed=config.seed, drop_columns=config.drop_columns,
-                             max_levels=config.max_levels, encode=False)
+                             max_levels=config.max_levels, encode=False, id_column=config.id_column)
     notes += [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
     prepared = inp.prepared
     if config.undersample is not None and len(prepared.classes) != 2:

@@ -131,7 +131,8 @@ def _prepare(run: _Run) -> dict[str, Any]:
     with run.stage("ingest"):
         ing = ingest(store, config.source, config.target, config.label, positive_label=config.positive_label,
                      simulate_bias=config.simulate_bias.model_dump() if config.simulate_bias else None,
-                     seed=config.seed, drop_columns=config.drop_columns, max_levels=config.max_levels)
+                     seed=config.seed, drop_columns=config.drop_columns, max_levels=config.max_levels,
+                     id_column=config.id_column)
     _tag_data(uri, ctx.parent_run_id, ing)
     with run.stage("drift"):
         drift_summary = drift(store, seed=config.seed, alpha=config.drift_alpha, tracking_uri=uri,

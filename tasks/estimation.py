@@ -1,8 +1,8 @@
 """Stage ``estimation``: each trained candidate's accuracy on the unlabeled target batch, with an interval
 (``shiftlib.estimation``, one shared fold split and one weight fit for all candidates).
 
-Writes ``estimation/estimates.parquet`` (candidate, method, estimate, ci_low, ci_high, confidence and
-the interval's parts se_source, se_target, se_shift); logs ``estimate.accuracy``, ``estimate.ci_low``,
+Writes ``estimation/estimates.parquet`` (candidate, method, estimate, ci_low, ci_high, confidence, the
+interval kind and its possible parts se_source, se_target, se_shift, se_model); logs ``estimate.accuracy``, ``estimate.ci_low``,
 ``estimate.ci_high`` and the tag ``estimate.method`` into each candidate's nested MLflow run.
 :func:`served_estimate` puts the served model's estimate on the parent run and raises the
 ``shiftflow.alert=accuracy`` tag when its upper bound is below ``min_accuracy``.
@@ -26,8 +26,8 @@ from tasks.store import MANIFEST, StageStore, stage_key
 from tasks.tracking import log_metrics, with_retries
 
 STAGE = "estimation"
-COLUMNS = ["candidate", "method", "estimate", "ci_low", "ci_high", "confidence", "se_source", "se_target",
-           "se_shift"]
+COLUMNS = ["candidate", "method", "estimate", "ci_low", "ci_high", "confidence", "interval", "se_source",
+           "se_target", "se_shift", "se_model"]
 
 
 def _specs(store: StageStore) -> list[tuple[str, str, str]]:
@@ -47,8 +47,9 @@ def compute_estimates(store: StageStore, *, method: str, seed: int, k: int, conf
     for P in preds:
         e = estimate_from_predictions(P, method, confidence=confidence, n_boot=n_boot, random_state=seed)
         rows.append({"candidate": P.learner, "method": e.method, "estimate": e.accuracy, "ci_low": e.ci_low,
-                     "ci_high": e.ci_high, "confidence": confidence, "se_source": e.details["se_source"],
-                     "se_target": e.details["se_target"], "se_shift": e.details["se_shift"]})
+                     "ci_high": e.ci_high, "confidence": confidence, "interval": e.details["interval"],
+                     "se_source": e.details["se_source"], "se_target": e.details["se_target"],
+                     "se_shift": e.details["se_shift"], "se_model": e.details["se_model"]})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

@@ -19,7 +19,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from sklearn.pipeline import Pipeline
 
-from tasks.inputs import LABEL, ROW, prepare_inputs, read_inputs
+from tasks.inputs import LABEL, ROW, IngestError, prepare_inputs, read_inputs
 from tasks.logs import run_logger
 from tasks.sources import mask_secrets
 from tasks.store import CorruptStageError, StageStore, sha256_file, stage_key
@@ -52,8 +52,11 @@ def ingest(
     seed: int = 0,
     drop_columns: list[str] | None = None,
     max_levels: int = 20,
+    id_column: str | None = None,
 ) -> dict[str, Any]:
-    """Returns the stage manifest (``extra`` holds classes, encodings and data hashes)."""
+    """Returns the stage manifest (``extra`` holds classes, encodings and data hashes). ``id_column``: a
+    row key of the target, not a feature, kept beside ``_row`` in ``target.parquet`` (and so in the
+    labels stage's ``to_label.csv``) for ``shiftflow evaluate --id-column``; None: rows are known by order."""
     log = run_logger()
     raw_source, raw_target, notes = read_inputs(source_spec, target_spec, label, simulate_bias)
     for note in notes:
@@ -65,6 +68,8 @@ def ingest(
     params = {"source": mask_secrets(source_spec), "target": target_spec and mask_secrets(target_spec), "label": label,
               "positive_label": positive_label, "simulate_bias": simulate_bias, "seed": seed,
               "drop_columns": sorted(drop_columns or []), "max_levels": max_levels}
+    if id_column is not None:  # only when set: runs without it keep their stage keys
+        params["id_column"] = id_column
     key, pkey = stage_key("ingest", params, inputs), stage_key(PREPROCESSOR_STAGE, params, inputs)
     found = store.find_reusable("ingest", key)
     pfound = store.find_reusable(PREPROCESSOR_STAGE, pkey) if found is not None else None
@@ -74,13 +79,18 @@ def ingest(
         return store.adopt("ingest", found)
 
     inp = prepare_inputs(raw_source, raw_target, label, positive_label=positive_label,
-                         simulate_bias=simulate_bias, seed=seed, drop_columns=drop_columns, max_levels=max_levels)
+                         simulate_bias=simulate_bias, seed=seed, drop_columns=drop_columns, max_levels=max_levels,
+                         id_column=id_column)
     prepared, bias_info, p_select = inp.prepared, inp.bias_info, inp.p_select
     source = prepared.source_X.copy()
     source.insert(0, ROW, np.arange(len(source), dtype=np.int64))
     source[LABEL] = prepared.source_y
     target = prepared.target_X.copy()
     target.insert(0, ROW, np.arange(len(target), dtype=np.int64))
+    if inp.target_ids is not None:
+        if id_column in target.columns:
+            raise IngestError(f"id_column {id_column!r} is also the name of an encoded feature column; rename it")
+        target.insert(1, id_column, inp.target_ids.to_numpy())
     tables = {"source": source, "target": target}
     if prepared.target_y is not None:
         tables["target_labels"] = pd.DataFrame({ROW: target[ROW], LABEL: prepared.target_y})

@@ -35,6 +35,7 @@ class Inputs:
     p_select: np.ndarray | None
     notes: tuple[str, ...]
     example: pd.DataFrame
+    target_ids: pd.Series | None = None
 
 
 EXAMPLE_ROWS = 5  # raw target rows kept as the served model's input example
@@ -94,6 +95,7 @@ def prepare_inputs(
     max_levels: int = 20,
     notes: tuple[str, ...] = (),
     encode: bool = True,
+    id_column: str | None = None,
 ) -> Inputs:
     """Validate and encode raw tables exactly as the ingest stage does; raises ``IngestError``.
 
@@ -114,6 +116,7 @@ def prepare_inputs(
     if target is None:
         raise IngestError("no target given: name a target table (--target) or pass --simulate-bias with a "
                           "mechanism to split the source into a biased source and a target")
+    source, target, target_ids = _split_ids(source, target, label, id_column)
     if encode:  # scikit-learn only for tables that will be encoded: a preflight refusal stays fast
         from shiftlib.preprocessor import prepare_tables as prepare
     else:
@@ -123,4 +126,27 @@ def prepare_inputs(
         if reserved in prepared.feature_columns:
             raise IngestError(f"a feature column is named {reserved!r}, a name shiftflow reserves; rename it")
     example = target.drop(columns=[label], errors="ignore").head(EXAMPLE_ROWS).reset_index(drop=True)
-    return Inputs(raw_source, raw_target, prepared, bias_info, p_select, notes, example)
+    return Inputs(raw_source, raw_target, prepared, bias_info, p_select, notes, example, target_ids)
+
+
+def _split_ids(source: pd.DataFrame, target: pd.DataFrame, label: str,
+               id_column: str | None) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series | None]:
+    """Take the row key ``id_column`` out of the features: (source, target without it, the target's ids).
+    The key must be a column of the target with one distinct, non-empty value per row."""
+    if id_column is None:
+        return source, target, None
+    if id_column in (ROW, LABEL, label):
+        raise IngestError(f"id_column {id_column!r} is the label or a name shiftflow reserves; name the row-key "
+                          "column of the target")
+    if id_column not in target.columns:
+        raise IngestError(f"id_column {id_column!r} is not a column of the target table; its columns are "
+                          f"{[str(c) for c in target.columns][:20]}")
+    ids = target[id_column].reset_index(drop=True)
+    if ids.isna().any():
+        raise IngestError(f"id_column {id_column!r} is empty in {int(ids.isna().sum())} target rows: every row "
+                          "needs a key (or leave id_column unset: labels then match by row order)")
+    dup = ids[ids.astype(str).duplicated()]
+    if len(dup):
+        raise IngestError(f"id_column {id_column!r} repeats values in the target (e.g. {str(dup.iloc[0])!r}), so "
+                          "it is not a row key: name a unique column, or leave it unset (row order)")
+    return source.drop(columns=[id_column], errors="ignore"), target.drop(columns=[id_column]), ids

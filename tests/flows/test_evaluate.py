@@ -15,7 +15,7 @@ from flows.evaluate import HISTORY, EvaluateError, evaluate_run, main
 from shiftlib.bias import split_biased
 from shiftlib.learners import fit_learner, make_learner
 from tasks.estimation import estimation
-from tasks.ingest import LABEL, ROW
+from tasks.ingest import LABEL, ROW, ingest
 from tasks.store import StageStore
 
 NAMES = ["NB", "LR"]
@@ -37,10 +37,16 @@ def finished_run(tmp_path_factory):
                                  "target": X_t.assign(**{ROW: np.arange(len(X_t))})},
                       key="k", params={"target": f"file:{tmp / 'target.csv'}"}, inputs={},
                       extra={"label": "label", "classes": [0, 1]})
+    return _finish(tmp, store, "flow-1", X_s, y_s, X_t, y_t, ids)
+
+
+def _finish(tmp, store, flow_id, X_s, y_s, X_t, y_t, ids):
+    """MLflow parent and nested runs, a training stage (predictions of NB and LR fitted on the source) and the
+    estimation stage, on top of an ingest stage already in ``store``."""
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     client = MlflowClient(uri)
     exp = client.create_experiment("ev", artifact_location=(tmp / "art").as_uri())
-    parent = client.create_run(exp, tags={"prefect.flow_run_id": "flow-1", "shiftflow.run_dir": str(store.run_dir),
+    parent = client.create_run(exp, tags={"prefect.flow_run_id": flow_id, "shiftflow.run_dir": str(store.run_dir),
                                           "estimate.candidate": "LR"}).info.run_id
     run_ids = {n: client.create_run(exp, tags={"mlflow.parentRunId": parent}).info.run_id for n in NAMES}
     preds, models = [], {}
@@ -57,6 +63,25 @@ def finished_run(tmp_path_factory):
         estimation.fn(store, seed=0, k=5, tracking_uri=uri, run_ids={}, n_boot=30)
     return {"tmp": tmp, "store": store, "uri": uri, "client": client, "parent": parent, "run_ids": run_ids,
             "ids": ids, "y_t": y_t, "preds": pd.concat(preds, ignore_index=True)}
+
+
+@pytest.fixture(scope="module")
+def kept_ids_run(tmp_path_factory):
+    """A run whose ingest stage is the real one, with ``id_column="id"``: the ids live in target.parquet."""
+    tmp = tmp_path_factory.mktemp("evaluate_ids")
+    X, y = load_breast_cancer(return_X_y=True, as_frame=True)
+    X = X.iloc[:, :5]
+    X.columns = [f"x{i}" for i in range(5)]
+    sp = split_biased(X.to_numpy(), y.to_numpy(), "kmm_threshold", random_state=2, feature=0)
+    X_s, y_s = X.iloc[sp.source].reset_index(drop=True), y.to_numpy()[sp.source]
+    X_t, y_t = X.iloc[sp.target].reset_index(drop=True), y.to_numpy()[sp.target]
+    ids = np.array([f"k{7 * i + 3}" for i in range(len(X_t))])
+    X_s.assign(label=y_s).to_csv(tmp / "source.csv", index=False)
+    X_t.assign(id=ids).to_csv(tmp / "target.csv", index=False)
+    store = StageStore(tmp / "runs", "flow-2")
+    ingest.fn(store, f"file:{tmp / 'source.csv'}", f"file:{tmp / 'target.csv'}", "label", id_column="id")
+    (tmp / "target.csv").unlink()  # evaluate must not need the table the run read: the ids are in the store
+    return _finish(tmp, store, "flow-2", X_s, y_s, X_t, y_t, ids)
 
 
 def _labels(r, rows, path_name):
@@ -122,3 +147,34 @@ def test_partial_labels_by_id_then_all_in_row_order(finished_run):
     assert len(pd.read_parquet(r["tmp"] / "runs" / HISTORY)) == len(NAMES)
     arts = [a.path for a in r["client"].list_artifacts(r["parent"], "evaluation")]
     assert "evaluation/estimate_vs_realized.png" in arts
+
+
+def test_shiftflow_evaluate_subcommand_end_to_end_with_kept_ids(kept_ids_run, capsys):
+    """`shiftflow evaluate --run --labels --id-column` (the console script's parser and dispatch) on a run whose
+    ingest kept the user's id column: logged numbers against an independent computation."""
+    from flows.cli import main as shiftflow
+
+    r = kept_ids_run
+    n = len(r["ids"])
+    rows = np.random.default_rng(5).permutation(n)[: n // 3]  # a third of the batch's labels arrive, shuffled
+    labels = _labels(r, rows, "third.csv")
+    # the documented default is row order: a partial file without --id-column is refused, with the hint
+    assert shiftflow(["evaluate", "--run", "flow-2", "--labels", labels, "--tracking-uri", r["uri"]]) == 2
+    assert "pass --id-column id" in capsys.readouterr().err
+    assert shiftflow(["evaluate", "--run", "flow-2", "--labels", labels, "--id-column", "id",
+                      "--tracking-uri", r["uri"]]) == 0
+    assert f"evaluated {n // 3} labeled rows" in capsys.readouterr().out
+    est = r["store"].read_table("estimation", "estimates").set_index("candidate")
+    for name in NAMES:
+        g = r["preds"][r["preds"].learner == name].set_index(ROW).loc[rows]
+        acc = float(np.mean(g["predicted"].to_numpy() == r["y_t"][rows]))  # independent recomputation
+        m = r["client"].get_run(r["run_ids"][name]).data.metrics
+        assert m["realized.accuracy"] == pytest.approx(acc, abs=1e-12)
+        assert m["realized.auc"] == pytest.approx(roc_auc_score(r["y_t"][rows], g["proba_1"]), abs=1e-12)
+        assert m["realized.n_rows"] == n // 3
+        assert m["estimate.abs_error"] == pytest.approx(abs(est.loc[name, "estimate"] - acc), abs=1e-12)
+    lr = r["preds"][r["preds"].learner == "LR"].set_index(ROW).loc[rows]
+    parent = r["client"].get_run(r["parent"]).data.metrics
+    assert parent["realized.accuracy"] == pytest.approx(float(np.mean(lr["predicted"].to_numpy() == r["y_t"][rows])))
+    hist = pd.read_parquet(r["tmp"] / "runs" / HISTORY)
+    assert set(hist["flow_run_id"]) == {"flow-2"} and sorted(hist["candidate"]) == sorted(NAMES)

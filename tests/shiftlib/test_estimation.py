@@ -169,3 +169,97 @@ def test_bad_data_names_the_problem(shifted) -> None:
         point_estimate(P, "iwcv")
     with pytest.raises(ValueError, match="n_boot"):
         estimate_from_predictions(P, "cv", n_boot=1)
+
+
+# ----------------------------------------------------------------------------------------------------
+# label (prior) shift: EM (Saerens et al. 2002) and BBSE (Lipton et al. 2018)
+# ----------------------------------------------------------------------------------------------------
+def _two_cell_world(n_a_target: int, n_b_target: int) -> StoredPredictions:
+    """x ∈ {A, B} with P(A|y=1) = 0.9, P(A|y=0) = 0.3 and a balanced source (π_s = 0.5), worked by hand:
+    200 source rows — y=1: 90 A + 10 B, y=0: 30 A + 70 B — so p_s(y=1|A) = 90/120 = 0.75 and
+    p_s(y=1|B) = 10/80 = 0.125; the model outputs exactly these (already calibrated, so isotonic regression
+    is the identity on them) and predicts 1 on A, 0 on B."""
+    a, b = np.array([0.25, 0.75]), np.array([0.875, 0.125])
+    y = np.r_[np.ones(90), np.ones(10), np.zeros(30), np.zeros(70)].astype(int)
+    ps = np.r_[np.tile(a, (90, 1)), np.tile(b, (10, 1)), np.tile(a, (30, 1)), np.tile(b, (70, 1))]
+    pt = np.r_[np.tile(a, (n_a_target, 1)), np.tile(b, (n_b_target, 1))]
+    return StoredPredictions("toy", np.array([0, 1]), y, ps, pt, np.arange(len(y)) % 5, np.ones(len(y)))
+
+
+def test_em_and_bbse_recover_a_hand_worked_target_prior_and_accuracy() -> None:
+    # target prior π_t(1) = 0.2: share of A = 0.2·0.9 + 0.8·0.3 = 0.42 → 42 A rows, 58 B rows of 100.
+    # True accuracy (predict 1 on A, 0 on B) = P(y=1, A) + P(y=0, B) = 0.2·0.9 + 0.8·0.7 = 0.74.
+    # BBSE by hand: C = [[0.35, 0.05], [0.15, 0.45]] (rows ŷ, columns y), μ_t = (0.58, 0.42) → w = (1.6, 0.4),
+    # π_t = w·π_s = (0.8, 0.2). EM: the two-valued x makes the mixture saturated, so the ML prior is the same.
+    # Plain CBPE ignores the prior: 0.42·0.75 + 0.58·0.875 = 0.8225.
+    P = _two_cell_world(42, 58)
+    from shiftlib.estimation import bbse_prior, calibrated_posteriors, em_prior
+
+    post_s, post_t = calibrated_posteriors(P.proba_source, P.y_source, P.proba_target)
+    np.testing.assert_allclose(post_t, P.proba_target, atol=1e-12)  # calibrated already
+    np.testing.assert_allclose(em_prior(post_t, np.array([0.5, 0.5])), [0.8, 0.2], atol=1e-6)
+    pred_s, pred_t = P.proba_source.argmax(1), P.proba_target.argmax(1)
+    np.testing.assert_allclose(bbse_prior(pred_s, P.y_source, pred_t, 2), [0.8, 0.2], atol=1e-12)
+    assert point_estimate(P, "cbpe") == pytest.approx(0.8225, abs=1e-12)
+    assert point_estimate(P, "em") == pytest.approx(0.74, abs=1e-6)
+    assert point_estimate(P, "bbse") == pytest.approx(0.74, abs=1e-12)
+    # uniform importance weights: weighted-em is em
+    assert point_estimate(P, "weighted-em") == pytest.approx(point_estimate(P, "em"), abs=1e-12)
+    est = estimate_from_predictions(P, "em", n_boot=50, random_state=0)
+    assert est.details["prior_target_1"] == pytest.approx(0.2, abs=1e-6)
+    # V_model: the largest gap to the three shift models' estimates, here |0.74 − 0.8225| (cbpe = weighted-cbpe)
+    assert est.details["se_model"] == pytest.approx(0.8225 - 0.74, abs=1e-6)
+    wide = estimate_from_predictions(P, "em", n_boot=50, interval="model", random_state=0)
+    assert wide.ci_low < est.accuracy and wide.ci_high >= 0.8225  # the model interval holds all three
+
+
+def test_no_prior_shift_means_no_correction() -> None:
+    # target with the source's composition (120 A : 80 B = 60% A): π_t = π_s, so EM and BBSE are the identity
+    P = _two_cell_world(60, 40)
+    from shiftlib.estimation import em_prior, prior_shift_posteriors
+
+    for m in ("em", "bbse", "weighted-em"):
+        assert point_estimate(P, m) == pytest.approx(point_estimate(P, "cbpe"), abs=1e-9)
+    post = np.random.default_rng(0).dirichlet([1, 1, 1], 50)
+    prior = np.array([0.2, 0.3, 0.5])
+    np.testing.assert_allclose(prior_shift_posteriors(post, prior, prior), post, atol=1e-15)
+    # EM's fixed point: posteriors whose target mean equals π_s leave π_s unchanged
+    np.testing.assert_allclose(em_prior(post, post.mean(axis=0)), post.mean(axis=0), atol=1e-7)
+
+
+def test_interval_kinds_nest_and_bad_kind_is_named() -> None:
+    P = _two_cell_world(42, 58)
+    ests = {k: estimate_from_predictions(P, "bbse", n_boot=40, interval=k, random_state=1)
+            for k in ("plain", "shift", "model")}
+    assert len({e.accuracy for e in ests.values()}) == 1
+    # plain ⊆ shift (V_shift ≥ 0) and plain ⊆ model (V_model ≥ 0)
+    assert ests["shift"].ci_low <= ests["plain"].ci_low and ests["plain"].ci_high <= ests["shift"].ci_high
+    assert ests["model"].ci_low <= ests["plain"].ci_low
+    with pytest.raises(ValueError, match="unknown interval 'wide'"):
+        estimate_from_predictions(P, "em", n_boot=10, interval="wide")
+
+
+def test_auto_is_the_rules_method_with_the_rules_interval() -> None:
+    from shiftlib.estimation import AUTO_INTERVAL, AUTO_METHOD
+
+    P = _two_cell_world(42, 58)
+    auto = estimate_from_predictions(P, "auto", n_boot=30, random_state=0)
+    ref = estimate_from_predictions(P, AUTO_METHOD, n_boot=30, interval=AUTO_INTERVAL, random_state=0)
+    assert auto.method == AUTO_METHOD and auto.details["interval"] == AUTO_INTERVAL
+    assert (auto.accuracy, auto.ci_low, auto.ci_high) == (ref.accuracy, ref.ci_low, ref.ci_high)
+
+
+def test_three_classes_calibrated_posteriors_are_distributions_and_em_runs_on_iris() -> None:
+    from sklearn.datasets import load_iris
+
+    from shiftlib.estimation import calibrated_posteriors
+
+    X, y = load_iris(return_X_y=True)
+    keep = (X[:, 2] < 5.0) | (np.arange(len(y)) % 3 == 0)  # fewer long-petal rows in the source
+    P = stored_predictions("NB", X[keep], y[keep], X[~keep], need_weights=False, k=5, random_state=0)[0]
+    post_s, post_t = calibrated_posteriors(P.proba_source, P.y_source, P.proba_target)
+    np.testing.assert_allclose(post_s.sum(axis=1), 1.0, atol=1e-12)
+    np.testing.assert_allclose(post_t.sum(axis=1), 1.0, atol=1e-12)
+    assert (post_t >= 0).all()
+    est = estimate_from_predictions(P, "em", n_boot=20, random_state=0)
+    assert 0.0 <= est.ci_low <= est.accuracy <= est.ci_high <= 1.0

@@ -152,3 +152,38 @@ def test_duplicate_columns_in_parquet_are_refused(tmp_path):
     pq.write_table(pa.table([[1, 2], [3, 4], [0, 1]], names=["a", "a", "y"]), tmp_path / "dup.parquet")
     with pytest.raises(SourceSpecError, match=r"duplicate column names \['a'\]"):
         load_table(f"file:{tmp_path / 'dup.parquet'}")
+
+
+def test_id_column_is_kept_in_the_target_table_and_is_not_a_feature(tmp_path):
+    src, tgt = _write(tmp_path)
+    ids = [f"row-{100 + i}" for i in range(len(tgt))]
+    tgt.assign(key=ids).to_parquet(tmp_path / "tgt_id.parquet")
+    src.assign(key=[f"s{i}" for i in range(len(src))]).to_csv(tmp_path / "src_id.csv", index=False)
+    store = StageStore(tmp_path / "runs", "run-id")
+    m = ingest.fn(store, f"file:{tmp_path / 'src_id.csv'}", f"file:{tmp_path / 'tgt_id.parquet'}", "y",
+                  id_column="key")
+    assert m["params"]["id_column"] == "key"
+    stored = store.read_table("ingest", "target")
+    assert stored["key"].tolist() == ids  # the user's key, in the batch's row order
+    X_s, _, X_t = load_xy(store)
+    assert "key" not in X_s.columns and "key" not in X_t.columns  # a row key is never a feature
+    np.testing.assert_allclose(X_t["x1"], tgt["x1"])
+    # a run without id_column has another stage key: no reuse across the two
+    plain = ingest.fn(StageStore(tmp_path / "runs", "run-plain"), f"file:{tmp_path / 'src.csv'}",
+                      f"file:{tmp_path / 'tgt.parquet'}", "y")
+    assert plain.get("reused_from") is None and "id_column" not in plain["params"]
+
+
+@pytest.mark.parametrize(
+    ("make", "needle"),
+    [(lambda t: t, "not a column of the target"),
+     (lambda t: t.assign(key=["a"] * len(t)), "repeats values"),
+     (lambda t: t.assign(key=[None] + [f"k{i}" for i in range(len(t) - 1)]), "is empty in 1 target rows")],
+)
+def test_bad_id_column_is_refused_before_writing(tmp_path, make, needle):
+    _, tgt = _write(tmp_path)
+    make(tgt).to_parquet(tmp_path / "tgt_bad.parquet")
+    store = StageStore(tmp_path / "runs", "run-bad")
+    with pytest.raises(IngestError, match=needle):
+        ingest.fn(store, f"file:{tmp_path / 'src.csv'}", f"file:{tmp_path / 'tgt_bad.parquet'}", "y", id_column="key")
+    assert not store.stage_dir("ingest").exists() or not any(store.stage_dir("ingest").iterdir())
