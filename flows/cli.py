@@ -7,12 +7,15 @@ import argparse
 import json
 import os
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flows.stack.temporary import TemporaryAPI
 
 # flows.runners is light: prefect and prefect_dask are imported only when a runner is made
 from flows.runners import KINDS, make_task_runner
@@ -253,30 +256,46 @@ def task_runner_from_args(ns: argparse.Namespace) -> tuple[str, Any] | None:
     return f"temporary local Dask cluster ({workers or 2} worker processes)", runner
 
 
-def start_temporary_api() -> threading.Thread | None:
-    """Start Prefect's temporary local API in a background thread; None when ``PREFECT_API_URL`` names a server.
-
-    Without a server, Prefect starts that API (a uvicorn subprocess that creates or migrates its database)
-    when the flow first calls it, and the run waits (``../shared/STACK_NOTES.md``, ``reports/overhead.md``).
-    Started here, its subprocess works on the second core while this process imports the flow's modules.
-    It is the same object the flow then uses: ``SubprocessASGIServer()`` is one instance per port, and its
-    ``start`` is idempotent; the caller joins the thread before the flow begins."""
-    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED
+def early_api() -> TemporaryAPI | None:
+    """Launch Prefect's temporary local API now (``flows.stack.temporary``) when no ``PREFECT_API_URL`` is
+    configured and Prefect would start one itself; None otherwise."""
+    from prefect.settings import (  # the flow imports it anyway
+        PREFECT_API_URL,
+        PREFECT_SERVER_EPHEMERAL_ENABLED,
+    )
 
     if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
         return None
+    from flows.stack.temporary import start_temporary_api
 
-    def start() -> None:
-        from prefect.server.api.server import SubprocessASGIServer
+    return start_temporary_api()
 
-        try:
-            SubprocessASGIServer().start()
-        except Exception:  # noqa: BLE001 - the flow's own start then retries and reports it
-            return
 
-    thread = threading.Thread(target=start, name="prefect-temporary-api", daemon=True)
-    thread.start()
-    return thread
+_KEEP = ExitStack()  # settings this process keeps until it exits (never closed: see use_api)
+
+
+def use_api(api: TemporaryAPI | None) -> None:
+    """Point this process at ``api`` for the rest of its life (``PREFECT_API_URL`` in Prefect's settings and,
+    for Dask workers, in the environment). Not undone when the flow returns: Prefect's log and event workers
+    send what they hold when the process exits, and ``api`` stops after them (its exit hook was registered
+    first, and exit hooks run last-in first-out). Without ``api``, or when it does not come up, Prefect
+    starts its own temporary server as usual."""
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
+        PREFECT_UI_URL,
+        temporary_settings,
+    )
+
+    if api is None:
+        return
+    if not api.wait(max(90.0, float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))):
+        print("shiftflow: warning: the early Prefect API did not start; Prefect starts its own")
+        return
+    print(f"shiftflow: Prefect's temporary local API at {api.url} (stopped when this command ends; "
+          "`shiftflow up` runs a lasting one with its UI)")
+    os.environ["PREFECT_API_URL"] = api.url
+    _KEEP.enter_context(temporary_settings({PREFECT_API_URL: api.url, PREFECT_UI_URL: ""}))  # no UI: no dead links
 
 
 def one_line(exc: BaseException) -> str:
@@ -348,13 +367,12 @@ def _retrain(ns: argparse.Namespace) -> int:
           + (" (your rows are used as given)" if checked.bias == "none" else ""))
     for note in checked.notes:
         print(f"shiftflow: warning: {note}")
-    api = start_temporary_api()  # only now: a refused input never starts (or writes) anything
-    from flows.retrain import retrain
+    api = early_api()  # only now: a refused input never starts (or writes) anything
+    from flows.retrain import retrain  # imports while the API boots
 
     flow_fn = retrain if runner is None else retrain.with_options(task_runner=runner[1])
-    if api is not None:
-        api.join()
     t0 = time.perf_counter()
+    use_api(api)
     summary = flow_fn(checked.config)
     dt = time.perf_counter() - t0
     print()

@@ -115,17 +115,32 @@ def test_closing_report_says_what_happened(monkeypatch: pytest.MonkeyPatch, tmp_
 
 
 def test_the_temporary_api_is_started_early_only_without_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from flows.cli import start_temporary_api
+    import flows.stack.temporary as temporary
+    from flows.cli import early_api
 
+    launched: list[bool] = []
+    monkeypatch.setattr(temporary, "start_temporary_api", lambda: launched.append(True) or "api")
     with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:9/api"}):
-        assert start_temporary_api() is None  # a server is named: nothing to start
-    started: list[object] = []
-    monkeypatch.setattr(SubprocessASGIServer, "start", lambda self, timeout=None: started.append(self))
+        assert early_api() is None and launched == []  # a server is named: nothing to start
     with temporary_settings({PREFECT_API_URL: ""}):
-        thread = start_temporary_api()
-    assert thread is not None
-    thread.join(10)
-    assert started == [SubprocessASGIServer()]  # the very instance Prefect's client starts (one per port)
+        assert early_api() == "api" and launched == [True]
+
+
+def test_the_early_api_serves_prefect_and_stops(tmp_path: Path) -> None:
+    # the real subprocess, as the CLI launches it: it answers Prefect's /health and a client call, then stops
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.stack.temporary import start_temporary_api
+
+    api = start_temporary_api(dict(os.environ, PREFECT_HOME=str(tmp_path / "prefect")))
+    assert api is not None
+    try:
+        assert api.wait(180), "the temporary API did not answer /health"
+        with temporary_settings({PREFECT_API_URL: api.url}), get_client(sync_client=True) as client:
+            assert client.api_healthcheck() is None  # None: healthy
+    finally:
+        api.stop()
+    assert api.process.poll() is not None
