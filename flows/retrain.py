@@ -22,7 +22,7 @@ from shiftlib.budget import auto_weighting, concurrency
 from shiftlib.learners import make_learner, needs_target
 from tasks.champion import champion
 from tasks.drift import drift
-from tasks.estimation import estimate_candidate, estimation, estimation_plan, served_estimate
+from tasks.estimation import estimation, served_estimate
 from tasks.evaluation import evaluate
 from tasks.ingest import ingest
 from tasks.labels import labels, labels_form
@@ -100,18 +100,6 @@ def _training(run: _Run, method: str) -> list[Any]:
                       parent_run_id=ctx.parent_run_id, flow_run_id=ctx.flow_run_id, cv_rows=config.selection_rows)
 
 
-def _estimation(run: _Run, run_ids: dict[str, str]) -> Any:
-    """One task per candidate (k + 1 fits each) on the weights and folds they share, then the stage table."""
-    config, store = run.config, run.store
-    kw = {"seed": config.seed, "k": config.selection_folds, "rows": config.selection_rows}
-    plan = estimation_plan(store, **kw)
-    parts = None
-    if plan["compute"]:
-        parts = run_mapped(estimate_candidate, (store,), [(c, plan["beta"]) for c in plan["candidates"]],
-                           **run.fan(what="estimation", **kw))
-    return estimation(store, tracking_uri=run.ctx.tracking_uri, run_ids=run_ids, parts=parts, **kw)
-
-
 def _selection(run: _Run, run_ids: dict[str, str], labeled: dict[str, Any] | None) -> dict[str, Any]:
     config, store = run.config, run.store
     sels, k, rows, seed = list(config.selectors), config.selection_folds, config.selection_rows, config.seed
@@ -162,7 +150,8 @@ def _prepare(run: _Run) -> dict[str, Any]:
         training = collect_training(store, results, config.seed, config.cv_folds)
     run_ids = {r["name"]: r["run_id"] for r in results}
     with run.stage("estimation"):
-        estimates = _estimation(run, run_ids)
+        estimates = estimation(store, seed=config.seed, k=config.selection_folds, tracking_uri=uri,
+                               run_ids=run_ids, rows=config.selection_rows)
     with run.stage("evaluation"):
         target_scores = evaluate(store, run_ids, tracking_uri=uri)
     return {"drift": drift_summary, "weighting": method, "weights": weights_summary, "results": results,

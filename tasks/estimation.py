@@ -18,9 +18,7 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from shiftlib.estimation import StoredPredictions, estimate_from_predictions, stored_predictions
-from shiftlib.selection import importance_weights
-from shiftlib.weights import DiscriminativeWeights
+from shiftlib.estimation import estimate_from_predictions, stored_predictions
 from tasks.ingest import ingest_inputs
 from tasks.logs import run_logger
 from tasks.selection import make_candidates, selection_data
@@ -45,70 +43,36 @@ def compute_estimates(store: StageStore, *, method: str, seed: int, k: int, conf
     data = selection_data(store, seed, rows)
     cands = make_candidates(store, _specs(store), seed, data)
     preds = stored_predictions(cands, data.X_s, data.y_s, data.X_t, k=k, random_state=seed)
-    return pd.DataFrame([_row(P, method, confidence, n_boot, seed) for P in preds], columns=COLUMNS)
-
-
-def _row(P: StoredPredictions, method: str, confidence: float, n_boot: int, seed: int) -> dict[str, Any]:
-    e = estimate_from_predictions(P, method, confidence=confidence, n_boot=n_boot, random_state=seed)
-    return {"candidate": P.learner, "method": e.method, "estimate": e.accuracy, "ci_low": e.ci_low,
-            "ci_high": e.ci_high, "confidence": confidence, "interval": e.details["interval"],
-            "se_source": e.details["se_source"], "se_target": e.details["se_target"],
-            "se_shift": e.details["se_shift"], "se_model": e.details["se_model"]}
-
-
-def _stage_key(store: StageStore, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    inputs = ingest_inputs(store) | {"training": store.manifest("training")["files"]["learners.parquet"]["sha256"]}
-    if (store.stage_dir("weights") / MANIFEST).exists():
-        inputs["weights"] = store.manifest("weights")["files"]["weights.parquet"]["sha256"]
-    return stage_key(STAGE, params, inputs), inputs
-
-
-# --- fan-out: the flow maps estimate_candidate over the candidates (threads or Dask workers) ------------
-
-
-@task(name="estimation-plan", cache_policy=NO_CACHE)
-def estimation_plan(store: StageStore, *, seed: int, k: int, method: str = "auto", confidence: float = 0.95,
-                    n_boot: int = 200, rows: int | None = None) -> dict[str, Any]:
-    """Whether the stage must be computed (no reusable earlier stage), the candidate names, and the importance
-    weights every candidate's estimate shares (``stored_predictions``' discriminative weights, fitted once)."""
-    params = {"method": method, "seed": seed, "k": k, "confidence": confidence, "n_boot": n_boot, "rows": rows}
-    names = [n for n, _, _ in _specs(store)]
-    if store.find_reusable(STAGE, _stage_key(store, params)[0]) is not None:
-        return {"compute": False, "candidates": names, "beta": None}
-    data = selection_data(store, seed, rows)
-    beta = importance_weights(DiscriminativeWeights(random_state=seed), data.X_s, data.X_t)
-    return {"compute": True, "candidates": names, "beta": beta}
-
-
-@task(name="estimate-candidate", cache_policy=NO_CACHE)
-def estimate_candidate(store: StageStore, name: str, beta: Any, *, seed: int, k: int, method: str = "auto",
-                       confidence: float = 0.95, n_boot: int = 200, rows: int | None = None) -> dict[str, Any]:
-    """One candidate's row of the stage table: the same folds (seeded) and weights ``beta`` as every other
-    candidate's, so the rows equal one ``compute_estimates`` call."""
-    data = selection_data(store, seed, rows)
-    cands = make_candidates(store, [s for s in _specs(store) if s[0] == name], seed, data)
-    (P,) = stored_predictions(cands, data.X_s, data.y_s, data.X_t, weights=beta, k=k, random_state=seed)
-    return _row(P, method, confidence, n_boot, seed)
+    rows = []
+    for P in preds:
+        e = estimate_from_predictions(P, method, confidence=confidence, n_boot=n_boot, random_state=seed)
+        rows.append({"candidate": P.learner, "method": e.method, "estimate": e.accuracy, "ci_low": e.ci_low,
+                     "ci_high": e.ci_high, "confidence": confidence, "interval": e.details["interval"],
+                     "se_source": e.details["se_source"], "se_target": e.details["se_target"],
+                     "se_shift": e.details["se_shift"], "se_model": e.details["se_model"]})
+    return pd.DataFrame(rows, columns=COLUMNS)
 
 
 @task(name="estimation", cache_policy=NO_CACHE)
 def estimation(store: StageStore, *, seed: int, k: int, tracking_uri: str, run_ids: dict[str, str],
                method: str = "auto", confidence: float = 0.95, n_boot: int = 200,
-               rows: int | None = None, parts: list[dict[str, Any]] | None = None) -> pd.DataFrame:
+               rows: int | None = None) -> pd.DataFrame:
     """Estimate every candidate's target accuracy (reusing an identical earlier stage), write the stage,
-    log the estimates into the candidates' nested runs; returns the stage table. ``parts``: the candidates'
-    rows already computed by fanned-out ``estimate_candidate`` tasks; without them they are computed here."""
+    log the estimates into the candidates' nested runs; returns the stage table."""
     log = run_logger()
+    inputs = ingest_inputs(store) | {"training": store.manifest("training")["files"]["learners.parquet"]["sha256"]}
+    if (store.stage_dir("weights") / MANIFEST).exists():
+        inputs["weights"] = store.manifest("weights")["files"]["weights.parquet"]["sha256"]
     params = {"method": method, "seed": seed, "k": k, "confidence": confidence, "n_boot": n_boot, "rows": rows}
-    key, inputs = _stage_key(store, params)
+    key = stage_key(STAGE, params, inputs)
     found = store.find_reusable(STAGE, key)
     if found is not None:
         log.info("estimation: reusing stage from run %s (same inputs and parameters)", found["run_id"])
         store.adopt(STAGE, found)
         table = store.read_table(STAGE, "estimates")
     else:
-        table = pd.DataFrame(parts, columns=COLUMNS) if parts is not None else compute_estimates(
-            store, method=method, seed=seed, k=k, confidence=confidence, n_boot=n_boot, rows=rows)
+        table = compute_estimates(store, method=method, seed=seed, k=k, confidence=confidence, n_boot=n_boot,
+                                  rows=rows)
         store.write_stage(STAGE, {"estimates": table}, key=key, params=params, inputs=inputs)
     client = MlflowClient(tracking_uri)
     for r in table.to_dict("records"):

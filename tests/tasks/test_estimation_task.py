@@ -13,14 +13,7 @@ from threadpoolctl import threadpool_limits
 from shiftlib.bias import split_biased
 from shiftlib.estimation import estimate_accuracies
 from shiftlib.learners import make_learner
-from tasks.estimation import (
-    compute_estimates,
-    estimate_candidate,
-    estimation,
-    estimation_plan,
-    served_estimate,
-    summary_lines,
-)
+from tasks.estimation import estimation, served_estimate, summary_lines
 from tasks.ingest import LABEL, ROW
 from tasks.store import StageStore
 
@@ -89,17 +82,3 @@ def test_stage_numbers_equal_an_independent_shiftlib_computation(tmp_path, mlflo
     assert summary_lines(low)[0][0].startswith("**ALERT (accuracy)") and summary_lines(ok)[0] == []
     with pytest.raises(ValueError, match="no accuracy estimate for the served candidate 'RF'"):
         served_estimate.fn(table, "RF", min_accuracy=None, tracking_uri=uri, parent_run_id=parent)
-
-
-def test_fanned_out_candidates_equal_the_one_call_table(tmp_path):
-    # the flow's path: estimation_plan (weights fitted once) → estimate_candidate per candidate → estimation
-    store, *_ = _store(tmp_path / "runs", "r1")
-    with threadpool_limits(1):
-        one_call = compute_estimates(store, method="auto", seed=0, k=5, confidence=0.95, n_boot=50)
-        plan = estimation_plan.fn(store, seed=0, k=5, n_boot=50)
-        assert plan["compute"] and sorted(plan["candidates"]) == sorted(NAMES)
-        parts = [estimate_candidate.fn(store, c, plan["beta"], seed=0, k=5, n_boot=50) for c in plan["candidates"]]
-    fanned = pd.DataFrame(parts)[one_call.columns]
-    key = ["candidate"]
-    pd.testing.assert_frame_equal(fanned.sort_values(key).reset_index(drop=True),
-                                  one_call.sort_values(key).reset_index(drop=True), rtol=0, atol=1e-12)
