@@ -18,7 +18,7 @@ from flows.config import RetrainConfig
 from flows.fanout import run_mapped, stage_clock
 from flows.paths import default_run_root, shiftflow_home
 from flows.preflight import preflight
-from shiftlib.budget import auto_weighting, concurrency
+from shiftlib.budget import auto_weighting, concurrency, fan_out
 from shiftlib.learners import make_learner, needs_target
 from tasks.champion import champion
 from tasks.drift import drift
@@ -110,7 +110,7 @@ def _selection(run: _Run, run_ids: dict[str, str], labeled: dict[str, Any] | Non
     plan = selection_plan(store, sels, primary, seed=seed, k=k, rows=rows, labels_sha256=digest)
     cands = [(c,) for c in plan["candidates"]]
     parts: dict[str, Any] = {"rt_rows": None, "trcv_folds": None, "cv_parts": {}}
-    if plan["compute"]:
+    if plan["compute"] and fan_out(store.manifest("ingest")["files"]["source.parquet"]["rows"]):
         for sel in [s for s in sels if s in ("scv", "wcv")]:  # one task per candidate: k fits each
             parts["cv_parts"][sel] = run_mapped(cv_candidate, (store, sel), [(c, plan["beta"]) for (c,) in cands],
                                                 **run.fan(what=f"selection {sel}", seed=seed, rows=rows, k=k))

@@ -30,17 +30,20 @@ import numpy as np
 
 __all__ = [
     "DRIFT_ROWS",
+    "FANOUT_MIN_ROWS",
     "KMM_MAX_ROWS",
     "SELECTION_ROWS",
     "Concurrency",
     "auto_weighting",
     "concurrency",
     "detectable_auc",
+    "fan_out",
     "scored_folds",
     "subsample",
 ]
 
 SELECTION_ROWS = 5_000
+FANOUT_MIN_ROWS = 1_000
 DRIFT_ROWS = 20_000
 KMM_MAX_ROWS = 20_000
 
@@ -83,6 +86,13 @@ def scored_folds(n_rows: int, k: int, rows: int | None) -> int | None:
     if rows is None or n_rows <= rows:
         return None
     return min(k, -(-int(rows) * k // n_rows))
+
+
+def fan_out(n_rows: int) -> bool:
+    """Whether the selectors' per-candidate work goes to one task per candidate (above ``FANOUT_MIN_ROWS``
+    source rows) or runs in one task. Each task costs a fixed part (its orchestration, reading the stage's
+    inputs again) that fits on a few hundred rows do not repay (``reports/overhead.md``)."""
+    return n_rows > FANOUT_MIN_ROWS
 
 
 def auto_weighting(drifted: bool, n_source: int) -> str:

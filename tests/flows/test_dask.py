@@ -120,10 +120,12 @@ def test_dask_runner_gives_the_thread_runners_selection_and_bytes(real_prefect_a
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     import pandas as pd
 
+    import shiftlib.budget
     from flows.config import RetrainConfig
     from flows.retrain import retrain
     from flows.runners import make_task_runner
 
+    monkeypatch.setattr(shiftlib.budget, "FANOUT_MIN_ROWS", 0)  # fan the selectors out even on Pima's 150 rows
     stack = real_prefect_api
     done_log = tmp_path / "dask-tasks.tsv"
     clusters = _spy_on_local_clusters(monkeypatch, done_log)

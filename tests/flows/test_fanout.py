@@ -26,6 +26,7 @@ from shiftlib.weights import (
 
 @pytest.fixture(scope="module")
 def fanned_run(prefect_harness, tmp_path_factory):
+    import shiftlib.budget
     import tasks.weights
     from flows.config import RetrainConfig
     from flows.retrain import retrain
@@ -36,6 +37,7 @@ def fanned_run(prefect_harness, tmp_path_factory):
                         selectors=["rt", "trcv", "scv"], selector="trcv", selection_folds=3)
     mp = pytest.MonkeyPatch()
     mp.setattr(tasks.weights, "KMM_CHUNK_ROWS", 60)  # Pima's 150 biased source rows → 3 KMM chunks
+    mp.setattr(shiftlib.budget, "FANOUT_MIN_ROWS", 0)  # fan the selectors out even on 150 rows
     records: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda rec: records.append(rec.getMessage())  # type: ignore[method-assign]

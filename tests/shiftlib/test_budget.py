@@ -120,3 +120,9 @@ def test_candidates_scored_one_at_a_time_put_together_equal_one_call():
     assert parts.n_fits == whole.n_fits and list(parts.ranks[names]) == list(whole.ranks[names])
     with pytest.raises(ValueError, match="more than one part"):
         concat_scores([source_cv(["LR"], X, y, k=5, random_state=0)] * 2)
+
+
+def test_fan_out_only_above_its_row_count():
+    from shiftlib.budget import FANOUT_MIN_ROWS, fan_out
+
+    assert not fan_out(150) and not fan_out(FANOUT_MIN_ROWS) and fan_out(FANOUT_MIN_ROWS + 1)
