@@ -8,8 +8,12 @@ Each part runs in a fresh Python process so import and start-up costs are counte
 - ``log_model``: logging one fitted candidate (``tasks.tracking.log_sklearn_model``), mean of 5;
 - ``science``: the embedded example's science alone through shiftlib (ingest, drift, KMM, 14 candidates with
   their source CV, 10-fold SCV), no Prefect, no MLflow;
-- ``whole run``: ``shiftflow retrain`` with a fresh ``SHIFTFLOW_HOME``; ``rerun``: the same command again,
-  every stage reused.
+- ``first run``: ``shiftflow retrain`` with a new ``PREFECT_HOME`` (Prefect creates its database) and a new
+  ``SHIFTFLOW_HOME``, as a user's very first run; ``later run``: the same command with that Prefect home and
+  another new ``SHIFTFLOW_HOME`` (nothing to reuse: a nightly run on new data); ``rerun``: the later run
+  again, every stage reused.
+
+The parts above share one ``PREFECT_HOME``, created by ``prefect_start``.
 
 Run it alone on the machine: ``python benchmarks/overhead.py``. Prints a table; ``--out`` writes it.
 """
@@ -119,15 +123,21 @@ def main() -> None:
             wall, inner = _run(code, env)
             rows.append((name, inner if inner is not None else wall, wall))
             print(f"{name:>14}: {rows[-1][1]:.1f} s (process {wall:.1f} s)", flush=True)
-        for name in ("whole run", "rerun (all reused)"):
+        runs = {  # (PREFECT_HOME, SHIFTFLOW_HOME): a user's very first run, a later run on new data, a rerun
+            "first run (new Prefect database)": ("prefect-run", "home-first"),
+            "later run (Prefect database exists)": ("prefect-run", "home-later"),
+            "rerun (all reused)": ("prefect-run", "home-later"),
+        }
+        for name, (prefect_home, home) in runs.items():
+            run_env = env | {"PREFECT_HOME": f"{tmp}/{prefect_home}", "SHIFTFLOW_HOME": f"{tmp}/{home}"}
             t = time.perf_counter()
-            out = subprocess.run([str(Path(sys.executable).parent / "shiftflow"), "retrain"], cwd=tmp, env=env,
+            out = subprocess.run([str(Path(sys.executable).parent / "shiftflow"), "retrain"], cwd=tmp, env=run_env,
                                  capture_output=True, text=True)
             if out.returncode != 0:
                 raise RuntimeError(out.stderr[-2000:])
             wall = time.perf_counter() - t
             rows.append((name, wall, wall))
-            print(f"{name:>14}: {wall:.1f} s", flush=True)
+            print(f"{name}: {wall:.1f} s", flush=True)
     text = "| part | seconds | its process, wall |\n|---|---:|---:|\n" + "\n".join(
         f"| {n} | {a:.1f} | {b:.1f} |" for n, a, b in rows) + "\n"
     print(text)
