@@ -111,7 +111,8 @@ def _selection(run: _Run, run_ids: dict[str, str], labeled: dict[str, Any] | Non
     cands = [(c,) for c in plan["candidates"]]
     parts: dict[str, Any] = {"rt_rows": None, "trcv_folds": None, "cv_parts": {}}
     if plan["compute"] and fan_out(store.manifest("ingest")["files"]["source.parquet"]["rows"]):
-        for sel in [s for s in sels if s in ("scv", "wcv")]:  # one task per candidate: k fits each
+        # one task per candidate: k fits each (SCV only when the estimation stage has not fitted those folds)
+        for sel in [s for s in sels if s in ("scv", "wcv") and not (s == "scv" and plan["scv_shared"])]:
             parts["cv_parts"][sel] = run_mapped(cv_candidate, (store, sel), [(c, plan["beta"]) for (c,) in cands],
                                                 **run.fan(what=f"selection {sel}", seed=seed, rows=rows, k=k))
         if "rt" in sels:  # ReverseTesting: one task per row of M (1 + ℓ fits)

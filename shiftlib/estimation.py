@@ -73,12 +73,14 @@ from statistics import NormalDist
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from sklearn.isotonic import IsotonicRegression
 from sklearn.model_selection import StratifiedKFold
 
 from shiftlib.selection._validation import check_X, check_y, take
 from shiftlib.selection.candidates import fit_candidate, resolve_candidates
 from shiftlib.selection.importance import importance_weights
+from shiftlib.selection.results import SelectorScores
 from shiftlib.selection.trcv import TrCVSetup, trcv_assemble, trcv_fold
 
 __all__ = [
@@ -459,6 +461,24 @@ def _proba(model: Any, X: Any, classes: np.ndarray, name: str) -> np.ndarray:
     out = np.zeros((len(p), len(classes)))
     out[:, np.searchsorted(classes, model.classes_)] = p
     return out
+
+
+def source_cv_scores(preds: Sequence[StoredPredictions]) -> SelectorScores:
+    """SCV (TrCV §5.1, eq. 2) read off stored out-of-fold predictions: each learner's mean over folds of the
+    fold accuracy (``cross_val_score``'s convention).
+
+    ``stored_predictions`` fits every learner on the folds of a shuffled ``StratifiedKFold(k, random_state)``
+    and predicts the argmax class, as ``shiftlib.selection.source_cv`` does with the same ``k`` and
+    ``random_state``; for learners that ignore ``X_target`` (all but CSLR) the scores are the same numbers
+    (tests/shiftlib/test_estimation.py), so a flow that estimates accuracy need not refit them to select.
+    """
+    if not preds:
+        raise ValueError("no stored predictions to score")
+    k = int(preds[0].folds.max()) + 1
+    fold_scores = {P.learner: np.array([P.correct_source[P.folds == i].mean() for i in range(k)]) for P in preds}
+    scores = pd.Series({name: float(f.mean()) for name, f in fold_scores.items()}, dtype=float)
+    details = {"fold_scores": fold_scores, "params": {"scoring": "accuracy", "k": k, "from": "stored_predictions"}}
+    return SelectorScores("scv", scores, 0, None, details)
 
 
 def stored_predictions(

@@ -18,7 +18,8 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from shiftlib.estimation import estimate_from_predictions, stored_predictions
+from shiftlib.estimation import estimate_from_predictions, source_cv_scores, stored_predictions
+from shiftlib.learners import make_learner, needs_target
 from tasks.ingest import ingest_inputs
 from tasks.logs import run_logger
 from tasks.selection import make_candidates, selection_data
@@ -40,9 +41,24 @@ def compute_estimates(store: StageStore, *, method: str, seed: int, k: int, conf
     fitted with their weights, as trained), on the selection subsample of at most ``rows`` source and target
     rows (``tasks.selection.selection_data``): above that size the estimate is that of the candidate's recipe
     fitted on ``rows`` rows."""
+    return _compute(store, method=method, seed=seed, k=k, confidence=confidence, n_boot=n_boot, rows=rows)[0]
+
+
+def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: float, n_boot: int,
+             rows: int | None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """The stage table, and the source-CV fold scores (``fold_scores``: candidate, fold, accuracy) when the
+    estimates were computed on every source row by learners that ignore the target rows: the selection
+    stage's SCV then reads them instead of refitting (``shiftlib.estimation.source_cv_scores``)."""
     data = selection_data(store, seed, rows)
-    cands = make_candidates(store, _specs(store), seed, data)
+    specs = _specs(store)
+    cands = make_candidates(store, specs, seed, data)
     preds = stored_predictions(cands, data.X_s, data.y_s, data.X_t, k=k, random_state=seed)
+    folds = None
+    every_row = len(data.y_s) == store.manifest("ingest")["files"]["source.parquet"]["rows"]
+    if every_row and not any(needs_target(make_learner(learner)) for _, learner, _ in specs):
+        scv = source_cv_scores(preds)
+        folds = pd.DataFrame([{"candidate": name, "fold": i, "accuracy": float(a)}
+                              for name, f in scv.details["fold_scores"].items() for i, a in enumerate(f)])
     rows = []
     for P in preds:
         e = estimate_from_predictions(P, method, confidence=confidence, n_boot=n_boot, random_state=seed)
@@ -50,7 +66,7 @@ def compute_estimates(store: StageStore, *, method: str, seed: int, k: int, conf
                      "ci_high": e.ci_high, "confidence": confidence, "interval": e.details["interval"],
                      "se_source": e.details["se_source"], "se_target": e.details["se_target"],
                      "se_shift": e.details["se_shift"], "se_model": e.details["se_model"]})
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return pd.DataFrame(rows, columns=COLUMNS), folds
 
 
 @task(name="estimation", cache_policy=NO_CACHE)
@@ -71,9 +87,10 @@ def estimation(store: StageStore, *, seed: int, k: int, tracking_uri: str, run_i
         store.adopt(STAGE, found)
         table = store.read_table(STAGE, "estimates")
     else:
-        table = compute_estimates(store, method=method, seed=seed, k=k, confidence=confidence, n_boot=n_boot,
-                                  rows=rows)
-        store.write_stage(STAGE, {"estimates": table}, key=key, params=params, inputs=inputs)
+        table, folds = _compute(store, method=method, seed=seed, k=k, confidence=confidence, n_boot=n_boot,
+                                rows=rows)
+        tables = {"estimates": table} | ({} if folds is None else {"fold_scores": folds})
+        store.write_stage(STAGE, tables, key=key, params=params, inputs=inputs)
     client = MlflowClient(tracking_uri)
     for r in table.to_dict("records"):
         run_id = run_ids.get(r["candidate"])

@@ -24,6 +24,7 @@ from shiftlib.learners import make_learner
 from shiftlib.selection import (
     Candidate,
     ReverseCell,
+    SelectorScores,
     TargetLabels,
     agreement,
     combine,
@@ -143,6 +144,26 @@ def run_selector(selector: str, cands: list[Candidate], data: SelectionData, *, 
     raise ValueError(f"unknown selector {selector!r}; choose from {list(SELECTORS)}")
 
 
+def scv_from_estimation(store: StageStore, seed: int, k: int) -> SelectorScores | None:
+    """SCV read from the estimation stage's fold scores, or None when it has none for this ``seed`` and ``k``.
+
+    The estimation stage writes them when it fitted every candidate on every source row on the folds of
+    ``StratifiedKFold(k, shuffle=True, random_state=seed)``: the same folds and fits as ``source_cv``
+    (``shiftlib.estimation.source_cv_scores``), so selection does not fit them a second time."""
+    if not (store.stage_dir("estimation") / MANIFEST).exists():
+        return None
+    m = store.manifest("estimation")
+    if "fold_scores.parquet" not in m["files"] or m["params"].get("seed") != seed or m["params"].get("k") != k:
+        return None
+    f = store.read_table("estimation", "fold_scores")
+    if sorted(set(f["candidate"])) != sorted(n for n, _, _ in _stage_specs(store)):
+        return None
+    folds = {str(n): g.sort_values("fold")["accuracy"].to_numpy(float) for n, g in f.groupby("candidate")}
+    scores = pd.Series({n: float(v.mean()) for n, v in folds.items()}, dtype=float)
+    return SelectorScores("scv", scores, 0, None, {"fold_scores": folds, "params": {
+        "scoring": "accuracy", "k": k, "random_state": seed, "from": "estimation"}})
+
+
 def _stage_specs(store: StageStore) -> list[tuple[str, str, str]]:
     return [(n, m["learner"], m["weighting"]) for n, m in store.manifest("training")["extra"]["models"].items()]
 
@@ -174,11 +195,12 @@ def selection_plan(store: StageStore, selectors: list[str], primary: str, *, see
     key, _, _ = _stage_key(store, selectors, primary, seed, k, rows, labels_sha256)
     names = [n for n, _, _ in _stage_specs(store)]
     if store.find_reusable(STAGE, key) is not None:
-        return {"compute": False, "candidates": names, "beta": None}
+        return {"compute": False, "candidates": names, "beta": None, "scv_shared": False}
+    shared = "scv" in selectors and scv_from_estimation(store, seed, k) is not None
     beta = None
     if "trcv" in selectors or "wcv" in selectors:  # over every source row; TrCV takes its subsample's part
         beta = selection_beta(store, seed, selection_data(store, seed, None))
-    return {"compute": True, "candidates": names, "beta": beta}
+    return {"compute": True, "candidates": names, "beta": beta, "scv_shared": shared}
 
 
 @task(name="cv-candidate", cache_policy=NO_CACHE)
@@ -294,7 +316,7 @@ def _results(store: StageStore, selectors: list[str], *, seed: int, k: int, rows
             if labeled is None:
                 raise ValueError("the fewlabel selector needs target labels: set target_labels")
             # the plan's rows index the whole target batch; the candidates' predictions come from training
-            prior = results.get("scv") or on_every_row("scv")
+            prior = results.get("scv") or scv_from_estimation(store, seed, k) or on_every_row("scv")
             posterior = fewlabel_select(cands, data.X_s, data.y_s, _whole_target(store, data), plan=labeled["plan"],
                                         y_labeled=pd.Series(labeled["labels"], dtype=object), prior=prior,
                                         random_state=seed, predictions=stage_predictions(store))
@@ -302,7 +324,8 @@ def _results(store: StageStore, selectors: list[str], *, seed: int, k: int, rows
             # results): CV's order of a pair unless the labels overturn it with posterior probability ≥ 0.9
             results[sel] = replace(guarded_select(posterior, prior), selector="fewlabel")
         elif sel in CV_SELECTORS:
-            results[sel] = on_every_row(sel)
+            shared = scv_from_estimation(store, seed, k) if sel == "scv" else None
+            results[sel] = shared if shared is not None else on_every_row(sel)
         else:
             results[sel] = run_selector(sel, cands, data, seed=seed, k=k, beta=beta)
         for name, err in getattr(results[sel], "errors", {}).items():

@@ -263,3 +263,19 @@ def test_three_classes_calibrated_posteriors_are_distributions_and_em_runs_on_ir
     assert (post_t >= 0).all()
     est = estimate_from_predictions(P, "em", n_boot=20, random_state=0)
     assert 0.0 <= est.ci_low <= est.accuracy <= est.ci_high <= 1.0
+
+
+def test_source_cv_scores_equal_source_cv_on_the_same_folds():
+    # independent computation: shiftlib.selection.source_cv refits the same learners on the same folds
+    from shiftlib.estimation import source_cv_scores, stored_predictions
+    from shiftlib.learners import make_learner
+    from shiftlib.selection import source_cv
+
+    X, y = load_breast_cancer(return_X_y=True)
+    Xs, ys, Xt = X[:200, :8], y[:200], X[300:400, :8]
+    learners = {n: make_learner(n, random_state=0) for n in ("NB", "LR", "DT")}
+    got = source_cv_scores(stored_predictions(learners, Xs, ys, Xt, k=5, random_state=3, need_weights=False))
+    ref = source_cv(learners, Xs, ys, k=5, random_state=3)
+    for n in learners:
+        assert got.scores[n] == pytest.approx(ref.scores[n], abs=1e-12)
+        np.testing.assert_allclose(got.details["fold_scores"][n], ref.details["fold_scores"][n], atol=1e-12)

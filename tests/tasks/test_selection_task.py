@@ -43,3 +43,19 @@ def test_scv_in_the_flow_scores_enough_folds_over_every_row(tmp_path):
                         max_folds=f)
     assert got.n_fits == 3
     assert got.scores["LR"] == pytest.approx(ref.scores["LR"], abs=1e-12)
+
+
+def test_scv_is_read_from_the_estimation_stage_when_it_fitted_every_row(tmp_path):
+    from tasks.estimation import estimation
+    from tasks.selection import scv_from_estimation
+
+    store, X_s, y_s = _store(tmp_path)
+    assert scv_from_estimation(store, 0, 10) is None  # no estimation stage yet
+    with threadpool_limits(1):
+        estimation.fn(store, seed=0, k=10, tracking_uri=f"sqlite:///{tmp_path / 'm.db'}", run_ids={}, n_boot=20)
+        shared = scv_from_estimation(store, 0, 10)
+        ref = source_cv({n: make_learner(n, random_state=0, n_rows=400) for n in NAMES}, X_s, y_s, k=10,
+                        random_state=0)
+    assert shared is not None and scv_from_estimation(store, 1, 10) is None and scv_from_estimation(store, 0, 5) is None
+    for n in NAMES:
+        assert shared.scores[n] == pytest.approx(ref.scores[n], abs=1e-12)
