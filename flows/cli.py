@@ -368,9 +368,11 @@ def _retrain(ns: argparse.Namespace) -> int:
     for note in checked.notes:
         print(f"shiftflow: warning: {note}")
     api = early_api()  # only now: a refused input never starts (or writes) anything
-    from flows.retrain import retrain  # imports while the API boots
+    from flows.retrain import retrain, tracking_store  # imports while the API boots
 
     flow_fn = retrain if runner is None else retrain.with_options(task_runner=runner[1])
+    if api is not None:
+        tracking_store(checked.config)  # and the MLflow store is created meanwhile
     t0 = time.perf_counter()
     use_api(api)
     summary = flow_fn(checked.config)

@@ -239,6 +239,17 @@ def _labels(run: _Run) -> dict[str, Any] | None:
     return labeled
 
 
+def tracking_store(config: RetrainConfig) -> tuple[str, str]:
+    """The run's MLflow tracking URI and experiment id; a local store and the experiment are created on first
+    use (``ensure_experiment``, under the store's lock). The CLI calls it early too, while Prefect's API boots."""
+    home = shiftflow_home()
+    uri = config.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(home)
+    check_reachable(uri)
+    home.mkdir(parents=True, exist_ok=True)
+    local = not uri.startswith(("http://", "https://"))
+    return uri, with_retries(ensure_experiment, uri, config.experiment, home / "mlartifacts" if local else None)
+
+
 @flow(name="retrain", log_prints=True)
 def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa: B008
     """Retrain every candidate learner on the (biased) labeled source for the unlabeled target batch."""
@@ -248,12 +259,8 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
     log.info("simulated bias: %s", checked.bias)
     for note in checked.notes:
         log.warning("%s", note)
-    flow_run_id, home = str(runtime.flow_run.id or uuid.uuid4()), shiftflow_home()
-    uri = config.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(home)
-    check_reachable(uri)
-    home.mkdir(parents=True, exist_ok=True)
-    local = not uri.startswith(("http://", "https://"))
-    experiment = with_retries(ensure_experiment, uri, config.experiment, home / "mlartifacts" if local else None)
+    flow_run_id = str(runtime.flow_run.id or uuid.uuid4())
+    uri, experiment = tracking_store(config)
     store = StageStore(Path(config.run_root or default_run_root()).resolve(), flow_run_id)
     conc = concurrency(config.max_workers)
     with parent_run(uri, experiment, f"retrain-{runtime.flow_run.name or flow_run_id[:8]}",

@@ -70,8 +70,11 @@ def start_temporary_api(environ: dict[str, str] | None = None) -> TemporaryAPI |
     app_dir = Path(next(iter(spec.submodule_search_locations))).parent
     port = free_port()
     env = dict(os.environ if environ is None else environ)
-    # as SubprocessASGIServer._run_uvicorn_command: no UI, the ephemeral app (no loop services)
-    env |= {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+    # as SubprocessASGIServer._run_uvicorn_command: no UI, the ephemeral app (no loop services); and no block
+    # type registration (about 1 s on a new database): a CLI run uses no blocks, and the next `prefect server
+    # start` or `shiftflow up` on this PREFECT_HOME registers them
+    env |= {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
+            "PREFECT_API_BLOCKS_REGISTER_ON_START": "false"}
     cmd = [sys.executable, "-m", "uvicorn", "--app-dir", str(app_dir), "--factory",
            "prefect.server.api.server:create_app", "--host", HOST, "--port", str(port), "--log-level", "error",
            "--lifespan", "on"]
