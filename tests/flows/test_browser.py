@@ -18,6 +18,8 @@ import json
 import os
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -76,149 +78,169 @@ def _between(text: str, start: str, end: str) -> str:
     return text[i:text.index(end, i)]
 
 
-@pytest.mark.slow
-def test_custom_run_from_prefect_ui_shows_nested_runs_in_mlflow_ui(stack: dict[str, Any], tmp_path: Path) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api")
+def require_chromium() -> None:
+    """Skip (fail on CI) without Playwright or Debian's Chromium: before a test starts any work."""
+    pytest.importorskip("playwright.sync_api")
     if not Path(CHROMIUM).exists():
         msg = f"{CHROMIUM} missing: apt-get install -y chromium (.ci/run does)"
         if os.environ.get("CI"):
             pytest.fail(msg)
         pytest.skip(msg)
-    import httpx
-    from mlflow.tracking import MlflowClient
+
+
+@contextmanager
+def browser_page(tmp_path: Path, tag: str, *, failure_shot: str) -> Iterator[tuple[Any, Any, dict[str, float],
+                                                                                    list[str]]]:
+    """One Chromium page (Playwright, ``executable_path``; the UIs' slow first renders as timeouts); yields
+    (page, shot(page, name, **screenshot_kw), times, notes). A failure takes a full-page screenshot; at the end
+    the screenshots are copied to ``$SHIFTFLOW_SCREENSHOTS`` (when set) and the times and notes printed."""
+    from playwright import sync_api
 
     shots_dir = tmp_path / "screenshots"
     shots_dir.mkdir()
     shots: list[Path] = []
-    times: dict[str, float] = {"up → both UIs answering (HTTP)": stack["ui_seconds"]}
+    times: dict[str, float] = {}
+    notes: list[str] = []
 
     def shot(page: Any, name: str, **kw: Any) -> None:
         path = shots_dir / f"{name}.png"
         page.screenshot(path=str(path), **kw)
         shots.append(path)
 
-    notes: list[str] = []
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
         page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
         page.set_default_timeout(UI_TIMEOUT_MS)
         page.set_default_navigation_timeout(UI_TIMEOUT_MS)
         try:
-            # ---- Prefect UI: Deployments → retrain-nightly → Run → Custom run
-            t0 = time.monotonic()
-            page.goto(f"{stack['prefect_url']}/deployments", wait_until="load")
-            page.get_by_role("link", name="retrain-nightly", exact=True).first.click()
-            page.wait_for_url("**/deployments/deployment/**")
-            page.get_by_role("button", name="Run", exact=True).wait_for()
-            times["Prefect UI: deployments → retrain-nightly page"] = time.monotonic() - t0
-            shot(page, "01-prefect-deployment")
-
-            page.get_by_role("button", name="Run", exact=True).click()
-            page.get_by_text("Custom run", exact=True).click()
-            page.wait_for_url(re.compile(r"/deployments/deployment/[^/]+/run"))
-            _field(page, "Learners (Optional)").wait_for()
-            _set_learners(page, LEARNERS)
-            _field(page, "Seed (Optional)").locator("input").fill(str(SEED))
-            _field(page, "Cv Folds (Optional)").locator("input").fill(str(CV_FOLDS))
-            _field(page, "Experiment (Optional)").locator("textarea").fill(EXPERIMENT)
-            model = _field(page, "Model Name (Optional)")
-            model.get_by_role("button", name="str", exact=True).click()
-            model.locator("textarea, input").first.fill(MODEL_NAME)
-            # prefect.yaml sets simulate_bias "auto" (the embedded example keeps RT's bias): the form shows that
-            # choice, not a BiasSpec; should a Prefect version still render an empty BiasSpec, whose required
-            # Mechanism blocks Submit, enter the example's mechanism (count() looks without waiting)
-            mechanism = _field(page, "Mechanism").locator("textarea, input")
-            if mechanism.count() and not mechanism.first.input_value():
-                mechanism.first.fill("rt_sort")
-                notes.append("the custom-run form showed simulate_bias as a BiasSpec with an empty (required) "
-                             "Mechanism; filled 'rt_sort' (the embedded example's mechanism)")
-            run_name = page.locator(".flow-run-name-input input").input_value()
-            assert run_name, "the form proposes no run name"
-            _field(page, "Learners (Optional)").scroll_into_view_if_needed()
-            shot(page, "02-prefect-custom-run-form")
-
-            t_submit = time.monotonic()
-            page.get_by_role("button", name="Submit", exact=True).click()
-            page.wait_for_url(lambda url: not re.search(r"/run(\?|$)", url))
-            if "/runs/flow-run/" not in page.url:  # Prefect 3.9's form returns to the deployment's Runs tab
-                link = page.get_by_role("link", name=run_name, exact=True).first
-                for _ in range(6):
-                    try:
-                        link.wait_for(timeout=20_000)
-                        break
-                    except sync_api.TimeoutError:
-                        page.reload(wait_until="load")
-                link.click()
-                page.wait_for_url("**/runs/flow-run/**")
-            flow_run_id = page.url.split("/runs/flow-run/")[1].split("?")[0].split("/")[0]
-
-            # ---- wait in the UI until the flow run is finished (the page refreshes its state itself)
-            deadline = t_submit + RUN_TIMEOUT_S
-            last_reload = time.monotonic()
-            state = _flow_run_state(page)
-            while state not in TERMINAL and time.monotonic() < deadline:
-                page.wait_for_timeout(3000)
-                if time.monotonic() - last_reload > 60:
-                    page.reload(wait_until="load")
-                    page.locator(".page-heading-flow-run .state-badge").first.wait_for()
-                    last_reload = time.monotonic()
-                state = _flow_run_state(page)
-            times["UI-triggered run: Submit → 'Completed' in the UI"] = time.monotonic() - t_submit
-            shot(page, "03-prefect-flow-run-completed")
-            with httpx.Client(base_url=stack["prefect_api"], timeout=60) as client:
-                fr = client.get(f"/flow_runs/{flow_run_id}").raise_for_status().json()
-            worker_log = Path(stack["record"]["services"][PREFECT_WORKER]["log"])
-            assert state == "Completed", (
-                f"flow run {run_name} ({flow_run_id}) shows {state!r} in the UI (API: {fr['state']['type']}: "
-                f"{fr['state'].get('message')})\nworker log tail:\n{worker_log.read_text()[-3000:]}")
-            cfg = fr["parameters"]["config"]
-            assert sorted(cfg["learners"]) == sorted(LEARNERS) and cfg["seed"] == SEED, cfg  # what the form sent
-            assert cfg["cv_folds"] == CV_FOLDS and cfg["experiment"] == EXPERIMENT, cfg
-            if fr.get("start_time") and fr.get("end_time"):
-                times["flow run on the worker (API: start → end)"] = fr["total_run_time"]
-
-            # ---- MLflow UI: Model training → experiment → parent run and its nested runs
-            t0 = time.monotonic()
-            page.goto(f"{stack['mlflow']}/", wait_until="load")
-            page.get_by_text("Model training", exact=True).first.wait_for()
-            times["MLflow UI: home page rendered"] = time.monotonic() - t0
-            page.get_by_text("Model training", exact=True).first.click()
-            page.get_by_role("link", name=EXPERIMENT, exact=True).first.click()
-            name_cells = page.locator('[role=gridcell][col-id="attributes.`Run Name`"]')
-            parent_name = f"retrain-{run_name}"
-            parent_cell = name_cells.filter(has_text=parent_name)
-            parent_cell.wait_for()
-            parent_cell.locator("button").first.click()  # expand the nested runs
-            deadline = time.monotonic() + 60
-            while name_cells.count() < 2 and time.monotonic() < deadline:
-                page.wait_for_timeout(500)
-            table_names = [n.strip() for n in name_cells.locator("a").all_inner_texts()]
-            shot(page, "04-mlflow-runs-nested")
-
-            parent_cell.locator("a").first.click()
-            page.get_by_text("shiftflow.weighting", exact=True).wait_for()
-            page.get_by_text("Child runs", exact=True).wait_for()
-            deadline = time.monotonic() + 60
-            body = page.inner_text("body")
-            while "loading" in _between(body, "Child runs", "\nSource").lower() and time.monotonic() < deadline:
-                page.wait_for_timeout(500)  # the child-run list loads after the rest of the page
-                body = page.inner_text("body")
-            shot(page, "05-mlflow-parent-run")
-            times["MLflow UI: home → parent run page"] = time.monotonic() - t0
+            yield page, shot, times, notes
         except Exception:
             try:
-                shot(page, "99-failure", full_page=True)
+                shot(page, failure_shot, full_page=True)
             except Exception:  # noqa: BLE001 - keep the original error
                 pass
             raise
         finally:
             browser.close()
             copied = copy_screenshots(shots, os.environ.get("SHIFTFLOW_SCREENSHOTS"))
-            print(f"\n[browser] screenshots: {shots_dir}" + (f" (copied to {copied[0].parent})" if copied else ""))
+            print(f"\n[{tag}] screenshots: {shots_dir}" + (f" (copied to {copied[0].parent})" if copied else ""))
             for k, v in times.items():
-                print(f"[browser] {k}: {v:.1f} s")
+                print(f"[{tag}] {k}: {v:.1f} s")
             for n in notes:
-                print(f"[browser] note: {n}")
+                print(f"[{tag}] note: {n}")
+
+
+@pytest.mark.slow
+def test_custom_run_from_prefect_ui_shows_nested_runs_in_mlflow_ui(stack: dict[str, Any], tmp_path: Path) -> None:
+    require_chromium()
+    import httpx
+    from mlflow.tracking import MlflowClient
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    times0 = {"up → both UIs answering (HTTP)": stack["ui_seconds"]}
+    with browser_page(tmp_path, "browser", failure_shot="99-failure") as (page, shot, times, notes):
+        times.update(times0)
+        # ---- Prefect UI: Deployments → retrain-nightly → Run → Custom run
+        t0 = time.monotonic()
+        page.goto(f"{stack['prefect_url']}/deployments", wait_until="load")
+        page.get_by_role("link", name="retrain-nightly", exact=True).first.click()
+        page.wait_for_url("**/deployments/deployment/**")
+        page.get_by_role("button", name="Run", exact=True).wait_for()
+        times["Prefect UI: deployments → retrain-nightly page"] = time.monotonic() - t0
+        shot(page, "01-prefect-deployment")
+
+        page.get_by_role("button", name="Run", exact=True).click()
+        page.get_by_text("Custom run", exact=True).click()
+        page.wait_for_url(re.compile(r"/deployments/deployment/[^/]+/run"))
+        _field(page, "Learners (Optional)").wait_for()
+        _set_learners(page, LEARNERS)
+        _field(page, "Seed (Optional)").locator("input").fill(str(SEED))
+        _field(page, "Cv Folds (Optional)").locator("input").fill(str(CV_FOLDS))
+        _field(page, "Experiment (Optional)").locator("textarea").fill(EXPERIMENT)
+        model = _field(page, "Model Name (Optional)")
+        model.get_by_role("button", name="str", exact=True).click()
+        model.locator("textarea, input").first.fill(MODEL_NAME)
+        # prefect.yaml sets simulate_bias "auto" (the embedded example keeps RT's bias): the form shows that
+        # choice, not a BiasSpec; should a Prefect version still render an empty BiasSpec, whose required
+        # Mechanism blocks Submit, enter the example's mechanism (count() looks without waiting)
+        mechanism = _field(page, "Mechanism").locator("textarea, input")
+        if mechanism.count() and not mechanism.first.input_value():
+            mechanism.first.fill("rt_sort")
+            notes.append("the custom-run form showed simulate_bias as a BiasSpec with an empty (required) "
+                         "Mechanism; filled 'rt_sort' (the embedded example's mechanism)")
+        run_name = page.locator(".flow-run-name-input input").input_value()
+        assert run_name, "the form proposes no run name"
+        _field(page, "Learners (Optional)").scroll_into_view_if_needed()
+        shot(page, "02-prefect-custom-run-form")
+
+        t_submit = time.monotonic()
+        page.get_by_role("button", name="Submit", exact=True).click()
+        page.wait_for_url(lambda url: not re.search(r"/run(\?|$)", url))
+        if "/runs/flow-run/" not in page.url:  # Prefect 3.9's form returns to the deployment's Runs tab
+            link = page.get_by_role("link", name=run_name, exact=True).first
+            for _ in range(6):
+                try:
+                    link.wait_for(timeout=20_000)
+                    break
+                except PlaywrightTimeout:
+                    page.reload(wait_until="load")
+            link.click()
+            page.wait_for_url("**/runs/flow-run/**")
+        flow_run_id = page.url.split("/runs/flow-run/")[1].split("?")[0].split("/")[0]
+
+        # ---- wait in the UI until the flow run is finished (the page refreshes its state itself)
+        deadline = t_submit + RUN_TIMEOUT_S
+        last_reload = time.monotonic()
+        state = _flow_run_state(page)
+        while state not in TERMINAL and time.monotonic() < deadline:
+            page.wait_for_timeout(3000)
+            if time.monotonic() - last_reload > 60:
+                page.reload(wait_until="load")
+                page.locator(".page-heading-flow-run .state-badge").first.wait_for()
+                last_reload = time.monotonic()
+            state = _flow_run_state(page)
+        times["UI-triggered run: Submit → 'Completed' in the UI"] = time.monotonic() - t_submit
+        shot(page, "03-prefect-flow-run-completed")
+        with httpx.Client(base_url=stack["prefect_api"], timeout=60) as client:
+            fr = client.get(f"/flow_runs/{flow_run_id}").raise_for_status().json()
+        worker_log = Path(stack["record"]["services"][PREFECT_WORKER]["log"])
+        assert state == "Completed", (
+            f"flow run {run_name} ({flow_run_id}) shows {state!r} in the UI (API: {fr['state']['type']}: "
+            f"{fr['state'].get('message')})\nworker log tail:\n{worker_log.read_text()[-3000:]}")
+        cfg = fr["parameters"]["config"]
+        assert sorted(cfg["learners"]) == sorted(LEARNERS) and cfg["seed"] == SEED, cfg  # what the form sent
+        assert cfg["cv_folds"] == CV_FOLDS and cfg["experiment"] == EXPERIMENT, cfg
+        if fr.get("start_time") and fr.get("end_time"):
+            times["flow run on the worker (API: start → end)"] = fr["total_run_time"]
+
+        # ---- MLflow UI: Model training → experiment → parent run and its nested runs
+        t0 = time.monotonic()
+        page.goto(f"{stack['mlflow']}/", wait_until="load")
+        page.get_by_text("Model training", exact=True).first.wait_for()
+        times["MLflow UI: home page rendered"] = time.monotonic() - t0
+        page.get_by_text("Model training", exact=True).first.click()
+        page.get_by_role("link", name=EXPERIMENT, exact=True).first.click()
+        name_cells = page.locator('[role=gridcell][col-id="attributes.`Run Name`"]')
+        parent_name = f"retrain-{run_name}"
+        parent_cell = name_cells.filter(has_text=parent_name)
+        parent_cell.wait_for()
+        parent_cell.locator("button").first.click()  # expand the nested runs
+        deadline = time.monotonic() + 60
+        while name_cells.count() < 2 and time.monotonic() < deadline:
+            page.wait_for_timeout(500)
+        table_names = [n.strip() for n in name_cells.locator("a").all_inner_texts()]
+        shot(page, "04-mlflow-runs-nested")
+
+        parent_cell.locator("a").first.click()
+        page.get_by_text("shiftflow.weighting", exact=True).wait_for()
+        page.get_by_text("Child runs", exact=True).wait_for()
+        deadline = time.monotonic() + 60
+        body = page.inner_text("body")
+        while "loading" in _between(body, "Child runs", "\nSource").lower() and time.monotonic() < deadline:
+            page.wait_for_timeout(500)  # the child-run list loads after the rest of the page
+            body = page.inner_text("body")
+        shot(page, "05-mlflow-parent-run")
+        times["MLflow UI: home → parent run page"] = time.monotonic() - t0
 
     # what the parent run records, as the MLflow UI shows it
     weighting = re.search(r"shiftflow\.weighting\s*:\s*(\S+)", body)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -26,8 +25,7 @@ import pandas as pd
 import pytest
 
 from flows.stack import PREFECT_WORKER
-from tests.flows.conftest import copy_screenshots
-from tests.flows.test_browser import CHROMIUM, CHROMIUM_FLAGS, UI_TIMEOUT_MS, _flow_run_state
+from tests.flows.test_browser import _flow_run_state, browser_page, require_chromium
 
 pytestmark = pytest.mark.slow
 RUN_TIMEOUT_S = 900  # one LR+NB run has taken 70-150 s under load on the shared 2-core box
@@ -63,12 +61,7 @@ def _fill_from_held_out(run_dir: Path, out: Path) -> tuple[int, str]:
 
 
 def test_suspended_run_resumes_from_prefect_ui_with_filled_labels(stack: dict[str, Any], tmp_path: Path) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        msg = f"{CHROMIUM} missing: apt-get install -y chromium (.ci/run does)"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require_chromium()
     import httpx
     from mlflow.tracking import MlflowClient
 
@@ -88,72 +81,44 @@ def test_suspended_run_resumes_from_prefect_ui_with_filled_labels(stack: dict[st
     n_filled, label_col = _fill_from_held_out(run_dir, filled)
     assert n_filled == BUDGET
 
-    shots_dir = tmp_path / "screenshots"
-    shots_dir.mkdir()
-    shots: list[Path] = []
+    with client, browser_page(tmp_path, "browser-labels", failure_shot="labels-99-failure") as (page, shot, times, _):
+        # ---- the suspended run's page: its state badge and the Resume button
+        t0 = time.monotonic()
+        page.goto(f"{stack['prefect_url']}/runs/flow-run/{fr_id}", wait_until="load")
+        page.locator(".page-heading-flow-run .state-badge").first.wait_for()
+        assert _flow_run_state(page) == "Suspended", _flow_run_state(page)
+        resume = page.get_by_role("button", name="Resume")
+        resume.first.wait_for()
+        times["Prefect UI: suspended flow run page"] = time.monotonic() - t0
+        shot(page, "labels-01-prefect-suspended")
 
-    def shot(page: Any, name: str, **kw: Any) -> None:
-        path = shots_dir / f"{name}.png"
-        page.screenshot(path=str(path), **kw)
-        shots.append(path)
+        # ---- the resume modal: FilledLabels as a form, prefilled with the file to fill
+        resume.first.click()
+        modal = page.locator(".p-modal").filter(has_text="Resume Flow Run")
+        modal.wait_for()
+        field = modal.locator("textarea, input[type=text], input:not([type])").first
+        field.wait_for()
+        prefilled = field.input_value()
+        assert prefilled.endswith("to_label.csv"), f"the form should offer the file to fill; shows {prefilled!r}"
+        field.fill(str(filled))
+        shot(page, "labels-02-prefect-resume-form")
+        t_submit = time.monotonic()
+        modal.get_by_role("button", name="Submit", exact=True).click()
+        modal.wait_for(state="hidden")
 
-    times: dict[str, float] = {}
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
-        page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
-        page.set_default_timeout(UI_TIMEOUT_MS)
-        page.set_default_navigation_timeout(UI_TIMEOUT_MS)
-        try:
-            # ---- the suspended run's page: its state badge and the Resume button
-            t0 = time.monotonic()
-            page.goto(f"{stack['prefect_url']}/runs/flow-run/{fr_id}", wait_until="load")
-            page.locator(".page-heading-flow-run .state-badge").first.wait_for()
-            assert _flow_run_state(page) == "Suspended", _flow_run_state(page)
-            resume = page.get_by_role("button", name="Resume")
-            resume.first.wait_for()
-            times["Prefect UI: suspended flow run page"] = time.monotonic() - t0
-            shot(page, "labels-01-prefect-suspended")
-
-            # ---- the resume modal: FilledLabels as a form, prefilled with the file to fill
-            resume.first.click()
-            modal = page.locator(".p-modal").filter(has_text="Resume Flow Run")
-            modal.wait_for()
-            field = modal.locator("textarea, input[type=text], input:not([type])").first
-            field.wait_for()
-            prefilled = field.input_value()
-            assert prefilled.endswith("to_label.csv"), f"the form should offer the file to fill; shows {prefilled!r}"
-            field.fill(str(filled))
-            shot(page, "labels-02-prefect-resume-form")
-            t_submit = time.monotonic()
-            modal.get_by_role("button", name="Submit", exact=True).click()
-            modal.wait_for(state="hidden")
-
-            # ---- REST: the run leaves Suspended and completes; then the UI must show it
-            fr = _wait_state(client, fr_id, {"COMPLETED"}, RUN_TIMEOUT_S)
-            times["Resume submitted → Completed (REST)"] = time.monotonic() - t_submit
-            assert fr["state"]["type"] == "COMPLETED", (
-                f"{fr['state']}\nworker log tail:\n{worker_log.read_text()[-3000:]}")
-            page.reload(wait_until="load")
-            badge = page.locator(".page-heading-flow-run .state-badge").first
-            badge.wait_for()
-            deadline = time.monotonic() + 120
-            while _flow_run_state(page) != "Completed" and time.monotonic() < deadline:
-                page.wait_for_timeout(1000)  # the page refreshes its state itself
-            assert _flow_run_state(page) == "Completed", _flow_run_state(page)
-            shot(page, "labels-03-prefect-completed")
-        except Exception:
-            try:
-                shot(page, "labels-99-failure", full_page=True)
-            except Exception:  # noqa: BLE001 - keep the original error
-                pass
-            raise
-        finally:
-            browser.close()
-            client.close()
-            copied = copy_screenshots(shots, os.environ.get("SHIFTFLOW_SCREENSHOTS"))
-            print(f"\n[browser-labels] screenshots: {shots_dir}" + (f" (copied to {copied[0].parent})" if copied else ""))
-            for k, v in times.items():
-                print(f"[browser-labels] {k}: {v:.1f} s")
+        # ---- REST: the run leaves Suspended and completes; then the UI must show it
+        fr = _wait_state(client, fr_id, {"COMPLETED"}, RUN_TIMEOUT_S)
+        times["Resume submitted → Completed (REST)"] = time.monotonic() - t_submit
+        assert fr["state"]["type"] == "COMPLETED", (
+            f"{fr['state']}\nworker log tail:\n{worker_log.read_text()[-3000:]}")
+        page.reload(wait_until="load")
+        badge = page.locator(".page-heading-flow-run .state-badge").first
+        badge.wait_for()
+        deadline = time.monotonic() + 120
+        while _flow_run_state(page) != "Completed" and time.monotonic() < deadline:
+            page.wait_for_timeout(1000)  # the page refreshes its state itself
+        assert _flow_run_state(page) == "Completed", _flow_run_state(page)
+        shot(page, "labels-03-prefect-completed")
 
     # ---- what the resumed run did, from the stage store and MLflow (not the UI's text)
     scores = pd.read_parquet(run_dir / "selection" / "scores.parquet")
