@@ -26,23 +26,13 @@ import pytest
 
 from flows.stack import PREFECT_WORKER
 from tests.flows.test_browser import _flow_run_state, browser_page, require_chromium
+from tests.flows.test_labels_suspend import start_suspended_run, wait_state
 
 pytestmark = pytest.mark.slow
 RUN_TIMEOUT_S = 900  # one LR+NB run has taken 70-150 s under load on the shared 2-core box
 BUDGET = 20
 CONFIG = {"learners": ["LR", "NB"], "seed": 3, "cv_folds": 3, "experiment": "browser-labels",
           "model_name": "shiftflow-browser-labels", "label_budget": BUDGET}
-FAILED = {"FAILED", "CRASHED", "CANCELLED"}
-
-
-def _wait_state(client: Any, flow_run_id: str, types: set[str], timeout_s: float) -> dict[str, Any]:
-    """Poll the REST API until the flow run's state type is in ``types`` (or failed, or timed out)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        fr = client.get(f"/flow_runs/{flow_run_id}").raise_for_status().json()
-        if fr["state"]["type"] in types | FAILED or time.monotonic() > deadline:
-            return fr
-        time.sleep(2)
 
 
 def _fill_from_held_out(run_dir: Path, out: Path) -> tuple[int, str]:
@@ -68,12 +58,7 @@ def test_suspended_run_resumes_from_prefect_ui_with_filled_labels(stack: dict[st
     config = CONFIG | {"run_root": str(stack["root"] / "runs-browser-labels")}
     worker_log = Path(stack["record"]["services"][PREFECT_WORKER]["log"])
     client = httpx.Client(base_url=stack["prefect_api"], timeout=60)
-    dep = client.get("/deployments/name/retrain/retrain-nightly").raise_for_status().json()
-    fr_id = client.post(f"/deployments/{dep['id']}/create_flow_run",
-                        json={"parameters": {"config": config}}).raise_for_status().json()["id"]
-    fr = _wait_state(client, fr_id, {"PAUSED"}, RUN_TIMEOUT_S)
-    assert fr["state"]["type"] == "PAUSED" and fr["state"]["name"] == "Suspended", (
-        f"{fr['state']}\nworker log tail:\n{worker_log.read_text()[-3000:]}")
+    fr_id, fr = start_suspended_run(client, stack, config)
     assert fr["state"]["state_details"].get("run_input_keyset"), "suspended without an input form"
     run_dir = Path(config["run_root"]) / fr_id
     assert not (run_dir / "selection").exists()  # nothing past the labels stage ran
@@ -107,7 +92,7 @@ def test_suspended_run_resumes_from_prefect_ui_with_filled_labels(stack: dict[st
         modal.wait_for(state="hidden")
 
         # ---- REST: the run leaves Suspended and completes; then the UI must show it
-        fr = _wait_state(client, fr_id, {"COMPLETED"}, RUN_TIMEOUT_S)
+        fr = wait_state(client, fr_id, {"COMPLETED"}, RUN_TIMEOUT_S)
         times["Resume submitted → Completed (REST)"] = time.monotonic() - t_submit
         assert fr["state"]["type"] == "COMPLETED", (
             f"{fr['state']}\nworker log tail:\n{worker_log.read_text()[-3000:]}")

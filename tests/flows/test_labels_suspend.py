@@ -25,15 +25,27 @@ CONFIG = {"learners": ["LR", "NB"], "seed": 3, "cv_folds": 3, "experiment": "lab
 BEFORE = ("ingest", "drift", "labels")
 
 
-def _wait_state(client: Any, flow_run_id: str, types: set[str], timeout_s: float) -> dict[str, Any]:
+def wait_state(client: Any, flow_run_id: str, types: set[str], timeout_s: float) -> dict[str, Any]:
+    """Poll the REST API until the flow run's state type is in ``types`` (or failed, or timed out)."""
     deadline = time.monotonic() + timeout_s
     while True:
         fr = client.get(f"/flow_runs/{flow_run_id}").raise_for_status().json()
-        if fr["state"]["type"] in types or fr["state"]["type"] in {"FAILED", "CRASHED", "CANCELLED"}:
-            return fr
-        if time.monotonic() > deadline:
+        if fr["state"]["type"] in types | {"FAILED", "CRASHED", "CANCELLED"} or time.monotonic() > deadline:
             return fr
         time.sleep(2)
+
+
+def start_suspended_run(client: Any, stack: dict[str, Any], config: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Create a ``retrain-nightly`` run with ``config`` through REST and wait until it is Suspended for labels;
+    returns (flow run id, its REST record)."""
+    worker_log = Path(stack["record"]["services"][PREFECT_WORKER]["log"])
+    dep = client.get("/deployments/name/retrain/retrain-nightly").raise_for_status().json()
+    fr_id = client.post(f"/deployments/{dep['id']}/create_flow_run",
+                        json={"parameters": {"config": config}}).raise_for_status().json()["id"]
+    fr = wait_state(client, fr_id, {"PAUSED"}, RUN_TIMEOUT_S)
+    assert fr["state"]["type"] == "PAUSED" and fr["state"]["name"] == "Suspended", (
+        f"{fr['state']}\nworker log tail:\n{worker_log.read_text()[-3000:]}")
+    return fr_id, fr
 
 
 def _manifests(run_dir: Path) -> dict[str, bytes]:
@@ -66,12 +78,7 @@ def test_deployment_run_suspends_for_labels_and_resumes_with_fewlabel(stack: dic
     config = CONFIG | {"run_root": str(stack["root"] / "runs-labels")}
     worker_log = Path(stack["record"]["services"][PREFECT_WORKER]["log"])
     with httpx.Client(base_url=stack["prefect_api"], timeout=60) as client:
-        dep = client.get("/deployments/name/retrain/retrain-nightly").raise_for_status().json()
-        fr_id = client.post(f"/deployments/{dep['id']}/create_flow_run",
-                            json={"parameters": {"config": config}}).raise_for_status().json()["id"]
-        fr = _wait_state(client, fr_id, {"PAUSED"}, RUN_TIMEOUT_S)
-        assert fr["state"]["type"] == "PAUSED" and fr["state"]["name"] == "Suspended", (
-            f"{fr['state']}\nworker log tail:\n{worker_log.read_text()[-3000:]}")
+        fr_id, fr = start_suspended_run(client, stack, config)
         run_dir = Path(config["run_root"]) / fr_id
         csv = run_dir / "labels" / "to_label.csv"
         assert len(pd.read_csv(csv)) == BUDGET
@@ -83,7 +90,7 @@ def test_deployment_run_suspends_for_labels_and_resumes_with_fewlabel(stack: dic
         n = _fill_with_truth(csv, filled)
         with temporary_settings({PREFECT_API_URL: stack["prefect_api"]}):
             resume_flow_run(fr_id, run_input={"target_labels": str(filled)})
-        fr = _wait_state(client, fr_id, {"COMPLETED"}, RUN_TIMEOUT_S)
+        fr = wait_state(client, fr_id, {"COMPLETED"}, RUN_TIMEOUT_S)
         assert fr["state"]["type"] == "COMPLETED", (
             f"{fr['state']}\nworker log tail:\n{worker_log.read_text()[-3000:]}")
 
