@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,8 @@ def test_suspended_run_resumes_from_prefect_ui_with_filled_labels(stack: dict[st
     n_filled, label_col = _fill_from_held_out(run_dir, filled)
     assert n_filled == BUDGET
 
-    with client, browser_page(tmp_path, "browser-labels", failure_shot="labels-99-failure") as (page, shot, times, _):
+    with closing(client), browser_page(tmp_path, "browser-labels", failure_shot="labels-99-failure") as (
+            page, shot, times, _):
         # ---- the suspended run's page: its state badge and the Resume button
         t0 = time.monotonic()
         page.goto(f"{stack['prefect_url']}/runs/flow-run/{fr_id}", wait_until="load")
