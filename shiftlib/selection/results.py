@@ -53,6 +53,15 @@ class SelectorScores:
     details: dict[str, Any] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
 
+    @classmethod
+    def from_fold_scores(cls, selector: str, fold_scores: dict[str, Any], params: dict[str, Any], *,
+                         n_fits: int = 0, errors: dict[str, str] | None = None) -> SelectorScores:
+        """Each learner's score as the mean of its fold scores (``cross_val_score``'s convention), the fold
+        scores kept in ``details["fold_scores"]``: how a k-fold selector is read from stored or partial folds."""
+        folds = {name: np.asarray(f, dtype=float) for name, f in fold_scores.items()}
+        scores = pd.Series({name: float(f.mean()) for name, f in folds.items()}, dtype=float)
+        return cls(selector, scores, n_fits, None, {"fold_scores": folds, "params": dict(params)}, dict(errors or {}))
+
     @property
     def learners(self) -> list[str]:
         return list(self.scores.index)

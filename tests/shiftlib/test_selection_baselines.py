@@ -180,3 +180,12 @@ class _no_warning:
 
     def __exit__(self, *exc):
         return self._cm.__exit__(*exc)
+
+
+def test_scores_from_fold_scores_are_their_means():
+    from shiftlib.selection import SelectorScores
+
+    # hand-worked: (0.5 + 1.0) / 2 = 0.75 and (0.6 + 0.6) / 2 = 0.6; A ranks first
+    res = SelectorScores.from_fold_scores("scv", {"A": [0.5, 1.0], "B": [0.6, 0.6]}, {"k": 2}, n_fits=4)
+    assert res.scores.to_dict() == {"A": 0.75, "B": 0.6} and res.best == ("A",) and res.n_fits == 4
+    np.testing.assert_array_equal(res.details["fold_scores"]["A"], [0.5, 1.0])
