@@ -153,6 +153,11 @@ def _preflight(config: RetrainConfig) -> Checked:
             f"{len(prepared.classes)} classes in {config.label!r}; leave undersample unset or map the label to "
             "positive-vs-rest"
         )
+    if config.label_budget is not None and config.label_budget > prepared.n_target:
+        raise ConfigError(
+            f"label_budget={config.label_budget} is larger than the batch, which has {prepared.n_target} target "
+            f"rows: ask for at most {prepared.n_target} labels"
+        )
     counts = Counter(prepared.classes[i] for i in prepared.source_y.tolist())
     plan = check_sizes(counts, prepared.n_target, config.learners, cv_folds=config.cv_folds,
                        selection_folds=config.selection_folds, selectors=config.selectors)

@@ -100,13 +100,16 @@ def _case(kind: str, d: Path) -> tuple[list[str], list[str]]:
     if kind == "unknown bias mechanism":
         return [*args, "--simulate-bias", '{"mechanism": "rt_sortt"}'], \
             ["unknown mechanism 'rt_sortt'", "did you mean 'rt_sort'"]
+    if kind == "label budget beyond the batch":
+        return [*args, "--label-budget", str(N + 1)], [f"label_budget={N + 1} is larger than the batch",
+                                                       f"{N} target rows"]
     raise AssertionError(kind)
 
 
 CATALOGUE = ["missing file", "empty file", "truncated parquet", "latin-1 csv", "semicolon csv", "duplicate columns",
              "misspelt config key", "2-row table", "12-row table, SVM", "label missing", "one class", "NaN labels",
              "too many levels", "all-NaN column", "inf", "columns differ", "unknown learner", "bad bias JSON",
-             "unknown bias mechanism"]
+             "unknown bias mechanism", "label budget beyond the batch"]
 
 
 @pytest.mark.parametrize("kind", CATALOGUE)
