@@ -17,6 +17,7 @@ import difflib
 import warnings
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -126,6 +127,22 @@ def preflight(config: RetrainConfig) -> Checked:
     return checked
 
 
+def _check_filled(config: RetrainConfig, classes: list[Any], n_target: int) -> None:
+    """The filled labels file on its own (readable, its columns, row keys, classes: ``tasks.inputs.read_filled``)
+    and that some run under the run root has planned labels at all; whether the plan is this configuration's
+    needs the training stage, so the labels stage checks that."""
+    from flows.paths import default_run_root
+    from tasks.inputs import LabelsInputError, read_filled
+    from tasks.store import MANIFEST
+
+    read_filled(config.target_labels, config.label, classes, n_target)
+    root = Path(config.run_root) if config.run_root else default_run_root()
+    if not any(root.glob(f"*/labels/{MANIFEST}")):
+        raise LabelsInputError(f"no label plan is stored under the run root {root}: run with --label-budget first "
+                               "(same configuration and run root), fill the file it writes, then pass it with "
+                               "--target-labels")
+
+
 def _preflight(config: RetrainConfig) -> Checked:
     from shiftlib.ingest import check_labels
     from shiftlib.requirements import check_sizes
@@ -158,6 +175,8 @@ def _preflight(config: RetrainConfig) -> Checked:
             f"label_budget={config.label_budget} is larger than the batch, which has {prepared.n_target} target "
             f"rows: ask for at most {prepared.n_target} labels"
         )
+    if config.target_labels is not None:
+        _check_filled(config, list(prepared.classes), prepared.n_target)
     counts = Counter(prepared.classes[i] for i in prepared.source_y.tolist())
     plan = check_sizes(counts, prepared.n_target, config.learners, cv_folds=config.cv_folds,
                        selection_folds=config.selection_folds, selectors=config.selectors)

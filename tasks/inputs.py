@@ -1,10 +1,14 @@
 """The ingest stage's work without Prefect or files written: read both tables, drop columns, check the labels,
 apply a simulated bias, encode with ``shiftlib.ingest``. The ingest task and the CLI/flow preflight call the
-same function, so a preflight that passes means ingest will pass."""
+same function, so a preflight that passes means ingest will pass. ``read_filled`` reads a filled labels file
+(the labels stage and the preflight share it, so a bad file is refused before any stage runs)."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -150,3 +154,55 @@ def _split_ids(source: pd.DataFrame, target: pd.DataFrame, label: str,
         raise IngestError(f"id_column {id_column!r} repeats values in the target (e.g. {str(dup.iloc[0])!r}), so "
                           "it is not a row key: name a unique column, or leave it unset (row order)")
     return source.drop(columns=[id_column], errors="ignore"), target.drop(columns=[id_column]), ids
+
+
+class LabelsInputError(IngestError):
+    """The label budget or the filled labels file cannot be used as given; the message names the fix."""
+
+
+def read_filled(spec: str, label: str, classes: list[Any], n_target: int) -> tuple[dict[int, int], int, str]:
+    """Labels from a filled ``file:PATH.csv|.parquet``: (row → class code, empty cells skipped, SHA-256)."""
+    path = Path(spec[5:] if spec.startswith("file:") else spec)
+    if not path.exists():
+        raise LabelsInputError(f"target labels file {path} does not exist: pass file:PATH of the filled "
+                               "to_label.csv (or a Parquet file with the same columns)")
+    data = path.read_bytes()
+    try:
+        df = pd.read_parquet(io.BytesIO(data)) if path.suffix == ".parquet" else pd.read_csv(io.BytesIO(data))
+    except (ValueError, OSError, UnicodeDecodeError) as err:  # pandas/pyarrow parse errors are ValueError/OSError
+        kind = "Parquet" if path.suffix == ".parquet" else "CSV"
+        raise LabelsInputError(f"target labels file {path} is not a readable {kind} file ({type(err).__name__}): "
+                               "pass the filled to_label.csv as written, or a Parquet file with its columns") from err
+    for col in (ROW, label):
+        if col not in df.columns:
+            raise LabelsInputError(f"{path} has no column {col!r}: keep the columns of to_label.csv ({ROW!r} and "
+                             f"{label!r}) and fill in {label!r}")
+    keys = pd.to_numeric(df[ROW], errors="coerce")
+    bad = df.loc[keys.isna() | (keys < 0) | (keys >= n_target) | (keys % 1 != 0), ROW].tolist()
+    if bad:
+        raise LabelsInputError(f"{path}: row keys {bad[:5]} are not rows of this target batch (0 … "
+                               f"{n_target - 1}); keep the {ROW!r} column of the file written for this configuration")
+    if keys.duplicated().any():
+        raise LabelsInputError(f"{path}: row keys {sorted(set(keys[keys.duplicated()].astype(int)))[:5]} occur "
+                               "more than once; keep one line per row")
+    filled = df[label].notna() & (df[label].astype(str).str.strip() != "")
+    code = {str(c): i for i, c in enumerate(classes)}
+    values = df.loc[filled, label].astype(str).str.strip()
+    # numbers read from CSV may come back as floats ("1.0"): compare through the source's spelling too
+    values = values.map(lambda v: v if v in code else (str(int(float(v))) if _is_int(v) else v))
+    unknown = sorted(set(values) - set(code))
+    if unknown:
+        raise LabelsInputError(f"{path}: label(s) {unknown[:5]} never occur in the source labels {classes}: no "
+                               "candidate can predict them; correct the labels")
+    if not filled.any():
+        raise LabelsInputError(f"{path}: no label is filled in ({len(df)} rows, column {label!r} empty): fill in "
+                               "at least one label")
+    labels = dict(zip(keys[filled].astype(int).tolist(), values.map(code).tolist(), strict=True))
+    return labels, int((~filled).sum()), hashlib.sha256(data).hexdigest()
+
+
+def _is_int(v: str) -> bool:
+    try:
+        return float(v) == int(float(v))
+    except (ValueError, OverflowError):
+        return False

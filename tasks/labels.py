@@ -24,8 +24,6 @@ them.
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -39,18 +37,14 @@ from prefect.cache_policies import NO_CACHE
 from prefect.input import RunInput
 from pydantic import Field
 
-from shiftlib.ingest import IngestError
 from shiftlib.selection import LabelPlan, TargetPredictions, plan_labels
 from tasks.ingest import ROW, ingest_inputs, load_xy
+from tasks.inputs import LabelsInputError, read_filled
 from tasks.logs import run_logger
 from tasks.store import MANIFEST, StageStore, code_version, stage_key
 from tasks.tracking import log_metrics, with_retries
 
 STAGE = "labels"
-
-
-class LabelsInputError(IngestError):
-    """The label budget or the filled labels file cannot be used as given; the message names the fix."""
 
 
 class FilledLabels(RunInput):
@@ -118,49 +112,6 @@ def _plan(man: dict[str, Any], t: pd.DataFrame) -> LabelPlan:
     details = {"disagreement": np.asarray(ex["disagreement"], int), "round_info": ex["round_info"]}
     return LabelPlan(t["row"].to_numpy(int), t["probability"].to_numpy(float), t["round"].to_numpy(int),
                      int(ex["budget"]), int(ex["n_target"]), list(ex["learners"]), details)
-
-
-def read_filled(spec: str, label: str, classes: list[Any], n_target: int) -> tuple[dict[int, int], int, str]:
-    """Labels from a filled ``file:PATH.csv|.parquet``: (row → class code, empty cells skipped, SHA-256)."""
-    path = Path(spec[5:] if spec.startswith("file:") else spec)
-    if not path.exists():
-        raise LabelsInputError(f"target labels file {path} does not exist: pass file:PATH of the filled "
-                               "to_label.csv (or a Parquet file with the same columns)")
-    data = path.read_bytes()
-    df = pd.read_parquet(io.BytesIO(data)) if path.suffix == ".parquet" else pd.read_csv(io.BytesIO(data))
-    for col in (ROW, label):
-        if col not in df.columns:
-            raise LabelsInputError(f"{path} has no column {col!r}: keep the columns of to_label.csv ({ROW!r} and "
-                             f"{label!r}) and fill in {label!r}")
-    keys = pd.to_numeric(df[ROW], errors="coerce")
-    bad = df.loc[keys.isna() | (keys < 0) | (keys >= n_target) | (keys % 1 != 0), ROW].tolist()
-    if bad:
-        raise LabelsInputError(f"{path}: row keys {bad[:5]} are not rows of this target batch (0 … "
-                               f"{n_target - 1}); keep the {ROW!r} column of the file written for this configuration")
-    if keys.duplicated().any():
-        raise LabelsInputError(f"{path}: row keys {sorted(set(keys[keys.duplicated()].astype(int)))[:5]} occur "
-                               "more than once; keep one line per row")
-    filled = df[label].notna() & (df[label].astype(str).str.strip() != "")
-    code = {str(c): i for i, c in enumerate(classes)}
-    values = df.loc[filled, label].astype(str).str.strip()
-    # numbers read from CSV may come back as floats ("1.0"): compare through the source's spelling too
-    values = values.map(lambda v: v if v in code else (str(int(float(v))) if _is_int(v) else v))
-    unknown = sorted(set(values) - set(code))
-    if unknown:
-        raise LabelsInputError(f"{path}: label(s) {unknown[:5]} never occur in the source labels {classes}: no "
-                               "candidate can predict them; correct the labels")
-    if not filled.any():
-        raise LabelsInputError(f"{path}: no label is filled in ({len(df)} rows, column {label!r} empty): fill in "
-                               "at least one label")
-    labels = dict(zip(keys[filled].astype(int).tolist(), values.map(code).tolist(), strict=True))
-    return labels, int((~filled).sum()), hashlib.sha256(data).hexdigest()
-
-
-def _is_int(v: str) -> bool:
-    try:
-        return float(v) == int(float(v))
-    except (ValueError, OverflowError):
-        return False
 
 
 _INPUT_NAMES = {"source": "the source table", "target": "the target batch",

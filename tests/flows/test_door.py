@@ -103,13 +103,26 @@ def _case(kind: str, d: Path) -> tuple[list[str], list[str]]:
     if kind == "label budget beyond the batch":
         return [*args, "--label-budget", str(N + 1)], [f"label_budget={N + 1} is larger than the batch",
                                                        f"{N} target rows"]
+    if kind == "labels file missing":
+        return [*args, "--target-labels", f"file:{d / 'filled.csv'}"], ["filled.csv does not exist"]
+    if kind == "labels file unreadable":
+        (d / "filled.parquet").write_bytes(b"PAR1 not parquet")
+        return [*args, "--target-labels", f"file:{d / 'filled.parquet'}"], ["filled.parquet is not a readable Parquet"]
+    if kind == "labels file, unknown class":
+        (d / "filled.csv").write_text("_row,target\n0,1\n1,7\n")
+        return [*args, "--target-labels", f"file:{d / 'filled.csv'}"], ["label(s) ['7'] never occur in the source"]
+    if kind == "labels but no plan":
+        (d / "filled.csv").write_text("_row,target\n0,1\n1,0\n")
+        return [*args, "--target-labels", f"file:{d / 'filled.csv'}"], ["no label plan is stored under the run root",
+                                                                           "--label-budget first"]
     raise AssertionError(kind)
 
 
 CATALOGUE = ["missing file", "empty file", "truncated parquet", "latin-1 csv", "semicolon csv", "duplicate columns",
              "misspelt config key", "2-row table", "12-row table, SVM", "label missing", "one class", "NaN labels",
              "too many levels", "all-NaN column", "inf", "columns differ", "unknown learner", "bad bias JSON",
-             "unknown bias mechanism", "label budget beyond the batch"]
+             "unknown bias mechanism", "label budget beyond the batch",
+             "labels file missing", "labels file unreadable", "labels file, unknown class", "labels but no plan"]
 
 
 @pytest.mark.parametrize("kind", CATALOGUE)

@@ -126,5 +126,8 @@ def test_unknown_row_keys_and_unseen_classes_are_refused(asked: Path) -> None:
     runs_before = {p.name for p in (root / "runs").iterdir()}
     _refused(_args(root, "--label-budget", "100000"), "larger than the batch")
     assert {p.name for p in (root / "runs").iterdir()} == runs_before
-    # another configuration (a different seed) has no stored plan
+    # another configuration (a different seed) has no stored plan: a well-filled file is refused by the labels stage
+    good = pd.read_csv(csv).assign(type="Yes")
+    p = asked / "good.csv"
+    good.to_csv(p, index=False)
     _refused(_args(root, "--label-budget", "20", "--seed", "3", "--target-labels", f"file:{p}"), "no stored label plan")
