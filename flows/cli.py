@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -328,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from shiftlib.errors import ShiftflowInputError
 
-    debug = ns.debug or os.environ.get("SHIFTFLOW_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+    debug = debug_enabled(ns)
     try:
         return _retrain(ns)
     except (ShiftflowInputError, ValidationError) as exc:
@@ -351,6 +352,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def debug_enabled(ns: argparse.Namespace) -> bool:
+    """``--debug`` or ``SHIFTFLOW_DEBUG`` set to anything but empty/0/false/no: refusals keep their traceback."""
+    return bool(ns.debug) or os.environ.get("SHIFTFLOW_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+
+
 def _retrain(ns: argparse.Namespace) -> int:
     from flows.preflight import ConfigError, preflight
 
@@ -371,6 +377,8 @@ def _retrain(ns: argparse.Namespace) -> int:
     from flows.retrain import retrain, tracking_store  # imports while the API boots
 
     flow_fn = retrain if runner is None else retrain.with_options(task_runner=runner[1])
+    if not debug_enabled(ns):
+        _input_errors_without_traceback()
     if api is not None:
         tracking_store(checked.config)  # and the MLflow store is created meanwhile
     t0 = time.perf_counter()
@@ -436,6 +444,27 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
     out.append(f"  MLflow parent run: {summary['mlflow_parent_run_id']} (experiment {summary['mlflow_experiment_id']})")
     out.append(f"  open the MLflow UI: {ui_command(summary['tracking_uri'])}")
     return out
+
+
+class _NoInputErrorTraceback(logging.Filter):
+    """Drops the traceback of a log record whose exception is a ``ShiftflowInputError``: a bad input found
+    during the run (a labels file of another configuration) is its one sentence, not a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from shiftlib.errors import ShiftflowInputError
+
+        if record.exc_info and isinstance(record.exc_info[1], ShiftflowInputError):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def _input_errors_without_traceback() -> None:
+    """Install ``_NoInputErrorTraceback`` on every handler Prefect's logging configured (console and API)."""
+    loggers = [logging.getLogger()] + [logging.getLogger(n) for n in list(logging.root.manager.loggerDict)
+                                       if n == "prefect" or n.startswith("prefect.")]
+    for handler in {h for lg in loggers for h in lg.handlers}:
+        if not any(isinstance(f, _NoInputErrorTraceback) for f in handler.filters):
+            handler.addFilter(_NoInputErrorTraceback())
 
 
 def _quiet_output() -> None:

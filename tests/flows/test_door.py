@@ -329,3 +329,24 @@ def test_a_refusal_imports_neither_scikit_learn_nor_matplotlib(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2, res.stderr
     assert "the drift stage needs at least 10 rows" in res.stderr
+
+
+def test_an_input_error_found_during_the_run_is_logged_without_its_traceback():
+    """Prefect logs a failed task with ``exc_info``; the CLI's filter drops the traceback of a
+    ``ShiftflowInputError`` (one sentence is the whole message) and keeps every other exception's."""
+    import logging
+
+    from flows.cli import _NoInputErrorTraceback
+    from tasks.inputs import LabelsInputError
+
+    def record(exc: BaseException) -> logging.LogRecord:
+        try:
+            raise exc
+        except BaseException:  # noqa: BLE001 - capture exc_info as a logger would
+            return logging.LogRecord("prefect.task_runs", logging.ERROR, __file__, 1, "failed", None, sys.exc_info())
+
+    refused, bug = record(LabelsInputError("no stored label plan")), record(RuntimeError("a bug"))
+    assert _NoInputErrorTraceback().filter(refused) and refused.exc_info is None
+    assert logging.Formatter().format(refused) == "failed"
+    assert _NoInputErrorTraceback().filter(bug) and bug.exc_info is not None
+    assert "Traceback" in logging.Formatter().format(bug)
