@@ -183,6 +183,10 @@ def evaluate_run(run: str, labels_spec: str, *, id_column: str | None = None,
         from flows.paths import shiftflow_home
 
         tracking_uri = os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(shiftflow_home())
+    if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri.removeprefix("sqlite:///")).is_file():
+        # MLflow would create an empty store there: refuse instead, writing nothing
+        raise EvaluateError(f"no MLflow store at {tracking_uri.removeprefix('sqlite:///')}: pass the --tracking-uri "
+                            "the retrain used (or set SHIFTFLOW_HOME / MLFLOW_TRACKING_URI as it was)")
     client = MlflowClient(tracking_uri)
     parent = find_parent_run(client, run)
     run_dir = Path(parent.data.tags["shiftflow.run_dir"])
@@ -237,7 +241,7 @@ def run(ns: argparse.Namespace) -> int:
     try:
         table = evaluate_run(ns.run, ns.labels, id_column=ns.id_column, tracking_uri=ns.tracking_uri)
     except EvaluateError as err:
-        print(f"shiftflow evaluate: {err}", file=sys.stderr)
+        print(f"shiftflow: error: {err}", file=sys.stderr)
         return 2
     n = int(table["n_rows"].iloc[0])
     print(f"evaluated {n} labeled rows ({time.monotonic() - t0:.1f} s):")

@@ -114,7 +114,16 @@ def test_unknown_run_is_named(finished_run, capsys):
     with pytest.raises(EvaluateError, match="no retrain run 'no-such-run'"):
         evaluate_run("no-such-run", _labels(r, [0], "one.csv"), id_column="id", tracking_uri=r["uri"])
     assert main(["--run", "no-such-run", "--labels", "file:/x.csv", "--tracking-uri", r["uri"]]) == 2
-    assert "no retrain run" in capsys.readouterr().err
+    assert capsys.readouterr().err.startswith("shiftflow: error: no retrain run")
+
+
+def test_a_store_that_does_not_exist_is_refused_and_not_created(tmp_path, capsys):
+    db = tmp_path / "elsewhere.db"
+    assert main(["--run", "flow-1", "--labels", "file:/x.csv", "--tracking-uri", f"sqlite:///{db}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"shiftflow: error: no MLflow store at {db}: pass the --tracking-uri the retrain used (or set "
+                   "SHIFTFLOW_HOME / MLFLOW_TRACKING_URI as it was)"]
+    assert not db.exists()
 
 
 def test_partial_labels_by_id_then_all_in_row_order(finished_run):
