@@ -537,7 +537,11 @@ def main(argv: list[str] | None = None) -> int:
                                          "(written here and at the top of the report):")[1]
           .split("Cases (all offline")[0].strip().splitlines()],
         "",
-        f"Produced by `{cmd}` (seeds {seeds}, ≤ {args.n_max} source and batch rows, RF {args.rf_trees} trees, "
+        f"Produced by `{cmd}` (seeds {seeds}, ≤ {args.n_max} source rows, "
+        + (f"batch ≤ {args.n_max} target rows" if args.design == "batch400" else
+           f"batch = the whole target group (≤ {args.full_cap} rows; feature bias ≤ {args.n_max}), "
+           f"trcv_l's U ≤ {TRCV_U_MAX} rows")
+        + f", RF {args.rf_trees} trees, "
         f"TrCV k = {args.trcv_k}) in {elapsed:.0f} s wall time ({cpu:.0f} s CPU) on a shared 2-core machine.",
         "",
         "## Verdict against the rule",

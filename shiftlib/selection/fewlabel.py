@@ -605,7 +605,7 @@ def plan_labels(
     random_state: int | None = None,
     prior: Any = "cv",
     predictions: TargetPredictions | None = None,
-    estimator: str = DEFAULT_ESTIMATOR,
+    estimator: str = "ht",
 ) -> LabelPlan:
     """Which target rows to label (Sawade et al. 2012 variance-optimal sampling for ℓ candidates); returns a ``LabelPlan``.
 

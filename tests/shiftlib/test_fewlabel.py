@@ -480,3 +480,13 @@ def test_estimator_reaches_the_selector_and_a_bad_name_is_refused(data: tuple) -
                         estimator="mean")
     with pytest.raises(ValueError, match="is not known"):
         plan_labels(LEARNERS, Xs, ys, Xt, budget=10, random_state=0, predictions=tp, estimator="HT")
+
+
+def test_difference_estimate_of_unrequested_labels_hand_worked() -> None:
+    """Rows 0 and 1 labeled without a plan (SRS, m = 2 of N = 8). With vote shares as p̄, the surrogate
+    sums to 10/3 for every candidate over D = {1, 2, 3, 4, 6, 7}. Row 1 (label 1, predictions [0, 1, 1]):
+    c = [0, 1, 1], ĉ = [1/3, 2/3, 2/3]; row 0 is outside D (residual 0). s = 10/3 + (8/2)·[−1/3, 1/3, 1/3]
+    = [2, 14/3, 14/3]; the agreement rows add 1 + 1, so θ = [4, 20/3, 20/3]/8."""
+    theta, _, info = _label_estimate(tiny(), None, {0: 0, 1: 1}, "difference")
+    np.testing.assert_allclose(theta, np.array([4, 20 / 3, 20 / 3]) / 8, atol=1e-12)
+    assert info["n_extra"] == 2
