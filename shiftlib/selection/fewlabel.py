@@ -54,6 +54,13 @@ uses (no labels: strictly unbiased); ``'difference_cal'`` recalibrates p̄ by a 
 (logistic) fit of c on logit p̄ over the labels of the rounds *before* r only (round 1 and unrequested
 labels use p̄), so each round stays unbiased given the rounds before it. ``'ht'`` is ĉ = 0.
 
+**Variance of the label estimate (``variance``).** Per round, the Hansen–Hurwitz (with-replacement)
+approximation ``Σ_k (z_k − z̄)²/(n(n − 1))`` with ``z_k = n·r_k/π_k`` (r = c − ĉ, draw probability π_k/n);
+it is conservative for πps without replacement (exact enumeration in the tests: E[V̂] ≥ Var). The
+form ``'sample'`` normalises the draw probabilities over the drawn rows (π_k/Σ_S π) instead, which
+scales V̂ by about (mean_S π)², an underestimate; it was used by every replication rule up to the fifth
+and is kept as the default until the sixth rule (``reports/label_budget.md``) decides.
+
 **Prior.** The source estimate (10-fold CV, or importance-weighted CV) with its own covariance (fold
 scores, paired across candidates) is combined with the label estimate in the space of contrasts (the
 ℓ − 1 directions orthogonal to 1 — only differences matter for the order) by inverse-variance (GLS)
@@ -109,6 +116,10 @@ GUARD_LEVEL = 0.9  # guarded_select: posterior probability needed to overturn th
 #: the label estimate: Horvitz–Thompson, or model-assisted (difference) with the p̄ surrogate, raw or recalibrated
 ESTIMATORS = ("ht", "difference", "difference_cal")
 DEFAULT_ESTIMATOR = "ht"
+#: the label estimate's variance: Hansen–Hurwitz with draw probabilities π/n ("hh"), or normalised over the
+#: drawn rows ("sample", the form every replication rule up to the fifth used; it underestimates the variance)
+VARIANCES = ("sample", "hh")
+DEFAULT_VARIANCE = "sample"
 _NORMAL = NormalDist()
 
 
@@ -356,6 +367,13 @@ def _check_estimator(estimator: Any) -> str:
     return str(estimator)
 
 
+def _check_variance(variance: Any) -> str:
+    if variance not in VARIANCES:
+        raise ValueError(f"variance={variance!r} is not known: use 'hh' (Hansen–Hurwitz, draw probabilities π/n) "
+                         "or 'sample' (normalised over the drawn rows; underestimates)")
+    return str(variance)
+
+
 def _logit(p: np.ndarray) -> np.ndarray:
     p = np.clip(p, 1e-6, 1 - 1e-6)
     return np.log(p / (1 - p))
@@ -376,7 +394,8 @@ def _recalibrated(p_right: np.ndarray, Y: np.ndarray, w: np.ndarray, p_target: n
 
 
 def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[int, Any],
-                    estimator: str = "ht") -> tuple[np.ndarray, np.ndarray, dict[str, Any]] | None:
+                    estimator: str = "ht", variance: str = "sample"
+                    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]] | None:
     """Unbiased estimate of θ from the labels and its covariance; None without labels.
 
     Per round r over its population R_r (the disagreement rows not labeled before it):
@@ -387,6 +406,7 @@ def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[
     rounds before r for ``'difference_cal'``. Unbiased for any ĉ fixed before the round's draw; the
     variance is that of the 1/π sum of the residuals c − ĉ (zero for a perfect surrogate)."""
     estimator = _check_estimator(estimator)
+    _check_variance(variance)
     if not labels:
         return None
     N, ell = tp.predictions.shape
@@ -441,7 +461,9 @@ def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[
             U = R[~cert]
             n_u = len(U)
             if n_u >= 2:  # with-replacement (Hansen–Hurwitz) approximation: conservative for πps
-                p_draw = pis[~cert] / pis[~cert].sum()
+                # draw probability per draw: π/n over the round's population (variance="hh"); the
+                # "sample" form normalises over the drawn rows instead and underestimates by about mean_S(π)²
+                p_draw = pis[~cert] / (n_u if variance == "hh" else pis[~cert].sum())
                 z = U / p_draw[:, None]
                 dz = z - z.mean(axis=0)
                 V = dz.T @ dz / (n_u * (n_u - 1))
@@ -478,7 +500,7 @@ def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[
     common = sum((float(P[i, 0] == labels[i]) if i in labels else correct_prob[i, 0]) for i in A)
     theta = (common + s_hat) / N
     return theta, V_s / (N * N), {"rounds_used": info, "n_missing_requested": missing, "n_extra": len(extra),
-                                  "estimator": estimator}
+                                  "estimator": estimator, "variance": variance}
 
 
 def _combine(label: tuple[np.ndarray, np.ndarray, dict[str, Any]] | None,
@@ -534,10 +556,12 @@ def _p_best(est: _Estimate, rng: np.random.Generator, draws: int = 2000) -> np.n
 
 
 def fewlabel_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[int, Any],
-                      prior: tuple[np.ndarray, np.ndarray, str] | None, estimator: str = DEFAULT_ESTIMATOR) -> _Estimate:
+                      prior: tuple[np.ndarray, np.ndarray, str] | None, estimator: str = DEFAULT_ESTIMATOR,
+                      variance: str = DEFAULT_VARIANCE) -> _Estimate:
     """Posterior θ (target accuracy per candidate) and covariance from labels and prior (private helper);
-    ``estimator`` is the label estimate ('ht', 'difference', 'difference_cal'; see ``_label_estimate``)."""
-    return _combine(_label_estimate(tp, plan, labels, estimator), prior, len(tp.names))
+    ``estimator`` is the label estimate ('ht', 'difference', 'difference_cal'; see ``_label_estimate``),
+    ``variance`` its variance form ('sample' or 'hh')."""
+    return _combine(_label_estimate(tp, plan, labels, estimator, variance), prior, len(tp.names))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -606,6 +630,7 @@ def plan_labels(
     prior: Any = "cv",
     predictions: TargetPredictions | None = None,
     estimator: str = "ht",
+    variance: str = DEFAULT_VARIANCE,
 ) -> LabelPlan:
     """Which target rows to label (Sawade et al. 2012 variance-optimal sampling for ℓ candidates); returns a ``LabelPlan``.
 
@@ -619,6 +644,7 @@ def plan_labels(
     ``fewlabel_select``).
     """
     _check_estimator(estimator)
+    _check_variance(variance)
     X_s = check_X(X_source, "X_source")
     y_s = check_y(y_source, X_s, "y_source", "X_source")
     X_t = check_X(X_target, "X_target", like=X_s)
@@ -654,7 +680,7 @@ def plan_labels(
     pairs = list(combinations(range(ell), 2))
     if labels:
         pri = _prior(prior, learners, X_s, y_s, X_t, random_state, tp.names) if prior is not None else None
-        est = fewlabel_estimate(tp, old_plan, labels, pri, estimator)
+        est = fewlabel_estimate(tp, old_plan, labels, pri, estimator, variance)
         pb = _p_better(est, tp.names).to_numpy()
         best = _p_best(est, rng)
         w = {(a, b): (PAIR_FLOOR + 2 * min(pb[a, b], pb[b, a])) * (1 + best[a] + best[b]) for a, b in pairs}
@@ -689,6 +715,7 @@ def fewlabel_select(
     predictions: TargetPredictions | None = None,
     confidence: float = CONFIDENCE,
     estimator: str = DEFAULT_ESTIMATOR,
+    variance: str = DEFAULT_VARIANCE,
 ) -> SelectorScores:
     """Each candidate's target accuracy from the labeled rows (1/π-weighted, unbiased) combined with the
     source estimate (inverse-variance, shift-aware); returns ``SelectorScores`` (selector ``"fewlabel"``).
@@ -701,9 +728,13 @@ def fewlabel_select(
     the label estimate, ``'ht'`` (Horvitz–Thompson over the drawn rows), ``'difference'`` (model-assisted:
     the candidates' mean probability p̄ as a surrogate on every disagreement row, corrected by the 1/π
     sum of the labeled residuals) or ``'difference_cal'`` (the same with p̄ recalibrated on earlier
-    rounds' labels); all three are unbiased (module docstring).
+    rounds' labels); all three are unbiased (module docstring). ``variance``: ``'hh'`` is the
+    Hansen–Hurwitz variance with draw probabilities π/n (conservative for πps without replacement);
+    ``'sample'`` normalises them over the drawn rows, which underestimates the variance by about the
+    square of the drawn rows' mean π (kept as the default only until the replication's sixth rule decides).
     """
     estimator = _check_estimator(estimator)
+    variance = _check_variance(variance)
     X_s = check_X(X_source, "X_source")
     y_s = check_y(y_source, X_s, "y_source", "X_source")
     X_t = check_X(X_target, "X_target", like=X_s)
@@ -716,7 +747,7 @@ def fewlabel_select(
     _check_plan(plan, tp)
     labels = _labels_map(plan, y_labeled, len(X_t), tp.classes)
     pri = _prior(prior, learners, X_s, y_s, X_t, random_state, tp.names)
-    est = fewlabel_estimate(tp, plan, labels, pri, estimator)
+    est = fewlabel_estimate(tp, plan, labels, pri, estimator, variance)
     names = tp.names
     zq = _NORMAL.inv_cdf((1 + confidence) / 2)
     sd = np.sqrt(np.clip(np.diag(est.cov), 0, None))
@@ -729,7 +760,8 @@ def fewlabel_select(
         "cov": est.cov, "n_labels": len(labels), "n_disagreement": int(len(tp.disagreement)),
         "params": {"prior": prior if isinstance(prior, str | None) else getattr(prior, "selector", "given"),
                    "confidence": confidence, "random_state": random_state, "pair_floor": PAIR_FLOOR,
-                   "defensive_mix": DEFENSIVE_MIX, "tau_floor": TAU_FLOOR, "estimator": estimator},
+                   "defensive_mix": DEFENSIVE_MIX, "tau_floor": TAU_FLOOR, "estimator": estimator,
+                   "variance": variance},
     }
     n_fits = 0 if predictions is not None else len(names)
     if isinstance(prior, str) and prior in ("cv", "iwcv"):

@@ -490,3 +490,51 @@ def test_difference_estimate_of_unrequested_labels_hand_worked() -> None:
     theta, _, info = _label_estimate(tiny(), None, {0: 0, 1: 1}, "difference")
     np.testing.assert_allclose(theta, np.array([4, 20 / 3, 20 / 3]) / 8, atol=1e-12)
     assert info["n_extra"] == 2
+
+
+# ----------------------------------------------------------------------------------------------------
+# the variance of the label estimate: Hansen–Hurwitz with draw probabilities π/n ("hh") vs "sample"
+# ----------------------------------------------------------------------------------------------------
+def test_hansen_hurwitz_variance_hand_worked() -> None:
+    """The 4-row example above, variance='hh': p = π/n = [0.25, 0.4], z_a = [0.3/0.25, −0.8/0.4] = [1.2, −2.0],
+    mean −0.4, deviations ±1.6, Σ/(n(n − 1)) = 5.12/2 = 2.56, over N² = 16: 0.16 (the 'sample' form gives
+    0.0676 = 0.16·(0.65)², the drawn rows' mean π squared)."""
+    tp = TargetPredictions(["a", "b"], P4, PROBA4, np.array([0, 1]))
+    plan = _one_round_plan([0, 2], [0.5, 0.8], 4, ["a", "b"], tp.disagreement)
+    theta, V, info = _label_estimate(tp, plan, {0: 0, 2: 1}, "difference", "hh")
+    np.testing.assert_allclose(theta, [0.65, 0.35], atol=1e-12)
+    np.testing.assert_allclose(V, 0.16 * np.array([[1, -1], [-1, 1]]), atol=1e-12)
+    assert info["variance"] == "hh"
+
+
+@pytest.mark.parametrize(("n_pop", "n"), [(6, 3), (6, 2)])
+def test_hansen_hurwitz_variance_is_conservative_over_the_exact_design(n_pop: int, n: int) -> None:
+    """Exact expectation over every order and start of the systematic design: E[V̂_hh] ≥ Var(θ̂_a − θ̂_b),
+    as the with-replacement approximation is for πps without replacement; the 'sample' form falls below
+    the true variance (the underestimate the sixth rule of reports/label_budget.md corrects)."""
+    rng = np.random.default_rng(n_pop * 10 + n)
+    P = np.column_stack([np.zeros(n_pop, int), np.ones(n_pop, int)])  # a and b disagree on every row
+    Y = np.array([0, 1] * n_pop)[:n_pop]
+    tp = TargetPredictions(["a", "b"], P, np.full((n_pop, 2), 0.5), np.array([0, 1]))
+    pi = inclusion_probabilities(rng.uniform(0.5, 2.0, n_pop), n)
+    d = np.array([1.0, -1.0])
+    for variance in ("hh", "sample"):
+        w, est, var = [], [], []
+        for order in permutations(range(n_pop)):
+            order = np.array(order)
+            cum = np.concatenate([[0.0], np.cumsum(pi[order])])
+            breaks = np.unique(np.concatenate([[0.0, 1.0], np.mod(cum, 1.0)]))
+            for lo, hi in zip(breaks[:-1], breaks[1:], strict=True):
+                s = _systematic(pi, order, (lo + hi) / 2)
+                plan = _one_round_plan(s.tolist(), pi[s].tolist(), n_pop, ["a", "b"], tp.disagreement)
+                theta, V, _ = _label_estimate(tp, plan, {int(i): int(Y[i]) for i in s}, "ht", variance)
+                w.append(hi - lo)
+                est.append(d @ theta)
+                var.append(d @ V @ d)
+        w = np.array(w) / np.sum(w)
+        est, var = np.array(est), np.array(var)
+        true_var = float(w @ (est - w @ est) ** 2)
+        if variance == "hh":
+            assert w @ var >= true_var
+        else:
+            assert w @ var < true_var
