@@ -94,6 +94,27 @@ Run from the repository root::
   adopted, its ``estimator`` becomes the default of ``fewlabel_select`` in shiftlib (so the flow's
   ``fewlabel`` selector uses it); ``plan_labels`` keeps ``"ht"`` for its pair weights, as measured here.
   Otherwise the default stays ``"ht"``, and this says so. Nothing else is varied.
+* Sixth rule, added 2026-11-26 12:26 UTC after the fifth rule's runs on both designs (known then: their
+  results, in the report below) and committed before any result of it was seen. After those runs, the
+  label estimate's variance was found to normalise the Hansen–Hurwitz draw probabilities over the
+  *drawn* rows (π_k/Σ_S π) instead of the round's population (π_k/n). That scales the variance by
+  about (mean_S π)²: exact enumeration of the systematic design on three small populations gives
+  E[V̂]/Var = 0.09–0.59, against 1.27–1.72 (conservative, as HH is for πps) with the corrected form. In
+  the runs the posterior s.d. of a contrast was about 0.004 at 25 labels on natural shifts (a binomial
+  back-of-the-envelope gives about 0.1), and ten times smaller again in the fullbatch design, whose π
+  are ten times smaller. So the posterior the guard consults, and the τ² that weighs the prior, rested
+  on a variance far too small in every rule so far. The sixth rule changes only that variance
+  (``fewlabel_select(..., variance="hh")``): ``fewlabel_hh`` (the Horvitz–Thompson posterior with it,
+  reported only), ``fewlabel_guard_hh`` (the guard over it: level 0.9, prior = the same CV, τ² by the
+  same moment formula) and ``fewlabel_guard_dm_hh`` (the same with the difference estimate). Same plan
+  rows and labels (the plan is still drawn with the old posterior's pair weights). **Adoption**, judged
+  on ``--design batch400`` only, by the fifth rule's criterion: ``fewlabel_guard_hh`` replaces
+  ``fewlabel_guard`` only if (a) it meets the issue's criterion in more of the three groups than
+  ``fewlabel_guard`` does and (b) it is nowhere below ``fewlabel_guard`` by more than 0.02 at any
+  b ≥ 25 in any group; ``fewlabel_guard_dm_hh`` is judged only if ``fewlabel_guard_hh`` fails. If one
+  is adopted, ``variance="hh"`` (and, for the second, ``estimator="difference"``) become the defaults
+  of ``fewlabel_select``. If neither is, the defaults stay as measured, and this report says that the
+  intervals and ``p_better`` of ``fewlabel_select`` then come from the underestimated variance.
 * Second design, fixed with the fifth rule and before any result of it was seen (reported beside the
   first; it decides nothing): ``--design fullbatch`` follows the issue's definition, "truth is each
   learner's accuracy on the target rows that were not labeled". For natural and trcv_pairs the batch is
@@ -152,10 +173,12 @@ from shiftlib.selection.labelshift import label_shift_cv, labeled_class_prior, w
 
 BUDGETS = (10, 25, 50, 100, 200)
 SELECTORS = ("fewlabel", "fewlabel_guard", "fewlabel_guard_ls", "fewlabel_guard_lp", "fewlabel_dm",
-             "fewlabel_guard_dm", "fewlabel_guard_dmc", "uniform", "trcv_l", "cv", "cv_ls", "cv_lp")
+             "fewlabel_guard_dm", "fewlabel_guard_dmc", "fewlabel_hh", "fewlabel_guard_hh", "fewlabel_guard_dm_hh",
+             "uniform", "trcv_l", "cv", "cv_ls", "cv_lp")
 DECIDING = ("fewlabel", "fewlabel_guard", "fewlabel_guard_ls", "fewlabel_guard_lp", "fewlabel_guard_dm",
-            "fewlabel_guard_dmc")
+            "fewlabel_guard_dmc", "fewlabel_guard_hh", "fewlabel_guard_dm_hh")
 FIFTH = ("fewlabel_guard_dm", "fewlabel_guard_dmc")  # fifth rule, in its fixed order (docstring)
+SIXTH = ("fewlabel_guard_hh", "fewlabel_guard_dm_hh")  # sixth rule, in its fixed order
 TRCV_U_MAX = 400  # fullbatch design: U of trcv_l subsampled to this many unlabeled batch rows (docstring)
 VARIANTS = {"third": "fewlabel_guard_ls", "fourth": "fewlabel_guard_lp"}  # pre-declared rules (docstring)
 BIAS_DATASETS = ("breast_cancer", "pima", "spam7")
@@ -258,7 +281,8 @@ def run_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
     plan, y_plan = None, None
     for b in BUDGETS:
         plan = plan_labels(cands, Xs, ys, XT, budget=b, already_labeled=None if plan is None else (plan, y_plan),
-                           random_state=seed * 1000 + b, prior=cv, predictions=tp, estimator="ht")
+                           random_state=seed * 1000 + b, prior=cv, predictions=tp, estimator="ht",
+                           variance="sample")
         y_plan = yT[plan.rows]
         fl = fewlabel_select(cands, Xs, ys, XT, plan=plan, y_labeled=y_plan, prior=cv, predictions=tp,
                              random_state=seed)
@@ -290,6 +314,16 @@ def run_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
             record(f"fewlabel_guard_{sel_name}", b, gd_d, plan.rows, n_overturned=len(gd_d.details["overturned"]),
                    tau=fl_d.details["tau2"] ** 0.5, prior_weight=fl_d.details["prior_weight"],
                    sd_contrast=_mean_contrast_sd(fl_d))
+        for est_name, sel_name in (("ht", "hh"), ("difference", "dm_hh")):  # sixth rule
+            fl_h = fewlabel_select(cands, Xs, ys, XT, plan=plan, y_labeled=y_plan, prior=cv, predictions=tp,
+                                   random_state=seed, estimator=est_name, variance="hh")
+            if sel_name == "hh":
+                record("fewlabel_hh", b, fl_h, plan.rows, tau=fl_h.details["tau2"] ** 0.5,
+                       prior_weight=fl_h.details["prior_weight"], sd_contrast=_mean_contrast_sd(fl_h))
+            gd_h = guarded_select(fl_h, cv)
+            record(f"fewlabel_guard_{sel_name}", b, gd_h, plan.rows, n_overturned=len(gd_h.details["overturned"]),
+                   tau=fl_h.details["tau2"] ** 0.5, prior_weight=fl_h.details["prior_weight"],
+                   sd_contrast=_mean_contrast_sd(fl_h))
         u = perm[:b]
         uni = SelectorScores("uniform", pd.Series((tp.predictions[u] == yT[u, None]).mean(axis=0), index=names), 0)
         record("uniform", b, uni, u)
@@ -346,6 +380,47 @@ def batch_ceiling(case: Case, args: argparse.Namespace) -> dict:
     return {"group": case.group, "case": case.name, "seed": case.seed, "n_batch": len(case.batch),
             "n_rest": len(rest), "pairwise_correct": ag.pairwise_correct, "pairwise_counted": ag.pairwise_counted,
             "oracle_prior_correct": ag_o.pairwise_correct, "oracle_prior_counted": ag_o.pairwise_counted}
+
+
+def _rule_verdict(rule: str, variants: tuple[str, ...], s: pd.DataFrame, groups: Any, meets: Any, n_guard: int,
+                  b25: list[int], args: argparse.Namespace) -> list[str]:
+    """Verdict lines of a rule judged like the fifth: each variant in its fixed order, the first that passes
+    is adopted, the later ones are reported only (module docstring)."""
+    verdict: list[str] = []
+    adopted = None
+    for variant in variants:
+        n_var, worst_all = 0, []
+        for g in groups:
+            sg = s[s.group == g].set_index(["selector", "budget"])["pairwise_acc"]
+            ok = meets(sg, variant)
+            n_var += ok
+            worst = min(sg[(variant, b)] - sg[("fewlabel_guard", b)] for b in b25)
+            worst_all.append(worst)
+            verdict.append(f"* {rule} rule ({variant}), **{g}**: meets the issue's criterion: **{'yes' if ok else 'no'}** "
+                           f"(fewlabel_guard: {'yes' if meets(sg, 'fewlabel_guard') else 'no'}); worst difference "
+                           f"to fewlabel_guard at b ≥ 25: {worst:+.3f}.")
+        ok_a, ok_b = n_var > n_guard, min(worst_all) >= -0.02
+        passed = ok_a and ok_b
+        if args.quick:
+            continue
+        design_note = ("" if args.design == "batch400"
+                       else " — fullbatch design: reported only, the rule is judged on batch400")
+        if adopted is None:
+            verdict.append(f"* **{rule} rule: {variant} {'passes' if passed else 'fails'}**{design_note}: (a) groups meeting "
+                           f"the criterion {n_var} vs fewlabel_guard's {n_guard} (needs more): "
+                           f"**{'yes' if ok_a else 'no'}**; (b) nowhere below fewlabel_guard by more than 0.02: "
+                           f"**{'yes' if ok_b else 'no'}** (worst {min(worst_all):+.3f}).")
+            if passed:
+                adopted = variant
+        else:
+            verdict.append(f"* {rule} rule: {variant} is reported only ({adopted} passed first){design_note}; "
+                           f"it would have {'passed' if passed else 'failed'} (groups {n_var} vs {n_guard}, "
+                           f"worst {min(worst_all):+.3f}).")
+    if not args.quick:
+        verdict.append(f"* **{rule} rule outcome{' (fullbatch: reported only)' if args.design == 'fullbatch' else ''}: "
+                       + (f"{adopted} replaces fewlabel_guard as the deciding rule**." if adopted
+                          else "fewlabel_guard stays the deciding rule; the defaults stay as measured**."))
+    return verdict
 
 
 def summary(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -494,39 +569,8 @@ def main(argv: list[str] | None = None) -> int:
 
     n_guard = sum(meets(s[s.group == g].set_index(["selector", "budget"])["pairwise_acc"], "fewlabel_guard")
                   for g in groups)
-    adopted = None
-    for variant in FIFTH:
-        n_var, worst_all = 0, []
-        for g in groups:
-            sg = s[s.group == g].set_index(["selector", "budget"])["pairwise_acc"]
-            ok = meets(sg, variant)
-            n_var += ok
-            worst = min(sg[(variant, b)] - sg[("fewlabel_guard", b)] for b in b25)
-            worst_all.append(worst)
-            verdict.append(f"* Fifth rule ({variant}), **{g}**: meets the issue's criterion: **{'yes' if ok else 'no'}** "
-                           f"(fewlabel_guard: {'yes' if meets(sg, 'fewlabel_guard') else 'no'}); worst difference "
-                           f"to fewlabel_guard at b ≥ 25: {worst:+.3f}.")
-        ok_a, ok_b = n_var > n_guard, min(worst_all) >= -0.02
-        passed = ok_a and ok_b
-        if args.quick:
-            continue
-        design_note = ("" if args.design == "batch400"
-                       else " — fullbatch design: reported only, the rule is judged on batch400")
-        if adopted is None:
-            verdict.append(f"* **Fifth rule: {variant} {'passes' if passed else 'fails'}**{design_note}: (a) groups meeting "
-                           f"the criterion {n_var} vs fewlabel_guard's {n_guard} (needs more): "
-                           f"**{'yes' if ok_a else 'no'}**; (b) nowhere below fewlabel_guard by more than 0.02: "
-                           f"**{'yes' if ok_b else 'no'}** (worst {min(worst_all):+.3f}).")
-            if passed:
-                adopted = variant
-        else:
-            verdict.append(f"* Fifth rule: {variant} is reported only ({adopted} passed first){design_note}; "
-                           f"it would have {'passed' if passed else 'failed'} (groups {n_var} vs {n_guard}, "
-                           f"worst {min(worst_all):+.3f}).")
-    if not args.quick:
-        verdict.append(f"* **Fifth rule outcome{' (fullbatch: reported only)' if args.design == 'fullbatch' else ''}: "
-                       + (f"{adopted} replaces fewlabel_guard as the deciding rule**." if adopted
-                          else "fewlabel_guard stays the deciding rule; the default estimator stays 'ht'**."))
+    for rule_name, rule_variants in (("Fifth", FIFTH), ("Sixth", SIXTH)):
+        verdict += _rule_verdict(rule_name, rule_variants, s, groups, meets, n_guard, b25, args)
     md = [
         "# A label budget: few target labels that decide the choice"
         + (" — second design (fullbatch: the batch is the whole target group)" if args.design == "fullbatch" else ""),
