@@ -58,8 +58,9 @@ labels use p̄), so each round stays unbiased given the rounds before it. ``'ht'
 approximation ``Σ_k (z_k − z̄)²/(n(n − 1))`` with ``z_k = n·r_k/π_k`` (r = c − ĉ, draw probability π_k/n);
 it is conservative for πps without replacement (exact enumeration in the tests: E[V̂] ≥ Var). The
 form ``'sample'`` normalises the draw probabilities over the drawn rows (π_k/Σ_S π) instead, which
-scales V̂ by about (mean_S π)², an underestimate; it was used by every replication rule up to the fifth
-and is kept as the default until the sixth rule (``reports/label_budget.md``) decides.
+scales V̂ by about (mean_S π)², an underestimate; every replication rule up to the fifth used it. The
+sixth rule (``reports/label_budget.md``) kept it as the default: the guard with ``'hh'`` did not meet
+that rule's criterion. So with the defaults, the intervals and ``p_better`` rest on the underestimate.
 
 **Prior.** The source estimate (10-fold CV, or importance-weighted CV) with its own covariance (fold
 scores, paired across candidates) is combined with the label estimate in the space of contrasts (the
@@ -731,7 +732,8 @@ def fewlabel_select(
     rounds' labels); all three are unbiased (module docstring). ``variance``: ``'hh'`` is the
     Hansen–Hurwitz variance with draw probabilities π/n (conservative for πps without replacement);
     ``'sample'`` normalises them over the drawn rows, which underestimates the variance by about the
-    square of the drawn rows' mean π (kept as the default only until the replication's sixth rule decides).
+    square of the drawn rows' mean π (the default, as measured by ``reports/label_budget.md``; its sixth
+    rule did not adopt ``'hh'``, so with the defaults the intervals and ``p_better`` are too narrow).
     """
     estimator = _check_estimator(estimator)
     variance = _check_variance(variance)
