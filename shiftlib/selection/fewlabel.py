@@ -41,6 +41,27 @@ them form a simple random sample with inclusion probability m/N) and enter as on
 A requested row left unlabeled is treated as missing at random within its round (its round's π are
 scaled by the share answered); its count is in ``details``.
 
+**Model-assisted label estimate (``estimator``).** The Horvitz–Thompson sum above ignores what the
+candidates already say about each row. The difference estimator (Särndal, Swensson & Wretman, *Model
+Assisted Survey Sampling*, 1992, §6.3; the same idea as prediction-powered inference, Angelopoulos et
+al., Science 2023, and the surrogate estimators of active testing, Kossen et al. 2022) takes a
+surrogate ĉ_ij for every row of the round's population R_r and corrects it with the labeled
+residuals: ``E_r = Σ_{labeled before} c_i + Σ_{R_r} ĉ_i + Σ_{S_r} (c_i − ĉ_i)/π_i``. It is unbiased for
+any surrogate fixed before the round's draw, and its variance is that of the 1/π sum of the residuals
+c − ĉ (the same Hansen–Hurwitz form), which is zero for a perfect surrogate and small when ĉ tracks c.
+``'difference'`` uses ĉ_ij = p̄(ŷ_j(x_i) | x_i), the candidates' mean probability the plan already
+uses (no labels: strictly unbiased); ``'difference_cal'`` recalibrates p̄ by a 1/π-weighted Platt
+(logistic) fit of c on logit p̄ over the labels of the rounds *before* r only (round 1 and unrequested
+labels use p̄), so each round stays unbiased given the rounds before it. ``'ht'`` is ĉ = 0.
+
+**Variance of the label estimate (``variance``).** Per round, the Hansen–Hurwitz (with-replacement)
+approximation ``Σ_k (z_k − z̄)²/(n(n − 1))`` with ``z_k = n·r_k/π_k`` (r = c − ĉ, draw probability π_k/n);
+it is conservative for πps without replacement (exact enumeration in the tests: E[V̂] ≥ Var). The
+form ``'sample'`` normalises the draw probabilities over the drawn rows (π_k/Σ_S π) instead, which
+scales V̂ by about (mean_S π)², an underestimate; every replication rule up to the fifth used it. The
+sixth rule (``reports/label_budget.md``) kept it as the default: the guard with ``'hh'`` did not meet
+that rule's criterion. So with the defaults, the intervals and ``p_better`` rest on the underestimate.
+
 **Prior.** The source estimate (10-fold CV, or importance-weighted CV) with its own covariance (fold
 scores, paired across candidates) is combined with the label estimate in the space of contrasts (the
 ℓ − 1 directions orthogonal to 1 — only differences matter for the order) by inverse-variance (GLS)
@@ -93,6 +114,13 @@ DEFENSIVE_MIX = 0.1
 TAU_FLOOR = 0.01
 CONFIDENCE = 0.95
 GUARD_LEVEL = 0.9  # guarded_select: posterior probability needed to overturn the prior's order of a pair
+#: the label estimate: Horvitz–Thompson, or model-assisted (difference) with the p̄ surrogate, raw or recalibrated
+ESTIMATORS = ("ht", "difference", "difference_cal")
+DEFAULT_ESTIMATOR = "ht"
+#: the label estimate's variance: Hansen–Hurwitz with draw probabilities π/n ("hh"), or normalised over the
+#: drawn rows ("sample", the form every replication rule up to the fifth used; it underestimates the variance)
+VARIANCES = ("sample", "hh")
+DEFAULT_VARIANCE = "sample"
 _NORMAL = NormalDist()
 
 
@@ -332,10 +360,54 @@ class _Estimate:
     details: dict[str, Any]
 
 
-def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[int, Any]
+def _check_estimator(estimator: Any) -> str:
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator={estimator!r} is not known: use one of {list(ESTIMATORS)} ('ht' = "
+                         "Horvitz–Thompson, 'difference' = model-assisted with the candidates' mean probability, "
+                         "'difference_cal' = the same recalibrated on earlier rounds' labels)")
+    return str(estimator)
+
+
+def _check_variance(variance: Any) -> str:
+    if variance not in VARIANCES:
+        raise ValueError(f"variance={variance!r} is not known: use 'hh' (Hansen–Hurwitz, draw probabilities π/n) "
+                         "or 'sample' (normalised over the drawn rows; underestimates)")
+    return str(variance)
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(p, 1e-6, 1 - 1e-6)
+    return np.log(p / (1 - p))
+
+
+def _recalibrated(p_right: np.ndarray, Y: np.ndarray, w: np.ndarray, p_target: np.ndarray) -> np.ndarray | None:
+    """Platt recalibration of the surrogate: a 1/π-weighted logistic fit of c_ij on logit p̄(ŷ_j | x_i) over
+    the earlier rounds' labeled rows (rows × ℓ, weights per row), applied to ``p_target``; None when the
+    labels hold one outcome only (nothing to fit). sklearn's LogisticRegression with its default C = 1."""
+    from sklearn.linear_model import LogisticRegression
+
+    y = Y.ravel()
+    if len(np.unique(y)) < 2:
+        return None
+    x = _logit(p_right).reshape(-1, 1)
+    fit = LogisticRegression().fit(x, y, sample_weight=np.repeat(w, Y.shape[1]))
+    return fit.predict_proba(_logit(p_target).reshape(-1, 1))[:, 1].reshape(p_target.shape)
+
+
+def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[int, Any],
+                    estimator: str = "ht", variance: str = "sample"
                     ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]] | None:
-    """Unbiased estimate of θ from the labels (Horvitz–Thompson per round, rounds averaged by size) and
-    its covariance; None without labels."""
+    """Unbiased estimate of θ from the labels and its covariance; None without labels.
+
+    Per round r over its population R_r (the disagreement rows not labeled before it):
+    ``E_r = Σ_{labeled before} c_i + Σ_{R_r} ĉ_i + Σ_{S_r} (c_i − ĉ_i)/π_i``, rounds averaged by size. The
+    surrogate ĉ is 0 for ``'ht'`` (Horvitz–Thompson), the candidates' mean probability p̄(ŷ_j | x_i) for
+    ``'difference'`` (the model-assisted difference estimator, Särndal, Swensson & Wretman 1992, §6.3;
+    prediction-powered inference, Angelopoulos et al. 2023), and p̄ recalibrated on the labels of the
+    rounds before r for ``'difference_cal'``. Unbiased for any ĉ fixed before the round's draw; the
+    variance is that of the 1/π sum of the residuals c − ĉ (zero for a perfect surrogate)."""
+    estimator = _check_estimator(estimator)
+    _check_variance(variance)
     if not labels:
         return None
     N, ell = tp.predictions.shape
@@ -347,6 +419,16 @@ def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[
 
     def c(i: int) -> np.ndarray:
         return (P[i] == labels[i]).astype(float) if i in labels else correct_prob[i]
+
+    def surrogate(rows: np.ndarray, fit_rows: np.ndarray, fit_w: np.ndarray) -> np.ndarray:
+        if estimator == "ht":
+            return np.zeros((len(rows), ell))
+        if estimator == "difference_cal" and len(fit_rows):
+            Yf = np.vstack([(P[i] == labels[i]).astype(float) for i in fit_rows])
+            cal = _recalibrated(correct_prob[fit_rows], Yf, fit_w, correct_prob[rows])
+            if cal is not None:
+                return cal
+        return correct_prob[rows]
 
     planned = set() if plan is None else set(plan.rows[plan.rounds > 0].tolist())
     extra = sorted(set(labels) - planned)
@@ -365,12 +447,24 @@ def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[
             before = np.asarray(r_info["labeled_before"], int)
             known = sum((c(i) for i in before if in_D[i]), np.zeros(ell))
             Y = np.vstack([(P[i] == labels[i]).astype(float) for i in rows])
+            if estimator == "ht":
+                base, Yhat = np.zeros(ell), np.zeros_like(Y)
+            else:  # the surrogate over the round's population, fitted only on rounds before r
+                pop = D[~np.isin(D, before)]
+                earlier = (plan.rounds > 0) & (plan.rounds < r) & np.isin(plan.rows, list(labels))
+                fit_rows, fit_w = plan.rows[earlier], 1.0 / plan.probabilities[earlier]
+                chat = surrogate(pop, fit_rows, fit_w)
+                base = chat.sum(axis=0)
+                Yhat = chat[np.searchsorted(pop, rows)]
+            R = Y - Yhat
             cert = pis >= 1 - 1e-12
-            est = known + Y[cert].sum(axis=0) + (Y[~cert] / pis[~cert, None]).sum(axis=0)
-            U = Y[~cert]
+            est = known + base + R[cert].sum(axis=0) + (R[~cert] / pis[~cert, None]).sum(axis=0)
+            U = R[~cert]
             n_u = len(U)
             if n_u >= 2:  # with-replacement (Hansen–Hurwitz) approximation: conservative for πps
-                p_draw = pis[~cert] / pis[~cert].sum()
+                # draw probability per draw: π/n over the round's population (variance="hh"); the
+                # "sample" form normalises over the drawn rows instead and underestimates by about mean_S(π)²
+                p_draw = pis[~cert] / (n_u if variance == "hh" else pis[~cert].sum())
                 z = U / p_draw[:, None]
                 dz = z - z.mean(axis=0)
                 V = dz.T @ dz / (n_u * (n_u - 1))
@@ -383,11 +477,15 @@ def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[
             sizes.append(len(rows))
             variances.append(V)
             info.append({"round": r, "n_labeled": len(rows), "n_certain": int(cert.sum())})
-    if extra:
+    if extra:  # a simple random sample of m of the N rows: Σ_D ĉ + (N/m) Σ_extra (c − ĉ)·1[i ∈ D]
         m = len(extra)
-        Y = np.vstack([(P[i] == labels[i]).astype(float) * in_D[i] for i in extra])
-        est = Y.mean(axis=0) * N
-        S = np.cov(Y, rowvar=False, ddof=1).reshape(ell, ell) if m >= 2 else np.outer(Y[0], Y[0])
+        ex = np.asarray(extra, int)
+        chat_D = np.zeros((0, ell)) if estimator == "ht" else correct_prob[D]
+        Yhat = np.zeros((m, ell)) if estimator == "ht" else correct_prob[ex]
+        Y = np.vstack([(P[i] == labels[i]).astype(float) for i in extra])
+        R = (Y - Yhat) * in_D[ex, None]
+        est = chat_D.sum(axis=0) + R.mean(axis=0) * N
+        S = np.cov(R, rowvar=False, ddof=1).reshape(ell, ell) if m >= 2 else np.outer(R[0], R[0])
         V = N * N * (1 - m / N) * S / m
         estimates.append(est)
         sizes.append(m)
@@ -402,7 +500,8 @@ def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[
     A = np.flatnonzero(~in_D)
     common = sum((float(P[i, 0] == labels[i]) if i in labels else correct_prob[i, 0]) for i in A)
     theta = (common + s_hat) / N
-    return theta, V_s / (N * N), {"rounds_used": info, "n_missing_requested": missing, "n_extra": len(extra)}
+    return theta, V_s / (N * N), {"rounds_used": info, "n_missing_requested": missing, "n_extra": len(extra),
+                                  "estimator": estimator, "variance": variance}
 
 
 def _combine(label: tuple[np.ndarray, np.ndarray, dict[str, Any]] | None,
@@ -458,9 +557,12 @@ def _p_best(est: _Estimate, rng: np.random.Generator, draws: int = 2000) -> np.n
 
 
 def fewlabel_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[int, Any],
-                      prior: tuple[np.ndarray, np.ndarray, str] | None) -> _Estimate:
-    """Posterior θ (target accuracy per candidate) and covariance from labels and prior (private helper)."""
-    return _combine(_label_estimate(tp, plan, labels), prior, len(tp.names))
+                      prior: tuple[np.ndarray, np.ndarray, str] | None, estimator: str = DEFAULT_ESTIMATOR,
+                      variance: str = DEFAULT_VARIANCE) -> _Estimate:
+    """Posterior θ (target accuracy per candidate) and covariance from labels and prior (private helper);
+    ``estimator`` is the label estimate ('ht', 'difference', 'difference_cal'; see ``_label_estimate``),
+    ``variance`` its variance form ('sample' or 'hh')."""
+    return _combine(_label_estimate(tp, plan, labels, estimator, variance), prior, len(tp.names))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -528,6 +630,8 @@ def plan_labels(
     random_state: int | None = None,
     prior: Any = "cv",
     predictions: TargetPredictions | None = None,
+    estimator: str = "ht",
+    variance: str = DEFAULT_VARIANCE,
 ) -> LabelPlan:
     """Which target rows to label (Sawade et al. 2012 variance-optimal sampling for ℓ candidates); returns a ``LabelPlan``.
 
@@ -537,8 +641,11 @@ def plan_labels(
     first 25 labels. Rows are drawn only where the candidates disagree, so fewer than ``budget`` come back
     when fewer such rows are left. ``prior`` ('cv', 'iwcv', None or a SelectorScores) and ``predictions``
     (from ``target_predictions``) are only needed to weigh the pairs after the first round, and can be
-    passed in to avoid refitting.
+    passed in to avoid refitting. ``estimator`` is the label estimate behind those pair weights (as in
+    ``fewlabel_select``).
     """
+    _check_estimator(estimator)
+    _check_variance(variance)
     X_s = check_X(X_source, "X_source")
     y_s = check_y(y_source, X_s, "y_source", "X_source")
     X_t = check_X(X_target, "X_target", like=X_s)
@@ -574,7 +681,7 @@ def plan_labels(
     pairs = list(combinations(range(ell), 2))
     if labels:
         pri = _prior(prior, learners, X_s, y_s, X_t, random_state, tp.names) if prior is not None else None
-        est = fewlabel_estimate(tp, old_plan, labels, pri)
+        est = fewlabel_estimate(tp, old_plan, labels, pri, estimator, variance)
         pb = _p_better(est, tp.names).to_numpy()
         best = _p_best(est, rng)
         w = {(a, b): (PAIR_FLOOR + 2 * min(pb[a, b], pb[b, a])) * (1 + best[a] + best[b]) for a, b in pairs}
@@ -608,6 +715,8 @@ def fewlabel_select(
     random_state: int | None = None,
     predictions: TargetPredictions | None = None,
     confidence: float = CONFIDENCE,
+    estimator: str = DEFAULT_ESTIMATOR,
+    variance: str = DEFAULT_VARIANCE,
 ) -> SelectorScores:
     """Each candidate's target accuracy from the labeled rows (1/π-weighted, unbiased) combined with the
     source estimate (inverse-variance, shift-aware); returns ``SelectorScores`` (selector ``"fewlabel"``).
@@ -616,8 +725,18 @@ def fewlabel_select(
     for rows not in the plan are used as uniform draws (probability 1/N each). Intervals are normal at
     ``confidence``; ``details['p_better']`` holds P(row learner beats column learner), ``details['p_best']``
     the probability of being the best, ``details['tau2']`` the learned shift variance of the prior and
-    ``details['prior_weight']`` the prior's share (0 = labels only, 1 = prior only).
+    ``details['prior_weight']`` the prior's share (0 = labels only, 1 = prior only). ``estimator``:
+    the label estimate, ``'ht'`` (Horvitz–Thompson over the drawn rows), ``'difference'`` (model-assisted:
+    the candidates' mean probability p̄ as a surrogate on every disagreement row, corrected by the 1/π
+    sum of the labeled residuals) or ``'difference_cal'`` (the same with p̄ recalibrated on earlier
+    rounds' labels); all three are unbiased (module docstring). ``variance``: ``'hh'`` is the
+    Hansen–Hurwitz variance with draw probabilities π/n (conservative for πps without replacement);
+    ``'sample'`` normalises them over the drawn rows, which underestimates the variance by about the
+    square of the drawn rows' mean π (the default, as measured by ``reports/label_budget.md``; its sixth
+    rule did not adopt ``'hh'``, so with the defaults the intervals and ``p_better`` are too narrow).
     """
+    estimator = _check_estimator(estimator)
+    variance = _check_variance(variance)
     X_s = check_X(X_source, "X_source")
     y_s = check_y(y_source, X_s, "y_source", "X_source")
     X_t = check_X(X_target, "X_target", like=X_s)
@@ -630,7 +749,7 @@ def fewlabel_select(
     _check_plan(plan, tp)
     labels = _labels_map(plan, y_labeled, len(X_t), tp.classes)
     pri = _prior(prior, learners, X_s, y_s, X_t, random_state, tp.names)
-    est = fewlabel_estimate(tp, plan, labels, pri)
+    est = fewlabel_estimate(tp, plan, labels, pri, estimator, variance)
     names = tp.names
     zq = _NORMAL.inv_cdf((1 + confidence) / 2)
     sd = np.sqrt(np.clip(np.diag(est.cov), 0, None))
@@ -643,7 +762,8 @@ def fewlabel_select(
         "cov": est.cov, "n_labels": len(labels), "n_disagreement": int(len(tp.disagreement)),
         "params": {"prior": prior if isinstance(prior, str | None) else getattr(prior, "selector", "given"),
                    "confidence": confidence, "random_state": random_state, "pair_floor": PAIR_FLOOR,
-                   "defensive_mix": DEFENSIVE_MIX, "tau_floor": TAU_FLOOR},
+                   "defensive_mix": DEFENSIVE_MIX, "tau_floor": TAU_FLOOR, "estimator": estimator,
+                   "variance": variance},
     }
     n_fits = 0 if predictions is not None else len(names)
     if isinstance(prior, str) and prior in ("cv", "iwcv"):

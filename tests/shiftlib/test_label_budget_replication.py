@@ -24,7 +24,8 @@ def test_quick_label_budget_study_is_consistent_with_its_rows(tmp_path):
             # the plan's rows: at most b, and every fewlabel variant and cv_lp saw the same ones
             n = by.at[("fewlabel", b), "n_labels"]
             assert n <= b and n <= by.at[("fewlabel", b), "n_disagreement"]
-            for s in ("fewlabel_guard", "fewlabel_guard_ls", "fewlabel_guard_lp", "trcv_l", "cv_lp"):
+            for s in ("fewlabel_guard", "fewlabel_guard_ls", "fewlabel_guard_lp", "fewlabel_dm", "fewlabel_guard_dm",
+                      "fewlabel_guard_dmc", "fewlabel_hh", "fewlabel_guard_hh", "fewlabel_guard_dm_hh", "trcv_l", "cv_lp"):
                 assert by.at[(s, b), "n_labels"] == n
             assert by.at[("cv", b), "n_labels"] == by.at[("cv_ls", b), "n_labels"] == 0
         # the label-free selectors answer the same at every budget
@@ -36,3 +37,5 @@ def test_quick_label_budget_study_is_consistent_with_its_rows(tmp_path):
             acc = g.pairwise_correct.sum() / g.pairwise_counted.sum()
             assert f"{acc:.3f}" in report, (grp, sel, acc)
     assert "Third rule (fewlabel_guard_ls)" in report and "Fourth rule (fewlabel_guard_lp)" in report
+    assert "Fifth rule (fewlabel_guard_dm)" in report and "Fifth rule (fewlabel_guard_dmc)" in report
+    assert "Sixth rule (fewlabel_guard_hh)" in report and "Sixth rule (fewlabel_guard_dm_hh)" in report
