@@ -115,6 +115,15 @@ Run from the repository root::
   is adopted, ``variance="hh"`` (and, for the second, ``estimator="difference"``) become the defaults
   of ``fewlabel_select``. If neither is, the defaults stay as measured, and this report says that the
   intervals and ``p_better`` of ``fewlabel_select`` then come from the underestimated variance.
+* Variance correction, 2026-11-26 12:58 UTC: a decision of the lead engineer, not a measured rule, written
+  here before the run that reports it. The sixth rule did not adopt ``variance="hh"``, but ``"sample"`` is
+  a defect, not a method: the posterior's intervals and ``p_better`` are outputs people read, and the
+  guard's level-0.9 argument assumes a calibrated posterior; with ``"sample"`` the s.d. of a contrast was
+  about ten times too small. So ``"hh"`` becomes the library's default in both ``plan_labels`` (the pair
+  weights of later rounds) and ``fewlabel_select``, whatever its ordering accuracy, and the guard (level
+  0.9, prior CV) stays the deciding rule. ``fewlabel_shipped`` measures what the flow now runs: its own
+  nested plan chain drawn with the defaults, and the guard over ``fewlabel_select``'s defaults. Every
+  earlier selector keeps ``variance="sample"`` explicitly, so its rows reproduce.
 * Second design, fixed with the fifth rule and before any result of it was seen (reported beside the
   first; it decides nothing): ``--design fullbatch`` follows the issue's definition, "truth is each
   learner's accuracy on the target rows that were not labeled". For natural and trcv_pairs the batch is
@@ -174,9 +183,9 @@ from shiftlib.selection.labelshift import label_shift_cv, labeled_class_prior, w
 BUDGETS = (10, 25, 50, 100, 200)
 SELECTORS = ("fewlabel", "fewlabel_guard", "fewlabel_guard_ls", "fewlabel_guard_lp", "fewlabel_dm",
              "fewlabel_guard_dm", "fewlabel_guard_dmc", "fewlabel_hh", "fewlabel_guard_hh", "fewlabel_guard_dm_hh",
-             "uniform", "trcv_l", "cv", "cv_ls", "cv_lp")
+             "fewlabel_shipped", "uniform", "trcv_l", "cv", "cv_ls", "cv_lp")
 DECIDING = ("fewlabel", "fewlabel_guard", "fewlabel_guard_ls", "fewlabel_guard_lp", "fewlabel_guard_dm",
-            "fewlabel_guard_dmc", "fewlabel_guard_hh", "fewlabel_guard_dm_hh")
+            "fewlabel_guard_dmc", "fewlabel_guard_hh", "fewlabel_guard_dm_hh", "fewlabel_shipped")
 FIFTH = ("fewlabel_guard_dm", "fewlabel_guard_dmc")  # fifth rule, in its fixed order (docstring)
 SIXTH = ("fewlabel_guard_hh", "fewlabel_guard_dm_hh")  # sixth rule, in its fixed order
 TRCV_U_MAX = 400  # fullbatch design: U of trcv_l subsampled to this many unlabeled batch rows (docstring)
@@ -279,26 +288,27 @@ def run_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
                      "selected": "|".join(ag.selected), "true_best": "|".join(ag.true_best), **extra})
 
     plan, y_plan = None, None
+    plan_d, y_d = None, None
     for b in BUDGETS:
         plan = plan_labels(cands, Xs, ys, XT, budget=b, already_labeled=None if plan is None else (plan, y_plan),
                            random_state=seed * 1000 + b, prior=cv, predictions=tp, estimator="ht",
                            variance="sample")
         y_plan = yT[plan.rows]
         fl = fewlabel_select(cands, Xs, ys, XT, plan=plan, y_labeled=y_plan, prior=cv, predictions=tp,
-                             random_state=seed)
+                             random_state=seed, variance="sample")
         record("fewlabel", b, fl, plan.rows, tau=fl.details["tau2"] ** 0.5, prior_weight=fl.details["prior_weight"],
                n_disagreement=len(tp.disagreement), n_batch=len(tgt), sd_contrast=_mean_contrast_sd(fl))
         gd = guarded_select(fl, cv)
         record("fewlabel_guard", b, gd, plan.rows, n_overturned=len(gd.details["overturned"]))
         fl_ls = fewlabel_select(cands, Xs, ys, XT, plan=plan, y_labeled=y_plan, prior=cv_ls, predictions=tp,
-                                random_state=seed)
+                                random_state=seed, variance="sample")
         gd_ls = guarded_select(fl_ls, cv_ls)
         record("fewlabel_guard_ls", b, gd_ls, plan.rows, n_overturned=len(gd_ls.details["overturned"]),
                tau=fl_ls.details["tau2"] ** 0.5, prior_weight=fl_ls.details["prior_weight"])
         cv_lp = with_class_prior(cv_ls, labeled_class_prior(tp, plan, dict(zip(plan.rows.tolist(), y_plan.tolist(),
                                                                                strict=True))))
         fl_lp = fewlabel_select(cands, Xs, ys, XT, plan=plan, y_labeled=y_plan, prior=cv_lp, predictions=tp,
-                                random_state=seed)
+                                random_state=seed, variance="sample")
         gd_lp = guarded_select(fl_lp, cv_lp)
         record("fewlabel_guard_lp", b, gd_lp, plan.rows, n_overturned=len(gd_lp.details["overturned"]),
                tau=fl_lp.details["tau2"] ** 0.5, prior_weight=fl_lp.details["prior_weight"],
@@ -306,7 +316,7 @@ def run_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
         record("cv_lp", b, cv_lp, plan.rows)
         for est_name, sel_name in (("difference", "dm"), ("difference_cal", "dmc")):  # fifth rule
             fl_d = fewlabel_select(cands, Xs, ys, XT, plan=plan, y_labeled=y_plan, prior=cv, predictions=tp,
-                                   random_state=seed, estimator=est_name)
+                                   random_state=seed, estimator=est_name, variance="sample")
             if sel_name == "dm":
                 record("fewlabel_dm", b, fl_d, plan.rows, tau=fl_d.details["tau2"] ** 0.5,
                        prior_weight=fl_d.details["prior_weight"])
@@ -324,6 +334,16 @@ def run_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
             record(f"fewlabel_guard_{sel_name}", b, gd_h, plan.rows, n_overturned=len(gd_h.details["overturned"]),
                    tau=fl_h.details["tau2"] ** 0.5, prior_weight=fl_h.details["prior_weight"],
                    sd_contrast=_mean_contrast_sd(fl_h))
+        # what the flow ships (the library's defaults, variance "hh" in the plan's rounds and the posterior)
+        plan_d = plan_labels(cands, Xs, ys, XT, budget=b, already_labeled=None if plan_d is None else (plan_d, y_d),
+                             random_state=seed * 1000 + b, prior=cv, predictions=tp)
+        y_d = yT[plan_d.rows]
+        fl_dflt = fewlabel_select(cands, Xs, ys, XT, plan=plan_d, y_labeled=y_d, prior=cv, predictions=tp,
+                                  random_state=seed)
+        gd_dflt = guarded_select(fl_dflt, cv)
+        record("fewlabel_shipped", b, gd_dflt, plan_d.rows, n_overturned=len(gd_dflt.details["overturned"]),
+               tau=fl_dflt.details["tau2"] ** 0.5, prior_weight=fl_dflt.details["prior_weight"],
+               sd_contrast=_mean_contrast_sd(fl_dflt))
         u = perm[:b]
         uni = SelectorScores("uniform", pd.Series((tp.predictions[u] == yT[u, None]).mean(axis=0), index=names), 0)
         record("uniform", b, uni, u)

@@ -398,15 +398,20 @@ def test_difference_estimate_hand_worked() -> None:
     Rows 0 and 2 drawn with π = 0.5, 0.8; c_0 = [1, 0], c_2 = [0, 1]; residuals [0.3, −0.3], [−0.8, 0.8].
     Sum = [3, 1] + [0.6, −0.6] + [−1, 1] = [2.6, 1.4], θ = [0.65, 0.35] (HT: [1/0.5, 1/0.8]/4 = [0.5, 0.3125]).
     Hansen–Hurwitz variance: p = π/Σπ = [5/13, 8/13], z = residual/p = ±[0.78, −1.3], mean ∓0.26,
-    deviations ±1.04, Σ dz²/(n(n − 1)) = 2·1.0816/2 = 1.0816, over N² = 16: 0.0676."""
+    deviations ±1.04, Σ dz²/(n(n − 1)) = 2·1.0816/2 = 1.0816, over N² = 16: 0.0676 (``variance="sample"``).
+    The default ``"hh"`` draws with p = π/n = [0.25, 0.4]: z = [1.2, −2.0], mean −0.4, deviations ±1.6,
+    Σ dz²/(n(n − 1)) = 5.12/2 = 2.56, over 16: 0.16."""
     tp = TargetPredictions(["a", "b"], P4, PROBA4, np.array([0, 1]))
     np.testing.assert_allclose(tp.right_proba(), [[0.7, 0.3], [0.6, 0.4], [0.8, 0.2], [0.9, 0.1]])
     plan = _one_round_plan([0, 2], [0.5, 0.8], 4, ["a", "b"], tp.disagreement)
     labels = {0: 0, 2: 1}
-    theta, V, info = _label_estimate(tp, plan, labels, "difference")
+    theta, V, info = _label_estimate(tp, plan, labels, "difference", "sample")
     np.testing.assert_allclose(theta, [0.65, 0.35], atol=1e-12)
     np.testing.assert_allclose(V, 0.0676 * np.array([[1, -1], [-1, 1]]), atol=1e-12)
     assert info["estimator"] == "difference"
+    theta_hh, V_hh, _ = _label_estimate(tp, plan, labels, "difference")
+    np.testing.assert_allclose(theta_hh, [0.65, 0.35], atol=1e-12)
+    np.testing.assert_allclose(V_hh, 0.16 * np.array([[1, -1], [-1, 1]]), atol=1e-12)
     theta_ht, _, _ = _label_estimate(tp, plan, labels, "ht")
     np.testing.assert_allclose(theta_ht, [0.5, 0.3125], atol=1e-12)
 
