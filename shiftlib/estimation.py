@@ -500,15 +500,17 @@ def shift_variance(P: StoredPredictions) -> float:
     return float(gap * gap)
 
 
-def model_variance(P: StoredPredictions, estimate: float) -> float:
+def model_variance(P: StoredPredictions, estimate: float, models: dict[str, float] | None = None) -> float:
     """V_model: the largest squared gap between ``estimate`` and the estimates of the three shift models —
     ``cbpe`` (calibration unchanged), ``weighted-cbpe`` (covariate shift, Shimodaira 2000's weighting) and
     ``em`` (label shift, Saerens et al. 2002). Which model holds is not identifiable from unlabeled rows, so
     an interval of ± z·√V_model (or wider) contains all three. Without weights, ``weighted-cbpe`` is left out.
+    ``models``: their estimates when already computed (name → value), so they are not computed again.
     """
     rows = np.arange(len(P.y_source))
     alts = ["cbpe", "em"] + (["weighted-cbpe"] if P.weights is not None else [])
-    return float(max((_method_fn(a, P)(rows) - estimate) ** 2 for a in alts))
+    models = models or {}
+    return float(max(((models[a] if a in models else _method_fn(a, P)(rows)) - estimate) ** 2 for a in alts))
 
 
 def _z(confidence: float) -> float:
@@ -571,13 +573,16 @@ def estimate_methods(
         vals = {b: fns[b](r, t) for b in bases}
         for m in boot:
             boot[m].append(_combine(m, vals, P))
-    v_shift = shift_variance(P)
+    rows_s = np.arange(n_s)
+    models = {a: full[a] if a in full else _method_fn(a, P)(rows_s)
+              for a in SHIFT_MODELS if P.weights is not None or a not in WEIGHTED_METHODS}
+    v_shift = (models["cbpe"] - models["weighted-cbpe"]) ** 2 if "weighted-cbpe" in models else 0.0
     out = {}
     for req, m in resolved.items():
         acc = _combine(m, full, P)
         v_source = float(np.var(boot[m], ddof=1))
         v_target = acc * (1.0 - acc) / n_t
-        v_model = model_variance(P, acc)
+        v_model = model_variance(P, acc, models)
         kind = kinds[req]
         se = math.sqrt(v_source + v_target + {"plain": 0.0, "shift": v_shift, "model": v_model}[kind])
         details: dict[str, Any] = {
