@@ -55,9 +55,10 @@ reads only these stored predictions (plus the importance weights and, for TrCV, 
 
 * ``V_source`` — the source-side estimation: variance of the method's estimate over ``n_boot``
   bootstrap resamples of the source OOF rows (with their labels, weights and, for TrCV, residuals),
-  the target batch held fixed. Every method evaluated in one call reads the same resamples, so a
-  combination's (``minimax``, ``median``) V_source is the variance of the combination itself. Computed on the stored predictions; nothing is refitted. For the
-  label-shift methods (``em``, ``bbse``, ``weighted-em``) each resample also redraws the target rows the
+  the target batch held fixed. Computed on the stored predictions; nothing is refitted. Every method
+  evaluated in one call reads the same resamples, so a combination's (``minimax``, ``median``) V_source
+  is the variance of the combination itself. For the label-shift methods (``em``, ``bbse``,
+  ``weighted-em``, and combinations that contain them) each resample also redraws the target rows the
   prior is estimated from (the accuracy is still averaged over the whole batch), so the prior's
   estimation error is in it.
 * ``V_target`` — the finite target batch: ``a(1 − a)/n_t``, the binomial variance of the realised
