@@ -32,6 +32,20 @@ reads only these stored predictions (plus the importance weights and, for TrCV, 
 ``"weighted-em"``   covariate and label shift: the calibration fitted with importance weights (as
                     ``weighted-cbpe``) and EM from the weighted source prior π_w (what the weighted
                     calibration is calibrated for), so a shift the weights explain needs no prior change
+``"cbpe-nml"``      NannyML's CBPE recipe (``nannyml/calibration.py`` ``needs_calibration``,
+                    ``performance_estimation/confidence_based/metrics.py`` ``estimate_accuracy``):
+                    isotonic calibration of the class-1 score (one-vs-rest per class for more classes),
+                    applied only when a cross-validated check on the source rows shows it lowers the
+                    expected calibration error (:func:`needs_calibration`); estimate = mean over target
+                    rows of the (calibrated) probability of the predicted class (:func:`checked_posteriors`)
+``"minimax"``       the midpoint of the smallest and largest estimate of the three shift models
+                    (``cbpe``: none, ``weighted-cbpe``: covariate, ``em``: label shift): when the truth is
+                    one of them and which cannot be told from unlabeled rows, the midpoint (Chebyshev
+                    centre) minimises the worst-case absolute error, half the range
+``"median"``        the median of :data:`MEDIAN_COMPONENTS`, the ten estimators that need no fits beyond
+                    the stored predictions: equal-weight combinations are hard to beat (Clemen, Int. J.
+                    Forecasting 1989; Timmermann, Handbook of Economic Forecasting 2006) and the median's
+                    breakdown point of 1/2 bounds one estimator failing on a shift it does not model
 ``"auto"``          :data:`AUTO_METHOD`, chosen by the pre-declared rule of ``reports/estimation.md``
 ==================  ============================================================================
 
@@ -41,8 +55,10 @@ reads only these stored predictions (plus the importance weights and, for TrCV, 
 
 * ``V_source`` — the source-side estimation: variance of the method's estimate over ``n_boot``
   bootstrap resamples of the source OOF rows (with their labels, weights and, for TrCV, residuals),
-  the target batch held fixed. Computed on the stored predictions; nothing is refitted. For the
-  label-shift methods (``em``, ``bbse``, ``weighted-em``) each resample also redraws the target rows the
+  the target batch held fixed. Computed on the stored predictions; nothing is refitted. Every method
+  evaluated in one call reads the same resamples, so a combination's (``minimax``, ``median``) V_source
+  is the variance of the combination itself. For the label-shift methods (``em``, ``bbse``,
+  ``weighted-em``, and combinations that contain them) each resample also redraws the target rows the
   prior is estimated from (the accuracy is still averaged over the whole batch), so the prior's
   estimation error is in it.
 * ``V_target`` — the finite target batch: ``a(1 − a)/n_t``, the binomial variance of the realised
@@ -92,8 +108,15 @@ __all__ = [
     "AccuracyEstimate",
     "StoredPredictions",
     "atc_threshold",
+    "COMBINATIONS",
+    "MEDIAN_COMPONENTS",
+    "SHIFT_MODELS",
     "bbse_prior",
     "calibrated_posteriors",
+    "checked_posteriors",
+    "estimate_methods",
+    "expected_calibration_error",
+    "needs_calibration",
     "em_prior",
     "model_variance",
     "prior_shift_posteriors",
@@ -106,17 +129,26 @@ __all__ = [
 ]
 
 METHODS: tuple[str, ...] = ("cv", "iwcv", "trcv", "doc", "atc", "cbpe", "weighted-cbpe", "em", "bbse",
-                             "weighted-em")
+                             "weighted-em", "cbpe-nml", "minimax", "median")
+#: the three shift models whose estimates ``minimax`` and the ``model`` interval span
+SHIFT_MODELS: tuple[str, ...] = ("cbpe", "weighted-cbpe", "em")
+#: what ``median`` takes the median of: every estimator that needs no fits beyond the stored predictions
+#: (not ``trcv``: two more fits per fold)
+MEDIAN_COMPONENTS: tuple[str, ...] = ("cv", "iwcv", "doc", "atc", "cbpe", "weighted-cbpe", "em", "bbse",
+                                      "weighted-em", "cbpe-nml")
+#: methods that combine other methods' estimates (on shared bootstrap resamples)
+COMBINATIONS: frozenset[str] = frozenset({"minimax", "median"})
 #: methods that read the importance weights
 WEIGHTED_METHODS: frozenset[str] = frozenset({"iwcv", "trcv", "weighted-cbpe", "weighted-em"})
 #: methods that estimate the target's class prior from the target rows (their bootstrap redraws those rows)
 LABEL_SHIFT_METHODS: frozenset[str] = frozenset({"em", "bbse", "weighted-em"})
 #: the interval kinds, narrowest first: V_source + V_target, + V_shift, + V_model
 INTERVALS: tuple[str, ...] = ("plain", "shift", "model")
-#: what ``method="auto"`` means: the outcome of the rule (revision 2) written in ``reports/estimation.md``
-#: before its results — every method reached 0.90 coverage in both case groups only with the ``model``
-#: interval, and among them ``doc`` has the smallest worst-group MAE
-AUTO_METHOD = "doc"
+#: what ``method="auto"`` means: the outcome of the rule (revision 3) written in ``reports/estimation.md``
+#: before its results — only with the ``model`` interval does any method reach 0.90 coverage in both case
+#: groups, and among those ``median`` has the smallest worst-group MAE; left-one-data-set-out, the rule picks
+#: the same pair for each of the ten data sets (revision 2 had chosen ``doc``)
+AUTO_METHOD = "median"
 #: the interval ``method="auto"`` ships (the rule chooses a method and an interval kind together)
 AUTO_INTERVAL = "model"
 
@@ -224,6 +256,75 @@ def calibrated_posteriors(proba_source: np.ndarray, y_source: np.ndarray, proba_
     return out[0], out[1]
 
 
+def expected_calibration_error(y_true: np.ndarray, proba: np.ndarray, bins: int = 10) -> float:
+    """Expected calibration error of a binary score with equal-count bins, as NannyML computes it
+    (``nannyml/calibration.py`` ``_calculate_expected_calibration_error``): sort by score, cut into ``bins``
+    runs of ⌊n/bins⌋ rows (the last takes the rest; fewer bins when n ≤ 2·bins), and sum over runs
+    (run size / n)·|mean score − mean label|. Hand-written: NannyML is not a runtime dependency and
+    scikit-learn's ``calibration_curve`` bins differently."""
+    y_true, proba = np.asarray(y_true, float), np.asarray(proba, float)
+    n = len(proba)
+    if n <= 2 * bins:
+        bins = n // 2
+        if bins < 2:
+            raise ValueError(f"expected calibration error needs at least 4 rows; got {n}")
+    width = n // bins
+    edges = np.asarray(range(0, n + 1, width))
+    edges[-1] = n
+    order = proba.argsort()  # NannyML's call, so ties fall the same way
+    p, y = proba[order], y_true[order]
+    return float(sum((b - a) / n * abs(p[a:b].mean() - y[a:b].mean()) for a, b in zip(edges[:-1], edges[1:], strict=True)))
+
+
+def needs_calibration(y_true: np.ndarray, proba: np.ndarray, *, bins: int = 10, splits: int = 10,
+                      random_state: int = 42) -> bool:
+    """NannyML's test whether isotonic calibration helps a binary score (``nannyml/calibration.py``
+    ``needs_calibration``): False for a single class or AUROC > 0.999; else fit isotonic regression on 90%
+    of the rows in each of ``splits`` ``StratifiedShuffleSplit`` splits (NannyML's seed 42), pool the 10%
+    test rows, and return whether the calibrated scores' :func:`expected_calibration_error` is below the
+    raw scores'. A class with a single row (possible in a bootstrap resample, where NannyML would raise)
+    → False."""
+    from sklearn.metrics import roc_auc_score
+    from sklearn.model_selection import StratifiedShuffleSplit
+
+    y_true, proba = np.asarray(y_true), np.asarray(proba, float)
+    _, counts = np.unique(y_true, return_counts=True)
+    if len(counts) < 2 or counts.min() < 2:
+        return False
+    if roc_auc_score(y_true, proba) > 0.999:
+        return False
+    ys, raw, cal = [], [], []
+    for train, test in StratifiedShuffleSplit(n_splits=splits, test_size=0.1, random_state=random_state).split(
+            proba, y_true):
+        iso = IsotonicRegression(out_of_bounds="clip", increasing=True).fit(proba[train], y_true[train])
+        ys.append(y_true[test])
+        raw.append(proba[test])
+        cal.append(iso.predict(proba[test]))
+    y_all, raw_all, cal_all = np.concatenate(ys), np.concatenate(raw), np.concatenate(cal)
+    return expected_calibration_error(y_all, cal_all, bins) < expected_calibration_error(y_all, raw_all, bins)
+
+
+def checked_posteriors(proba_source: np.ndarray, y_source: np.ndarray, proba_target: np.ndarray) -> np.ndarray:
+    """NannyML CBPE's calibrated target probabilities (``cbpe.py`` ``_fit_binary`` / ``_fit_calibrators``):
+    binary, one isotonic map of the class-1 score fitted on the source rows when :func:`needs_calibration`
+    says so (else the raw score), class 0 its complement; more classes, one such checked map per class
+    (one-vs-rest), rows renormalised, a row summing to 0 made uniform. Returns the target rows' matrix."""
+    def col(c: int) -> np.ndarray:
+        yc = (y_source == c).astype(int)
+        if not needs_calibration(yc, proba_source[:, c]):
+            return proba_target[:, c].astype(float)
+        return IsotonicRegression(out_of_bounds="clip", increasing=True).fit(proba_source[:, c], yc).predict(
+            proba_target[:, c])
+
+    n_cls = proba_source.shape[1]
+    if n_cls == 2:
+        p1 = col(1)
+        return np.c_[1 - p1, p1]
+    cal = np.column_stack([col(c) for c in range(n_cls)])
+    tot = cal.sum(axis=1, keepdims=True)
+    return np.divide(cal, tot, out=np.full_like(cal, 1.0 / n_cls), where=tot != 0)
+
+
 def prior_shift_posteriors(posteriors: np.ndarray, prior_source: np.ndarray, prior_target: np.ndarray) -> np.ndarray:
     """Saerens et al. (2002) eq. 2.4: p_t(y|x) ∝ p_s(y|x)·π_t(y)/π_s(y), rows renormalised — the
     posterior under a change of class prior with P(x|y) fixed (label shift). Equal priors: identity."""
@@ -292,8 +393,13 @@ def _label_shift_fn(method: str, P: StoredPredictions) -> Callable[[np.ndarray, 
     return fn
 
 
-def _method_fn(method: str, P: StoredPredictions) -> Callable[[np.ndarray], float]:
-    """f(rows) → the method's estimate using source rows ``rows`` (with repeats) and the whole target."""
+Fn = Callable[..., float]
+
+
+def _method_fn(method: str, P: StoredPredictions) -> Fn:
+    """f(r, t=None) → a base method's estimate using source rows ``r`` (with repeats); the label-shift
+    methods estimate the prior from target rows ``t`` (None → all), every method averages over the whole
+    target. Combinations are formed in :func:`estimate_methods` from their components' values."""
     correct = P.correct_source
     conf_s, conf_t = P.proba_source.max(axis=1), P.proba_target.max(axis=1)
     w = P.weights
@@ -301,31 +407,57 @@ def _method_fn(method: str, P: StoredPredictions) -> Callable[[np.ndarray], floa
         raise ValueError(f"method {method!r} needs importance weights; stored_predictions(..., weights=...) "
                          "was built without them")
     if method == "cv":
-        return lambda r: float(correct[r].mean())
+        return lambda r, t=None: float(correct[r].mean())
     if method == "iwcv":
-        return lambda r: float(np.sum(w[r] * correct[r]) / np.sum(w[r]))
+        return lambda r, t=None: float(np.sum(w[r] * correct[r]) / np.sum(w[r]))
     if method == "trcv":
         if P.trcv_residuals is None:
             raise ValueError(P.trcv_error or "method 'trcv' needs TrCV's residuals: build the predictions with trcv=True")
         res = P.trcv_residuals
-        return lambda r: float(1.0 - np.sum(w[r] * res[r]) / np.sum(w[r]))
+        return lambda r, t=None: float(1.0 - np.sum(w[r] * res[r]) / np.sum(w[r]))
     if method == "doc":
         mt = float(conf_t.mean())
-        return lambda r: float(np.clip(correct[r].mean() - (conf_s[r].mean() - mt), 0.0, 1.0))
+        return lambda r, t=None: float(np.clip(correct[r].mean() - (conf_s[r].mean() - mt), 0.0, 1.0))
     if method == "atc":
         ne_s, ne_t = _neg_entropy(P.proba_source), _neg_entropy(P.proba_target)
 
-        def atc(r: np.ndarray) -> float:
-            t, lam = atc_threshold(ne_s[r], float(correct[r].mean()))
-            return float(np.mean(ne_t > t) + lam * np.mean(ne_t == t))
+        def atc(r: np.ndarray, t: np.ndarray | None = None) -> float:
+            thr, lam = atc_threshold(ne_s[r], float(correct[r].mean()))
+            return float(np.mean(ne_t > thr) + lam * np.mean(ne_t == thr))
 
         return atc
     if method in LABEL_SHIFT_METHODS:
-        return _label_shift_fn(method, P)
+        ls = _label_shift_fn(method, P)
+        return lambda r, t=None: ls(r) if t is None else ls(r, t)
     if method in ("cbpe", "weighted-cbpe"):
         weighted = method == "weighted-cbpe"
-        return lambda r: float(_isotonic(conf_s[r], correct[r], w[r] if weighted else None).predict(conf_t).mean())
+        return lambda r, t=None: float(
+            _isotonic(conf_s[r], correct[r], w[r] if weighted else None).predict(conf_t).mean())
+    if method == "cbpe-nml":
+        pred_t = np.argmax(P.proba_target, axis=1)
+        rows_t = np.arange(len(pred_t))
+        return lambda r, t=None: float(np.mean(
+            checked_posteriors(P.proba_source[r], P.y_source[r], P.proba_target)[rows_t, pred_t]))
     raise ValueError(f"unknown method {method!r}; choose one of {list(METHODS) + ['auto']}")
+
+
+def _components(method: str, P: StoredPredictions) -> tuple[str, ...]:
+    """The base methods a method reads: itself, or a combination's components (the weighted ones only when
+    the predictions carry weights, as :func:`model_variance` does)."""
+    if method not in COMBINATIONS:
+        return (method,)
+    comp = SHIFT_MODELS if method == "minimax" else MEDIAN_COMPONENTS
+    return tuple(c for c in comp if P.weights is not None or c not in WEIGHTED_METHODS)
+
+
+def _combine(method: str, values: dict[str, float], P: StoredPredictions) -> float:
+    """A method's value from its components' values (identity for a base method)."""
+    v = np.array([values[c] for c in _components(method, P)])
+    if method == "minimax":
+        return float((v.min() + v.max()) / 2)
+    if method == "median":
+        return float(np.median(v))
+    return float(v[0])
 
 
 def _target_prior(method: str, P: StoredPredictions) -> np.ndarray:
@@ -350,7 +482,9 @@ def _resolve_method(method: str) -> str:
 
 def point_estimate(P: StoredPredictions, method: str) -> float:
     """The method's accuracy estimate from the stored predictions (all source rows)."""
-    return _method_fn(_resolve_method(method), P)(np.arange(len(P.y_source)))
+    m = _resolve_method(method)
+    rows = np.arange(len(P.y_source))
+    return _combine(m, {c: _method_fn(c, P)(rows) for c in _components(m, P)}, P)
 
 
 def shift_variance(P: StoredPredictions) -> float:
@@ -368,15 +502,17 @@ def shift_variance(P: StoredPredictions) -> float:
     return float(gap * gap)
 
 
-def model_variance(P: StoredPredictions, estimate: float) -> float:
+def model_variance(P: StoredPredictions, estimate: float, models: dict[str, float] | None = None) -> float:
     """V_model: the largest squared gap between ``estimate`` and the estimates of the three shift models —
     ``cbpe`` (calibration unchanged), ``weighted-cbpe`` (covariate shift, Shimodaira 2000's weighting) and
     ``em`` (label shift, Saerens et al. 2002). Which model holds is not identifiable from unlabeled rows, so
     an interval of ± z·√V_model (or wider) contains all three. Without weights, ``weighted-cbpe`` is left out.
+    ``models``: their estimates when already computed (name → value), so they are not computed again.
     """
     rows = np.arange(len(P.y_source))
     alts = ["cbpe", "em"] + (["weighted-cbpe"] if P.weights is not None else [])
-    return float(max((_method_fn(a, P)(rows) - estimate) ** 2 for a in alts))
+    models = models or {}
+    return float(max(((models[a] if a in models else _method_fn(a, P)(rows)) - estimate) ** 2 for a in alts))
 
 
 def _z(confidence: float) -> float:
@@ -398,41 +534,78 @@ def estimate_from_predictions(
     so it costs no fits. ``interval`` (module docstring): ``"plain"`` V_source + V_target, ``"shift"``
     + V_shift, ``"model"`` + V_model; None → ``AUTO_INTERVAL`` for ``"auto"``, else ``"shift"``. Every
     variance is in ``details`` whichever interval is returned."""
+    return estimate_methods(P, [method], confidence=confidence, n_boot=n_boot, interval=interval,
+                            random_state=random_state)[method]
+
+
+def estimate_methods(
+    P: StoredPredictions,
+    methods: Sequence[str],
+    *,
+    confidence: float = 0.95,
+    n_boot: int = 200,
+    interval: str | None = None,
+    random_state: int | None = None,
+) -> dict[str, AccuracyEstimate]:
+    """Several methods' estimates and intervals (requested name → estimate) on **shared** bootstrap
+    resamples: each resample draws source rows (and target rows, when a label-shift method is among the
+    components) once, every base method is evaluated on it once, and the combinations (``minimax``,
+    ``median``) are formed from those values — so a combination's V_source is its own variance, and
+    evaluating many methods costs what evaluating their base methods costs. ``interval`` as in
+    :func:`estimate_from_predictions`."""
     z = _z(confidence)
-    m = _resolve_method(method)
-    kind = interval if interval is not None else (AUTO_INTERVAL if method == "auto" else "shift")
-    if kind not in INTERVALS:
-        raise ValueError(f"unknown interval {interval!r}; choose one of {list(INTERVALS)}")
+    methods = list(methods)
+    resolved = {m: _resolve_method(m) for m in methods}
+    kinds = {m: interval if interval is not None else (AUTO_INTERVAL if m == "auto" else "shift") for m in methods}
+    for kind in kinds.values():
+        if kind not in INTERVALS:
+            raise ValueError(f"unknown interval {interval!r}; choose one of {list(INTERVALS)}")
     if not isinstance(n_boot, int | np.integer) or n_boot < 2:
         raise ValueError(f"n_boot must be an integer ≥ 2 bootstrap resamples; got {n_boot!r}")
-    fn = _method_fn(m, P)
+    bases = list(dict.fromkeys(c for m in resolved.values() for c in _components(m, P)))
+    fns = {b: _method_fn(b, P) for b in bases}
     n_s, n_t = len(P.y_source), len(P.proba_target)
-    acc = fn(np.arange(n_s))
+    full = {b: fns[b](np.arange(n_s)) for b in bases}
     rng = np.random.default_rng(random_state)
-    if m in LABEL_SHIFT_METHODS:  # the prior comes from the target rows: redraw them too
-        boot = np.array([fn(rng.integers(0, n_s, n_s), rng.integers(0, n_t, n_t)) for _ in range(int(n_boot))])
-    else:
-        boot = np.array([fn(rng.integers(0, n_s, n_s)) for _ in range(int(n_boot))])
-    v_source = float(np.var(boot, ddof=1))
-    v_target = acc * (1.0 - acc) / n_t
-    v_shift = shift_variance(P)
-    v_model = model_variance(P, acc)
-    se = math.sqrt(v_source + v_target + {"plain": 0.0, "shift": v_shift, "model": v_model}[kind])
-    details: dict[str, Any] = {
-        "confidence": float(confidence), "requested": method, "learner": P.learner, "n_source": n_s,
-        "n_target": n_t, "k": int(P.folds.max()) + 1, "n_boot": int(n_boot), "interval": kind, "se": se,
-        "se_source": math.sqrt(v_source), "se_target": math.sqrt(v_target), "se_shift": math.sqrt(v_shift),
-        "se_model": math.sqrt(v_model), "cv_accuracy": float(P.correct_source.mean()),
-    }
-    if P.weights is not None:
-        details["weights_ess"] = float(P.weights.sum() ** 2 / np.sum(P.weights ** 2))
-    if m == "atc":
-        t, lam = atc_threshold(_neg_entropy(P.proba_source), details["cv_accuracy"])
-        details.update(atc_threshold=t, atc_tie_share=lam)
-    if m in LABEL_SHIFT_METHODS and len(P.classes) == 2:
-        details["prior_target_1"] = _target_prior(m, P)[1]
-        details["prior_source_1"] = float(np.mean(P.y_source == 1))
-    return AccuracyEstimate(float(acc), float(max(0.0, acc - z * se)), float(min(1.0, acc + z * se)), m, details)
+    redraw_target = any(b in LABEL_SHIFT_METHODS for b in bases)  # the prior comes from the target rows
+    boot: dict[str, list[float]] = {m: [] for m in set(resolved.values())}
+    for _ in range(int(n_boot)):
+        r = rng.integers(0, n_s, n_s)
+        t = rng.integers(0, n_t, n_t) if redraw_target else None
+        vals = {b: fns[b](r, t) for b in bases}
+        for m in boot:
+            boot[m].append(_combine(m, vals, P))
+    rows_s = np.arange(n_s)
+    models = {a: full[a] if a in full else _method_fn(a, P)(rows_s)
+              for a in SHIFT_MODELS if P.weights is not None or a not in WEIGHTED_METHODS}
+    v_shift = (models["cbpe"] - models["weighted-cbpe"]) ** 2 if "weighted-cbpe" in models else 0.0
+    out = {}
+    for req, m in resolved.items():
+        acc = _combine(m, full, P)
+        v_source = float(np.var(boot[m], ddof=1))
+        v_target = acc * (1.0 - acc) / n_t
+        v_model = model_variance(P, acc, models)
+        kind = kinds[req]
+        se = math.sqrt(v_source + v_target + {"plain": 0.0, "shift": v_shift, "model": v_model}[kind])
+        details: dict[str, Any] = {
+            "confidence": float(confidence), "requested": req, "learner": P.learner, "n_source": n_s,
+            "n_target": n_t, "k": int(P.folds.max()) + 1, "n_boot": int(n_boot), "interval": kind, "se": se,
+            "se_source": math.sqrt(v_source), "se_target": math.sqrt(v_target), "se_shift": math.sqrt(v_shift),
+            "se_model": math.sqrt(v_model), "cv_accuracy": float(P.correct_source.mean()),
+        }
+        if P.weights is not None:
+            details["weights_ess"] = float(P.weights.sum() ** 2 / np.sum(P.weights ** 2))
+        if m in COMBINATIONS:
+            details["components"] = {c: full[c] for c in _components(m, P)}
+        if m == "atc":
+            thr, lam = atc_threshold(_neg_entropy(P.proba_source), details["cv_accuracy"])
+            details.update(atc_threshold=thr, atc_tie_share=lam)
+        if m in LABEL_SHIFT_METHODS and len(P.classes) == 2:
+            details["prior_target_1"] = _target_prior(m, P)[1]
+            details["prior_source_1"] = float(np.mean(P.y_source == 1))
+        out[req] = AccuracyEstimate(float(acc), float(max(0.0, acc - z * se)), float(min(1.0, acc + z * se)), m,
+                                    details)
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------

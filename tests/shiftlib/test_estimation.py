@@ -279,3 +279,94 @@ def test_source_cv_scores_equal_source_cv_on_the_same_folds():
     for n in learners:
         assert got.scores[n] == pytest.approx(ref.scores[n], abs=1e-12)
         np.testing.assert_allclose(got.details["fold_scores"][n], ref.details["fold_scores"][n], atol=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------------
+# revision 3: NannyML's checked calibration, and the two combinations
+# ----------------------------------------------------------------------------------------------------
+def test_expected_calibration_error_by_hand() -> None:
+    from shiftlib.estimation import expected_calibration_error
+
+    p = np.array([0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9])
+    # two equal-count bins of 4: mean scores 0.25 and 0.75
+    assert expected_calibration_error(np.array([0, 0, 1, 0, 1, 1, 1, 0]), p, bins=2) == pytest.approx(0.0)
+    # labels 0,0,0,0 | 1,1,1,1: |0.25 − 0|·½ + |0.75 − 1|·½ = 0.25
+    assert expected_calibration_error(np.array([0, 0, 0, 0, 1, 1, 1, 1]), p, bins=2) == pytest.approx(0.25)
+
+
+def test_cbpe_nml_skips_calibration_of_a_separating_score() -> None:
+    # source scores separate the classes (AUROC 1 > 0.999): NannyML leaves them raw, so the estimate is the
+    # mean raw probability of the predicted class: target p1 = 0.9, 0.2, 0.6 → 0.9, 0.8, 0.6 → 0.7667
+    from shiftlib.estimation import needs_calibration
+
+    p_s = np.r_[np.linspace(0.55, 0.7, 20), np.linspace(0.3, 0.45, 20)]
+    y = np.r_[np.ones(20), np.zeros(20)].astype(int)
+    assert not needs_calibration(y, p_s)
+    pt = np.array([0.9, 0.2, 0.6])
+    P = StoredPredictions("toy", np.array([0, 1]), y, np.c_[1 - p_s, p_s], np.c_[1 - pt, pt], np.arange(40) % 2)
+    assert point_estimate(P, "cbpe-nml") == pytest.approx((0.9 + 0.8 + 0.6) / 3, abs=1e-12)
+    # our top-label cbpe calibrates anyway: every source prediction is correct → 1.0
+    assert point_estimate(P, "cbpe") == pytest.approx(1.0)
+
+
+# calibrated scores (NannyML's check skips calibration for this draw) and overconfident ones (it calibrates)
+@pytest.mark.slow  # importing NannyML alone takes ~20 s here
+@pytest.mark.parametrize(("seed", "sharpen", "calibrates"), [(1, 1.0, False), (7, 3.0, True)])
+def test_cbpe_nml_equals_nannyml_cbpe_on_the_same_predictions(seed: int, sharpen: float, calibrates: bool) -> None:
+    nml = pytest.importorskip("nannyml")
+    import pandas as pd
+
+    from shiftlib.estimation import needs_calibration
+
+    rng = np.random.default_rng(seed)
+    logit_s, logit_t = rng.normal(0, 1.5, 400), rng.normal(0.7, 1.5, 300)
+    y = (rng.random(400) < 1 / (1 + np.exp(-logit_s))).astype(int)
+    p_s, p_t = 1 / (1 + np.exp(-sharpen * logit_s)), 1 / (1 + np.exp(-sharpen * logit_t))
+    assert needs_calibration(y, p_s) is calibrates
+    P = StoredPredictions("toy", np.array([0, 1]), y, np.c_[1 - p_s, p_s], np.c_[1 - p_t, p_t], np.arange(400) % 5)
+    est = nml.CBPE(y_pred_proba="p", y_pred="pred", y_true="y", metrics=["accuracy"], chunk_number=1,
+                   problem_type="classification_binary")
+    est.fit(pd.DataFrame({"p": p_s, "pred": (p_s > 0.5).astype(int), "y": y}))
+    assert bool(est.needs_calibration) is calibrates
+    ref = est.estimate(pd.DataFrame({"p": p_t, "pred": (p_t > 0.5).astype(int)})).filter(period="analysis")
+    assert point_estimate(P, "cbpe-nml") == pytest.approx(ref.to_df().iloc[0][("accuracy", "value")], abs=1e-12)
+
+
+def test_minimax_is_the_midpoint_of_the_three_shift_models_and_its_model_interval_holds_them() -> None:
+    # two-cell world (hand-worked above): cbpe = weighted-cbpe = 0.8225, em = 0.74 → midpoint 0.78125
+    P = _two_cell_world(42, 58)
+    assert point_estimate(P, "minimax") == pytest.approx((0.8225 + 0.74) / 2, abs=1e-6)
+    est = estimate_from_predictions(P, "minimax", n_boot=40, interval="model", random_state=0)
+    assert est.details["se_model"] == pytest.approx((0.8225 - 0.74) / 2, abs=1e-6)  # half the range
+    assert est.ci_low <= 0.74 and est.ci_high >= 0.8225
+    assert est.details["components"] == pytest.approx({"cbpe": 0.8225, "weighted-cbpe": 0.8225, "em": 0.74},
+                                                      abs=1e-6)
+
+
+def test_median_of_the_fit_free_estimators_by_hand() -> None:
+    # two-cell world: cv = iwcv = 160/200 = 0.8; doc = 0.8 − (0.8 − 0.8225) = 0.8225; cbpe = weighted-cbpe =
+    # cbpe-nml = 0.8225 (the scores are calibrated); em = bbse = weighted-em = 0.74; atc: the 40% B rows score
+    # above A, so t = A's score with λ = (0.8 − 0.4)/0.6 = 2/3 → 0.58 + 2/3·0.42 = 0.86.
+    # Sorted: .74 .74 .74 .8 .8 .8225 .8225 .8225 .8225 .86 → median (0.8 + 0.8225)/2
+    from shiftlib.estimation import MEDIAN_COMPONENTS
+
+    P = _two_cell_world(42, 58)
+    by_hand = {"cv": 0.8, "iwcv": 0.8, "doc": 0.8225, "atc": 0.86, "cbpe": 0.8225, "weighted-cbpe": 0.8225,
+               "em": 0.74, "bbse": 0.74, "weighted-em": 0.74, "cbpe-nml": 0.8225}
+    assert set(by_hand) == set(MEDIAN_COMPONENTS)
+    for m, v in by_hand.items():
+        assert point_estimate(P, m) == pytest.approx(v, abs=1e-6), m
+    assert point_estimate(P, "median") == pytest.approx((0.8 + 0.8225) / 2, abs=1e-6)
+    # without importance weights the weighted components drop out: .74 .74 .8 .8225 .8225 .8225 .86
+    unweighted = StoredPredictions("toy", P.classes, P.y_source, P.proba_source, P.proba_target, P.folds)
+    assert point_estimate(unweighted, "median") == pytest.approx(0.8225, abs=1e-6)
+
+
+def test_shared_resamples_change_nothing_for_methods_alone() -> None:
+    from shiftlib.estimation import estimate_methods
+
+    P = _two_cell_world(42, 58)
+    many = estimate_methods(P, ["cv", "doc", "atc"], n_boot=30, random_state=4)
+    for m in ("cv", "doc", "atc"):  # no label-shift component: the same source resamples as one call each
+        one = estimate_from_predictions(P, m, n_boot=30, random_state=4)
+        assert (many[m].accuracy, many[m].ci_low, many[m].ci_high) == (one.accuracy, one.ci_low, one.ci_high)
