@@ -89,7 +89,6 @@ from statistics import NormalDist
 from typing import Any
 
 import numpy as np
-from sklearn.isotonic import IsotonicRegression
 from sklearn.model_selection import StratifiedKFold
 
 from shiftlib.selection._validation import check_X, check_y, take
@@ -225,9 +224,64 @@ def atc_threshold(score_source: np.ndarray, accuracy: float) -> tuple[float, flo
     return t, lam
 
 
-def _isotonic(conf: np.ndarray, correct: np.ndarray, w: np.ndarray | None) -> IsotonicRegression:
-    iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip")
-    return iso.fit(conf, correct, sample_weight=w)
+class IsotonicMap:
+    """An increasing isotonic map fitted by ``scipy.optimize.isotonic_regression``, predicting by linear
+    interpolation with clipping: the steps of scikit-learn's ``IsotonicRegression(increasing=True,
+    out_of_bounds="clip")`` (rows of weight 0 dropped, equal scores merged into their weighted mean label,
+    the pooled-adjacent-violators fit, ``y_min``/``y_max`` clipping, queries clipped to the fitted range).
+    Hand-written only as a thin wrapper: the bootstrap refits thousands of 1-D maps and scikit-learn's
+    per-call input validation was most of their time."""
+
+    def __init__(self, y_min: float | None = None, y_max: float | None = None) -> None:
+        self.y_min, self.y_max = y_min, y_max
+
+    def fit(self, x: np.ndarray, y: np.ndarray, sample_weight: np.ndarray | None = None) -> IsotonicMap:
+        from scipy.optimize import isotonic_regression
+
+        x, y = np.asarray(x, float).ravel(), np.asarray(y, float).ravel()
+        w = np.ones_like(x) if sample_weight is None else np.asarray(sample_weight, float).ravel()
+        keep = w > 0
+        x, y, w = x[keep], y[keep], w[keep]
+        order = np.lexsort((y, x))
+        x, y, w = x[order], y[order], w[order]
+        first = _groups(x)
+        group = np.cumsum(first) - 1
+        wu = np.bincount(group, w)
+        yu = np.bincount(group, w * y) / wu
+        fitted = isotonic_regression(yu, weights=wu, increasing=True).x
+        if self.y_min is not None or self.y_max is not None:
+            fitted = np.clip(fitted, -np.inf if self.y_min is None else self.y_min,
+                             np.inf if self.y_max is None else self.y_max)
+        self.x_, self.y_ = x[first], fitted
+        return self
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        x = np.clip(np.asarray(x, float).ravel(), self.x_[0], self.x_[-1])
+        return np.interp(x, self.x_, self.y_) if len(self.x_) > 1 else np.full(len(x), self.y_[0])
+
+
+def _groups(x: np.ndarray) -> np.ndarray:
+    """Where each group of equal scores starts in sorted ``x``, grouped as scikit-learn's ``_make_unique``
+    does: a group holds the scores less than ``finfo(float64).resolution`` (1e-15) above its first score."""
+    eps = np.finfo(np.float64).resolution
+    gaps = np.diff(x)
+    if not np.any((gaps > 0) & (gaps < eps)):  # the usual case: near-equal only when equal
+        return np.r_[True, gaps != 0]
+    first = np.zeros(len(x), bool)
+    i = 0
+    while i < len(x):  # scores crowded within 1e-15 (e.g. probabilities saturated at 1): chain as scikit-learn
+        first[i] = True
+        j = int(np.searchsorted(x, x[i] + eps, side="left"))
+        while j > i + 1 and x[j - 1] - x[i] >= eps:  # scikit-learn's test is x − first ≥ eps, in that rounding
+            j -= 1
+        while j < len(x) and x[j] - x[i] < eps:
+            j += 1
+        i = j
+    return first
+
+
+def _isotonic(conf: np.ndarray, correct: np.ndarray, w: np.ndarray | None) -> IsotonicMap:
+    return IsotonicMap(y_min=0.0, y_max=1.0).fit(conf, correct, sample_weight=w)
 
 
 def calibrated_posteriors(proba_source: np.ndarray, y_source: np.ndarray, proba_target: np.ndarray,
@@ -284,19 +338,22 @@ def needs_calibration(y_true: np.ndarray, proba: np.ndarray, *, bins: int = 10, 
     test rows, and return whether the calibrated scores' :func:`expected_calibration_error` is below the
     raw scores'. A class with a single row (possible in a bootstrap resample, where NannyML would raise)
     → False."""
-    from sklearn.metrics import roc_auc_score
+    from scipy.stats import rankdata
     from sklearn.model_selection import StratifiedShuffleSplit
 
     y_true, proba = np.asarray(y_true), np.asarray(proba, float)
     _, counts = np.unique(y_true, return_counts=True)
     if len(counts) < 2 or counts.min() < 2:
         return False
-    if roc_auc_score(y_true, proba) > 0.999:
+    pos = y_true == np.unique(y_true)[-1]
+    n1, n0 = int(pos.sum()), int((~pos).sum())
+    auroc = (rankdata(proba)[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0)  # Mann–Whitney = ROC AUC, ties halved
+    if auroc > 0.999:
         return False
     ys, raw, cal = [], [], []
     for train, test in StratifiedShuffleSplit(n_splits=splits, test_size=0.1, random_state=random_state).split(
             proba, y_true):
-        iso = IsotonicRegression(out_of_bounds="clip", increasing=True).fit(proba[train], y_true[train])
+        iso = IsotonicMap().fit(proba[train], y_true[train])
         ys.append(y_true[test])
         raw.append(proba[test])
         cal.append(iso.predict(proba[test]))
@@ -313,7 +370,7 @@ def checked_posteriors(proba_source: np.ndarray, y_source: np.ndarray, proba_tar
         yc = (y_source == c).astype(int)
         if not needs_calibration(yc, proba_source[:, c]):
             return proba_target[:, c].astype(float)
-        return IsotonicRegression(out_of_bounds="clip", increasing=True).fit(proba_source[:, c], yc).predict(
+        return IsotonicMap().fit(proba_source[:, c], yc).predict(
             proba_target[:, c])
 
     n_cls = proba_source.shape[1]

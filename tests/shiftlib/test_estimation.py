@@ -370,3 +370,24 @@ def test_shared_resamples_change_nothing_for_methods_alone() -> None:
     for m in ("cv", "doc", "atc"):  # no label-shift component: the same source resamples as one call each
         one = estimate_from_predictions(P, m, n_boot=30, random_state=4)
         assert (many[m].accuracy, many[m].ci_low, many[m].ci_high) == (one.accuracy, one.ci_low, one.ci_high)
+
+
+def test_isotonic_map_equals_scikit_learns_isotonic_regression():
+    """``IsotonicMap`` reproduces ``IsotonicRegression(increasing=True, out_of_bounds="clip")`` (the
+    independent computation): tied scores, zero and non-zero weights, y bounds, queries beyond the range."""
+    from sklearn.isotonic import IsotonicRegression
+
+    from shiftlib.estimation import IsotonicMap
+
+    rng = np.random.default_rng(3)
+    for trial in range(20):
+        x = np.round(rng.random(60), 1 + trial % 3)  # coarse rounding: many ties
+        y = (rng.random(60) < x).astype(float)
+        if trial % 5 == 1:  # saturated probabilities (naive Bayes): scores less than 1e-15 apart, mixed labels
+            x[:25], y[:25] = 1.0 - rng.integers(0, 12, 25) * 1.1e-16, rng.integers(0, 2, 25)
+        w = None if trial % 2 else rng.choice([0.0, 0.5, 1.0, 2.0], 60)
+        q = np.linspace(-0.2, 1.2, 57)
+        bounds = {"y_min": 0.0, "y_max": 1.0} if trial % 4 == 0 else {}
+        ours = IsotonicMap(**bounds).fit(x, y, sample_weight=w).predict(q)
+        ref = IsotonicRegression(increasing=True, out_of_bounds="clip", **bounds).fit(x, y, sample_weight=w).predict(q)
+        np.testing.assert_allclose(ours, ref, atol=1e-12)
