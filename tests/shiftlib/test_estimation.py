@@ -391,3 +391,23 @@ def test_isotonic_map_equals_scikit_learns_isotonic_regression():
         ours = IsotonicMap(**bounds).fit(x, y, sample_weight=w).predict(q)
         ref = IsotonicRegression(increasing=True, out_of_bounds="clip", **bounds).fit(x, y, sample_weight=w).predict(q)
         np.testing.assert_allclose(ours, ref, atol=1e-12)
+
+
+def test_binary_em_prior_follows_the_general_iteration():
+    """The two-class fast path of ``em_prior`` is the same update and stopping rule as iterating
+    ``prior_shift_posteriors`` (the independent computation), on soft and on hard (0/1) posteriors."""
+    from shiftlib.estimation import em_prior, prior_shift_posteriors
+
+    rng = np.random.default_rng(5)
+    for trial in range(40):
+        p1 = rng.beta(0.5, 0.5, 150)
+        if trial % 2:
+            p1 = np.round(p1)
+        post, ps = np.c_[1 - p1, p1], np.array([0.65, 0.35]) if trial % 3 else np.array([0.2, 0.8])
+        pi = ps.copy()
+        for _ in range(1000):
+            new = prior_shift_posteriors(post, ps, pi).mean(axis=0)
+            if np.max(np.abs(new - pi)) < 1e-8:
+                break
+            pi = new
+        np.testing.assert_allclose(em_prior(post, ps), new, atol=1e-12)
