@@ -103,6 +103,7 @@ __all__ = [
     "INTERVALS",
     "LABEL_SHIFT_METHODS",
     "METHODS",
+    "N_BOOT",
     "WEIGHTED_METHODS",
     "AccuracyEstimate",
     "StoredPredictions",
@@ -150,6 +151,8 @@ INTERVALS: tuple[str, ...] = ("plain", "shift", "model")
 AUTO_METHOD = "median"
 #: the interval ``method="auto"`` ships (the rule chooses a method and an interval kind together)
 AUTO_INTERVAL = "model"
+#: bootstrap resamples of V_source: the number the replication measured coverage with (reports/estimation.md)
+N_BOOT = 100
 
 
 @dataclass(frozen=True)
@@ -601,7 +604,7 @@ def estimate_from_predictions(
     method: str = "auto",
     *,
     confidence: float = 0.95,
-    n_boot: int = 200,
+    n_boot: int = N_BOOT,
     interval: str | None = None,
     random_state: int | None = None,
 ) -> AccuracyEstimate:
@@ -618,7 +621,7 @@ def estimate_methods(
     methods: Sequence[str],
     *,
     confidence: float = 0.95,
-    n_boot: int = 200,
+    n_boot: int = N_BOOT,
     interval: str | None = None,
     random_state: int | None = None,
 ) -> dict[str, AccuracyEstimate]:
@@ -794,7 +797,7 @@ def estimate_accuracies(
     weights: Any = None,
     confidence: float = 0.95,
     k: int = 10,
-    n_boot: int = 200,
+    n_boot: int = N_BOOT,
     random_state: int | None = None,
 ) -> dict[str, dict[str, AccuracyEstimate]]:
     """Estimates for many learners sharing one fold split and one weight fit: learner → method → estimate.
@@ -826,7 +829,7 @@ def estimate_accuracy(
     weights: Any = None,
     confidence: float = 0.95,
     k: int = 10,
-    n_boot: int = 200,
+    n_boot: int = N_BOOT,
     random_state: int | None = None,
 ) -> AccuracyEstimate:
     """Estimated accuracy of ``learner`` (fit on all source rows) on the unlabeled ``X_target``, with a

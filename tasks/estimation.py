@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from shiftlib.estimation import estimate_from_predictions, source_cv_scores, stored_predictions
+from shiftlib.estimation import N_BOOT, estimate_from_predictions, source_cv_scores, stored_predictions
 from shiftlib.learners import make_learner, needs_target
 from tasks.ingest import ingest_inputs
 from tasks.logs import run_logger
@@ -71,7 +71,7 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
 
 @task(name="estimation", cache_policy=NO_CACHE)
 def estimation(store: StageStore, *, seed: int, k: int, tracking_uri: str, run_ids: dict[str, str],
-               method: str = "auto", confidence: float = 0.95, n_boot: int = 200,
+               method: str = "auto", confidence: float = 0.95, n_boot: int = N_BOOT,
                rows: int | None = None) -> pd.DataFrame:
     """Estimate every candidate's target accuracy (reusing an identical earlier stage), write the stage,
     log the estimates into the candidates' nested runs; returns the stage table."""
