@@ -175,18 +175,17 @@ def evaluate_run(run: str, labels_spec: str, *, id_column: str | None = None,
     import pandas as pd
     from mlflow.tracking import MlflowClient
 
+    from flows.paths import missing_sqlite_store, shiftflow_home
     from tasks.sources import SourceSpecError, load_table
     from tasks.store import StageStore, write_parquet_atomic
     from tasks.tracking import default_tracking_uri, log_metrics, with_retries
 
     if tracking_uri is None:
-        from flows.paths import shiftflow_home
-
         tracking_uri = os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(shiftflow_home())
-    if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri.removeprefix("sqlite:///")).is_file():
-        # MLflow would create an empty store there: refuse instead, writing nothing
-        raise EvaluateError(f"no MLflow store at {tracking_uri.removeprefix('sqlite:///')}: pass the --tracking-uri "
-                            "the retrain used (or set SHIFTFLOW_HOME / MLFLOW_TRACKING_URI as it was)")
+    db = missing_sqlite_store(tracking_uri)
+    if db is not None:
+        raise EvaluateError(f"no MLflow store at {db}: pass the --tracking-uri the retrain used (or set "
+                            "SHIFTFLOW_HOME / MLFLOW_TRACKING_URI as it was)")
     client = MlflowClient(tracking_uri)
     parent = find_parent_run(client, run)
     run_dir = Path(parent.data.tags["shiftflow.run_dir"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["DATA_DIR", "PROJECT_DIR", "default_run_root", "shiftflow_home"]
+__all__ = ["DATA_DIR", "PROJECT_DIR", "default_run_root", "missing_sqlite_store", "shiftflow_home"]
 
 #: the project folder (holds prefect.yaml)
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -39,3 +39,12 @@ def default_run_root() -> Path:
     if (DATA_DIR / "README.md").is_file():
         return (DATA_DIR / "runs").resolve()
     return (shiftflow_home() / "runs").resolve()
+
+
+def missing_sqlite_store(tracking_uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` tracking URI when it does not exist (MLflow would create an empty
+    store there), else None: commands that only read runs refuse it instead."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    db = Path(tracking_uri.removeprefix("sqlite:///"))
+    return None if db.is_file() else db

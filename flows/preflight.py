@@ -133,11 +133,11 @@ def _check_filled(config: RetrainConfig, classes: list[Any], n_target: int) -> N
     needs the training stage, so the labels stage checks that."""
     from flows.paths import default_run_root
     from tasks.inputs import LabelsInputError, read_filled
-    from tasks.store import MANIFEST
+    from tasks.store import stage_manifests
 
     read_filled(config.target_labels, config.label, classes, n_target)
     root = Path(config.run_root) if config.run_root else default_run_root()
-    if not any(root.glob(f"*/labels/{MANIFEST}")):
+    if not stage_manifests(root, "labels"):
         raise LabelsInputError(f"no label plan is stored under the run root {root}: run with --label-budget first "
                                "(same configuration and run root), fill the file it writes, then pass it with "
                                "--target-labels")
@@ -170,11 +170,10 @@ def _preflight(config: RetrainConfig) -> Checked:
             f"{len(prepared.classes)} classes in {config.label!r}; leave undersample unset or map the label to "
             "positive-vs-rest"
         )
-    if config.label_budget is not None and config.label_budget > prepared.n_target:
-        raise ConfigError(
-            f"label_budget={config.label_budget} is larger than the batch, which has {prepared.n_target} target "
-            f"rows: ask for at most {prepared.n_target} labels"
-        )
+    if config.label_budget is not None:
+        from tasks.inputs import check_label_budget
+
+        check_label_budget(config.label_budget, prepared.n_target)
     if config.target_labels is not None:
         _check_filled(config, list(prepared.classes), prepared.n_target)
     counts = Counter(prepared.classes[i] for i in prepared.source_y.tolist())

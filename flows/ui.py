@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flows.paths import shiftflow_home
+from flows.paths import missing_sqlite_store, shiftflow_home
 from flows.stack.http import HOST, port_free
 from flows.stack.procs import ServiceError, process_start_time, process_tree, stop_process
 
@@ -48,11 +48,10 @@ def ui_command(tracking_uri: str, port: int, artifacts: Path) -> list[str]:
 def _check_store(tracking_uri: str) -> None:
     if tracking_uri.startswith(("http://", "https://")):
         raise ServiceError(f"{tracking_uri} is a tracking server: open it in a browser, it is its own UI")
-    if tracking_uri.startswith("sqlite:///"):
-        db = Path(tracking_uri.removeprefix("sqlite:///"))
-        if not db.is_file():
-            raise ServiceError(f"no MLflow store at {db}: run `shiftflow retrain` first, or point --tracking-uri "
-                               "(or SHIFTFLOW_HOME) at the store your runs used")
+    db = missing_sqlite_store(tracking_uri)
+    if db is not None:
+        raise ServiceError(f"no MLflow store at {db}: run `shiftflow retrain` first, or point --tracking-uri "
+                           "(or SHIFTFLOW_HOME) at the store your runs used")
 
 
 def _answers(url: str) -> bool:

@@ -124,6 +124,7 @@ __all__ = [
     "estimate_accuracy",
     "estimate_from_predictions",
     "point_estimate",
+    "shared_source_cv",
     "shift_variance",
     "stored_predictions",
 ]
@@ -373,8 +374,7 @@ def checked_posteriors(proba_source: np.ndarray, y_source: np.ndarray, proba_tar
         yc = (y_source == c).astype(int)
         if not needs_calibration(yc, proba_source[:, c]):
             return proba_target[:, c].astype(float)
-        return IsotonicMap().fit(proba_source[:, c], yc).predict(
-            proba_target[:, c])
+        return IsotonicMap().fit(proba_source[:, c], yc).predict(proba_target[:, c])
 
     n_cls = proba_source.shape[1]
     if n_cls == 2:
@@ -448,15 +448,20 @@ def bbse_prior(pred_source: np.ndarray, y_source: np.ndarray, pred_target: np.nd
     return prior / tot if tot > 0 else C.sum(axis=0)
 
 
-def _label_shift_fn(method: str, P: StoredPredictions) -> Callable[[np.ndarray, np.ndarray], float]:
-    """f(source rows, target rows) → estimate: calibration on the source rows, prior from the target rows,
+#: a method's estimate from source rows r (with repeats) and, for label-shift methods, target rows t
+Fn = Callable[..., float]
+
+
+def _label_shift_fn(method: str, P: StoredPredictions) -> Fn:
+    """f(source rows, target rows or None for all) → estimate: calibration on the source rows, prior from the target rows,
     accuracy averaged over the whole batch."""
     n_cls, y = len(P.classes), P.y_source
     pred_s, pred_t = np.argmax(P.proba_source, axis=1), np.argmax(P.proba_target, axis=1)
     weighted = method == "weighted-em"
     rows_t = np.arange(len(pred_t))
 
-    def fn(r: np.ndarray, t: np.ndarray = rows_t) -> float:
+    def fn(r: np.ndarray, t: np.ndarray | None = None) -> float:
+        t = rows_t if t is None else t
         w = P.weights[r] if weighted else None
         post_s, post_t = calibrated_posteriors(P.proba_source[r], y[r], P.proba_target, w)
         ww = np.ones(len(r)) if w is None else w
@@ -469,9 +474,6 @@ def _label_shift_fn(method: str, P: StoredPredictions) -> Callable[[np.ndarray, 
         return float(np.mean(q[rows_t, pred_t]))
 
     return fn
-
-
-Fn = Callable[..., float]
 
 
 def _method_fn(method: str, P: StoredPredictions) -> Fn:
@@ -505,8 +507,7 @@ def _method_fn(method: str, P: StoredPredictions) -> Fn:
 
         return atc
     if method in LABEL_SHIFT_METHODS:
-        ls = _label_shift_fn(method, P)
-        return lambda r, t=None: ls(r) if t is None else ls(r, t)
+        return _label_shift_fn(method, P)
     if method in ("cbpe", "weighted-cbpe"):
         weighted = method == "weighted-cbpe"
         return lambda r, t=None: float(
@@ -565,19 +566,27 @@ def point_estimate(P: StoredPredictions, method: str) -> float:
     return _combine(m, {c: _method_fn(c, P)(rows) for c in _components(m, P)}, P)
 
 
-def shift_variance(P: StoredPredictions) -> float:
+def shift_variance(P: StoredPredictions, models: dict[str, float] | None = None) -> float:
     """V_shift: squared gap between the target accuracy predicted by the source-calibrated and the
     importance-weighted calibration (cbpe vs weighted-cbpe); 0 without weights.
 
     Both are consistent for the target accuracy when the weights are right and the shift is covariate
     only; their gap measures how much the target's calibration differs from the source's, which the
-    bootstrap (source rows, target fixed) does not see.
+    bootstrap (source rows, target fixed) does not see. ``models``: their estimates when already computed.
     """
     if P.weights is None:
         return 0.0
-    rows = np.arange(len(P.y_source))
-    gap = _method_fn("cbpe", P)(rows) - _method_fn("weighted-cbpe", P)(rows)
+    est = _shift_models(P, models)
+    gap = est["cbpe"] - est["weighted-cbpe"]
     return float(gap * gap)
+
+
+def _shift_models(P: StoredPredictions, known: dict[str, float] | None = None) -> dict[str, float]:
+    """The estimates of :data:`SHIFT_MODELS` (``weighted-cbpe`` only with weights), taken from ``known`` where
+    present and computed on every source row otherwise."""
+    known, rows = known or {}, np.arange(len(P.y_source))
+    return {a: known[a] if a in known else _method_fn(a, P)(rows)
+            for a in SHIFT_MODELS if P.weights is not None or a not in WEIGHTED_METHODS}
 
 
 def model_variance(P: StoredPredictions, estimate: float, models: dict[str, float] | None = None) -> float:
@@ -587,10 +596,7 @@ def model_variance(P: StoredPredictions, estimate: float, models: dict[str, floa
     an interval of ± z·√V_model (or wider) contains all three. Without weights, ``weighted-cbpe`` is left out.
     ``models``: their estimates when already computed (name → value), so they are not computed again.
     """
-    rows = np.arange(len(P.y_source))
-    alts = ["cbpe", "em"] + (["weighted-cbpe"] if P.weights is not None else [])
-    models = models or {}
-    return float(max(((models[a] if a in models else _method_fn(a, P)(rows)) - estimate) ** 2 for a in alts))
+    return float(max((v - estimate) ** 2 for v in _shift_models(P, models).values()))
 
 
 def _z(confidence: float) -> float:
@@ -653,10 +659,8 @@ def estimate_methods(
         vals = {b: fns[b](r, t) for b in bases}
         for m in boot:
             boot[m].append(_combine(m, vals, P))
-    rows_s = np.arange(n_s)
-    models = {a: full[a] if a in full else _method_fn(a, P)(rows_s)
-              for a in SHIFT_MODELS if P.weights is not None or a not in WEIGHTED_METHODS}
-    v_shift = (models["cbpe"] - models["weighted-cbpe"]) ** 2 if "weighted-cbpe" in models else 0.0
+    models = _shift_models(P, full)
+    v_shift = shift_variance(P, models)
     out = {}
     for req, m in resolved.items():
         acc = _combine(m, full, P)
@@ -711,6 +715,20 @@ def _proba(model: Any, X: Any, classes: np.ndarray, name: str) -> np.ndarray:
     out = np.zeros((len(p), len(classes)))
     out[:, np.searchsorted(classes, model.classes_)] = p
     return out
+
+
+def shared_source_cv(preds: Sequence[StoredPredictions], learners: Sequence[Any], n_source: int
+                     ) -> SelectorScores | None:
+    """:func:`source_cv_scores` when they are the numbers ``shiftlib.selection.source_cv`` would compute on
+    the whole source: the predictions used all ``n_source`` rows and no learner reads ``X_target``
+    (``shiftlib.learners.needs_target``: CSLR); else None, and selection must fit its own folds."""
+    from shiftlib.learners import make_learner, needs_target
+
+    if not preds or len(preds[0].y_source) != n_source:
+        return None
+    if any(needs_target(make_learner(lr) if isinstance(lr, str) else lr) for lr in learners):
+        return None
+    return source_cv_scores(preds)
 
 
 def source_cv_scores(preds: Sequence[StoredPredictions]) -> SelectorScores:

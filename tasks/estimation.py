@@ -18,8 +18,7 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from shiftlib.estimation import N_BOOT, estimate_from_predictions, source_cv_scores, stored_predictions
-from shiftlib.learners import make_learner, needs_target
+from shiftlib.estimation import N_BOOT, estimate_from_predictions, shared_source_cv, stored_predictions
 from tasks.ingest import ingest_inputs
 from tasks.logs import run_logger
 from tasks.selection import make_candidates, selection_data
@@ -48,15 +47,15 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
              rows: int | None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """The stage table, and the source-CV fold scores (``fold_scores``: candidate, fold, accuracy) when the
     estimates were computed on every source row by learners that ignore the target rows: the selection
-    stage's SCV then reads them instead of refitting (``shiftlib.estimation.source_cv_scores``)."""
+    stage's SCV then reads them instead of refitting (``shiftlib.estimation.shared_source_cv``)."""
     data = selection_data(store, seed, rows)
     specs = _specs(store)
     cands = make_candidates(store, specs, seed, data)
     preds = stored_predictions(cands, data.X_s, data.y_s, data.X_t, k=k, random_state=seed)
     folds = None
-    every_row = len(data.y_s) == store.manifest("ingest")["files"]["source.parquet"]["rows"]
-    if every_row and not any(needs_target(make_learner(learner)) for _, learner, _ in specs):
-        scv = source_cv_scores(preds)
+    scv = shared_source_cv(preds, [learner for _, learner, _ in specs],
+                           store.manifest("ingest")["files"]["source.parquet"]["rows"])
+    if scv is not None:
         folds = pd.DataFrame([{"candidate": name, "fold": i, "accuracy": float(a)}
                               for name, f in scv.details["fold_scores"].items() for i, a in enumerate(f)])
     rows = []

@@ -160,9 +160,25 @@ class LabelsInputError(IngestError):
     """The label budget or the filled labels file cannot be used as given; the message names the fix."""
 
 
+def check_label_budget(budget: Any, n_target: int) -> None:
+    """Refuse a label budget that is not a whole number of rows between 1 and the batch's ``n_target``."""
+    whole = isinstance(budget, int | np.integer) and not isinstance(budget, bool)
+    if whole and 1 <= budget <= n_target:
+        return
+    what = "is larger than the batch, which has" if whole and budget > n_target else \
+        "is not a number of rows between 1 and the batch's"
+    raise LabelsInputError(f"label_budget={budget!r} {what} {n_target} target rows: ask for "
+                           f"1 ≤ label_budget ≤ {n_target}")
+
+
+def labels_path(spec: str) -> Path:
+    """The path of a filled labels file: ``file:PATH`` or a plain PATH (what the resume form accepts)."""
+    return Path(spec.removeprefix("file:"))
+
+
 def read_filled(spec: str, label: str, classes: list[Any], n_target: int) -> tuple[dict[int, int], int, str]:
     """Labels from a filled ``file:PATH.csv|.parquet``: (row → class code, empty cells skipped, SHA-256)."""
-    path = Path(spec[5:] if spec.startswith("file:") else spec)
+    path = labels_path(spec)
     if not path.exists():
         raise LabelsInputError(f"target labels file {path} does not exist: pass file:PATH of the filled "
                                "to_label.csv (or a Parquet file with the same columns)")

@@ -39,9 +39,9 @@ from pydantic import Field
 
 from shiftlib.selection import LabelPlan, TargetPredictions, plan_labels
 from tasks.ingest import ROW, ingest_inputs, load_xy
-from tasks.inputs import LabelsInputError, read_filled
+from tasks.inputs import LabelsInputError, check_label_budget, labels_path, read_filled
 from tasks.logs import run_logger
-from tasks.store import MANIFEST, StageStore, code_version, stage_key
+from tasks.store import StageStore, code_version, stage_key, stage_manifests
 from tasks.tracking import log_metrics, with_retries
 
 STAGE = "labels"
@@ -87,7 +87,7 @@ def _find_plan(store: StageStore, budget: int | None, seed: int) -> dict[str, An
         return store.find_reusable(STAGE, key)
     # no budget given on resume: the newest stored plan of the same inputs and seed
     found = []
-    for m in Path(store.run_root).glob(f"*/{STAGE}/{MANIFEST}"):
+    for m in stage_manifests(store.run_root, STAGE):
         try:
             if json.loads(m.read_text()).get("extra", {}).get("base_key") == base:
                 found.append(m)
@@ -120,7 +120,7 @@ _INPUT_NAMES = {"source": "the source table", "target": "the target batch",
 
 def _file_rows(spec: str, label: str) -> set[int]:
     """The row keys of a labels file with a filled label, read leniently (for diagnosing only)."""
-    path = Path(spec[5:] if spec.startswith("file:") else spec)
+    path = labels_path(spec)
     try:
         df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
         keys = pd.to_numeric(df[ROW], errors="coerce")
@@ -134,7 +134,7 @@ def _other_plan(store: StageStore, budget: int | None, seed: int, rows: set[int]
     holds all of them (``whole``) or at least half of them."""
     key, _, _, inputs = _keys(store, budget, seed)
     best: tuple[int, dict[str, Any]] | None = None
-    for m in Path(store.run_root).glob(f"*/{STAGE}/{MANIFEST}"):
+    for m in stage_manifests(store.run_root, STAGE):
         try:
             man = json.loads(m.read_text())
             planned = set(pd.read_parquet(m.parent / "plan.parquet")["row"].astype(int).tolist())
@@ -164,11 +164,7 @@ def write_plan(store: StageStore, *, budget: int, seed: int, label: str) -> Labe
 
     Raises ``LabelsInputError`` before writing anything when ``budget`` is below 1 or beyond the batch."""
     n_target = int(store.manifest("ingest")["files"]["target.parquet"]["rows"])
-    if isinstance(budget, bool) or not isinstance(budget, int | np.integer) or not 1 <= budget <= n_target:
-        raise LabelsInputError(f"label budget {budget!r} is not a number of rows between 1 and the batch's "
-                               f"{n_target} target rows: ask for 1 ≤ label_budget ≤ {n_target}"
-                               + (" (it is larger than the batch)" if isinstance(budget, int) and budget > n_target
-                                  else ""))
+    check_label_budget(budget, n_target)
     key, base, params, inputs = _keys(store, budget, seed)
     found = store.find_reusable(STAGE, key)
     if found is not None:

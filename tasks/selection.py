@@ -10,6 +10,7 @@ labels it also writes ``selection/agreement.parquet`` and logs each selector's a
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -302,6 +303,11 @@ def _results(store: StageStore, selectors: list[str], *, seed: int, k: int, rows
                             beta=beta, rows=rows)
 
     results = {}
+
+    @functools.cache
+    def scv() -> Any:  # once: the fanned-out parts, the estimation stage's folds (same fits), or fitted here
+        return results.get("scv") or scv_from_estimation(store, seed, k) or on_every_row("scv")
+
     for sel in selectors:
         if sel == "rt" and rt_rows is not None:
             results[sel] = combine([t for t, _ in rt_rows], [c for _, row in rt_rows for c in row])
@@ -315,7 +321,7 @@ def _results(store: StageStore, selectors: list[str], *, seed: int, k: int, rows
             if labeled is None:
                 raise ValueError("the fewlabel selector needs target labels: set target_labels")
             # the plan's rows index the whole target batch; the candidates' predictions come from training
-            prior = results.get("scv") or scv_from_estimation(store, seed, k) or on_every_row("scv")
+            prior = scv()
             posterior = fewlabel_select(cands, data.X_s, data.y_s, _whole_target(store, data), plan=labeled["plan"],
                                         y_labeled=pd.Series(labeled["labels"], dtype=object), prior=prior,
                                         random_state=seed, predictions=stage_predictions(store))
@@ -323,8 +329,7 @@ def _results(store: StageStore, selectors: list[str], *, seed: int, k: int, rows
             # results): CV's order of a pair unless the labels overturn it with posterior probability ≥ 0.9
             results[sel] = replace(guarded_select(posterior, prior), selector="fewlabel")
         elif sel in CV_SELECTORS:
-            shared = scv_from_estimation(store, seed, k) if sel == "scv" else None
-            results[sel] = shared if shared is not None else on_every_row(sel)
+            results[sel] = scv() if sel == "scv" else on_every_row(sel)
         else:
             results[sel] = run_selector(sel, cands, data, seed=seed, k=k, beta=beta)
         for name, err in getattr(results[sel], "errors", {}).items():

@@ -28,6 +28,11 @@ import pyarrow.parquet as pq
 MANIFEST = "manifest.json"
 
 
+def stage_manifests(run_root: str | Path, stage: str) -> list[Path]:
+    """The manifest files of ``stage`` in every run folder under ``run_root`` (verified or not)."""
+    return sorted(Path(run_root).glob(f"*/{stage}/{MANIFEST}"))
+
+
 class CorruptStageError(RuntimeError):
     """A stage file does not match the hash recorded in its manifest."""
 

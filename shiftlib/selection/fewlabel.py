@@ -396,7 +396,7 @@ def _recalibrated(p_right: np.ndarray, Y: np.ndarray, w: np.ndarray, p_target: n
 
 
 def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[int, Any],
-                    estimator: str = "ht", variance: str = DEFAULT_VARIANCE
+                    estimator: str = DEFAULT_ESTIMATOR, variance: str = DEFAULT_VARIANCE
                     ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]] | None:
     """Unbiased estimate of θ from the labels and its covariance; None without labels.
 
@@ -421,9 +421,7 @@ def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[
     def c(i: int) -> np.ndarray:
         return (P[i] == labels[i]).astype(float) if i in labels else correct_prob[i]
 
-    def surrogate(rows: np.ndarray, fit_rows: np.ndarray, fit_w: np.ndarray) -> np.ndarray:
-        if estimator == "ht":
-            return np.zeros((len(rows), ell))
+    def surrogate(rows: np.ndarray, fit_rows: np.ndarray, fit_w: np.ndarray) -> np.ndarray:  # not for 'ht'
         if estimator == "difference_cal" and len(fit_rows):
             Yf = np.vstack([(P[i] == labels[i]).astype(float) for i in fit_rows])
             cal = _recalibrated(correct_prob[fit_rows], Yf, fit_w, correct_prob[rows])
@@ -631,7 +629,7 @@ def plan_labels(
     random_state: int | None = None,
     prior: Any = "cv",
     predictions: TargetPredictions | None = None,
-    estimator: str = "ht",
+    estimator: str = DEFAULT_ESTIMATOR,
     variance: str = DEFAULT_VARIANCE,
 ) -> LabelPlan:
     """Which target rows to label (Sawade et al. 2012 variance-optimal sampling for ℓ candidates); returns a ``LabelPlan``.

@@ -411,3 +411,17 @@ def test_binary_em_prior_follows_the_general_iteration():
                 break
             pi = new
         np.testing.assert_allclose(em_prior(post, ps), new, atol=1e-12)
+
+
+def test_shared_source_cv_only_when_every_row_was_used_and_no_learner_reads_the_target():
+    from shiftlib.estimation import shared_source_cv, source_cv_scores, stored_predictions
+    from shiftlib.learners import make_learner
+
+    X, y = load_breast_cancer(return_X_y=True)
+    Xs, ys, Xt = X[:120, :6], y[:120], X[300:360, :6]
+    preds = stored_predictions({n: make_learner(n, random_state=0) for n in ("NB", "LR")}, Xs, ys, Xt, k=5,
+                               random_state=1, need_weights=False)
+    got = shared_source_cv(preds, ["NB", "LR"], n_source=120)
+    assert got is not None and got.scores.to_dict() == source_cv_scores(preds).scores.to_dict()
+    assert shared_source_cv(preds, ["NB", "LR"], n_source=121) is None  # fitted on a subsample of the source
+    assert shared_source_cv(preds, ["NB", "CSLR"], n_source=120) is None  # CSLR reads X_target: its own folds
