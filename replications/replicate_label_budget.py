@@ -5,6 +5,7 @@ Run from the repository root::
     nice python -m replications.replicate_label_budget            # full run (≈15 min on 2 shared cores)
     nice python -m replications.replicate_label_budget --quick    # smoke run (3 cases, 1 seed, TrCV k = 3)
     nice python -m replications.replicate_label_budget --design fullbatch   # the issue's batch (fifth rule)
+    nice python -m replications.replicate_label_budget --fresh    # the seventh rule's fresh draws
 
 **Rule, fixed before any result of this script was seen** (written here and at the top of the report):
 
@@ -124,6 +125,25 @@ Run from the repository root::
   0.9, prior CV) stays the deciding rule. ``fewlabel_shipped`` measures what the flow now runs: its own
   nested plan chain drawn with the defaults, and the guard over ``fewlabel_select``'s defaults. Every
   earlier selector keeps ``variance="sample"`` explicitly, so its rows reproduce.
+* Seventh rule, added 2026-11-26 14:48 UTC and committed before any result of it was seen. Known then:
+  every table of this report, among them ``fewlabel_hh`` (the unguarded posterior with the corrected
+  variance, over the old plan rows), which at b = 25 / 50 / 100 orders natural 0.798 / 0.906 / 0.929,
+  trcv_pairs 0.744 / 0.830 / 0.881 and feature_bias 0.784 / 0.811 / 0.840 of the pairs, against
+  ``fewlabel_guard_hh``'s 0.819 / 0.876 / 0.901, 0.767 / 0.816 / 0.839 and 0.794 / 0.826 / 0.847. Because
+  those draws have been seen, this rule is judged **only on fresh draws** (``--fresh``): seeds 3, 4, 5 of
+  the natural and trcv_pairs cases and seeds 2, 3 of the feature-bias cases (new source samples, batches,
+  biased splits and plan draws of the same cases). Candidate: ``fewlabel_bayes``, the shipped plan chain
+  and posterior (library defaults), each pair ordered by the posterior itself (the more probable order,
+  i.e. ranking by the posterior mean), no guard. The reason is fixed here, not measured: for a calibrated
+  posterior that already holds the CV prior (weighted through τ²), ordering each pair by its more
+  probable order is the Bayes decision for pairwise-order accuracy; the guard was added (second rule) when
+  the posterior was about ten times over-confident, and over the corrected posterior it counts the prior
+  twice. **Adoption**: ``fewlabel_bayes`` replaces the guard as the flow's deciding rule only if, on the
+  fresh draws, (a) its mean pairwise-order accuracy over the three groups and b ∈ {25, 50, 100} is higher
+  than ``fewlabel_shipped``'s, and (b) in every group and at every b ≥ 25 where ``fewlabel_shipped`` is
+  ≥ ``cv``, ``fewlabel_bayes`` is ≥ ``cv`` too. Otherwise the guard stays, and the fresh report says so.
+  Reported beside them on the same draws: ``cv`` and ``uniform``; the issue's criterion for both. Outputs
+  ``label_budget_fresh.{md,csv,png}``; nothing else is varied.
 * Second design, fixed with the fifth rule and before any result of it was seen (reported beside the
   first; it decides nothing): ``--design fullbatch`` follows the issue's definition, "truth is each
   learner's accuracy on the target rows that were not labeled". For natural and trcv_pairs the batch is
@@ -183,7 +203,7 @@ from shiftlib.selection.labelshift import label_shift_cv, labeled_class_prior, w
 BUDGETS = (10, 25, 50, 100, 200)
 SELECTORS = ("fewlabel", "fewlabel_guard", "fewlabel_guard_ls", "fewlabel_guard_lp", "fewlabel_dm",
              "fewlabel_guard_dm", "fewlabel_guard_dmc", "fewlabel_hh", "fewlabel_guard_hh", "fewlabel_guard_dm_hh",
-             "fewlabel_shipped", "uniform", "trcv_l", "cv", "cv_ls", "cv_lp")
+             "fewlabel_shipped", "fewlabel_bayes", "uniform", "trcv_l", "cv", "cv_ls", "cv_lp")
 DECIDING = ("fewlabel", "fewlabel_guard", "fewlabel_guard_ls", "fewlabel_guard_lp", "fewlabel_guard_dm",
             "fewlabel_guard_dmc", "fewlabel_guard_hh", "fewlabel_guard_dm_hh", "fewlabel_shipped")
 FIFTH = ("fewlabel_guard_dm", "fewlabel_guard_dmc")  # fifth rule, in its fixed order (docstring)
@@ -199,6 +219,7 @@ GROUPS = {
 QUICK = {"natural": ["hmda_afam_no_to_yes"], "trcv_pairs": ["credit_rent_to_owner"],
          "feature_bias": ["pima_kmm_threshold"]}
 BIAS_SEEDS = 2  # seeds 0..1 for the feature-bias group (time; third rule in the module docstring)
+FRESH_SEEDS = {"natural": [3, 4, 5], "trcv_pairs": [3, 4, 5], "feature_bias": [2, 3]}  # seventh rule (docstring)
 
 
 @dataclass(frozen=True)
@@ -271,12 +292,6 @@ def run_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
 
     tp = target_predictions(cands, Xs, ys, XT, random_state=seed)
     cv = source_cv(cands, Xs, ys, k=10, random_state=seed)
-    cv_ls = label_shift_cv(cands, Xs, ys, XT, k=10, random_state=seed, target_predictions=tp.predictions)
-    from shiftlib.weights import make_weighter
-
-    beta = np.asarray(make_weighter("kmm").fit(Xs, XT).weights_, float)
-    beta = beta / beta.mean()
-    perm = np.random.default_rng([seed, 7]).permutation(len(tgt))
     rows: list[dict] = []
     base = {"group": group, "case": case.name, "seed": seed}
 
@@ -287,6 +302,33 @@ def run_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
                      "pairwise_undecided": ag.pairwise_undecided, "regret": ag.regret,
                      "selected": "|".join(ag.selected), "true_best": "|".join(ag.true_best), **extra})
 
+    perm = np.random.default_rng([seed, 7]).permutation(len(tgt))
+    if args.fresh:  # seventh rule (docstring): the shipped chain, its posterior unguarded, cv, uniform
+        plan_d, y_d = None, None
+        for b in BUDGETS:
+            plan_d = plan_labels(cands, Xs, ys, XT, budget=b,
+                                 already_labeled=None if plan_d is None else (plan_d, y_d),
+                                 random_state=seed * 1000 + b, prior=cv, predictions=tp)
+            y_d = yT[plan_d.rows]
+            post = fewlabel_select(cands, Xs, ys, XT, plan=plan_d, y_labeled=y_d, prior=cv, predictions=tp,
+                                   random_state=seed)
+            gd = guarded_select(post, cv)
+            extra = {"tau": post.details["tau2"] ** 0.5, "prior_weight": post.details["prior_weight"],
+                     "sd_contrast": _mean_contrast_sd(post), "n_disagreement": len(tp.disagreement),
+                     "n_batch": len(tgt)}
+            record("fewlabel_shipped", b, gd, plan_d.rows, n_overturned=len(gd.details["overturned"]), **extra)
+            record("fewlabel_bayes", b, post, plan_d.rows, **extra)
+            u = perm[:b]
+            record("uniform", b, SelectorScores("uniform", pd.Series((tp.predictions[u] == yT[u, None]).mean(axis=0),
+                                                                     index=names), 0), u)
+            record("cv", b, cv, np.zeros(0, int))
+        return rows, {**base, "n_source": len(ys), "n_batch": len(tgt), "n_disagreement": len(tp.disagreement),
+                      "seconds": round(time.perf_counter() - t0, 1)}
+    cv_ls = label_shift_cv(cands, Xs, ys, XT, k=10, random_state=seed, target_predictions=tp.predictions)
+    from shiftlib.weights import make_weighter
+
+    beta = np.asarray(make_weighter("kmm").fit(Xs, XT).weights_, float)
+    beta = beta / beta.mean()
     plan, y_plan = None, None
     plan_d, y_d = None, None
     for b in BUDGETS:
@@ -486,6 +528,60 @@ def plot(s: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
+def fresh_report(df: pd.DataFrame, s: pd.DataFrame, infos: list[dict], notes: dict, args: argparse.Namespace,
+                 prefix: str, elapsed: float, cpu: float) -> str:
+    """The seventh rule's report: its text, its verdict on the fresh draws, the tables."""
+    groups = list(dict.fromkeys(s.group))
+    b25 = [b for b in BUDGETS if b >= 25]
+    acc = {g: s[s.group == g].set_index(["selector", "budget"])["pairwise_acc"] for g in groups}
+    cnt = {g: s[s.group == g].set_index(["selector", "budget"])["counted"] for g in groups}
+    verdict = []
+    for g in groups:
+        for sel in ("fewlabel_shipped", "fewlabel_bayes"):
+            sg = acc[g]
+            never_below = all(sg[(sel, b)] >= sg[("cv", b)] for b in b25)
+            verdict.append(f"* **{g}**, {sel}: ≥ cv at every budget ≥ 25: **{'yes' if never_below else 'no'}** ("
+                           + ", ".join(f"b={b}: {sg[(sel, b)]:.3f} vs {sg[('cv', b)]:.3f}" for b in BUDGETS)
+                           + f"); ≥ 0.90 at 100 labels: **{'yes' if sg[(sel, 100)] >= 0.9 else 'no'}** "
+                           f"({sg[(sel, 100)]:.3f}).")
+    mean = {sel: float(np.nanmean([acc[g][(sel, b)] for g in groups for b in b25]))
+            for sel in ("fewlabel_shipped", "fewlabel_bayes")}
+    ok_a = mean["fewlabel_bayes"] > mean["fewlabel_shipped"]
+    lost = [f"{g} b={b}" for g in groups for b in b25
+            if acc[g][("fewlabel_shipped", b)] >= acc[g][("cv", b)] > acc[g][("fewlabel_bayes", b)]]
+    ok_b = not lost
+    verdict += [f"* Seventh rule (a): mean pairwise-order accuracy over the groups and b ∈ {{25, 50, 100}}: "
+                f"fewlabel_bayes {mean['fewlabel_bayes']:.4f} vs fewlabel_shipped {mean['fewlabel_shipped']:.4f}: "
+                f"**{'yes' if ok_a else 'no'}**.",
+                "* Seventh rule (b): nowhere below cv where fewlabel_shipped is ≥ cv (b ≥ 25): "
+                f"**{'yes' if ok_b else 'no'}**" + ("" if ok_b else f" (below at {', '.join(lost)})") + "."]
+    if not args.quick:
+        verdict.append("* **Seventh rule outcome: " + ("fewlabel_bayes replaces the guard as the deciding rule**."
+                                                       if ok_a and ok_b else "the guard stays the deciding rule**."))
+    rule = __doc__.split("* Seventh rule,")[1].split("* Second design")[0]
+    md = ["# A label budget, seventh rule: the unguarded posterior on fresh draws", "",
+          "## Rule (committed before any result of it was seen)", "", "* Seventh rule," + rule.rstrip(), "",
+          f"Produced by `python -m replications.replicate_label_budget --fresh{' --quick' if args.quick else ''}` "
+          f"(≤ {args.n_max} source rows, batch ≤ {args.n_max} target rows, RF {args.rf_trees} trees) in "
+          f"{elapsed:.0f} s wall time ({cpu:.0f} s CPU). The other selectors of ``label_budget.md`` are not run "
+          "on these draws.", "", "## Verdict", "", *verdict, "", "## Cases", "",
+          *[f"* {k}: {v}" for k, v in notes.items()],
+          "* Disagreement rows per run: " + ", ".join(f"{i['case']} s{i['seed']}: {i['n_disagreement']}/{i['n_batch']}"
+                                                     for i in infos) + ".", ""]
+    for g in groups:
+        sg = s[s.group == g]
+        md += [f"## {g}: pairwise-order accuracy (pooled correct / counted pairs; {int(cnt[g][('cv', 100)])} pairs "
+               "counted for cv)", "", md_table(wide(sg, "pairwise_acc")), "", f"## {g}: mean regret", "",
+               md_table(wide(sg, "regret")), ""]
+    per_case = summary(df, ["case", "budget", "selector"])
+    pc = per_case.pivot_table(index=["case", "selector"], columns="budget", values="pairwise_acc", sort=False)
+    pc.columns = [f"b={c}" for c in pc.columns]
+    md += ["## Per case: pairwise-order accuracy", "", md_table(pc.reset_index()), "",
+           "## Plot", "", f"![pairwise-order accuracy and regret against the budget]({prefix}.png)", "",
+           f"Files: `{prefix}.csv` (one row per case × seed × budget × selector), `{prefix}.png`.", ""]
+    return "\n".join(md)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke run: 2 cases, 1 seed, TrCV k = 3")
@@ -498,6 +594,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="batch400: the batch is ≤ --n-max target rows (default); fullbatch: the whole target group "
                          "(≤ --full-cap rows), truth = its rows not labeled (second design, module docstring)")
     ap.add_argument("--full-cap", type=int, default=4000, help="fullbatch: most batch rows (default 4000)")
+    ap.add_argument("--fresh", action="store_true",
+                    help="the seventh rule's fresh draws (seeds 3-5; feature bias 2-3): shipped, bayes, cv, uniform")
     ap.add_argument("--ceiling", action="store_true",
                     help="only the batch-sampling reference (all batch rows labeled): writes <prefix>_ceiling.csv")
     args = ap.parse_args(argv)
@@ -507,7 +605,8 @@ def main(argv: list[str] | None = None) -> int:
     registry = {**NATURAL_CASES, **TRCV_CASES}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    prefix = "label_budget" + ("_fullbatch" if args.design == "fullbatch" else "") + ("_quick" if args.quick else "")
+    prefix = ("label_budget" + ("_fullbatch" if args.design == "fullbatch" else "") + ("_fresh" if args.fresh else "")
+              + ("_quick" if args.quick else ""))
     t0, c0 = time.perf_counter(), time.process_time()
     rows, infos, notes = [], [], {}
     with threadpool_limits(1), warnings.catch_warnings():
@@ -515,15 +614,17 @@ def main(argv: list[str] | None = None) -> int:
         warnings.simplefilter("ignore", RuntimeWarning)
         for group, names in groups.items():
             for name in names:
+                g_seeds = (FRESH_SEEDS[group][:1 if args.quick else None] if args.fresh
+                           else seeds[:BIAS_SEEDS] if group == "feature_bias" else seeds)
                 if group == "feature_bias":
                     notes[name] = (f"[{group}] {name}: replicate_estimation's split_biased (dataset_mechanism), "
-                                   f"target = the 50 % holdout, seeds {seeds[:BIAS_SEEDS]}")
-                    make = [(s_, lambda s_=s_, name=name: bias_case(name, s_, args.n_max)) for s_ in seeds[:BIAS_SEEDS]]
+                                   f"target = the 50 % holdout, seeds {g_seeds}")
+                    make = [(s_, lambda s_=s_, name=name: bias_case(name, s_, args.n_max)) for s_ in g_seeds]
                 else:
                     enc = encode(registry[name]())
                     notes[name] = f"[{group}] {enc.case.note}"
                     make = [(s_, lambda s_=s_, enc=enc, group=group: natural_case(enc, group, s_, args.n_max, args.design,
-                                                                                  args.full_cap)) for s_ in seeds]
+                                                                                  args.full_cap)) for s_ in g_seeds]
                 for seed, mk in make:
                     if args.ceiling:
                         infos.append(batch_ceiling(mk(), args))
@@ -547,6 +648,11 @@ def main(argv: list[str] | None = None) -> int:
     s = summary(df, ["group", "budget", "selector"])
     plot(s, out / f"{prefix}.png")
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if args.fresh:
+        text = fresh_report(df, s, infos, notes, args, prefix, elapsed, cpu)
+        (out / f"{prefix}.md").write_text(text)
+        print(text)
+        return 0
     cmd = ("python -m replications.replicate_label_budget" + (" --quick" if args.quick else "")
            + (f" --design fullbatch --full-cap {args.full_cap}" if args.design == "fullbatch" else ""))
     fl = df[df.selector == "fewlabel"]
