@@ -6,6 +6,7 @@ Run from the repository root::
     nice python -m replications.replicate_label_budget --quick    # smoke run (3 cases, 1 seed, TrCV k = 3)
     nice python -m replications.replicate_label_budget --design fullbatch   # the issue's batch (fifth rule)
     nice python -m replications.replicate_label_budget --fresh    # the seventh rule's fresh draws
+    nice python -m replications.replicate_label_budget --fresh eighth   # the eighth rule's, both designs
 
 **Rule, fixed before any result of this script was seen** (written here and at the top of the report):
 
@@ -144,6 +145,35 @@ Run from the repository root::
   ≥ ``cv``, ``fewlabel_bayes`` is ≥ ``cv`` too. Otherwise the guard stays, and the fresh report says so.
   Reported beside them on the same draws: ``cv`` and ``uniform``; the issue's criterion for both. Outputs
   ``label_budget_fresh.{md,csv,png}``; nothing else is varied.
+* Eighth rule, added 2026-11-26 14:57 UTC and committed before any result of it was seen. Known then:
+  the seventh rule's fresh batch400 draws (``label_budget_fresh.md``: the unguarded posterior and the guard
+  tie, 0.834 vs 0.836, and the guard stays); and development runs on the **seen** seeds (0–2; feature bias
+  0–1), not written to any report, comparing on the shipped plan chain the guard and the unguarded
+  posterior, each with the Horvitz–Thompson and the difference label estimate. On the fullbatch design
+  (natural and trcv_pairs, seeds 0–1) the unguarded posterior with the difference estimate ordered
+  0.804 / 0.833 / 0.910 (natural) and 0.829 / 0.859 / 0.893 (trcv_pairs) of the pairs at b = 25 / 50 / 100
+  against the guard's 0.779 / 0.833 / 0.835 and 0.788 / 0.819 / 0.827; on feature bias they were within
+  0.03 of each other. Those runs also showed why the batch400 design caps every method: there, ordering by
+  the learners' *true* accuracy on all 400 batch rows orders only 0.884 (natural), 0.905 (trcv_pairs) and
+  0.754 (feature bias) of the pairs at b = 100, because the truth is the much larger target group less the
+  labeled rows, while on the fullbatch design the same ordering reaches 0.97–1.0. The flow's estimand is
+  the accuracy on the batch it is given, which is what the fullbatch design scores (the issue's
+  definition), so this rule is judged there, on **fresh draws**: seeds 6, 7, 8 of the natural and
+  trcv_pairs cases and seeds 4, 5 of the feature-bias cases (``--fresh eighth``; both designs are run on
+  these seeds). Candidates, in this fixed order: ``fewlabel_bayes_dm`` (the shipped plan chain; the
+  posterior of ``fewlabel_select`` with ``estimator="difference"``; each pair ordered by the posterior, no
+  guard), then ``fewlabel_bayes`` (the same with the Horvitz–Thompson estimate, judged only if the first
+  fails). The reasons are fixed here: the Bayes decision (seventh rule), and the difference estimator is
+  unbiased with a label-free surrogate and has a smaller variance when the surrogate tracks c, which matters
+  most when the batch is large and each label stands for many rows. **Adoption** of a candidate: (a) on the
+  fullbatch draws, its mean pairwise-order accuracy over the three groups and b ∈ {25, 50, 100} is higher
+  than ``fewlabel_shipped``'s; (b) on the fullbatch draws, in every group and at every b ≥ 25 where
+  ``fewlabel_shipped`` is ≥ ``cv``, the candidate is ≥ ``cv`` too; (c) on the batch400 draws of the same
+  seeds, its mean over the groups and b ∈ {25, 50, 100} is not below ``fewlabel_shipped``'s by more than
+  0.02. If one is adopted, the flow orders the candidates by the fewlabel posterior without the guard, and
+  for the first ``estimator="difference"`` becomes ``fewlabel_select``'s default (``plan_labels`` keeps the
+  Horvitz–Thompson posterior for its pair weights, as measured). Otherwise the guard stays, and the
+  report says so. Outputs ``label_budget_fresh8{,_fullbatch}.{md,csv,png}``; nothing else is varied.
 * Second design, fixed with the fifth rule and before any result of it was seen (reported beside the
   first; it decides nothing): ``--design fullbatch`` follows the issue's definition, "truth is each
   learner's accuracy on the target rows that were not labeled". For natural and trcv_pairs the batch is
@@ -203,7 +233,7 @@ from shiftlib.selection.labelshift import label_shift_cv, labeled_class_prior, w
 BUDGETS = (10, 25, 50, 100, 200)
 SELECTORS = ("fewlabel", "fewlabel_guard", "fewlabel_guard_ls", "fewlabel_guard_lp", "fewlabel_dm",
              "fewlabel_guard_dm", "fewlabel_guard_dmc", "fewlabel_hh", "fewlabel_guard_hh", "fewlabel_guard_dm_hh",
-             "fewlabel_shipped", "fewlabel_bayes", "uniform", "trcv_l", "cv", "cv_ls", "cv_lp")
+             "fewlabel_shipped", "fewlabel_bayes", "fewlabel_bayes_dm", "uniform", "trcv_l", "cv", "cv_ls", "cv_lp")
 DECIDING = ("fewlabel", "fewlabel_guard", "fewlabel_guard_ls", "fewlabel_guard_lp", "fewlabel_guard_dm",
             "fewlabel_guard_dmc", "fewlabel_guard_hh", "fewlabel_guard_dm_hh", "fewlabel_shipped")
 FIFTH = ("fewlabel_guard_dm", "fewlabel_guard_dmc")  # fifth rule, in its fixed order (docstring)
@@ -219,7 +249,10 @@ GROUPS = {
 QUICK = {"natural": ["hmda_afam_no_to_yes"], "trcv_pairs": ["credit_rent_to_owner"],
          "feature_bias": ["pima_kmm_threshold"]}
 BIAS_SEEDS = 2  # seeds 0..1 for the feature-bias group (time; third rule in the module docstring)
-FRESH_SEEDS = {"natural": [3, 4, 5], "trcv_pairs": [3, 4, 5], "feature_bias": [2, 3]}  # seventh rule (docstring)
+#: fresh draws per rule (docstring): seeds per group
+FRESH_SEEDS = {"seventh": {"natural": [3, 4, 5], "trcv_pairs": [3, 4, 5], "feature_bias": [2, 3]},
+               "eighth": {"natural": [6, 7, 8], "trcv_pairs": [6, 7, 8], "feature_bias": [4, 5]}}
+FRESH_CANDIDATES = {"seventh": ("fewlabel_bayes",), "eighth": ("fewlabel_bayes_dm", "fewlabel_bayes")}
 
 
 @dataclass(frozen=True)
@@ -318,6 +351,10 @@ def run_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
                      "n_batch": len(tgt)}
             record("fewlabel_shipped", b, gd, plan_d.rows, n_overturned=len(gd.details["overturned"]), **extra)
             record("fewlabel_bayes", b, post, plan_d.rows, **extra)
+            post_dm = fewlabel_select(cands, Xs, ys, XT, plan=plan_d, y_labeled=y_d, prior=cv, predictions=tp,
+                                      random_state=seed, estimator="difference")
+            record("fewlabel_bayes_dm", b, post_dm, plan_d.rows, tau=post_dm.details["tau2"] ** 0.5,
+                   prior_weight=post_dm.details["prior_weight"], sd_contrast=_mean_contrast_sd(post_dm))
             u = perm[:b]
             record("uniform", b, SelectorScores("uniform", pd.Series((tp.predictions[u] == yT[u, None]).mean(axis=0),
                                                                      index=names), 0), u)
@@ -528,93 +565,149 @@ def plot(s: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
+def _by_budget(s: pd.DataFrame, g: str, value: str = "pairwise_acc") -> pd.Series:
+    return s[s.group == g].set_index(["selector", "budget"])[value]
+
+
+def _fresh_mean(s: pd.DataFrame, sel: str) -> float:
+    """Mean pairwise-order accuracy over the groups and b ∈ {25, 50, 100} (groups without counted pairs skipped)."""
+    return float(np.nanmean([_by_budget(s, g)[(sel, b)] for g in dict.fromkeys(s.group) for b in (25, 50, 100)]))
+
+
+def _fresh_lines(s: pd.DataFrame, selectors: tuple[str, ...]) -> list[str]:
+    """The issue's criterion per group for each selector."""
+    lines = []
+    for g in dict.fromkeys(s.group):
+        sg = _by_budget(s, g)
+        for sel in selectors:
+            never_below = all(sg[(sel, b)] >= sg[("cv", b)] for b in BUDGETS if b >= 25)
+            lines.append(f"* **{g}**, {sel}: ≥ cv at every budget ≥ 25: **{'yes' if never_below else 'no'}** ("
+                         + ", ".join(f"b={b}: {sg[(sel, b)]:.3f} vs {sg[('cv', b)]:.3f}" for b in BUDGETS)
+                         + f"); ≥ 0.90 at 100 labels: **{'yes' if sg[(sel, 100)] >= 0.9 else 'no'}** "
+                         f"({sg[(sel, 100)]:.3f}).")
+    return lines
+
+
+def _fresh_checks(s: pd.DataFrame, cand: str, rule: str) -> tuple[bool, bool, list[str]]:
+    """A rule's (a) and (b): mean above the shipped guard's, and nowhere below cv where the guard is not."""
+    mean_c, mean_g = _fresh_mean(s, cand), _fresh_mean(s, "fewlabel_shipped")
+    ok_a = mean_c > mean_g
+    lost = [f"{g} b={b}" for g in dict.fromkeys(s.group) for b in BUDGETS if b >= 25
+            if _by_budget(s, g)[("fewlabel_shipped", b)] >= _by_budget(s, g)[("cv", b)] > _by_budget(s, g)[(cand, b)]]
+    return ok_a, not lost, [
+        f"* {rule} rule (a), {cand}: mean pairwise-order accuracy over the groups and b ∈ {{25, 50, 100}}: "
+        f"{cand} {mean_c:.4f} vs fewlabel_shipped {mean_g:.4f}: **{'yes' if ok_a else 'no'}**.",
+        f"* {rule} rule (b), {cand}: nowhere below cv where fewlabel_shipped is ≥ cv (b ≥ 25): "
+        f"**{'yes' if not lost else 'no'}**" + ("" if not lost else f" (below at {', '.join(lost)})") + "."]
+
+
+def _fresh_tables(df: pd.DataFrame, s: pd.DataFrame, title: str) -> list[str]:
+    md = []
+    for g in dict.fromkeys(s.group):
+        sg = s[s.group == g]
+        n = int(_by_budget(s, g, "counted")[("cv", 100)])
+        md += [f"## {title}{g}: pairwise-order accuracy (pooled correct / counted pairs; {n} pairs counted for cv)",
+               "", md_table(wide(sg, "pairwise_acc")), "", f"## {title}{g}: mean regret", "",
+               md_table(wide(sg, "regret")), ""]
+    pc = summary(df, ["case", "budget", "selector"]).pivot_table(index=["case", "selector"], columns="budget",
+                                                                 values="pairwise_acc", sort=False)
+    pc.columns = [f"b={c}" for c in pc.columns]
+    return md + [f"## {title}per case: pairwise-order accuracy", "", md_table(pc.reset_index()), ""]
+
+
+def _fresh_cases(notes: dict, infos: list[dict]) -> list[str]:
+    return [*[f"* {k}: {v}" for k, v in notes.items()],
+            "* Disagreement rows per run: " + ", ".join(f"{i['case']} s{i['seed']}: {i['n_disagreement']}/"
+                                                       f"{i['n_batch']}" for i in infos) + ".", ""]
+
+
 def fresh_report(df: pd.DataFrame, s: pd.DataFrame, infos: list[dict], notes: dict, args: argparse.Namespace,
                  prefix: str, elapsed: float, cpu: float) -> str:
     """The seventh rule's report: its text, its verdict on the fresh draws, the tables."""
-    groups = list(dict.fromkeys(s.group))
-    b25 = [b for b in BUDGETS if b >= 25]
-    acc = {g: s[s.group == g].set_index(["selector", "budget"])["pairwise_acc"] for g in groups}
-    cnt = {g: s[s.group == g].set_index(["selector", "budget"])["counted"] for g in groups}
-    verdict = []
-    for g in groups:
-        for sel in ("fewlabel_shipped", "fewlabel_bayes"):
-            sg = acc[g]
-            never_below = all(sg[(sel, b)] >= sg[("cv", b)] for b in b25)
-            verdict.append(f"* **{g}**, {sel}: ≥ cv at every budget ≥ 25: **{'yes' if never_below else 'no'}** ("
-                           + ", ".join(f"b={b}: {sg[(sel, b)]:.3f} vs {sg[('cv', b)]:.3f}" for b in BUDGETS)
-                           + f"); ≥ 0.90 at 100 labels: **{'yes' if sg[(sel, 100)] >= 0.9 else 'no'}** "
-                           f"({sg[(sel, 100)]:.3f}).")
-    mean = {sel: float(np.nanmean([acc[g][(sel, b)] for g in groups for b in b25]))
-            for sel in ("fewlabel_shipped", "fewlabel_bayes")}
-    ok_a = mean["fewlabel_bayes"] > mean["fewlabel_shipped"]
-    lost = [f"{g} b={b}" for g in groups for b in b25
-            if acc[g][("fewlabel_shipped", b)] >= acc[g][("cv", b)] > acc[g][("fewlabel_bayes", b)]]
-    ok_b = not lost
-    verdict += [f"* Seventh rule (a): mean pairwise-order accuracy over the groups and b ∈ {{25, 50, 100}}: "
-                f"fewlabel_bayes {mean['fewlabel_bayes']:.4f} vs fewlabel_shipped {mean['fewlabel_shipped']:.4f}: "
-                f"**{'yes' if ok_a else 'no'}**.",
-                "* Seventh rule (b): nowhere below cv where fewlabel_shipped is ≥ cv (b ≥ 25): "
-                f"**{'yes' if ok_b else 'no'}**" + ("" if ok_b else f" (below at {', '.join(lost)})") + "."]
+    ok_a, ok_b, checks = _fresh_checks(s, "fewlabel_bayes", "Seventh")
+    verdict = _fresh_lines(s, ("fewlabel_shipped", "fewlabel_bayes")) + [
+        line.replace(", fewlabel_bayes:", ":") for line in checks]
     if not args.quick:
         verdict.append("* **Seventh rule outcome: " + ("fewlabel_bayes replaces the guard as the deciding rule**."
                                                        if ok_a and ok_b else "the guard stays the deciding rule**."))
-    rule = __doc__.split("* Seventh rule,")[1].split("* Second design")[0]
+    rule = __doc__.split("* Seventh rule,")[1].split("* Eighth rule")[0]
     md = ["# A label budget, seventh rule: the unguarded posterior on fresh draws", "",
           "## Rule (committed before any result of it was seen)", "", "* Seventh rule," + rule.rstrip(), "",
           f"Produced by `python -m replications.replicate_label_budget --fresh{' --quick' if args.quick else ''}` "
           f"(≤ {args.n_max} source rows, batch ≤ {args.n_max} target rows, RF {args.rf_trees} trees) in "
           f"{elapsed:.0f} s wall time ({cpu:.0f} s CPU). The other selectors of ``label_budget.md`` are not run "
-          "on these draws.", "", "## Verdict", "", *verdict, "", "## Cases", "",
-          *[f"* {k}: {v}" for k, v in notes.items()],
-          "* Disagreement rows per run: " + ", ".join(f"{i['case']} s{i['seed']}: {i['n_disagreement']}/{i['n_batch']}"
-                                                     for i in infos) + ".", ""]
-    for g in groups:
-        sg = s[s.group == g]
-        md += [f"## {g}: pairwise-order accuracy (pooled correct / counted pairs; {int(cnt[g][('cv', 100)])} pairs "
-               "counted for cv)", "", md_table(wide(sg, "pairwise_acc")), "", f"## {g}: mean regret", "",
-               md_table(wide(sg, "regret")), ""]
-    per_case = summary(df, ["case", "budget", "selector"])
-    pc = per_case.pivot_table(index=["case", "selector"], columns="budget", values="pairwise_acc", sort=False)
-    pc.columns = [f"b={c}" for c in pc.columns]
-    md += ["## Per case: pairwise-order accuracy", "", md_table(pc.reset_index()), "",
-           "## Plot", "", f"![pairwise-order accuracy and regret against the budget]({prefix}.png)", "",
+          "on these draws.", "", "## Verdict", "", *verdict, "", "## Cases", "", *_fresh_cases(notes, infos)]
+    md += _fresh_tables(df, s, "")
+    md += ["## Plot", "", f"![pairwise-order accuracy and regret against the budget]({prefix}.png)", "",
            f"Files: `{prefix}.csv` (one row per case × seed × budget × selector), `{prefix}.png`.", ""]
     return "\n".join(md)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="smoke run: 2 cases, 1 seed, TrCV k = 3")
-    ap.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 per case (default 3; quick 1)")
-    ap.add_argument("--n-max", type=int, default=400, help="source and batch rows per seed (default 400)")
-    ap.add_argument("--rf-trees", type=int, default=50, help="trees of RF (default 50, for time)")
-    ap.add_argument("--trcv-k", type=int, default=None, help="TrCV folds for trcv_l (default 5; quick 3)")
-    ap.add_argument("--out", default="reports", help="output folder (default reports/)")
-    ap.add_argument("--design", choices=("batch400", "fullbatch"), default="batch400",
-                    help="batch400: the batch is ≤ --n-max target rows (default); fullbatch: the whole target group "
-                         "(≤ --full-cap rows), truth = its rows not labeled (second design, module docstring)")
-    ap.add_argument("--full-cap", type=int, default=4000, help="fullbatch: most batch rows (default 4000)")
-    ap.add_argument("--fresh", action="store_true",
-                    help="the seventh rule's fresh draws (seeds 3-5; feature bias 2-3): shipped, bayes, cv, uniform")
-    ap.add_argument("--ceiling", action="store_true",
-                    help="only the batch-sampling reference (all batch rows labeled): writes <prefix>_ceiling.csv")
-    args = ap.parse_args(argv)
-    seeds = list(range(args.seeds if args.seeds is not None else (1 if args.quick else 3)))
-    args.trcv_k = args.trcv_k or (3 if args.quick else 5)
-    groups = QUICK if args.quick else GROUPS
+def fresh_eighth(args: argparse.Namespace, groups: dict[str, list[str]], out: Path, t0: float, c0: float) -> int:
+    """The eighth rule: fresh draws on both designs, judged on fullbatch with batch400's guard (c)."""
+    runs = {}
+    for design in ("batch400", "fullbatch"):
+        args.design = design
+        rows, infos, notes = collect(args, groups, [])
+        df = pd.DataFrame(rows)
+        prefix = "label_budget_fresh8" + ("_fullbatch" if design == "fullbatch" else "") + ("_quick" if args.quick else "")
+        df.to_csv(out / f"{prefix}.csv", index=False)
+        s = summary(df, ["group", "budget", "selector"])
+        plot(s, out / f"{prefix}.png")
+        runs[design] = (df, s, infos, notes, prefix)
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    s_full, s_b400 = runs["fullbatch"][1], runs["batch400"][1]
+    verdict: list[str] = []
+    adopted = None
+    for cand in FRESH_CANDIDATES["eighth"]:
+        ok_a, ok_b, checks = _fresh_checks(s_full, cand, "Eighth")
+        mean_c, mean_g = _fresh_mean(s_b400, cand), _fresh_mean(s_b400, "fewlabel_shipped")
+        ok_c = mean_c >= mean_g - 0.02
+        verdict += checks + [f"* Eighth rule (c), {cand}: batch400 mean {mean_c:.4f} vs fewlabel_shipped {mean_g:.4f}, "
+                             f"not below by more than 0.02: **{'yes' if ok_c else 'no'}**."]
+        passed = ok_a and ok_b and ok_c
+        if adopted is None:
+            verdict.append(f"* **Eighth rule: {cand} {'passes' if passed else 'fails'}**.")
+            adopted = cand if passed else None
+            if passed:
+                break
+    if not args.quick:
+        verdict.append("* **Eighth rule outcome: " + (f"{adopted} replaces the guard as the deciding rule**."
+                                                      if adopted else "the guard stays the deciding rule**."))
+    rule = __doc__.split("* Eighth rule,")[1].split("* Second design")[0]
+    sels = ("fewlabel_shipped", *FRESH_CANDIDATES["eighth"])
+    md = ["# A label budget, eighth rule: the unguarded posterior with the difference estimate, on fresh draws", "",
+          "## Rule (committed before any result of it was seen)", "", "* Eighth rule," + rule.rstrip(), "",
+          f"Produced by `python -m replications.replicate_label_budget --fresh eighth"
+          f"{' --quick' if args.quick else ''}` (≤ {args.n_max} source rows; batch400: batch ≤ {args.n_max} "
+          f"target rows; fullbatch: the whole target group, ≤ {args.full_cap} rows; RF {args.rf_trees} trees) in "
+          f"{elapsed:.0f} s wall time ({cpu:.0f} s CPU), both designs.", "",
+          "## Verdict (judged on the fullbatch design; (c) on batch400)", "", *verdict, "",
+          "## The issue's criterion, fullbatch", "", *_fresh_lines(s_full, sels), "",
+          "## The issue's criterion, batch400", "", *_fresh_lines(s_b400, sels), "",
+          "## Cases", "", *_fresh_cases(runs["fullbatch"][3], runs["fullbatch"][2])]
+    for design, title in (("fullbatch", "fullbatch, "), ("batch400", "batch400, ")):
+        df, s, _, _, prefix = runs[design]
+        md += _fresh_tables(df, s, title)
+        md += [f"![{title}pairwise-order accuracy and regret]({prefix}.png)", ""]
+    md += ["Files: `label_budget_fresh8{,_fullbatch}.{csv,png}` (one row per case × seed × budget × selector).", ""]
+    text = "\n".join(md)
+    (out / ("label_budget_fresh8" + ("_quick" if args.quick else "") + ".md")).write_text(text)
+    print(text)
+    return 0
+
+
+def collect(args: argparse.Namespace, groups: dict[str, list[str]], seeds: list[int]
+            ) -> tuple[list[dict], list[dict], dict[str, str]]:
+    """Run every (case, seed) of ``groups`` under ``args`` (design, fresh rule, ceiling)."""
     registry = {**NATURAL_CASES, **TRCV_CASES}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    prefix = ("label_budget" + ("_fullbatch" if args.design == "fullbatch" else "") + ("_fresh" if args.fresh else "")
-              + ("_quick" if args.quick else ""))
-    t0, c0 = time.perf_counter(), time.process_time()
     rows, infos, notes = [], [], {}
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
         for group, names in groups.items():
             for name in names:
-                g_seeds = (FRESH_SEEDS[group][:1 if args.quick else None] if args.fresh
+                g_seeds = (FRESH_SEEDS[args.fresh][group][:1 if args.quick else None] if args.fresh
                            else seeds[:BIAS_SEEDS] if group == "feature_bias" else seeds)
                 if group == "feature_bias":
                     notes[name] = (f"[{group}] {name}: replicate_estimation's split_biased (dataset_mechanism), "
@@ -634,6 +727,38 @@ def main(argv: list[str] | None = None) -> int:
                     infos.append(info)
                     print(f"{name} seed {seed}: D={info['n_disagreement']}/{info['n_batch']} {info['seconds']}s",
                           file=sys.stderr, flush=True)
+    return rows, infos, notes
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="smoke run: 2 cases, 1 seed, TrCV k = 3")
+    ap.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 per case (default 3; quick 1)")
+    ap.add_argument("--n-max", type=int, default=400, help="source and batch rows per seed (default 400)")
+    ap.add_argument("--rf-trees", type=int, default=50, help="trees of RF (default 50, for time)")
+    ap.add_argument("--trcv-k", type=int, default=None, help="TrCV folds for trcv_l (default 5; quick 3)")
+    ap.add_argument("--out", default="reports", help="output folder (default reports/)")
+    ap.add_argument("--design", choices=("batch400", "fullbatch"), default="batch400",
+                    help="batch400: the batch is ≤ --n-max target rows (default); fullbatch: the whole target group "
+                         "(≤ --full-cap rows), truth = its rows not labeled (second design, module docstring)")
+    ap.add_argument("--full-cap", type=int, default=4000, help="fullbatch: most batch rows (default 4000)")
+    ap.add_argument("--fresh", nargs="?", const="seventh", choices=tuple(FRESH_SEEDS), default=None,
+                    help="a rule's fresh draws (seventh: seeds 3-5, feature bias 2-3; eighth: 6-8 and 4-5, both "
+                         "designs): the shipped guard, the unguarded posteriors, cv, uniform")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="only the batch-sampling reference (all batch rows labeled): writes <prefix>_ceiling.csv")
+    args = ap.parse_args(argv)
+    seeds = list(range(args.seeds if args.seeds is not None else (1 if args.quick else 3)))
+    args.trcv_k = args.trcv_k or (3 if args.quick else 5)
+    groups = QUICK if args.quick else GROUPS
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    prefix = ("label_budget" + ("_fullbatch" if args.design == "fullbatch" else "") + ("_fresh" if args.fresh else "")
+              + ("_quick" if args.quick else ""))
+    t0, c0 = time.perf_counter(), time.process_time()
+    if args.fresh == "eighth":
+        return fresh_eighth(args, groups, out, t0, c0)
+    rows, infos, notes = collect(args, groups, seeds)
     if args.ceiling:
         ce = pd.DataFrame(infos)
         ce.to_csv(out / f"{prefix}_ceiling.csv", index=False)

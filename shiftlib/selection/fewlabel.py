@@ -122,6 +122,9 @@ DEFAULT_ESTIMATOR = "ht"
 #: drawn rows ("sample", the form every replication rule up to the sixth used; it underestimates the variance)
 VARIANCES = ("sample", "hh")
 DEFAULT_VARIANCE = "hh"
+#: what θ is the accuracy on: every batch row ("batch") or the batch rows not labeled ("unlabeled")
+ESTIMANDS = ("batch", "unlabeled")
+DEFAULT_ESTIMAND = "batch"
 _NORMAL = NormalDist()
 
 
@@ -396,8 +399,8 @@ def _recalibrated(p_right: np.ndarray, Y: np.ndarray, w: np.ndarray, p_target: n
 
 
 def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[int, Any],
-                    estimator: str = DEFAULT_ESTIMATOR, variance: str = DEFAULT_VARIANCE
-                    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]] | None:
+                    estimator: str = DEFAULT_ESTIMATOR, variance: str = DEFAULT_VARIANCE,
+                    estimand: str = DEFAULT_ESTIMAND) -> tuple[np.ndarray, np.ndarray, dict[str, Any]] | None:
     """Unbiased estimate of θ from the labels and its covariance; None without labels.
 
     Per round r over its population R_r (the disagreement rows not labeled before it):
@@ -497,10 +500,17 @@ def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[
     V_s = sum(a * a * V for a, V in zip(alpha, variances, strict=True))
     # common part (rows where every candidate agrees): exact where labeled, p̄ of the common class otherwise
     A = np.flatnonzero(~in_D)
-    common = sum((float(P[i, 0] == labels[i]) if i in labels else correct_prob[i, 0]) for i in A)
-    theta = (common + s_hat) / N
-    return theta, V_s / (N * N), {"rounds_used": info, "n_missing_requested": missing, "n_extra": len(extra),
-                                  "estimator": estimator, "variance": variance}
+    n_u = N - len(labels)
+    if estimand == "unlabeled" and n_u > 0:  # the rows not labeled: the known labeled sum leaves the total
+        known = sum((c(i) for i in labels if in_D[i]), np.zeros(ell))
+        common = sum(correct_prob[i, 0] for i in A if i not in labels)
+        theta, scale = (common + s_hat - known) / n_u, float(n_u)
+    else:
+        common = sum((float(P[i, 0] == labels[i]) if i in labels else correct_prob[i, 0]) for i in A)
+        theta, scale = (common + s_hat) / N, float(N)
+    return theta, V_s / (scale * scale), {"rounds_used": info, "n_missing_requested": missing,
+                                          "n_extra": len(extra), "estimator": estimator, "variance": variance,
+                                          "estimand": estimand}
 
 
 def _combine(label: tuple[np.ndarray, np.ndarray, dict[str, Any]] | None,
@@ -557,11 +567,11 @@ def _p_best(est: _Estimate, rng: np.random.Generator, draws: int = 2000) -> np.n
 
 def fewlabel_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[int, Any],
                       prior: tuple[np.ndarray, np.ndarray, str] | None, estimator: str = DEFAULT_ESTIMATOR,
-                      variance: str = DEFAULT_VARIANCE) -> _Estimate:
+                      variance: str = DEFAULT_VARIANCE, estimand: str = DEFAULT_ESTIMAND) -> _Estimate:
     """Posterior θ (target accuracy per candidate) and covariance from labels and prior (private helper);
     ``estimator`` is the label estimate ('ht', 'difference', 'difference_cal'; see ``_label_estimate``),
     ``variance`` its variance form ('sample' or 'hh')."""
-    return _combine(_label_estimate(tp, plan, labels, estimator, variance), prior, len(tp.names))
+    return _combine(_label_estimate(tp, plan, labels, estimator, variance, estimand), prior, len(tp.names))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -716,6 +726,7 @@ def fewlabel_select(
     confidence: float = CONFIDENCE,
     estimator: str = DEFAULT_ESTIMATOR,
     variance: str = DEFAULT_VARIANCE,
+    estimand: str = DEFAULT_ESTIMAND,
 ) -> SelectorScores:
     """Each candidate's target accuracy from the labeled rows (1/π-weighted, unbiased) combined with the
     source estimate (inverse-variance, shift-aware); returns ``SelectorScores`` (selector ``"fewlabel"``).
@@ -748,7 +759,7 @@ def fewlabel_select(
     _check_plan(plan, tp)
     labels = _labels_map(plan, y_labeled, len(X_t), tp.classes)
     pri = _prior(prior, learners, X_s, y_s, X_t, random_state, tp.names)
-    est = fewlabel_estimate(tp, plan, labels, pri, estimator, variance)
+    est = fewlabel_estimate(tp, plan, labels, pri, estimator, variance, estimand)
     names = tp.names
     zq = _NORMAL.inv_cdf((1 + confidence) / 2)
     sd = np.sqrt(np.clip(np.diag(est.cov), 0, None))
