@@ -11,7 +11,7 @@ labels it also writes ``selection/agreement.parquet`` and logs each selector's a
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,8 +30,8 @@ from shiftlib.selection import (
     agreement,
     combine,
     concat_scores,
+    decide,
     fewlabel_select,
-    guarded_select,
     importance_weights,
     plot_rt_matrix,
     reverse_testing,
@@ -325,9 +325,7 @@ def _results(store: StageStore, selectors: list[str], *, seed: int, k: int, rows
             posterior = fewlabel_select(cands, data.X_s, data.y_s, _whole_target(store, data), plan=labeled["plan"],
                                         y_labeled=pd.Series(labeled["labels"], dtype=object), prior=prior,
                                         random_state=seed, predictions=stage_predictions(store))
-            # the deciding rule is the guarded one (reports/label_budget.md: chosen by the rule fixed before its
-            # results): CV's order of a pair unless the labels overturn it with posterior probability ≥ 0.9
-            results[sel] = replace(guarded_select(posterior, prior), selector="fewlabel")
+            results[sel] = decide(posterior, prior)  # the deciding rule is shiftlib's (DEFAULT_DECISION)
         elif sel in CV_SELECTORS:
             results[sel] = scv() if sel == "scv" else on_every_row(sel)
         else:

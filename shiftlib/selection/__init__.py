@@ -30,6 +30,7 @@ from .candidates import Candidate, resolve_candidates
 from .fewlabel import (
     LabelPlan,
     TargetPredictions,
+    decide,
     fewlabel_select,
     guarded_select,
     inclusion_probabilities,
@@ -95,6 +96,7 @@ __all__ = [
     "combine",
     "corr_measure",
     "cv_score",
+    "decide",
     "fewlabel_select",
     "guarded_select",
     "get_scorer",

@@ -53,6 +53,8 @@ c − ĉ (the same Hansen–Hurwitz form), which is zero for a perfect surrogate
 uses (no labels: strictly unbiased); ``'difference_cal'`` recalibrates p̄ by a 1/π-weighted Platt
 (logistic) fit of c on logit p̄ over the labels of the rounds *before* r only (round 1 and unrequested
 labels use p̄), so each round stays unbiased given the rounds before it. ``'ht'`` is ĉ = 0.
+``'difference'`` is the posterior's default and ``'ht'`` the plan's (its pair weights), as chosen by the
+eighth rule of ``replications.replicate_label_budget``.
 
 **Variance of the label estimate (``variance``).** Per round, the Hansen–Hurwitz (with-replacement)
 approximation ``Σ_k (z_k − z̄)²/(n(n − 1))`` with ``z_k = n·r_k/π_k`` (r = c − ĉ, draw probability π_k/n);
@@ -70,6 +72,12 @@ weighting. The source estimate's variance is its CV variance plus a shift term �
 the label contrasts are from the source contrasts: ``τ² = max(0.01², (‖z_P − z_L‖² − tr V_P − tr V_L)/(ℓ − 1))``
 (method of moments). Under a strong shift τ² is large and the labels decide; with no shift the prior
 keeps its weight. This replaces a fixed number of pseudo-rows.
+
+**Deciding (``decide``).** Pairwise-order accuracy counts each pair; under a posterior that already holds
+the prior, taking each pair in its more probable order (P(a beats b) > 0.5, i.e. the order of the posterior
+means) is the Bayes decision, and it is the default. ``guarded_select`` keeps the prior's order of a pair
+unless the posterior overturns it at probability ``GUARD_LEVEL``; it was the deciding rule while the
+posterior's variance was too small (``reports/label_budget.md``) and stays an option.
 
 The labeled rows do not train the candidates: they are chosen where the candidates disagree (a biased
 sample of the batch) and are needed, untouched, to compare the candidates; refitting on them after
@@ -99,6 +107,7 @@ from .trcv import trcv_select
 __all__ = [
     "LabelPlan",
     "TargetPredictions",
+    "decide",
     "fewlabel_estimate",
     "fewlabel_select",
     "guarded_select",
@@ -117,14 +126,18 @@ CONFIDENCE = 0.95
 GUARD_LEVEL = 0.9  # guarded_select: posterior probability needed to overturn the prior's order of a pair
 #: the label estimate: Horvitz–Thompson, or model-assisted (difference) with the p̄ surrogate, raw or recalibrated
 ESTIMATORS = ("ht", "difference", "difference_cal")
-DEFAULT_ESTIMATOR = "ht"
+#: the posterior's label estimate (eighth rule of reports/label_budget_fresh8.md); the plan's pair weights keep HT,
+#: as measured there
+DEFAULT_ESTIMATOR = "difference"
+PLAN_ESTIMATOR = "ht"
 #: the label estimate's variance: Hansen–Hurwitz with draw probabilities π/n ("hh"), or normalised over the
 #: drawn rows ("sample", the form every replication rule up to the sixth used; it underestimates the variance)
 VARIANCES = ("sample", "hh")
 DEFAULT_VARIANCE = "hh"
-#: what θ is the accuracy on: every batch row ("batch") or the batch rows not labeled ("unlabeled")
-ESTIMANDS = ("batch", "unlabeled")
-DEFAULT_ESTIMAND = "batch"
+#: how the candidates are ordered: by the posterior ("posterior", the Bayes decision; eighth rule) or by CV unless
+#: the posterior overturns a pair at GUARD_LEVEL ("guard", the deciding rule from the second to the seventh rule)
+DECISIONS = ("posterior", "guard")
+DEFAULT_DECISION = "posterior"
 _NORMAL = NormalDist()
 
 
@@ -399,8 +412,8 @@ def _recalibrated(p_right: np.ndarray, Y: np.ndarray, w: np.ndarray, p_target: n
 
 
 def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[int, Any],
-                    estimator: str = DEFAULT_ESTIMATOR, variance: str = DEFAULT_VARIANCE,
-                    estimand: str = DEFAULT_ESTIMAND) -> tuple[np.ndarray, np.ndarray, dict[str, Any]] | None:
+                    estimator: str = DEFAULT_ESTIMATOR, variance: str = DEFAULT_VARIANCE
+                    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]] | None:
     """Unbiased estimate of θ from the labels and its covariance; None without labels.
 
     Per round r over its population R_r (the disagreement rows not labeled before it):
@@ -500,17 +513,10 @@ def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[
     V_s = sum(a * a * V for a, V in zip(alpha, variances, strict=True))
     # common part (rows where every candidate agrees): exact where labeled, p̄ of the common class otherwise
     A = np.flatnonzero(~in_D)
-    n_u = N - len(labels)
-    if estimand == "unlabeled" and n_u > 0:  # the rows not labeled: the known labeled sum leaves the total
-        known = sum((c(i) for i in labels if in_D[i]), np.zeros(ell))
-        common = sum(correct_prob[i, 0] for i in A if i not in labels)
-        theta, scale = (common + s_hat - known) / n_u, float(n_u)
-    else:
-        common = sum((float(P[i, 0] == labels[i]) if i in labels else correct_prob[i, 0]) for i in A)
-        theta, scale = (common + s_hat) / N, float(N)
-    return theta, V_s / (scale * scale), {"rounds_used": info, "n_missing_requested": missing,
-                                          "n_extra": len(extra), "estimator": estimator, "variance": variance,
-                                          "estimand": estimand}
+    common = sum((float(P[i, 0] == labels[i]) if i in labels else correct_prob[i, 0]) for i in A)
+    theta = (common + s_hat) / N
+    return theta, V_s / (N * N), {"rounds_used": info, "n_missing_requested": missing, "n_extra": len(extra),
+                                  "estimator": estimator, "variance": variance}
 
 
 def _combine(label: tuple[np.ndarray, np.ndarray, dict[str, Any]] | None,
@@ -567,11 +573,11 @@ def _p_best(est: _Estimate, rng: np.random.Generator, draws: int = 2000) -> np.n
 
 def fewlabel_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[int, Any],
                       prior: tuple[np.ndarray, np.ndarray, str] | None, estimator: str = DEFAULT_ESTIMATOR,
-                      variance: str = DEFAULT_VARIANCE, estimand: str = DEFAULT_ESTIMAND) -> _Estimate:
+                      variance: str = DEFAULT_VARIANCE) -> _Estimate:
     """Posterior θ (target accuracy per candidate) and covariance from labels and prior (private helper);
     ``estimator`` is the label estimate ('ht', 'difference', 'difference_cal'; see ``_label_estimate``),
     ``variance`` its variance form ('sample' or 'hh')."""
-    return _combine(_label_estimate(tp, plan, labels, estimator, variance, estimand), prior, len(tp.names))
+    return _combine(_label_estimate(tp, plan, labels, estimator, variance), prior, len(tp.names))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -639,7 +645,7 @@ def plan_labels(
     random_state: int | None = None,
     prior: Any = "cv",
     predictions: TargetPredictions | None = None,
-    estimator: str = DEFAULT_ESTIMATOR,
+    estimator: str = PLAN_ESTIMATOR,
     variance: str = DEFAULT_VARIANCE,
 ) -> LabelPlan:
     """Which target rows to label (Sawade et al. 2012 variance-optimal sampling for ℓ candidates); returns a ``LabelPlan``.
@@ -651,7 +657,7 @@ def plan_labels(
     when fewer such rows are left. ``prior`` ('cv', 'iwcv', None or a SelectorScores) and ``predictions``
     (from ``target_predictions``) are only needed to weigh the pairs after the first round, and can be
     passed in to avoid refitting. ``estimator`` is the label estimate behind those pair weights (as in
-    ``fewlabel_select``).
+    ``fewlabel_select``; Horvitz–Thompson by default, the form every replication rule drew its plans with).
     """
     _check_estimator(estimator)
     _check_variance(variance)
@@ -726,7 +732,6 @@ def fewlabel_select(
     confidence: float = CONFIDENCE,
     estimator: str = DEFAULT_ESTIMATOR,
     variance: str = DEFAULT_VARIANCE,
-    estimand: str = DEFAULT_ESTIMAND,
 ) -> SelectorScores:
     """Each candidate's target accuracy from the labeled rows (1/π-weighted, unbiased) combined with the
     source estimate (inverse-variance, shift-aware); returns ``SelectorScores`` (selector ``"fewlabel"``).
@@ -736,9 +741,9 @@ def fewlabel_select(
     ``confidence``; ``details['p_better']`` holds P(row learner beats column learner), ``details['p_best']``
     the probability of being the best, ``details['tau2']`` the learned shift variance of the prior and
     ``details['prior_weight']`` the prior's share (0 = labels only, 1 = prior only). ``estimator``:
-    the label estimate, ``'ht'`` (Horvitz–Thompson over the drawn rows), ``'difference'`` (model-assisted:
-    the candidates' mean probability p̄ as a surrogate on every disagreement row, corrected by the 1/π
-    sum of the labeled residuals) or ``'difference_cal'`` (the same with p̄ recalibrated on earlier
+    the label estimate, ``'ht'`` (Horvitz–Thompson over the drawn rows), ``'difference'`` (the default;
+    model-assisted: the candidates' mean probability p̄ as a surrogate on every disagreement row, corrected
+    by the 1/π sum of the labeled residuals) or ``'difference_cal'`` (the same with p̄ recalibrated on earlier
     rounds' labels); all three are unbiased (module docstring). ``variance``: ``'hh'`` is the
     Hansen–Hurwitz variance with draw probabilities π/n (conservative for πps without replacement);
     ``'sample'`` normalises them over the drawn rows, which underestimates the variance by about the
@@ -759,7 +764,7 @@ def fewlabel_select(
     _check_plan(plan, tp)
     labels = _labels_map(plan, y_labeled, len(X_t), tp.classes)
     pri = _prior(prior, learners, X_s, y_s, X_t, random_state, tp.names)
-    est = fewlabel_estimate(tp, plan, labels, pri, estimator, variance, estimand)
+    est = fewlabel_estimate(tp, plan, labels, pri, estimator, variance)
     names = tp.names
     zq = _NORMAL.inv_cdf((1 + confidence) / 2)
     sd = np.sqrt(np.clip(np.diag(est.cov), 0, None))
@@ -852,3 +857,19 @@ def guarded_select(fewlabel: SelectorScores, prior: SelectorScores, *, level: fl
     details = {"accuracy": theta, "wins": wins, "overturned": overturned, "level": level, "prior": prior.selector,
                "p_better": P}
     return SelectorScores("fewlabel_guard", wins + theta / 2, 0, None, details)
+
+
+def decide(posterior: SelectorScores, prior: SelectorScores, *, decision: str = DEFAULT_DECISION) -> SelectorScores:
+    """The deciding ``fewlabel`` result: the posterior's own order (``decision="posterior"``, the Bayes decision
+    for pairwise order: each pair in its more probable order) or ``guarded_select`` over the prior
+    (``"guard"``); returns ``SelectorScores`` (selector ``"fewlabel"``).
+
+    The default was chosen by the eighth rule of ``replications.replicate_label_budget``, fixed before its
+    run and judged on fresh draws (``reports/label_budget_fresh8.md``); the guard is kept as an option."""
+    if decision not in DECISIONS:
+        raise ValueError(f"decision={decision!r} is not known: use one of {list(DECISIONS)}")
+    if not isinstance(posterior, SelectorScores) or "p_better" not in posterior.details:
+        raise TypeError("posterior must be the SelectorScores of fewlabel_select (it holds details['p_better'])")
+    chosen = posterior if decision == "posterior" else guarded_select(posterior, prior)
+    return SelectorScores("fewlabel", chosen.scores, chosen.n_fits, chosen.intervals,
+                          {**chosen.details, "decision": decision}, chosen.errors)

@@ -23,7 +23,7 @@ from shiftlib.selection import (
     trcv_labeled_select,
     trcv_select,
 )
-from shiftlib.selection.fewlabel import _label_estimate, _systematic, guarded_select
+from shiftlib.selection.fewlabel import _label_estimate, _systematic, decide, guarded_select
 from shiftlib.selection.results import ranking_tiers
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
@@ -171,7 +171,7 @@ def test_unrequested_labels_are_uniform_draws() -> None:
     """Rows 0 and 1 labeled without a plan: s = (N/m) Σ c_i·1[i ∈ D], m = 2, N = 8 (SRS, π = m/N)."""
     tp = tiny()
     labels = {0: 0, 1: 1}
-    theta, _, info = _label_estimate(tp, None, labels)
+    theta, _, info = _label_estimate(tp, None, labels, "ht")
     # row 0 is an agreement row (exact, common), row 1 in D: c = [0, 1, 1]; the other agreement row 5
     # contributes p̄(1 | x_5) = 1 to every candidate
     expected = (1 + 1 + np.array([0, 1, 1]) * 8 / 2) / 8
@@ -297,7 +297,7 @@ def test_unequal_draw_probabilities_need_the_1_over_pi_weights() -> None:
     ht, naive = [], []
     for seed in range(2000):
         plan = plan_labels(names, Xs, ys, Xt, budget=3, random_state=seed, prior=None, predictions=tp)
-        theta, _, _ = _label_estimate(tp, plan, {int(r): int(Y[r]) for r in plan.rows})
+        theta, _, _ = _label_estimate(tp, plan, {int(r): int(Y[r]) for r in plan.rows}, "ht")
         ht.append(theta - theta.mean())
         c = (P[plan.rows] == Y[plan.rows, None]).mean(axis=0)
         naive.append(c - c.mean())
@@ -367,6 +367,25 @@ def test_guard_with_certain_labels_is_the_posterior_order_and_with_none_the_prio
         assert g.ranking == ranking_tiers(pd.Series(theta))  # every disagreeing pair overturned
         g = guarded_select(_fl(theta, {}), cv)  # P = 0.5 everywhere: nothing is overturned
         assert g.ranking == cv.ranking and g.details["overturned"] == []
+
+
+def test_decide_orders_by_the_posterior_by_default_and_keeps_the_guard_as_an_option() -> None:
+    """The same hand-made posterior as above (C > A with probability 0.85): the Bayes decision takes every
+    pair in its more probable order, i.e. the posterior means' order C, B, A; the guard keeps CV's A, B, C."""
+    cv = SelectorScores("scv", pd.Series({"A": 0.80, "B": 0.75, "C": 0.70}), 0)
+    fl = _fl({"A": 0.70, "B": 0.72, "C": 0.78}, {("C", "A"): 0.85, ("C", "B"): 0.6, ("B", "A"): 0.55})
+    d = decide(fl, cv)
+    assert d.selector == "fewlabel" and d.details["decision"] == "posterior"
+    assert d.ranking == [("C",), ("B",), ("A",)]
+    for a, b in [("C", "A"), ("C", "B"), ("B", "A")]:  # each pair in the order it has probability > 0.5
+        assert (d.scores[a] > d.scores[b]) == (fl.details["p_better"].loc[a, b] > 0.5)
+    g = decide(fl, cv, decision="guard")
+    assert g.selector == "fewlabel" and g.details["decision"] == "guard" and g.ranking == [("A",), ("B",), ("C",)]
+    pd.testing.assert_series_equal(g.scores, guarded_select(fl, cv).scores)
+    with pytest.raises(ValueError, match="decision='vote' is not known"):
+        decide(fl, cv, decision="vote")
+    with pytest.raises(TypeError, match="fewlabel_select"):
+        decide(cv, cv)
 
 
 def test_guard_refuses_bad_input() -> None:

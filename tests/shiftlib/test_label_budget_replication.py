@@ -39,3 +39,28 @@ def test_quick_label_budget_study_is_consistent_with_its_rows(tmp_path):
     assert "Third rule (fewlabel_guard_ls)" in report and "Fourth rule (fewlabel_guard_lp)" in report
     assert "Fifth rule (fewlabel_guard_dm)" in report and "Fifth rule (fewlabel_guard_dmc)" in report
     assert "Sixth rule (fewlabel_guard_hh)" in report and "Sixth rule (fewlabel_guard_dm_hh)" in report
+
+
+@pytest.mark.slow
+def test_quick_fresh_eighth_rule_judges_from_its_own_rows(tmp_path):
+    """--fresh eighth --quick: both designs' CSVs hold the fresh selectors at every budget on the same plan
+    rows, and the verdict's (a) means are the CSV's pooled accuracies averaged over groups and b = 25-100."""
+    from replications.replicate_label_budget import BUDGETS, FRESH_SELECTORS, main
+
+    assert main(["--fresh", "eighth", "--quick", "--out", str(tmp_path)]) == 0
+    report = (tmp_path / "label_budget_fresh8_quick.md").read_text()
+    for name in ("label_budget_fresh8_quick.csv", "label_budget_fresh8_fullbatch_quick.csv"):
+        df = pd.read_csv(tmp_path / name)
+        assert set(df.seed) == {6, 4}  # the eighth rule's first fresh seed per group
+        for (_, _), g in df.groupby(["case", "seed"]):
+            assert set(zip(g.selector, g.budget, strict=True)) == {(s, b) for s in FRESH_SELECTORS for b in BUDGETS}
+            by = g.set_index(["selector", "budget"])
+            for b in BUDGETS:
+                assert by.at[("fewlabel_bayes", b), "n_labels"] == by.at[("fewlabel_shipped", b), "n_labels"] \
+                    == by.at[("fewlabel_bayes_dm", b), "n_labels"] <= b
+    full = pd.read_csv(tmp_path / "label_budget_fresh8_fullbatch_quick.csv")
+    pooled = full.groupby(["group", "selector", "budget"])[["pairwise_correct", "pairwise_counted"]].sum()
+    acc = (pooled.pairwise_correct / pooled.pairwise_counted).round(3)
+    mean = acc.xs("fewlabel_bayes_dm", level="selector").loc[(slice(None), [25, 50, 100])].mean()
+    assert f"fewlabel_bayes_dm {mean:.4f}" in report
+    assert "Eighth rule (c), fewlabel_bayes_dm" in report
