@@ -738,7 +738,11 @@ def fewlabel_select(
 
     ``y_labeled``: one label per ``plan.rows`` (NaN/None = not filled) or a mapping row → label; labels
     for rows not in the plan are used as uniform draws (probability 1/N each). Intervals are normal at
-    ``confidence``; ``details['p_better']`` holds P(row learner beats column learner), ``details['p_best']``
+    ``confidence``. They are for the order, not for the absolute accuracy: labels are drawn only where the
+    candidates disagree, so the accuracy all candidates share on the other rows is their mean probability
+    there, without labels and without a variance; under shift that common level can be off by several points
+    (``reports/label_budget_intervals.md``), while the contrasts θ_a − θ_b and ``p_better`` do not depend on
+    it. ``details['p_better']`` holds P(row learner beats column learner), ``details['p_best']``
     the probability of being the best, ``details['tau2']`` the learned shift variance of the prior and
     ``details['prior_weight']`` the prior's share (0 = labels only, 1 = prior only). ``estimator``:
     the label estimate, ``'ht'`` (Horvitz–Thompson over the drawn rows), ``'difference'`` (the default;
