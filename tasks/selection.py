@@ -259,6 +259,7 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
         scores = store.read_table(STAGE, "scores")
         rt_matrix = store.read_table(STAGE, "rt_matrix") if "rt" in selectors else None
         agree = store.read_table(STAGE, "agreement") if "agreement.parquet" in found["files"] else None
+        posterior = store.read_table(STAGE, "fewlabel") if "fewlabel.parquet" in found["files"] else None
     else:
         results = _results(store, selectors, seed=seed, k=k, rows=rows, beta=beta, rt_rows=rt_rows,
                            trcv_folds=trcv_folds, cv_parts=cv_parts or {}, labeled=labeled)
@@ -272,15 +273,39 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
         agree = _agreement_table(store, results)
         if agree is not None:
             tables["agreement"] = agree
+        posterior = _fewlabel_table(results.get("fewlabel"))
+        if posterior is not None:
+            tables["fewlabel"] = posterior
         store.write_stage(STAGE, tables, key=key, params=params, inputs=inputs)
 
     prim = scores[scores["selector"] == primary].sort_values(["rank", "learner"])
     chosen = str(prim.iloc[0]["learner"])
-    _log_selection(MlflowClient(tracking_uri), scores, run_ids, parent_run_id, primary, chosen, agree, rt)
+    client = MlflowClient(tracking_uri)
+    _log_selection(client, scores, run_ids, parent_run_id, primary, chosen, agree, rt)
+    p_best = None
+    if posterior is not None:
+        p_best = dict(zip(posterior["learner"], posterior["p_best"].astype(float), strict=True))
+        for learner, p in p_best.items():
+            if learner in run_ids:
+                log_metrics(client, run_ids[learner], {"selection.fewlabel.p_best": p})
+        log.info("selection: fewlabel posterior: P(%s is the best) = %.2f from %d labels", chosen,
+                 p_best.get(chosen, float("nan")), int(posterior["n_labels"].iloc[0]))
     log.info("selection: %s picks %s", primary, chosen)
     return {"selector": primary, "chosen": chosen, "scores": scores.to_dict("records"),
             "rt_matrix": None if rt_matrix is None else rt_matrix.to_dict("records"),
-            "agreement": None if agree is None else agree.to_dict("records")}
+            "agreement": None if agree is None else agree.to_dict("records"),
+            "fewlabel": None if posterior is None else {"p_best": p_best,
+                                                       "n_labels": int(posterior["n_labels"].iloc[0])}}
+
+
+def _fewlabel_table(res: Any) -> pd.DataFrame | None:
+    """The fewlabel posterior per candidate (P(best), and the labels it rests on), or None without it."""
+    if res is None or "p_best" not in res.details:
+        return None
+    p_best = res.details["p_best"]
+    return pd.DataFrame({"learner": list(p_best.index), "p_best": p_best.to_numpy(float),
+                         "n_labels": int(res.details.get("n_labels", 0)),
+                         "decision": str(res.details.get("decision", ""))})
 
 
 def _results(store: StageStore, selectors: list[str], *, seed: int, k: int, rows: int | None,

@@ -876,4 +876,4 @@ def decide(posterior: SelectorScores, prior: SelectorScores, *, decision: str = 
         raise TypeError("posterior must be the SelectorScores of fewlabel_select (it holds details['p_better'])")
     chosen = posterior if decision == "posterior" else guarded_select(posterior, prior)
     return SelectorScores("fewlabel", chosen.scores, chosen.n_fits, chosen.intervals,
-                          {**chosen.details, "decision": decision}, chosen.errors)
+                          {**posterior.details, **chosen.details, "decision": decision}, chosen.errors)

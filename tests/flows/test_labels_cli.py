@@ -90,6 +90,13 @@ def test_budget_then_labels_resume_with_fewlabel(asked: Path) -> None:
     assert parent[0].data.metrics["labels.n_filled"] == 18 and parent[0].data.metrics["labels.n_empty"] == 2
     assert parent[0].data.tags["shiftflow.selected_learner"] == fl.sort_values("rank").iloc[0]["learner"]
     assert parent[0].data.tags["labels.labels_sha256"] == sha256_file(path)
+    # the posterior's P(best) per candidate: a stage table, a metric per candidate, and the closing line
+    post = pd.read_parquet(new[0] / "selection" / "fewlabel.parquet")
+    assert sorted(post["learner"]) == sorted(fl["learner"]) and post["p_best"].sum() == pytest.approx(1.0)
+    assert (post["n_labels"] == 18).all() and (post["decision"] == "posterior").all()
+    best = fl.sort_values("rank").iloc[0]["learner"]
+    assert f"target labels:     P({best} is the best) = {post.set_index('learner').at[best, 'p_best']:.2f} " \
+           "from 18 labels" in out
 
     # the same labels again, this time without --label-budget: the stored plan is found by its inputs and
     # seed, and every stage up to and including selection is reused (nothing recomputed)
