@@ -13,6 +13,7 @@ def summary_markdown(s: dict[str, Any], scores: list[dict[str, Any]]) -> str:
     first, est_bullet = summary_lines(s.get("estimate"))
     lines = [*first, "# shiftflow retrain", "",
              f"- **choice: {s['selection']['chosen']}** (selector `{s['selection']['selector']}`)",
+             *_fewlabel_bullet(s["selection"]),
              *est_bullet,
              f"- drift: {'**detected**' if d['drifted'] else 'not detected'} (domain AUC {d['domain_auc']:.3f}, "
              f"MMD p = {d['mmd_pvalue']:.3g}); drifting features: {', '.join(d['drifted_features'][:5]) or 'none'}",
@@ -45,7 +46,10 @@ def summary_markdown(s: dict[str, Any], scores: list[dict[str, Any]]) -> str:
                 cells.append("")
                 continue
             iv = ""
-            if r.get("interval_low") is not None and r["interval_low"] == r["interval_low"]:
+            if x == "fewlabel":  # its per-candidate intervals do not hold for the level; P(best) is what it knows
+                pb = (s["selection"].get("fewlabel") or {}).get("p_best", {}).get(n)
+                iv = "" if pb is None else f", P(best) {pb:.2f}"
+            elif r.get("interval_low") is not None and r["interval_low"] == r["interval_low"]:
                 iv = f" [{r['interval_low']:.3f}, {r['interval_high']:.3f}]"
             cells.append(f"{r['score']:.3f}{iv} ({r['rank']})")
         if truth:
@@ -57,3 +61,12 @@ def summary_markdown(s: dict[str, Any], scores: list[dict[str, Any]]) -> str:
         for a in s["selection"]["agreement"]:
             lines.append(f"| {a['selector']} | {a['pairwise_accuracy']} | {a['kendall_tau']} | {a['regret']} |")
     return "\n".join(lines)
+
+
+def _fewlabel_bullet(selection: dict[str, Any]) -> list[str]:
+    """How sure the labels make the choice (the fewlabel posterior's P(best) of the chosen candidate)."""
+    fl = selection.get("fewlabel")
+    if not fl or selection["chosen"] not in fl["p_best"]:
+        return []
+    return [f"- target labels: P({selection['chosen']} is the best) = {fl['p_best'][selection['chosen']]:.2f} "
+            f"from {fl['n_labels']} labels (fewlabel posterior)"]

@@ -1,0 +1,36 @@
+"""The run summary (Prefect artifact) when target labels decided: how sure the choice is, and no per-candidate
+fewlabel interval (its level does not hold: reports/label_budget_intervals.md)."""
+
+from __future__ import annotations
+
+from tasks.report import summary_markdown
+
+SUMMARY = {
+    "drift": {"drifted": True, "domain_auc": 0.7, "mmd_pvalue": 0.01, "drifted_features": ["x0"]},
+    "weighting": "kmm", "weights": None, "recalibration": None, "estimate": None, "target_scores": None,
+    "champion": {"registered_model": "m", "version": "1", "decision": "champion", "reason": "first"},
+    "run_dir": "/nowhere", "mlflow_parent_run_id": "abc", "reused_stages": [], "timings": {},
+    "learners": {"LR": {"accuracy": 0.8}, "NB": {"accuracy": 0.7}},
+}
+SCORES = [
+    {"learner": "LR", "selector": "fewlabel", "score": 0.81, "rank": 1, "interval_low": 0.75, "interval_high": 0.87},
+    {"learner": "NB", "selector": "fewlabel", "score": 0.74, "rank": 2, "interval_low": 0.68, "interval_high": 0.80},
+    {"learner": "LR", "selector": "scv", "score": 0.80, "rank": 1, "interval_low": 0.76, "interval_high": 0.84},
+    {"learner": "NB", "selector": "scv", "score": 0.70, "rank": 2, "interval_low": 0.66, "interval_high": 0.74},
+]
+
+
+def test_summary_says_how_sure_the_labels_make_the_choice() -> None:
+    sel = {"chosen": "LR", "selector": "fewlabel", "agreement": None,
+           "fewlabel": {"p_best": {"LR": 0.9134, "NB": 0.0866}, "n_labels": 50}}
+    md = summary_markdown(SUMMARY | {"selection": sel}, SCORES)
+    assert "- target labels: P(LR is the best) = 0.91 from 50 labels (fewlabel posterior)" in md
+    row = next(line for line in md.splitlines() if line.startswith("| LR |"))
+    assert "0.810, P(best) 0.91 (1)" in row and "[0.750" not in row  # fewlabel: P(best), not its interval
+    assert "0.800 [0.760, 0.840] (1)" in row  # other selectors keep their intervals
+
+
+def test_summary_without_labels_has_no_label_line() -> None:
+    md = summary_markdown(SUMMARY | {"selection": {"chosen": "LR", "selector": "scv", "agreement": None}},
+                          SCORES[2:])
+    assert "target labels" not in md and "P(best)" not in md
