@@ -6,6 +6,8 @@ interval) and ``selection/rt_matrix.parquet``; logs ``selection.<selector>.rank`
 ``.accuracy``, ``.ci_low``, ``.ci_high``) into each candidate's nested MLflow run, the RT matrix heatmap
 on the parent run, and tags the parent with the chosen candidate and selector. With held-out target
 labels it also writes ``selection/agreement.parquet`` and logs each selector's agreement with the truth.
+With a label budget's filled labels, ``fewlabel`` decides (``shiftlib.selection.decide``), and
+``selection/fewlabel.parquet`` and ``selection.fewlabel.p_best`` hold each candidate's posterior P(best).
 """
 
 from __future__ import annotations
