@@ -416,10 +416,10 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
     sel, champ, drift = summary["selection"], summary["champion"], summary.get("drift") or {}
     est = summary.get("estimate") or {}
     out = [f"  chosen model:      {sel['chosen']} (selector {sel['selector']}, weighting {summary['weighting']})"]
-    fl = sel.get("fewlabel")
-    if fl and sel["chosen"] in fl["p_best"]:
-        out.append(f"  target labels:     P({sel['chosen']} is the best) = {fl['p_best'][sel['chosen']]:.2f} "
-                   f"from {fl['n_labels']} labels (fewlabel posterior)")
+    from tasks.report import fewlabel_sentence
+
+    if (sentence := fewlabel_sentence(sel)) is not None:
+        out.append(f"  target labels:     {sentence}")
     new = "" if champ.get("new_version", True) else ", no new version"
     out.append(f"  registry:          {champ['registered_model']} v{champ['version']} → {champ['decision']}{new}")
     out.append(f"                     {champ['reason']}")

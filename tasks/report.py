@@ -63,10 +63,21 @@ def summary_markdown(s: dict[str, Any], scores: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _fewlabel_bullet(selection: dict[str, Any]) -> list[str]:
-    """How sure the labels make the choice (the fewlabel posterior's P(best) of the chosen candidate)."""
+#: below this many labels the posterior's contrast intervals cover well under 0.90 (reports/label_budget_intervals.md)
+FEW_LABELS = 50
+
+
+def fewlabel_sentence(selection: dict[str, Any]) -> str | None:
+    """How sure the labels make the choice (the fewlabel posterior's P(best) of the chosen candidate), or None."""
     fl = selection.get("fewlabel")
     if not fl or selection["chosen"] not in fl["p_best"]:
-        return []
-    return [f"- target labels: P({selection['chosen']} is the best) = {fl['p_best'][selection['chosen']]:.2f} "
-            f"from {fl['n_labels']} labels (fewlabel posterior)"]
+        return None
+    caution = (f"; below {FEW_LABELS} labels it is over-confident, see reports/label_budget_intervals.md"
+               if fl["n_labels"] < FEW_LABELS else "")
+    return (f"P({selection['chosen']} is the best) = {fl['p_best'][selection['chosen']]:.2f} from {fl['n_labels']} "
+            f"labels (fewlabel posterior{caution})")
+
+
+def _fewlabel_bullet(selection: dict[str, Any]) -> list[str]:
+    sentence = fewlabel_sentence(selection)
+    return [] if sentence is None else [f"- target labels: {sentence}"]

@@ -96,7 +96,7 @@ def test_budget_then_labels_resume_with_fewlabel(asked: Path) -> None:
     assert (post["n_labels"] == 18).all() and (post["decision"] == "posterior").all()
     best = fl.sort_values("rank").iloc[0]["learner"]
     assert f"target labels:     P({best} is the best) = {post.set_index('learner').at[best, 'p_best']:.2f} " \
-           "from 18 labels" in out
+           "from 18 labels (fewlabel posterior; below 50 labels it is over-confident" in out
 
     # the same labels again, this time without --label-budget: the stored plan is found by its inputs and
     # seed, and every stage up to and including selection is reused (nothing recomputed)
