@@ -175,6 +175,10 @@ Run from the repository root::
   for the first ``estimator="difference"`` becomes ``fewlabel_select``'s default (``plan_labels`` keeps the
   Horvitz–Thompson posterior for its pair weights, as measured). Otherwise the guard stays, and the
   report says so. Outputs ``label_budget_fresh8{,_fullbatch}.{md,csv,png}``; nothing else is varied.
+* ``fewlabel_now``, added 2026-11-26 after the eighth rule was adopted (reported only; these seeds decide
+  nothing any more): what the flow runs since then, on ``fewlabel_shipped``'s plan chain: the posterior
+  of ``fewlabel_select`` with the library's defaults (difference estimate, "hh" variance) ordered by
+  ``decide`` (the posterior's own order).
 * Second design, fixed with the fifth rule and before any result of it was seen (reported beside the
   first; it decides nothing): ``--design fullbatch`` follows the issue's definition, "truth is each
   learner's accuracy on the target rows that were not labeled". For natural and trcv_pairs the batch is
@@ -229,15 +233,15 @@ from shiftlib.selection import (
     trcv_labeled_select,
     trcv_select,
 )
-from shiftlib.selection.fewlabel import guarded_select
+from shiftlib.selection.fewlabel import decide, guarded_select
 from shiftlib.selection.labelshift import label_shift_cv, labeled_class_prior, with_class_prior
 
 BUDGETS = (10, 25, 50, 100, 200)
 SELECTORS = ("fewlabel", "fewlabel_guard", "fewlabel_guard_ls", "fewlabel_guard_lp", "fewlabel_dm",
              "fewlabel_guard_dm", "fewlabel_guard_dmc", "fewlabel_hh", "fewlabel_guard_hh", "fewlabel_guard_dm_hh",
-             "fewlabel_shipped", "uniform", "trcv_l", "cv", "cv_ls", "cv_lp")
+             "fewlabel_shipped", "fewlabel_now", "uniform", "trcv_l", "cv", "cv_ls", "cv_lp")
 DECIDING = ("fewlabel", "fewlabel_guard", "fewlabel_guard_ls", "fewlabel_guard_lp", "fewlabel_guard_dm",
-            "fewlabel_guard_dmc", "fewlabel_guard_hh", "fewlabel_guard_dm_hh", "fewlabel_shipped")
+            "fewlabel_guard_dmc", "fewlabel_guard_hh", "fewlabel_guard_dm_hh", "fewlabel_shipped", "fewlabel_now")
 FIFTH = ("fewlabel_guard_dm", "fewlabel_guard_dmc")  # fifth rule, in its fixed order (docstring)
 SIXTH = ("fewlabel_guard_hh", "fewlabel_guard_dm_hh")  # sixth rule, in its fixed order
 TRCV_U_MAX = 400  # fullbatch design: U of trcv_l subsampled to this many unlabeled batch rows (docstring)
@@ -428,6 +432,11 @@ def run_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
         record("fewlabel_shipped", b, gd_dflt, plan_d.rows, n_overturned=len(gd_dflt.details["overturned"]),
                tau=fl_dflt.details["tau2"] ** 0.5, prior_weight=fl_dflt.details["prior_weight"],
                sd_contrast=_mean_contrast_sd(fl_dflt))
+        # what the flow runs since the eighth rule: the same plan chain, the library's defaults, decide()
+        fl_now = fewlabel_select(cands, Xs, ys, XT, plan=plan_d, y_labeled=y_d, prior=cv, predictions=tp,
+                                 random_state=seed)
+        record("fewlabel_now", b, decide(fl_now, cv), plan_d.rows, tau=fl_now.details["tau2"] ** 0.5,
+               prior_weight=fl_now.details["prior_weight"], sd_contrast=_mean_contrast_sd(fl_now))
         u = perm[:b]
         uni = SelectorScores("uniform", pd.Series((tp.predictions[u] == yT[u, None]).mean(axis=0), index=names), 0)
         record("uniform", b, uni, u)
