@@ -208,8 +208,11 @@ import math
 import sys
 import time
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -233,7 +236,7 @@ from shiftlib.selection import (
     trcv_labeled_select,
     trcv_select,
 )
-from shiftlib.selection.fewlabel import decide, guarded_select
+from shiftlib.selection.fewlabel import CONFIDENCE, decide, guarded_select
 from shiftlib.selection.labelshift import label_shift_cv, labeled_class_prior, with_class_prior
 
 BUDGETS = (10, 25, 50, 100, 200)
@@ -588,8 +591,8 @@ def _fresh_mean(s: pd.DataFrame, sel: str) -> float:
     return float(np.nanmean([_by_budget(s, g)[(sel, b)] for g in dict.fromkeys(s.group) for b in (25, 50, 100)]))
 
 
-def _fresh_lines(s: pd.DataFrame, selectors: tuple[str, ...]) -> list[str]:
-    """The issue's criterion per group for each selector."""
+def _criterion_lines(s: pd.DataFrame, selectors: tuple[str, ...]) -> list[str]:
+    """The issue's criterion per group for each selector (≥ cv at every b ≥ 25, ≥ 0.90 at b = 100)."""
     lines = []
     for g in dict.fromkeys(s.group):
         sg = _by_budget(s, g)
@@ -639,7 +642,7 @@ def fresh_report(df: pd.DataFrame, s: pd.DataFrame, infos: list[dict], notes: di
                  prefix: str, elapsed: float, cpu: float) -> str:
     """The seventh rule's report: its text, its verdict on the fresh draws, the tables."""
     ok_a, ok_b, checks = _fresh_checks(s, "fewlabel_bayes", "Seventh")
-    verdict = _fresh_lines(s, ("fewlabel_shipped", "fewlabel_bayes")) + [
+    verdict = _criterion_lines(s, ("fewlabel_shipped", "fewlabel_bayes")) + [
         line.replace(", fewlabel_bayes:", ":") for line in checks]
     if not args.quick:
         verdict.append("* **Seventh rule outcome: " + ("fewlabel_bayes replaces the guard as the deciding rule**."
@@ -697,8 +700,8 @@ def fresh_eighth(args: argparse.Namespace, groups: dict[str, list[str]], out: Pa
           f"target rows; fullbatch: the whole target group, ≤ {args.full_cap} rows; RF {args.rf_trees} trees) in "
           f"{elapsed:.0f} s wall time ({cpu:.0f} s CPU), both designs.", "",
           "## Verdict (judged on the fullbatch design; (c) on batch400)", "", *verdict, "",
-          "## The issue's criterion, fullbatch", "", *_fresh_lines(s_full, sels), "",
-          "## The issue's criterion, batch400", "", *_fresh_lines(s_b400, sels), "",
+          "## The issue's criterion, fullbatch", "", *_criterion_lines(s_full, sels), "",
+          "## The issue's criterion, batch400", "", *_criterion_lines(s_b400, sels), "",
           "## Cases", "", *_fresh_cases(runs["fullbatch"][3], runs["fullbatch"][2])]
     for design, title in (("fullbatch", "fullbatch, "), ("batch400", "batch400, ")):
         df, s, _, _, prefix = runs[design]
@@ -711,36 +714,52 @@ def fresh_eighth(args: argparse.Namespace, groups: dict[str, list[str]], out: Pa
     return 0
 
 
-def collect(args: argparse.Namespace, groups: dict[str, list[str]], seeds: list[int]
-            ) -> tuple[list[dict], list[dict], dict[str, str]]:
-    """Run every (case, seed) of ``groups`` under ``args`` (design, fresh rule, ceiling)."""
-    registry = {**NATURAL_CASES, **TRCV_CASES}
-    rows, infos, notes = [], [], {}
+@contextmanager
+def _quiet_single_thread() -> Iterator[None]:
+    """One BLAS thread and no library warnings while the cases run."""
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
-        for group, names in groups.items():
-            for name in names:
-                g_seeds = (FRESH_SEEDS[args.fresh][group][:1 if args.quick else None] if args.fresh
-                           else seeds[:BIAS_SEEDS] if group == "feature_bias" else seeds)
-                if group == "feature_bias":
-                    notes[name] = (f"[{group}] {name}: replicate_estimation's split_biased (dataset_mechanism), "
-                                   f"target = the 50 % holdout, seeds {g_seeds}")
-                    make = [(s_, lambda s_=s_, name=name: bias_case(name, s_, args.n_max)) for s_ in g_seeds]
-                else:
-                    enc = encode(registry[name]())
-                    notes[name] = f"[{group}] {enc.case.note}"
-                    make = [(s_, lambda s_=s_, enc=enc, group=group: natural_case(enc, group, s_, args.n_max, args.design,
-                                                                                  args.full_cap)) for s_ in g_seeds]
-                for seed, mk in make:
-                    if args.ceiling:
-                        infos.append(batch_ceiling(mk(), args))
-                        continue
-                    r, info = run_one(mk(), args)
-                    rows += r
-                    infos.append(info)
-                    print(f"{name} seed {seed}: D={info['n_disagreement']}/{info['n_batch']} {info['seconds']}s",
-                          file=sys.stderr, flush=True)
+        yield
+
+
+def case_makers(args: argparse.Namespace, groups: dict[str, list[str]], seeds: list[int]
+                ) -> tuple[list[tuple[str, int, Callable[[], Case]]], dict[str, str]]:
+    """(name, seed, make the case) for every (case, seed) of ``groups`` under ``args`` (design, fresh rule), and
+    each case's note; the seeds are the fresh rule's when ``args.fresh`` is set."""
+    registry = {**NATURAL_CASES, **TRCV_CASES}
+    makers, notes = [], {}
+    for group, names in groups.items():
+        for name in names:
+            g_seeds = (FRESH_SEEDS[args.fresh][group][:1 if args.quick else None] if args.fresh
+                       else seeds[:BIAS_SEEDS] if group == "feature_bias" else seeds)
+            if group == "feature_bias":
+                notes[name] = (f"[{group}] {name}: replicate_estimation's split_biased (dataset_mechanism), "
+                               f"target = the 50 % holdout, seeds {g_seeds}")
+                makers += [(name, s_, lambda s_=s_, name=name: bias_case(name, s_, args.n_max)) for s_ in g_seeds]
+            else:
+                enc = encode(registry[name]())
+                notes[name] = f"[{group}] {enc.case.note}"
+                makers += [(name, s_, lambda s_=s_, enc=enc, group=group: natural_case(
+                    enc, group, s_, args.n_max, args.design, args.full_cap)) for s_ in g_seeds]
+    return makers, notes
+
+
+def collect(args: argparse.Namespace, groups: dict[str, list[str]], seeds: list[int]
+            ) -> tuple[list[dict], list[dict], dict[str, str]]:
+    """Run every (case, seed) of ``groups`` under ``args`` (design, fresh rule, ceiling)."""
+    rows, infos = [], []
+    makers, notes = case_makers(args, groups, seeds)
+    with _quiet_single_thread():
+        for name, seed, mk in makers:
+            if args.ceiling:
+                infos.append(batch_ceiling(mk(), args))
+                continue
+            r, info = run_one(mk(), args)
+            rows += r
+            infos.append(info)
+            print(f"{name} seed {seed}: D={info['n_disagreement']}/{info['n_batch']} {info['seconds']}s",
+                  file=sys.stderr, flush=True)
     return rows, infos, notes
 
 
@@ -754,7 +773,7 @@ def intervals_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], lis
     tp = target_predictions(cands, case.Xs, case.ys, XT, random_state=case.seed)
     true = (tp.predictions == yT[:, None]).mean(axis=0)
     cv = source_cv(cands, case.Xs, case.ys, k=10, random_state=case.seed)
-    z = 1.959963984540054  # the 0.975 normal quantile: fewlabel_select's default confidence 0.95
+    z = NormalDist().inv_cdf((1 + CONFIDENCE) / 2)  # fewlabel_select's default confidence
     base = {"group": case.group, "case": case.name, "seed": case.seed}
     cand_rows, pair_rows = [], []
     plan, y = None, None
@@ -782,20 +801,13 @@ def intervals_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], lis
 def intervals_main(args: argparse.Namespace, groups: dict[str, list[str]], out: Path, t0: float) -> int:
     """``--intervals``: coverage of the shipped posterior's intervals on the eighth rule's fresh fullbatch draws."""
     args.design, args.fresh = "fullbatch", "eighth"
-    registry = {**NATURAL_CASES, **TRCV_CASES}
     cand_rows, pair_rows = [], []
-    with threadpool_limits(1), warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        warnings.simplefilter("ignore", RuntimeWarning)
-        for group, names in groups.items():
-            for name in names:
-                enc = None if group == "feature_bias" else encode(registry[name]())
-                for seed in FRESH_SEEDS["eighth"][group][:1 if args.quick else None]:
-                    case = (bias_case(name, seed, args.n_max) if enc is None
-                            else natural_case(enc, group, seed, args.n_max, "fullbatch", args.full_cap))
-                    c_rows, p_rows = intervals_one(case, args)
-                    cand_rows += c_rows
-                    pair_rows += p_rows
+    makers, _ = case_makers(args, groups, [])
+    with _quiet_single_thread():
+        for _, _, mk in makers:
+            c_rows, p_rows = intervals_one(mk(), args)
+            cand_rows += c_rows
+            pair_rows += p_rows
     cd, pdf = pd.DataFrame(cand_rows), pd.DataFrame(pair_rows)
     prefix = "label_budget_intervals" + ("_quick" if args.quick else "")
     cd.to_csv(out / f"{prefix}.csv", index=False)
@@ -887,16 +899,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd = ("python -m replications.replicate_label_budget" + (" --quick" if args.quick else "")
            + (f" --design fullbatch --full-cap {args.full_cap}" if args.design == "fullbatch" else ""))
     fl = df[df.selector == "fewlabel"]
-    verdict = []
-    for g in groups:
-        sg = s[s.group == g].set_index(["selector", "budget"])["pairwise_acc"]
-        for sel in DECIDING:
-            never_below = all(sg[(sel, b)] >= sg[("cv", b)] for b in BUDGETS if b >= 25)
-            at100 = sg[(sel, 100)]
-            cmp_text = ", ".join(f"b={b}: {sg[(sel, b)]:.3f} vs {sg[('cv', b)]:.3f}" for b in BUDGETS)
-            verdict.append(f"* **{g}**, {sel}: ≥ cv at every budget ≥ 25: **{'yes' if never_below else 'no'}** "
-                           f"({cmp_text}); "
-                           f"≥ 0.90 at 100 labels: **{'yes' if at100 >= 0.9 else 'no'}** ({at100:.3f}).")
+    verdict = _criterion_lines(s, DECIDING)
     for rule, variant in VARIANTS.items():
         results = []
         for g in groups:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shiftlib.selection.fewlabel import OVERCONFIDENT_BELOW
 from tasks.estimation import summary_lines
 
 
@@ -63,17 +64,13 @@ def summary_markdown(s: dict[str, Any], scores: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-#: below this many labels the posterior's contrast intervals cover well under 0.90 (reports/label_budget_intervals.md)
-FEW_LABELS = 50
-
-
 def fewlabel_sentence(selection: dict[str, Any]) -> str | None:
     """How sure the labels make the choice (the fewlabel posterior's P(best) of the chosen candidate), or None."""
     fl = selection.get("fewlabel")
     if not fl or selection["chosen"] not in fl["p_best"]:
         return None
-    caution = (f"; below {FEW_LABELS} labels it is over-confident, see reports/label_budget_intervals.md"
-               if fl["n_labels"] < FEW_LABELS else "")
+    caution = (f"; below {OVERCONFIDENT_BELOW} labels it is over-confident, see reports/label_budget_intervals.md"
+               if fl["n_labels"] < OVERCONFIDENT_BELOW else "")
     return (f"P({selection['chosen']} is the best) = {fl['p_best'][selection['chosen']]:.2f} from {fl['n_labels']} "
             f"labels (fewlabel posterior{caution})")
 

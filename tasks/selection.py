@@ -282,22 +282,18 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
 
     prim = scores[scores["selector"] == primary].sort_values(["rank", "learner"])
     chosen = str(prim.iloc[0]["learner"])
-    client = MlflowClient(tracking_uri)
-    _log_selection(client, scores, run_ids, parent_run_id, primary, chosen, agree, rt)
-    p_best = None
+    fewlabel = None
     if posterior is not None:
-        p_best = dict(zip(posterior["learner"], posterior["p_best"].astype(float), strict=True))
-        for learner, p in p_best.items():
-            if learner in run_ids:
-                log_metrics(client, run_ids[learner], {"selection.fewlabel.p_best": p})
+        fewlabel = {"p_best": dict(zip(posterior["learner"], posterior["p_best"].astype(float), strict=True)),
+                    "n_labels": int(posterior["n_labels"].iloc[0])}
         log.info("selection: fewlabel posterior: P(%s is the best) = %.2f from %d labels", chosen,
-                 p_best.get(chosen, float("nan")), int(posterior["n_labels"].iloc[0]))
+                 fewlabel["p_best"].get(chosen, float("nan")), fewlabel["n_labels"])
+    _log_selection(MlflowClient(tracking_uri), scores, run_ids, parent_run_id, primary, chosen, agree, rt,
+                   None if fewlabel is None else fewlabel["p_best"])
     log.info("selection: %s picks %s", primary, chosen)
     return {"selector": primary, "chosen": chosen, "scores": scores.to_dict("records"),
             "rt_matrix": None if rt_matrix is None else rt_matrix.to_dict("records"),
-            "agreement": None if agree is None else agree.to_dict("records"),
-            "fewlabel": None if posterior is None else {"p_best": p_best,
-                                                       "n_labels": int(posterior["n_labels"].iloc[0])}}
+            "agreement": None if agree is None else agree.to_dict("records"), "fewlabel": fewlabel}
 
 
 def _fewlabel_table(res: Any) -> pd.DataFrame | None:
@@ -380,8 +376,10 @@ def _agreement_table(store: StageStore, results: dict[str, Any]) -> pd.DataFrame
 
 
 def _log_selection(client: MlflowClient, scores: pd.DataFrame, run_ids: dict[str, str], parent_run_id: str,
-                   primary: str, chosen: str, agree: pd.DataFrame | None, rt: Any) -> None:
-    """``selection.<selector>.*`` into each candidate's nested run; choice, agreement and RT heatmap on the parent."""
+                   primary: str, chosen: str, agree: pd.DataFrame | None, rt: Any,
+                   p_best: dict[str, float] | None = None) -> None:
+    """``selection.<selector>.*`` into each candidate's nested run (with the fewlabel posterior's ``p_best``);
+    choice, agreement and RT heatmap on the parent."""
     for r in scores.to_dict("records"):
         run_id = run_ids.get(r["learner"])
         if run_id is None:
@@ -391,6 +389,8 @@ def _log_selection(client: MlflowClient, scores: pd.DataFrame, run_ids: dict[str
         if sel == "trcv":
             vals |= {"selection.trcv.accuracy": r["score"], "selection.trcv.ci_low": r["interval_low"],
                      "selection.trcv.ci_high": r["interval_high"]}
+        if sel == "fewlabel" and p_best is not None and r["learner"] in p_best:
+            vals["selection.fewlabel.p_best"] = p_best[r["learner"]]
         log_metrics(client, run_id, vals, skip_missing=True)
     with_retries(client.set_tag, parent_run_id, "shiftflow.selected_learner", chosen)
     with_retries(client.set_tag, parent_run_id, "shiftflow.selector", primary)

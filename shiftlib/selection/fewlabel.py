@@ -138,6 +138,9 @@ DEFAULT_VARIANCE = "hh"
 #: the posterior overturns a pair at GUARD_LEVEL ("guard", the deciding rule from the second to the seventh rule)
 DECISIONS = ("posterior", "guard")
 DEFAULT_DECISION = "posterior"
+#: below this many labels the posterior's contrast intervals cover well under 0.90 (0.60–0.88 measured in
+#: reports/label_budget_intervals.md), so its P(best) is over-confident
+OVERCONFIDENT_BELOW = 50
 _NORMAL = NormalDist()
 
 

@@ -95,6 +95,10 @@ def test_budget_then_labels_resume_with_fewlabel(asked: Path) -> None:
     assert sorted(post["learner"]) == sorted(fl["learner"]) and post["p_best"].sum() == pytest.approx(1.0)
     assert (post["n_labels"] == 18).all() and (post["decision"] == "posterior").all()
     best = fl.sort_values("rank").iloc[0]["learner"]
+    nested = {r.info.run_name: r for r in client.search_runs([exp.experiment_id])  # run name = candidate
+              if r.data.tags.get("mlflow.parentRunId") == parent[0].info.run_id and "shiftflow.learner" in r.data.tags}
+    logged = {n: r.data.metrics["selection.fewlabel.p_best"] for n, r in nested.items()}
+    assert logged == pytest.approx(post.set_index("learner")["p_best"].to_dict())  # the stage table, per candidate
     assert f"target labels:     P({best} is the best) = {post.set_index('learner').at[best, 'p_best']:.2f} " \
            "from 18 labels (fewlabel posterior; below 50 labels it is over-confident" in out
 
