@@ -7,6 +7,7 @@ Run from the repository root::
     nice python -m replications.replicate_label_budget --design fullbatch   # the issue's batch (fifth rule)
     nice python -m replications.replicate_label_budget --fresh    # the seventh rule's fresh draws
     nice python -m replications.replicate_label_budget --fresh eighth   # the eighth rule's, both designs
+    nice python -m replications.replicate_label_budget --fresh ninth    # the ninth rule's, both designs
     nice python -m replications.replicate_label_budget --intervals      # coverage of the shipped intervals
 
 **Rule, fixed before any result of this script was seen** (written here and at the top of the report):
@@ -179,6 +180,36 @@ Run from the repository root::
   nothing any more): what the flow runs since then, on ``fewlabel_shipped``'s plan chain: the posterior
   of ``fewlabel_select`` with the library's defaults (difference estimate, "hh" variance) ordered by
   ``decide`` (the posterior's own order).
+* Ninth rule, added 2026-11-26 17:35 UTC and committed before any result of it was seen. Why: the shipped
+  posterior's contrast intervals cover only 0.60–0.80 at b = 10 and under 0.90 at b = 25–50 on the eighth
+  rule's fresh draws (``label_budget_intervals.md``), so the P(best) people read is over-confident. The
+  reason fixed here: the Hansen–Hurwitz variance of n draws is unbiased but skewed at small n (most draws
+  give too small a value), and it both weighs the labels and enters τ²'s moment equation. Candidate
+  ``fewlabel_modelvar``: ``fewlabel_now``'s plan chain and ``fewlabel_select`` with ``variance="hh_model"``:
+  each round's variance is the Loewner maximum of the Hansen–Hurwitz estimate and the anticipated variance
+  under the surrogate model (y ~ p̄; Särndal, Swensson & Wretman 1992, §12.2), while τ²'s moment equation
+  keeps the Hansen–Hurwitz estimate (an upward-biased variance there would shrink τ² and over-trust the
+  prior); ordered by ``decide`` (the posterior). Known then, from development runs on the **seen** seeds
+  (0–2; feature bias 0–1), not in any report: on the fullbatch design its contrast coverage at
+  b = 10 / 25 / 50 was 0.876 / 0.883 / 0.835 (natural), 0.885 / 0.921 / 0.944 (trcv_pairs) and
+  0.947 / 0.931 / 0.947 (feature bias), against ``fewlabel_now``'s 0.641 / 0.775 / 0.794,
+  0.611 / 0.825 / 0.901 and 0.780 / 0.839 / 0.929; its mean pairwise-order accuracy over the groups and
+  b ∈ {25, 50, 100} was 0.825 against 0.828 (fullbatch) and 0.832 against 0.841 (batch400, natural and
+  trcv_pairs). A variant that also put the floored variance into τ²'s moments was run there (coverage
+  0.778 / 0.778 / 0.876 at b = 10, mean ordering 0.826 fullbatch) and is not a candidate. Judged on **fresh
+  draws**: seeds 9, 10, 11 of the natural and trcv_pairs cases and seeds 6, 7 of the feature-bias cases
+  (``--fresh ninth``; both designs run on these seeds). **Adoption**: (a) on the fullbatch draws, the mean
+  over the three groups of each group's contrast coverage (95 % intervals of θ_a − θ_b against the batch's
+  true difference, pooled over runs, pairs and b ∈ {10, 25, 50}) is higher than ``fewlabel_now``'s and at
+  least 0.85; (b) on the fullbatch draws, its mean pairwise-order accuracy over the groups and
+  b ∈ {25, 50, 100} is not below ``fewlabel_now``'s by more than 0.01; (c) on the fullbatch draws, in every
+  group and at every b ≥ 25 where ``fewlabel_now`` is ≥ ``cv``, it is ≥ ``cv`` too; (d) on the batch400
+  draws, its mean over the groups and b ∈ {25, 50, 100} is not below ``fewlabel_now``'s by more than 0.02.
+  If adopted, ``"hh_model"`` becomes ``fewlabel_select``'s default variance (``plan_labels`` keeps
+  ``"hh"`` for its pair weights; nothing in the plan is varied), and ``OVERCONFIDENT_BELOW`` becomes the
+  smallest budget from which, at it and every larger budget, the adopted posterior's fullbatch contrast
+  coverage is ≥ 0.90 in every group (10 removes the caution). Otherwise nothing changes and the report says
+  so. Outputs ``label_budget_fresh9{,_fullbatch}.{md,csv,png}``; nothing else is varied.
 * Second design, fixed with the fifth rule and before any result of it was seen (reported beside the
   first; it decides nothing): ``--design fullbatch`` follows the issue's definition, "truth is each
   learner's accuracy on the target rows that were not labeled". For natural and trcv_pairs the batch is
@@ -258,13 +289,17 @@ GROUPS = {
 QUICK = {"natural": ["hmda_afam_no_to_yes"], "trcv_pairs": ["credit_rent_to_owner"],
          "feature_bias": ["pima_kmm_threshold"]}
 BIAS_SEEDS = 2  # seeds 0..1 for the feature-bias group (time; third rule in the module docstring)
-#: the selectors of the fresh draws (seventh and eighth rules), and the order of every table
-FRESH_SELECTORS = ("fewlabel_shipped", "fewlabel_bayes", "fewlabel_bayes_dm", "uniform", "cv")
-ORDER = (*SELECTORS[:SELECTORS.index("uniform")], "fewlabel_bayes", "fewlabel_bayes_dm", *SELECTORS[SELECTORS.index("uniform"):])
+#: the selectors of the fresh draws (seventh to ninth rules), and the order of every table
+FRESH_SELECTORS = ("fewlabel_shipped", "fewlabel_bayes", "fewlabel_bayes_dm", "fewlabel_modelvar", "uniform", "cv")
+ORDER = (*SELECTORS[:SELECTORS.index("uniform")], "fewlabel_bayes", "fewlabel_bayes_dm", "fewlabel_modelvar",
+         *SELECTORS[SELECTORS.index("uniform"):])
 #: fresh draws per rule (docstring): seeds per group
 FRESH_SEEDS = {"seventh": {"natural": [3, 4, 5], "trcv_pairs": [3, 4, 5], "feature_bias": [2, 3]},
-               "eighth": {"natural": [6, 7, 8], "trcv_pairs": [6, 7, 8], "feature_bias": [4, 5]}}
-FRESH_CANDIDATES = {"seventh": ("fewlabel_bayes",), "eighth": ("fewlabel_bayes_dm", "fewlabel_bayes")}
+               "eighth": {"natural": [6, 7, 8], "trcv_pairs": [6, 7, 8], "feature_bias": [4, 5]},
+               "ninth": {"natural": [9, 10, 11], "trcv_pairs": [9, 10, 11], "feature_bias": [6, 7]}}
+FRESH_CANDIDATES = {"seventh": ("fewlabel_bayes",), "eighth": ("fewlabel_bayes_dm", "fewlabel_bayes"),
+                    "ninth": ("fewlabel_modelvar",)}
+NINTH_COVERAGE_BUDGETS = (10, 25, 50)  # ninth rule (a)
 
 
 @dataclass(frozen=True)
@@ -312,6 +347,17 @@ def _mean_contrast_sd(res: SelectorScores) -> float:
     return float(np.mean(sds))
 
 
+def _contrast_coverage(res: SelectorScores, truth: np.ndarray) -> dict[str, int]:
+    """How many of the pairs' ``CONFIDENCE`` intervals of θ_a − θ_b (posterior covariance) hold the true
+    difference ``truth[a] − truth[b]`` (ninth rule (a))."""
+    th, C = res.scores.to_numpy(float), np.asarray(res.details["cov"], float)
+    z = NormalDist().inv_cdf((1 + CONFIDENCE) / 2)
+    ell = len(th)
+    hits = [abs((th[a] - th[b]) - (truth[a] - truth[b])) <= z * math.sqrt(max(C[a, a] + C[b, b] - 2 * C[a, b], 0.0))
+            for a in range(ell) for b in range(a + 1, ell)]
+    return {"contrasts_covered": int(sum(hits)), "contrasts": len(hits)}
+
+
 def run_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
     """Every selector at every budget on one (case, seed)."""
     group, seed = case.group, case.seed
@@ -348,6 +394,26 @@ def run_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
                      "selected": "|".join(ag.selected), "true_best": "|".join(ag.true_best), **extra})
 
     perm = np.random.default_rng([seed, 7]).permutation(len(tgt))
+    if args.fresh == "ninth":
+        batch_acc = (tp.predictions == yT[:, None]).mean(axis=0)  # the posterior's estimand, for coverage
+        plan_d, y_d = None, None
+        for b in BUDGETS:
+            plan_d = plan_labels(cands, Xs, ys, XT, budget=b,
+                                 already_labeled=None if plan_d is None else (plan_d, y_d),
+                                 random_state=seed * 1000 + b, prior=cv, predictions=tp)
+            y_d = yT[plan_d.rows]
+            for sel, variance in (("fewlabel_now", "hh"), ("fewlabel_modelvar", "hh_model")):
+                post = fewlabel_select(cands, Xs, ys, XT, plan=plan_d, y_labeled=y_d, prior=cv, predictions=tp,
+                                       random_state=seed, variance=variance)
+                record(sel, b, decide(post, cv), plan_d.rows, tau=post.details["tau2"] ** 0.5,
+                       prior_weight=post.details["prior_weight"], sd_contrast=_mean_contrast_sd(post),
+                       **_contrast_coverage(post, batch_acc))
+            u = perm[:b]
+            record("uniform", b, SelectorScores("uniform", pd.Series((tp.predictions[u] == yT[u, None]).mean(axis=0),
+                                                                     index=names), 0), u)
+            record("cv", b, cv, np.zeros(0, int))
+        return rows, {**base, "n_source": len(ys), "n_batch": len(tgt), "n_disagreement": len(tp.disagreement),
+                      "seconds": round(time.perf_counter() - t0, 1)}
     if args.fresh:  # seventh rule (docstring): the shipped chain, its posterior unguarded, cv, uniform
         plan_d, y_d = None, None
         for b in BUDGETS:
@@ -605,12 +671,17 @@ def _criterion_lines(s: pd.DataFrame, selectors: tuple[str, ...]) -> list[str]:
     return lines
 
 
+def _never_below_lost(s: pd.DataFrame, cand: str, base: str) -> list[str]:
+    """Where ``cand`` falls below cv although ``base`` is ≥ cv (b ≥ 25)."""
+    return [f"{g} b={b}" for g in dict.fromkeys(s.group) for b in BUDGETS if b >= 25
+            if _by_budget(s, g)[(base, b)] >= _by_budget(s, g)[("cv", b)] > _by_budget(s, g)[(cand, b)]]
+
+
 def _fresh_checks(s: pd.DataFrame, cand: str, rule: str) -> tuple[bool, bool, list[str]]:
     """A rule's (a) and (b): mean above the shipped guard's, and nowhere below cv where the guard is not."""
     mean_c, mean_g = _fresh_mean(s, cand), _fresh_mean(s, "fewlabel_shipped")
     ok_a = mean_c > mean_g
-    lost = [f"{g} b={b}" for g in dict.fromkeys(s.group) for b in BUDGETS if b >= 25
-            if _by_budget(s, g)[("fewlabel_shipped", b)] >= _by_budget(s, g)[("cv", b)] > _by_budget(s, g)[(cand, b)]]
+    lost = _never_below_lost(s, cand, "fewlabel_shipped")
     return ok_a, not lost, [
         f"* {rule} rule (a), {cand}: mean pairwise-order accuracy over the groups and b ∈ {{25, 50, 100}}: "
         f"{cand} {mean_c:.4f} vs fewlabel_shipped {mean_g:.4f}: **{'yes' if ok_a else 'no'}**.",
@@ -691,7 +762,7 @@ def fresh_eighth(args: argparse.Namespace, groups: dict[str, list[str]], out: Pa
     if not args.quick:
         verdict.append("* **Eighth rule outcome: " + (f"{adopted} replaces the guard as the deciding rule**."
                                                       if adopted else "the guard stays the deciding rule**."))
-    rule = __doc__.split("* Eighth rule,")[1].split("* Second design")[0]
+    rule = __doc__.split("* Eighth rule,")[1].split("* ``fewlabel_now``")[0]
     sels = ("fewlabel_shipped", *FRESH_CANDIDATES["eighth"])
     md = ["# A label budget, eighth rule: the unguarded posterior with the difference estimate, on fresh draws", "",
           "## Rule (committed before any result of it was seen)", "", "* Eighth rule," + rule.rstrip(), "",
@@ -710,6 +781,98 @@ def fresh_eighth(args: argparse.Namespace, groups: dict[str, list[str]], out: Pa
     md += ["Files: `label_budget_fresh8{,_fullbatch}.{csv,png}` (one row per case × seed × budget × selector).", ""]
     text = "\n".join(md)
     (out / ("label_budget_fresh8" + ("_quick" if args.quick else "") + ".md")).write_text(text)
+    print(text)
+    return 0
+
+
+def _coverage_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Contrast coverage per group, selector and budget (pooled over runs and pairs), budgets as columns."""
+    c = df.dropna(subset=["contrasts"]).groupby(["group", "selector", "budget"], sort=False)[
+        ["contrasts_covered", "contrasts"]].sum()
+    c["coverage"] = (c.contrasts_covered / c.contrasts).round(3)
+    t = c.coverage.unstack("budget")
+    t.columns = [f"b={b}" for b in t.columns]
+    return t.reset_index()
+
+
+def _group_coverage(df: pd.DataFrame, sel: str, budgets: tuple[int, ...]) -> pd.Series:
+    """Each group's contrast coverage for ``sel``, pooled over runs, pairs and ``budgets``."""
+    d = df[(df.selector == sel) & df.budget.isin(budgets)].groupby("group", sort=False)[
+        ["contrasts_covered", "contrasts"]].sum()
+    return d.contrasts_covered / d.contrasts
+
+
+def _overconfident_below(df: pd.DataFrame, sel: str) -> int:
+    """The smallest budget from which, at it and every larger one, ``sel``'s contrast coverage is ≥ 0.90 in every
+    group (ninth rule); the largest budget + 1 when there is none."""
+    ok = [all(_group_coverage(df, sel, (b,)) >= 0.9) for b in BUDGETS]
+    for i, b in enumerate(BUDGETS):
+        if all(ok[i:]):
+            return b
+    return BUDGETS[-1] + 1
+
+
+def fresh_ninth(args: argparse.Namespace, groups: dict[str, list[str]], out: Path, t0: float, c0: float) -> int:
+    """The ninth rule: fresh draws on both designs; coverage and order judged on fullbatch, (d) on batch400."""
+    runs = {}
+    for design in ("batch400", "fullbatch"):
+        args.design = design
+        rows, infos, notes = collect(args, groups, [])
+        df = pd.DataFrame(rows)
+        prefix = "label_budget_fresh9" + ("_fullbatch" if design == "fullbatch" else "") + ("_quick" if args.quick else "")
+        df.to_csv(out / f"{prefix}.csv", index=False)
+        s = summary(df, ["group", "budget", "selector"])
+        plot(s, out / f"{prefix}.png")
+        runs[design] = (df, s, infos, notes, prefix)
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    (df_full, s_full), s_b400 = runs["fullbatch"][:2], runs["batch400"][1]
+    cand, base = FRESH_CANDIDATES["ninth"][0], "fewlabel_now"
+    cov_c = _group_coverage(df_full, cand, NINTH_COVERAGE_BUDGETS)
+    cov_b = _group_coverage(df_full, base, NINTH_COVERAGE_BUDGETS)
+    ok_a = bool(cov_c.mean() > cov_b.mean() and cov_c.mean() >= 0.85)
+    mean_c, mean_b = _fresh_mean(s_full, cand), _fresh_mean(s_full, base)
+    ok_b = mean_c >= mean_b - 0.01
+    lost = _never_below_lost(s_full, cand, base)
+    m4_c, m4_b = _fresh_mean(s_b400, cand), _fresh_mean(s_b400, base)
+    ok_d = m4_c >= m4_b - 0.02
+    passed = ok_a and ok_b and not lost and ok_d
+    per_group = ", ".join(f"{g} {cov_c[g]:.3f} vs {cov_b[g]:.3f}" for g in cov_c.index)
+    verdict = [
+        f"* Ninth rule (a): contrast coverage at b ∈ {{10, 25, 50}}, mean over the groups: {cand} {cov_c.mean():.4f} "
+        f"vs {base} {cov_b.mean():.4f} ({per_group}); higher and ≥ 0.85: **{'yes' if ok_a else 'no'}**.",
+        f"* Ninth rule (b): mean pairwise-order accuracy over the groups and b ∈ {{25, 50, 100}}: {cand} {mean_c:.4f} "
+        f"vs {base} {mean_b:.4f}, not below by more than 0.01: **{'yes' if ok_b else 'no'}**.",
+        f"* Ninth rule (c): nowhere below cv where {base} is ≥ cv (b ≥ 25): **{'yes' if not lost else 'no'}**"
+        + ("" if not lost else f" (below at {', '.join(lost)})") + ".",
+        f"* Ninth rule (d): batch400 mean {cand} {m4_c:.4f} vs {base} {m4_b:.4f}, not below by more than 0.02: "
+        f"**{'yes' if ok_d else 'no'}**."]
+    if not args.quick:
+        verdict.append(f"* **Ninth rule outcome: {cand} " + (
+            f"is adopted** (variance \"hh_model\" becomes fewlabel_select's default); OVERCONFIDENT_BELOW from its "
+            f"fullbatch coverage: **{_overconfident_below(df_full, cand)}**." if passed
+            else "is not adopted**; the default stays."))
+    rule = __doc__.split("* Ninth rule,")[1].split("* Second design")[0]
+    sels = (base, cand)
+    md = ["# A label budget, ninth rule: a model floor under the label estimate's variance, on fresh draws", "",
+          "## Rule (committed before any result of it was seen)", "", "* Ninth rule," + rule.rstrip(), "",
+          f"Produced by `python -m replications.replicate_label_budget --fresh ninth"
+          f"{' --quick' if args.quick else ''}` (≤ {args.n_max} source rows; batch400: batch ≤ {args.n_max} "
+          f"target rows; fullbatch: the whole target group, ≤ {args.full_cap} rows; RF {args.rf_trees} trees) in "
+          f"{elapsed:.0f} s wall time ({cpu:.0f} s CPU), both designs.", "",
+          "## Verdict (judged on the fullbatch design; (d) on batch400)", "", *verdict, "",
+          "## Contrast coverage, fullbatch (95 % intervals of θ_a − θ_b against the batch's true difference)", "",
+          md_table(_coverage_table(df_full)), "",
+          "## Contrast coverage, batch400", "", md_table(_coverage_table(runs["batch400"][0])), "",
+          "## The issue's criterion, fullbatch", "", *_criterion_lines(s_full, sels), "",
+          "## The issue's criterion, batch400", "", *_criterion_lines(s_b400, sels), "",
+          "## Cases", "", *_fresh_cases(runs["fullbatch"][3], runs["fullbatch"][2])]
+    for design, title in (("fullbatch", "fullbatch, "), ("batch400", "batch400, ")):
+        df, s, _, _, prefix = runs[design]
+        md += _fresh_tables(df, s, title)
+        md += [f"![{title}pairwise-order accuracy and regret]({prefix}.png)", ""]
+    md += ["Files: `label_budget_fresh9{,_fullbatch}.{csv,png}` (one row per case × seed × budget × selector).", ""]
+    text = "\n".join(md)
+    (out / ("label_budget_fresh9" + ("_quick" if args.quick else "") + ".md")).write_text(text)
     print(text)
     return 0
 
@@ -857,7 +1020,7 @@ def main(argv: list[str] | None = None) -> int:
                          "(≤ --full-cap rows), truth = its rows not labeled (second design, module docstring)")
     ap.add_argument("--full-cap", type=int, default=4000, help="fullbatch: most batch rows (default 4000)")
     ap.add_argument("--fresh", nargs="?", const="seventh", choices=tuple(FRESH_SEEDS), default=None,
-                    help="a rule's fresh draws (seventh: seeds 3-5, feature bias 2-3; eighth: 6-8 and 4-5, both "
+                    help="a rule's fresh draws (seventh: seeds 3-5, feature bias 2-3; eighth: 6-8 and 4-5; ninth: 9-11 and 6-7; both "
                          "designs): the shipped guard, the unguarded posteriors, cv, uniform")
     ap.add_argument("--intervals", action="store_true",
                     help="coverage of the shipped posterior's intervals on the eighth rule's fresh fullbatch draws")
@@ -876,6 +1039,8 @@ def main(argv: list[str] | None = None) -> int:
         return intervals_main(args, groups, out, t0)
     if args.fresh == "eighth":
         return fresh_eighth(args, groups, out, t0, c0)
+    if args.fresh == "ninth":
+        return fresh_ninth(args, groups, out, t0, c0)
     rows, infos, notes = collect(args, groups, seeds)
     if args.ceiling:
         ce = pd.DataFrame(infos)

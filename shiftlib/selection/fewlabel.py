@@ -130,9 +130,10 @@ ESTIMATORS = ("ht", "difference", "difference_cal")
 #: as measured there
 DEFAULT_ESTIMATOR = "difference"
 PLAN_ESTIMATOR = "ht"
-#: the label estimate's variance: Hansen–Hurwitz with draw probabilities π/n ("hh"), or normalised over the
-#: drawn rows ("sample", the form every replication rule up to the sixth used; it underestimates the variance)
-VARIANCES = ("sample", "hh")
+#: the label estimate's variance: Hansen–Hurwitz with draw probabilities π/n ("hh"), normalised over the drawn
+#: rows ("sample", the form every replication rule up to the sixth used; it underestimates the variance), or "hh"
+#: floored by the anticipated variance under the surrogate ("hh_model", ninth rule; τ² still from "hh")
+VARIANCES = ("sample", "hh", "hh_model")
 DEFAULT_VARIANCE = "hh"
 #: how the candidates are ordered: by the posterior ("posterior", the Bayes decision; eighth rule) or by CV unless
 #: the posterior overturns a pair at GUARD_LEVEL ("guard", the deciding rule from the second to the seventh rule)
@@ -451,6 +452,7 @@ def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[
     planned = set() if plan is None else set(plan.rows[plan.rounds > 0].tolist())
     extra = sorted(set(labels) - planned)
     estimates, sizes, variances, info = [], [], [], []
+    floors: list[np.ndarray | None] = []  # per round: the anticipated variance ("hh_model"), None otherwise
     missing = 0
     if plan is not None:
         for r_info in plan.details.get("round_info", []):
@@ -467,11 +469,13 @@ def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[
             Y = np.vstack([(P[i] == labels[i]).astype(float) for i in rows])
             if estimator == "ht":
                 base, Yhat = np.zeros(ell), np.zeros_like(Y)
+                Yhat_pop = None
             else:  # the surrogate over the round's population, fitted only on rounds before r
                 pop = D[~np.isin(D, before)]
                 earlier = (plan.rounds > 0) & (plan.rounds < r) & np.isin(plan.rows, list(labels))
                 fit_rows, fit_w = plan.rows[earlier], 1.0 / plan.probabilities[earlier]
                 chat = surrogate(pop, fit_rows, fit_w)
+                Yhat_pop = chat
                 base = chat.sum(axis=0)
                 Yhat = chat[np.searchsorted(pop, rows)]
             R = Y - Yhat
@@ -494,6 +498,8 @@ def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[
             estimates.append(est)
             sizes.append(len(rows))
             variances.append(V)
+            floors.append(_anticipated(tp, r_info, D, before, got.sum() / len(got), Yhat_pop)
+                          if variance == "hh_model" else None)
             info.append({"round": r, "n_labeled": len(rows), "n_certain": int(cert.sum())})
     if extra:  # a simple random sample of m of the N rows: Σ_D ĉ + (N/m) Σ_extra (c − ĉ)·1[i ∈ D]
         m = len(extra)
@@ -508,18 +514,51 @@ def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[
         estimates.append(est)
         sizes.append(m)
         variances.append(V)
+        floors.append(None)  # a simple random sample's variance is unbiased and not skewed by π: no floor
         info.append({"round": 0, "n_labeled": m, "n_certain": 0})
     if not estimates:
         return None
     alpha = np.asarray(sizes, float) / sum(sizes)
     s_hat = sum(a * e for a, e in zip(alpha, estimates, strict=True))
     V_s = sum(a * a * V for a, V in zip(alpha, variances, strict=True))
+    details: dict[str, Any] = {"rounds_used": info, "n_missing_requested": missing, "n_extra": len(extra),
+                               "estimator": estimator, "variance": variance}
+    if variance == "hh_model":  # the floored variance weighs the labels; τ²'s moments keep the "hh" one
+        details["_cov_moments"] = V_s / (N * N)
+        V_s = sum(a * a * (V if F is None else _loewner_max(V, F))
+                  for a, V, F in zip(alpha, variances, floors, strict=True))
     # common part (rows where every candidate agrees): exact where labeled, p̄ of the common class otherwise
     A = np.flatnonzero(~in_D)
     common = sum((float(P[i, 0] == labels[i]) if i in labels else correct_prob[i, 0]) for i in A)
     theta = (common + s_hat) / N
-    return theta, V_s / (N * N), {"rounds_used": info, "n_missing_requested": missing, "n_extra": len(extra),
-                                  "estimator": estimator, "variance": variance}
+    return theta, V_s / (N * N), details
+
+
+def _loewner_max(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``B + (A − B)₊`` (the positive part by eigendecomposition): positive semi-definite and ≥ both A and B in
+    the Loewner order, so every contrast's variance is at least the larger of the two."""
+    w, Q = np.linalg.eigh((A - B + (A - B).T) / 2)
+    return B + (Q * np.clip(w, 0.0, None)) @ Q.T
+
+
+def _anticipated(tp: TargetPredictions, r_info: dict[str, Any], D: np.ndarray, before: np.ndarray, share: float,
+                 chat: np.ndarray | None) -> np.ndarray:
+    """Anticipated variance of a round's label estimate under the surrogate model (Särndal, Swensson & Wretman
+    1992, §12.2; Poisson-sampling form): ``Σ_{i∈R} (1 − π_i)/π_i · E[(c_i − ĉ_i)(c_i − ĉ_i)ᵀ]`` with the label
+    y_i ~ p̄(·|x_i), so ``E[c_ij c_ij'] = p̄(ŷ_j)·1[ŷ_j = ŷ_j']``; ĉ = 0 for Horvitz–Thompson (``chat`` None).
+    π over the whole round population R is recomputed from the round's stored pair weights (the draw is
+    deterministic given them) and scaled by the share of requested rows answered, as the estimate is."""
+    pop = D[~np.isin(D, before)]
+    idx = {n: j for j, n in enumerate(tp.names)}
+    w = {(idx[k.split("|")[0]], idx[k.split("|")[1]]): float(v) for k, v in r_info["pair_weights"].items()}
+    pi = inclusion_probabilities(_draw_distribution(tp, pop, w), int(r_info["n"])) * share
+    m = tp.right_proba(pop)  # E[c_ij] under the surrogate
+    Pp = tp.predictions[pop]
+    second = m[:, :, None] * (Pp[:, :, None] == Pp[:, None, :])  # E[c_ij c_ij']
+    ch = np.zeros_like(m) if chat is None else chat
+    S = second - m[:, :, None] * ch[:, None, :] - ch[:, :, None] * m[:, None, :] + ch[:, :, None] * ch[:, None, :]
+    f = np.where(pi >= 1 - 1e-12, 0.0, (1 - pi) / np.maximum(pi, 1e-12))
+    return np.einsum("i,ijk->jk", f, S)
 
 
 def _combine(label: tuple[np.ndarray, np.ndarray, dict[str, Any]] | None,
@@ -530,6 +569,7 @@ def _combine(label: tuple[np.ndarray, np.ndarray, dict[str, Any]] | None,
         raise ValueError("no labels and no prior: pass labels, or prior='cv'")
     if prior is None:
         theta_L, V_L, info = label  # type: ignore[misc]
+        info = {k: v for k, v in info.items() if k != "_cov_moments"}
         return _Estimate(theta_L, V_L, {**info, "tau2": None, "prior_weight": 0.0})
     theta_P, V_P, name = prior
     zP, AP = H.T @ theta_P, H.T @ V_P @ H
@@ -537,8 +577,10 @@ def _combine(label: tuple[np.ndarray, np.ndarray, dict[str, Any]] | None,
         B = AP + TAU_FLOOR ** 2 * np.eye(ell - 1)
         return _Estimate(theta_P, H @ B @ H.T, {"tau2": TAU_FLOOR ** 2, "prior": name, "prior_weight": 1.0})
     theta_L, V_L, info = label
+    info = dict(info)
+    V_M = info.pop("_cov_moments", V_L)  # "hh_model": τ²'s moment equation keeps the Hansen–Hurwitz variance
     zL, AL = H.T @ theta_L, H.T @ V_L @ H
-    tau2 = max(TAU_FLOOR ** 2, (float(np.sum((zP - zL) ** 2)) - np.trace(AP) - np.trace(AL)) / (ell - 1))
+    tau2 = max(TAU_FLOOR ** 2, (float(np.sum((zP - zL) ** 2)) - np.trace(AP) - np.trace(H.T @ V_M @ H)) / (ell - 1))
     B = AP + tau2 * np.eye(ell - 1)
     G = B @ np.linalg.pinv(B + AL)  # gain: weight of the labels per contrast direction
     z = zP + G @ (zL - zP)
