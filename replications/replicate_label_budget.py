@@ -289,8 +289,10 @@ GROUPS = {
 QUICK = {"natural": ["hmda_afam_no_to_yes"], "trcv_pairs": ["credit_rent_to_owner"],
          "feature_bias": ["pima_kmm_threshold"]}
 BIAS_SEEDS = 2  # seeds 0..1 for the feature-bias group (time; third rule in the module docstring)
-#: the selectors of the fresh draws (seventh to ninth rules), and the order of every table
-FRESH_SELECTORS = ("fewlabel_shipped", "fewlabel_bayes", "fewlabel_bayes_dm", "fewlabel_modelvar", "uniform", "cv")
+#: the selectors each fresh rule's draws record, and the order of every table
+FRESH_SELECTORS = {"seventh": ("fewlabel_shipped", "fewlabel_bayes", "fewlabel_bayes_dm", "uniform", "cv"),
+                   "eighth": ("fewlabel_shipped", "fewlabel_bayes", "fewlabel_bayes_dm", "uniform", "cv"),
+                   "ninth": ("fewlabel_now", "fewlabel_modelvar", "uniform", "cv")}
 ORDER = (*SELECTORS[:SELECTORS.index("uniform")], "fewlabel_bayes", "fewlabel_bayes_dm", "fewlabel_modelvar",
          *SELECTORS[SELECTORS.index("uniform"):])
 #: fresh draws per rule (docstring): seeds per group

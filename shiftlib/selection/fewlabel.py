@@ -63,7 +63,12 @@ form ``'sample'`` normalises the draw probabilities over the drawn rows (π_k/Σ
 scales V̂ by about (mean_S π)², an underestimate; every replication rule up to the sixth used it, and
 it is kept only to reproduce them. ``'hh'`` is the default: the intervals and ``p_better`` are read by
 people, and the guard's level argument needs a calibrated posterior (``reports/label_budget.md`` measures
-both forms).
+both forms). ``'hh_model'`` floors each round's ``'hh'`` covariance by the anticipated variance under the
+surrogate model (y ~ p̄; Särndal, Swensson & Wretman 1992, §12.2), as the Loewner maximum of the two, because
+the Hansen–Hurwitz value of a few draws is unbiased but skewed (usually too small); τ²'s moment equation keeps
+the ``'hh'`` value, which an upward-biased variance would shrink. Its contrast intervals hold far better at
+10–50 labels, but it failed the ninth rule (``reports/label_budget_fresh9.md``: below CV on feature bias at
+b = 50), so it is an option, not the default.
 
 **Prior.** The source estimate (10-fold CV, or importance-weighted CV) with its own covariance (fold
 scores, paired across candidates) is combined with the label estimate in the space of contrasts (the
@@ -391,8 +396,9 @@ def _check_estimator(estimator: Any) -> str:
 
 def _check_variance(variance: Any) -> str:
     if variance not in VARIANCES:
-        raise ValueError(f"variance={variance!r} is not known: use 'hh' (Hansen–Hurwitz, draw probabilities π/n) "
-                         "or 'sample' (normalised over the drawn rows; underestimates)")
+        raise ValueError(f"variance={variance!r} is not known: use 'hh' (Hansen–Hurwitz, draw probabilities π/n), "
+                         "'hh_model' (the same floored by the surrogate's anticipated variance) or 'sample' "
+                         "(normalised over the drawn rows; underestimates)")
     return str(variance)
 
 
@@ -797,7 +803,8 @@ def fewlabel_select(
     Hansen–Hurwitz variance with draw probabilities π/n (conservative for πps without replacement);
     ``'sample'`` normalises them over the drawn rows, which underestimates the variance by about the
     square of the drawn rows' mean π (kept to reproduce the replication's earlier rules; ``'hh'`` is the
-    default).
+    default); ``'hh_model'`` floors ``'hh'`` by the anticipated variance under the surrogate, for intervals and
+    ``p_best`` that hold at 10–50 labels (module docstring; not the default, by the ninth rule).
     """
     estimator = _check_estimator(estimator)
     variance = _check_variance(variance)

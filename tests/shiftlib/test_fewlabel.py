@@ -23,7 +23,16 @@ from shiftlib.selection import (
     trcv_labeled_select,
     trcv_select,
 )
-from shiftlib.selection.fewlabel import _label_estimate, _systematic, decide, guarded_select
+from shiftlib.selection.fewlabel import (
+    _anticipated,
+    _draw_distribution,
+    _label_estimate,
+    _loewner_max,
+    _systematic,
+    decide,
+    fewlabel_estimate,
+    guarded_select,
+)
 from shiftlib.selection.results import ranking_tiers
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
@@ -562,3 +571,86 @@ def test_hansen_hurwitz_variance_is_conservative_over_the_exact_design(n_pop: in
             assert w @ var >= true_var
         else:
             assert w @ var < true_var
+
+
+# ----------------------------------------------------------------------------------------------------
+# variance="hh_model": Hansen–Hurwitz floored by the anticipated variance under the surrogate (ninth rule)
+# ----------------------------------------------------------------------------------------------------
+def _round_info(n: int, names: list[str]) -> dict:
+    return {"round": 1, "n": n, "labeled_before": [], "pair_weights": {f"{a}|{b}": 1.0 for a, b in
+                                                                        [(names[0], names[1])]}}
+
+
+def test_loewner_max_dominates_both_and_is_hand_worked() -> None:
+    """diag(1, 0) and diag(0, 1): the smallest matrix the construction gives is the identity; for random
+    PSD pairs the result minus either is PSD (Loewner order)."""
+    np.testing.assert_allclose(_loewner_max(np.diag([1.0, 0.0]), np.diag([0.0, 1.0])), np.eye(2), atol=1e-12)
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        A, B = (m @ m.T for m in rng.normal(size=(2, 4, 4)))
+        M = _loewner_max(A, B)
+        assert np.linalg.eigvalsh(M - A).min() >= -1e-10 and np.linalg.eigvalsh(M - B).min() >= -1e-10
+    np.testing.assert_allclose(_loewner_max(2 * np.eye(3), np.eye(3)), 2 * np.eye(3), atol=1e-12)
+
+
+def test_anticipated_variance_hand_worked() -> None:
+    """The 4-row example: a and b disagree everywhere, so every row has the same draw weight and π = n/4 = 0.5,
+    (1 − π)/π = 1. For the difference estimator E[(c − ĉ)(c − ĉ)ᵀ] = p(1 − p)·[[1, −1], [−1, 1]] with
+    p = p̄(ŷ_a) = 0.7, 0.6, 0.8, 0.9: Σ p(1 − p) = 0.21 + 0.24 + 0.16 + 0.09 = 0.70. For Horvitz–Thompson
+    (ĉ = 0) it is E[ccᵀ] = diag(p, 1 − p): Σ = diag(3.0, 1.0)."""
+    tp = TargetPredictions(["a", "b"], P4, PROBA4, np.array([0, 1]))
+    info = _round_info(2, ["a", "b"])
+    D = tp.disagreement
+    diff = _anticipated(tp, info, D, np.zeros(0, int), 1.0, tp.right_proba(D))
+    np.testing.assert_allclose(diff, 0.70 * np.array([[1, -1], [-1, 1]]), atol=1e-12)
+    np.testing.assert_allclose(_anticipated(tp, info, D, np.zeros(0, int), 1.0, None), np.diag([3.0, 1.0]),
+                               atol=1e-12)
+
+
+def test_anticipated_variance_matches_monte_carlo_under_the_surrogate_model() -> None:
+    """Independent computation: labels y ~ p̄(·|x), Poisson sampling with the round's π; the difference
+    estimate's error Σ_i (I_i/π_i − 1)(c_i − ĉ_i) has covariance Σ (1 − π)/π E[(c − ĉ)(c − ĉ)ᵀ] exactly.
+    20,000 draws; tolerance 6 % of each diagonal entry (the Monte Carlo s.e. is about 1–2 %)."""
+    rng = np.random.default_rng(5)
+    N, ell = 40, 3
+    P = rng.integers(0, 2, size=(N, ell))
+    P[:, 0] = 1 - P[:, 1]  # every row a disagreement row
+    p1 = rng.uniform(0.1, 0.9, N)
+    tp = TargetPredictions(["a", "b", "c"], P, np.column_stack([1 - p1, p1]), np.array([0, 1]))
+    info = {"round": 1, "n": 10, "labeled_before": [], "pair_weights": {"a|b": 1.0, "a|c": 2.0, "b|c": 0.5}}
+    D = tp.disagreement
+    chat = tp.right_proba(D)
+    AV = _anticipated(tp, info, D, np.zeros(0, int), 1.0, chat)
+    w = {(0, 1): 1.0, (0, 2): 2.0, (1, 2): 0.5}
+    pi = inclusion_probabilities(_draw_distribution(tp, D, w), 10)
+    reps = 20_000
+    y = (rng.uniform(size=(reps, N)) < p1).astype(int)
+    C = (P[None, :, :] == y[:, :, None]).astype(float)  # reps × N × ℓ
+    drawn = rng.uniform(size=(reps, N)) < pi
+    err = np.einsum("rn,rnj->rj", drawn / pi - 1, C - chat)
+    mc = np.cov(err, rowvar=False)
+    np.testing.assert_allclose(np.diag(mc), np.diag(AV), rtol=0.06)
+
+
+def test_model_floor_hand_worked_and_tau_keeps_the_hansen_hurwitz_moments() -> None:
+    """Four identical rows (predictions [0, 1], p̄(0) = 0.7), rows 0 and 1 drawn (π = 0.5) and both labeled 0:
+    the residuals are equal, so the Hansen–Hurwitz variance is 0, and 'hh_model' gives the anticipated
+    4 · 1 · 0.21 = 0.84 (counts²), 0.84/16 = 0.0525 on θ. τ² is the same as with 'hh' (its moments keep the
+    Hansen–Hurwitz value); the posterior variance is larger."""
+    P = np.tile([0, 1], (4, 1))
+    tp = TargetPredictions(["a", "b"], P, np.tile([0.7, 0.3], (4, 1)), np.array([0, 1]))
+    plan = LabelPlan(np.array([0, 1]), np.array([0.5, 0.5]), np.ones(2, int), 2, 4, ["a", "b"],
+                     {"disagreement": tp.disagreement, "round_info": [_round_info(2, ["a", "b"])]})
+    _, V_hh, _ = _label_estimate(tp, plan, {0: 0, 1: 0}, "difference", "hh")
+    theta, V, info = _label_estimate(tp, plan, {0: 0, 1: 0}, "difference", "hh_model")
+    np.testing.assert_allclose(V_hh, 0.0, atol=1e-15)
+    np.testing.assert_allclose(V, 0.0525 * np.array([[1, -1], [-1, 1]]), atol=1e-12)
+    np.testing.assert_allclose(info["_cov_moments"], V_hh, atol=1e-15)
+    prior = (np.array([0.6, 0.65]), np.eye(2) * 1e-4, "cv")
+    labels = {0: 0, 1: 0}
+    e_hh = fewlabel_estimate(tp, plan, labels, prior, "difference", "hh")
+    e_m = fewlabel_estimate(tp, plan, labels, prior, "difference", "hh_model")
+    assert e_m.details["tau2"] == pytest.approx(e_hh.details["tau2"])
+    d = np.array([1.0, -1.0])
+    assert d @ e_m.cov @ d > d @ e_hh.cov @ d
+    assert "_cov_moments" not in e_m.details

@@ -53,7 +53,8 @@ def test_quick_fresh_eighth_rule_judges_from_its_own_rows(tmp_path):
         df = pd.read_csv(tmp_path / name)
         assert set(df.seed) == {6, 4}  # the eighth rule's first fresh seed per group
         for (_, _), g in df.groupby(["case", "seed"]):
-            assert set(zip(g.selector, g.budget, strict=True)) == {(s, b) for s in FRESH_SELECTORS for b in BUDGETS}
+            assert set(zip(g.selector, g.budget, strict=True)) == {(s, b) for s in FRESH_SELECTORS["eighth"]
+                                                                   for b in BUDGETS}
             by = g.set_index(["selector", "budget"])
             for b in BUDGETS:
                 assert by.at[("fewlabel_bayes", b), "n_labels"] == by.at[("fewlabel_shipped", b), "n_labels"] \
@@ -64,3 +65,35 @@ def test_quick_fresh_eighth_rule_judges_from_its_own_rows(tmp_path):
     mean = acc.xs("fewlabel_bayes_dm", level="selector").loc[(slice(None), [25, 50, 100])].mean()
     assert f"fewlabel_bayes_dm {mean:.4f}" in report
     assert "Eighth rule (c), fewlabel_bayes_dm" in report
+
+
+@pytest.mark.slow
+def test_quick_fresh_ninth_rule_judges_from_its_own_rows(tmp_path):
+    """--fresh ninth --quick: both designs' CSVs hold the ninth rule's selectors at every budget on the same plan
+    rows, each posterior's contrast counts are its pairs, and the verdict's (a) coverage and (b) mean are
+    recounted from the fullbatch CSV (coverage pooled over runs, pairs and b = 10-50, then averaged over groups)."""
+    from replications.replicate_label_budget import BUDGETS, FRESH_SELECTORS, main
+
+    assert main(["--fresh", "ninth", "--quick", "--out", str(tmp_path)]) == 0
+    report = (tmp_path / "label_budget_fresh9_quick.md").read_text()
+    for name in ("label_budget_fresh9_quick.csv", "label_budget_fresh9_fullbatch_quick.csv"):
+        df = pd.read_csv(tmp_path / name)
+        assert set(df.seed) == {9, 6}  # the ninth rule's first fresh seed per group
+        for (_, _), g in df.groupby(["case", "seed"]):
+            assert set(zip(g.selector, g.budget, strict=True)) == {(s, b) for s in FRESH_SELECTORS["ninth"]
+                                                                   for b in BUDGETS}
+            by = g.set_index(["selector", "budget"])
+            for b in BUDGETS:
+                assert by.at[("fewlabel_now", b), "n_labels"] == by.at[("fewlabel_modelvar", b), "n_labels"] <= b
+                for s in ("fewlabel_now", "fewlabel_modelvar"):
+                    assert by.at[(s, b), "contrasts"] == by.at[(s, b), "pairs"]
+                    assert 0 <= by.at[(s, b), "contrasts_covered"] <= by.at[(s, b), "contrasts"]
+    full = pd.read_csv(tmp_path / "label_budget_fresh9_fullbatch_quick.csv")
+    sub = full[full.budget.isin([10, 25, 50])].groupby(["selector", "group"])[["contrasts_covered", "contrasts"]].sum()
+    cov = (sub.contrasts_covered / sub.contrasts).groupby(level="selector").mean()
+    assert f"fewlabel_modelvar {cov['fewlabel_modelvar']:.4f} vs fewlabel_now {cov['fewlabel_now']:.4f}" in report
+    pooled = full.groupby(["group", "selector", "budget"])[["pairwise_correct", "pairwise_counted"]].sum()
+    acc = (pooled.pairwise_correct / pooled.pairwise_counted).round(3)
+    mean = acc.xs("fewlabel_modelvar", level="selector").loc[(slice(None), [25, 50, 100])].mean()
+    assert f"fewlabel_modelvar {mean:.4f}" in report
+    assert "Ninth rule (d)" in report
