@@ -396,45 +396,34 @@ def run_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
                      "selected": "|".join(ag.selected), "true_best": "|".join(ag.true_best), **extra})
 
     perm = np.random.default_rng([seed, 7]).permutation(len(tgt))
-    if args.fresh == "ninth":
-        batch_acc = (tp.predictions == yT[:, None]).mean(axis=0)  # the posterior's estimand, for coverage
+    if args.fresh:  # the fresh rules (docstring): the shipped plan chain, the rule's posteriors, uniform, cv
+        batch_acc = (tp.predictions == yT[:, None]).mean(axis=0)  # the posterior's estimand (ninth rule's coverage)
         plan_d, y_d = None, None
         for b in BUDGETS:
             plan_d = plan_labels(cands, Xs, ys, XT, budget=b,
                                  already_labeled=None if plan_d is None else (plan_d, y_d),
                                  random_state=seed * 1000 + b, prior=cv, predictions=tp)
             y_d = yT[plan_d.rows]
-            for sel, variance in (("fewlabel_now", "hh"), ("fewlabel_modelvar", "hh_model")):
+            if args.fresh == "ninth":
+                for sel, variance in (("fewlabel_now", "hh"), ("fewlabel_modelvar", "hh_model")):
+                    post = fewlabel_select(cands, Xs, ys, XT, plan=plan_d, y_labeled=y_d, prior=cv, predictions=tp,
+                                           random_state=seed, variance=variance)
+                    record(sel, b, decide(post, cv), plan_d.rows, tau=post.details["tau2"] ** 0.5,
+                           prior_weight=post.details["prior_weight"], sd_contrast=_mean_contrast_sd(post),
+                           **_contrast_coverage(post, batch_acc))
+            else:  # seventh and eighth rules
                 post = fewlabel_select(cands, Xs, ys, XT, plan=plan_d, y_labeled=y_d, prior=cv, predictions=tp,
-                                       random_state=seed, variance=variance)
-                record(sel, b, decide(post, cv), plan_d.rows, tau=post.details["tau2"] ** 0.5,
-                       prior_weight=post.details["prior_weight"], sd_contrast=_mean_contrast_sd(post),
-                       **_contrast_coverage(post, batch_acc))
-            u = perm[:b]
-            record("uniform", b, SelectorScores("uniform", pd.Series((tp.predictions[u] == yT[u, None]).mean(axis=0),
-                                                                     index=names), 0), u)
-            record("cv", b, cv, np.zeros(0, int))
-        return rows, {**base, "n_source": len(ys), "n_batch": len(tgt), "n_disagreement": len(tp.disagreement),
-                      "seconds": round(time.perf_counter() - t0, 1)}
-    if args.fresh:  # seventh rule (docstring): the shipped chain, its posterior unguarded, cv, uniform
-        plan_d, y_d = None, None
-        for b in BUDGETS:
-            plan_d = plan_labels(cands, Xs, ys, XT, budget=b,
-                                 already_labeled=None if plan_d is None else (plan_d, y_d),
-                                 random_state=seed * 1000 + b, prior=cv, predictions=tp)
-            y_d = yT[plan_d.rows]
-            post = fewlabel_select(cands, Xs, ys, XT, plan=plan_d, y_labeled=y_d, prior=cv, predictions=tp,
-                                   random_state=seed, estimator="ht")
-            gd = guarded_select(post, cv)
-            extra = {"tau": post.details["tau2"] ** 0.5, "prior_weight": post.details["prior_weight"],
-                     "sd_contrast": _mean_contrast_sd(post), "n_disagreement": len(tp.disagreement),
-                     "n_batch": len(tgt)}
-            record("fewlabel_shipped", b, gd, plan_d.rows, n_overturned=len(gd.details["overturned"]), **extra)
-            record("fewlabel_bayes", b, post, plan_d.rows, **extra)
-            post_dm = fewlabel_select(cands, Xs, ys, XT, plan=plan_d, y_labeled=y_d, prior=cv, predictions=tp,
-                                      random_state=seed, estimator="difference")
-            record("fewlabel_bayes_dm", b, post_dm, plan_d.rows, tau=post_dm.details["tau2"] ** 0.5,
-                   prior_weight=post_dm.details["prior_weight"], sd_contrast=_mean_contrast_sd(post_dm))
+                                       random_state=seed, estimator="ht")
+                gd = guarded_select(post, cv)
+                extra = {"tau": post.details["tau2"] ** 0.5, "prior_weight": post.details["prior_weight"],
+                         "sd_contrast": _mean_contrast_sd(post), "n_disagreement": len(tp.disagreement),
+                         "n_batch": len(tgt)}
+                record("fewlabel_shipped", b, gd, plan_d.rows, n_overturned=len(gd.details["overturned"]), **extra)
+                record("fewlabel_bayes", b, post, plan_d.rows, **extra)
+                post_dm = fewlabel_select(cands, Xs, ys, XT, plan=plan_d, y_labeled=y_d, prior=cv, predictions=tp,
+                                          random_state=seed, estimator="difference")
+                record("fewlabel_bayes_dm", b, post_dm, plan_d.rows, tau=post_dm.details["tau2"] ** 0.5,
+                       prior_weight=post_dm.details["prior_weight"], sd_contrast=_mean_contrast_sd(post_dm))
             u = perm[:b]
             record("uniform", b, SelectorScores("uniform", pd.Series((tp.predictions[u] == yT[u, None]).mean(axis=0),
                                                                      index=names), 0), u)
@@ -733,18 +722,55 @@ def fresh_report(df: pd.DataFrame, s: pd.DataFrame, infos: list[dict], notes: di
     return "\n".join(md)
 
 
-def fresh_eighth(args: argparse.Namespace, groups: dict[str, list[str]], out: Path, t0: float, c0: float) -> int:
-    """The eighth rule: fresh draws on both designs, judged on fullbatch with batch400's guard (c)."""
+def _both_designs(args: argparse.Namespace, groups: dict[str, list[str]], out: Path, stem: str) -> dict[str, tuple]:
+    """A rule's fresh draws on both designs: per design (rows, summary, infos, notes, file prefix), CSV and plot
+    written as ``<stem>[_fullbatch][_quick].{csv,png}``."""
     runs = {}
     for design in ("batch400", "fullbatch"):
         args.design = design
         rows, infos, notes = collect(args, groups, [])
         df = pd.DataFrame(rows)
-        prefix = "label_budget_fresh8" + ("_fullbatch" if design == "fullbatch" else "") + ("_quick" if args.quick else "")
+        prefix = stem + ("_fullbatch" if design == "fullbatch" else "") + ("_quick" if args.quick else "")
         df.to_csv(out / f"{prefix}.csv", index=False)
         s = summary(df, ["group", "budget", "selector"])
         plot(s, out / f"{prefix}.png")
         runs[design] = (df, s, infos, notes, prefix)
+    return runs
+
+
+def _both_designs_line(args: argparse.Namespace, rule: str, elapsed: float, cpu: float) -> str:
+    return (f"Produced by `python -m replications.replicate_label_budget --fresh {rule}"
+            f"{' --quick' if args.quick else ''}` (≤ {args.n_max} source rows; batch400: batch ≤ {args.n_max} "
+            f"target rows; fullbatch: the whole target group, ≤ {args.full_cap} rows; RF {args.rf_trees} trees) in "
+            f"{elapsed:.0f} s wall time ({cpu:.0f} s CPU), both designs.")
+
+
+def _finish_both_designs(md: list[str], runs: dict[str, tuple], stem: str, sels: tuple[str, ...],
+                         args: argparse.Namespace, out: Path) -> int:
+    """The rest of a both-designs report after its verdict: the issue's criterion per design, the cases and the
+    tables; writes ``<stem>[_quick].md`` and prints it."""
+    md = md + ["## The issue's criterion, fullbatch", "", *_criterion_lines(runs["fullbatch"][1], sels), "",
+               "## The issue's criterion, batch400", "", *_criterion_lines(runs["batch400"][1], sels), "",
+               "## Cases", "", *_fresh_cases(runs["fullbatch"][3], runs["fullbatch"][2])]
+    md += _both_designs_tables(runs, stem)
+    text = "\n".join(md)
+    (out / (stem + ("_quick" if args.quick else "") + ".md")).write_text(text)
+    print(text)
+    return 0
+
+
+def _both_designs_tables(runs: dict[str, tuple], stem: str) -> list[str]:
+    md = []
+    for design, title in (("fullbatch", "fullbatch, "), ("batch400", "batch400, ")):
+        df, s, _, _, prefix = runs[design]
+        md += _fresh_tables(df, s, title)
+        md += [f"![{title}pairwise-order accuracy and regret]({prefix}.png)", ""]
+    return md + [f"Files: `{stem}{{,_fullbatch}}.{{csv,png}}` (one row per case × seed × budget × selector).", ""]
+
+
+def fresh_eighth(args: argparse.Namespace, groups: dict[str, list[str]], out: Path, t0: float, c0: float) -> int:
+    """The eighth rule: fresh draws on both designs, judged on fullbatch with batch400's guard (c)."""
+    runs = _both_designs(args, groups, out, "label_budget_fresh8")
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     s_full, s_b400 = runs["fullbatch"][1], runs["batch400"][1]
     verdict: list[str] = []
@@ -768,23 +794,9 @@ def fresh_eighth(args: argparse.Namespace, groups: dict[str, list[str]], out: Pa
     sels = ("fewlabel_shipped", *FRESH_CANDIDATES["eighth"])
     md = ["# A label budget, eighth rule: the unguarded posterior with the difference estimate, on fresh draws", "",
           "## Rule (committed before any result of it was seen)", "", "* Eighth rule," + rule.rstrip(), "",
-          f"Produced by `python -m replications.replicate_label_budget --fresh eighth"
-          f"{' --quick' if args.quick else ''}` (≤ {args.n_max} source rows; batch400: batch ≤ {args.n_max} "
-          f"target rows; fullbatch: the whole target group, ≤ {args.full_cap} rows; RF {args.rf_trees} trees) in "
-          f"{elapsed:.0f} s wall time ({cpu:.0f} s CPU), both designs.", "",
-          "## Verdict (judged on the fullbatch design; (c) on batch400)", "", *verdict, "",
-          "## The issue's criterion, fullbatch", "", *_criterion_lines(s_full, sels), "",
-          "## The issue's criterion, batch400", "", *_criterion_lines(s_b400, sels), "",
-          "## Cases", "", *_fresh_cases(runs["fullbatch"][3], runs["fullbatch"][2])]
-    for design, title in (("fullbatch", "fullbatch, "), ("batch400", "batch400, ")):
-        df, s, _, _, prefix = runs[design]
-        md += _fresh_tables(df, s, title)
-        md += [f"![{title}pairwise-order accuracy and regret]({prefix}.png)", ""]
-    md += ["Files: `label_budget_fresh8{,_fullbatch}.{csv,png}` (one row per case × seed × budget × selector).", ""]
-    text = "\n".join(md)
-    (out / ("label_budget_fresh8" + ("_quick" if args.quick else "") + ".md")).write_text(text)
-    print(text)
-    return 0
+          _both_designs_line(args, "eighth", elapsed, cpu), "",
+          "## Verdict (judged on the fullbatch design; (c) on batch400)", "", *verdict, ""]
+    return _finish_both_designs(md, runs, "label_budget_fresh8", sels, args, out)
 
 
 def _coverage_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -816,16 +828,7 @@ def _overconfident_below(df: pd.DataFrame, sel: str) -> int:
 
 def fresh_ninth(args: argparse.Namespace, groups: dict[str, list[str]], out: Path, t0: float, c0: float) -> int:
     """The ninth rule: fresh draws on both designs; coverage and order judged on fullbatch, (d) on batch400."""
-    runs = {}
-    for design in ("batch400", "fullbatch"):
-        args.design = design
-        rows, infos, notes = collect(args, groups, [])
-        df = pd.DataFrame(rows)
-        prefix = "label_budget_fresh9" + ("_fullbatch" if design == "fullbatch" else "") + ("_quick" if args.quick else "")
-        df.to_csv(out / f"{prefix}.csv", index=False)
-        s = summary(df, ["group", "budget", "selector"])
-        plot(s, out / f"{prefix}.png")
-        runs[design] = (df, s, infos, notes, prefix)
+    runs = _both_designs(args, groups, out, "label_budget_fresh9")
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     (df_full, s_full), s_b400 = runs["fullbatch"][:2], runs["batch400"][1]
     cand, base = FRESH_CANDIDATES["ninth"][0], "fewlabel_now"
@@ -857,26 +860,12 @@ def fresh_ninth(args: argparse.Namespace, groups: dict[str, list[str]], out: Pat
     sels = (base, cand)
     md = ["# A label budget, ninth rule: a model floor under the label estimate's variance, on fresh draws", "",
           "## Rule (committed before any result of it was seen)", "", "* Ninth rule," + rule.rstrip(), "",
-          f"Produced by `python -m replications.replicate_label_budget --fresh ninth"
-          f"{' --quick' if args.quick else ''}` (≤ {args.n_max} source rows; batch400: batch ≤ {args.n_max} "
-          f"target rows; fullbatch: the whole target group, ≤ {args.full_cap} rows; RF {args.rf_trees} trees) in "
-          f"{elapsed:.0f} s wall time ({cpu:.0f} s CPU), both designs.", "",
+          _both_designs_line(args, "ninth", elapsed, cpu), "",
           "## Verdict (judged on the fullbatch design; (d) on batch400)", "", *verdict, "",
           "## Contrast coverage, fullbatch (95 % intervals of θ_a − θ_b against the batch's true difference)", "",
           md_table(_coverage_table(df_full)), "",
-          "## Contrast coverage, batch400", "", md_table(_coverage_table(runs["batch400"][0])), "",
-          "## The issue's criterion, fullbatch", "", *_criterion_lines(s_full, sels), "",
-          "## The issue's criterion, batch400", "", *_criterion_lines(s_b400, sels), "",
-          "## Cases", "", *_fresh_cases(runs["fullbatch"][3], runs["fullbatch"][2])]
-    for design, title in (("fullbatch", "fullbatch, "), ("batch400", "batch400, ")):
-        df, s, _, _, prefix = runs[design]
-        md += _fresh_tables(df, s, title)
-        md += [f"![{title}pairwise-order accuracy and regret]({prefix}.png)", ""]
-    md += ["Files: `label_budget_fresh9{,_fullbatch}.{csv,png}` (one row per case × seed × budget × selector).", ""]
-    text = "\n".join(md)
-    (out / ("label_budget_fresh9" + ("_quick" if args.quick else "") + ".md")).write_text(text)
-    print(text)
-    return 0
+          "## Contrast coverage, batch400", "", md_table(_coverage_table(runs["batch400"][0])), ""]
+    return _finish_both_designs(md, runs, "label_budget_fresh9", sels, args, out)
 
 
 @contextmanager

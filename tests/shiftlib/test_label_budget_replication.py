@@ -4,6 +4,8 @@ following from its own CSV (pooled pairwise-order accuracy recounted here)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pandas as pd
 import pytest
 
@@ -41,24 +43,32 @@ def test_quick_label_budget_study_is_consistent_with_its_rows(tmp_path):
     assert "Sixth rule (fewlabel_guard_hh)" in report and "Sixth rule (fewlabel_guard_dm_hh)" in report
 
 
+def _fresh_runs(tmp_path, stem: str, seeds: set[int], rule: str) -> Iterator[pd.DataFrame]:
+    """Each (case, seed) of both designs' quick CSVs, indexed by (selector, budget), after checking the seeds and
+    that every selector of the rule was recorded at every budget."""
+    from replications.replicate_label_budget import BUDGETS, FRESH_SELECTORS
+
+    for design in ("", "_fullbatch"):
+        df = pd.read_csv(tmp_path / f"{stem}{design}_quick.csv")
+        assert set(df.seed) == seeds
+        for (_, _), g in df.groupby(["case", "seed"]):
+            assert set(zip(g.selector, g.budget, strict=True)) == {(s, b) for s in FRESH_SELECTORS[rule]
+                                                                   for b in BUDGETS}
+            yield g.set_index(["selector", "budget"])
+
+
 @pytest.mark.slow
 def test_quick_fresh_eighth_rule_judges_from_its_own_rows(tmp_path):
     """--fresh eighth --quick: both designs' CSVs hold the fresh selectors at every budget on the same plan
     rows, and the verdict's (a) means are the CSV's pooled accuracies averaged over groups and b = 25-100."""
-    from replications.replicate_label_budget import BUDGETS, FRESH_SELECTORS, main
+    from replications.replicate_label_budget import BUDGETS, main
 
     assert main(["--fresh", "eighth", "--quick", "--out", str(tmp_path)]) == 0
     report = (tmp_path / "label_budget_fresh8_quick.md").read_text()
-    for name in ("label_budget_fresh8_quick.csv", "label_budget_fresh8_fullbatch_quick.csv"):
-        df = pd.read_csv(tmp_path / name)
-        assert set(df.seed) == {6, 4}  # the eighth rule's first fresh seed per group
-        for (_, _), g in df.groupby(["case", "seed"]):
-            assert set(zip(g.selector, g.budget, strict=True)) == {(s, b) for s in FRESH_SELECTORS["eighth"]
-                                                                   for b in BUDGETS}
-            by = g.set_index(["selector", "budget"])
-            for b in BUDGETS:
-                assert by.at[("fewlabel_bayes", b), "n_labels"] == by.at[("fewlabel_shipped", b), "n_labels"] \
-                    == by.at[("fewlabel_bayes_dm", b), "n_labels"] <= b
+    for by in _fresh_runs(tmp_path, "label_budget_fresh8", {6, 4}, "eighth"):  # the first fresh seed per group
+        for b in BUDGETS:
+            assert by.at[("fewlabel_bayes", b), "n_labels"] == by.at[("fewlabel_shipped", b), "n_labels"] \
+                == by.at[("fewlabel_bayes_dm", b), "n_labels"] <= b
     full = pd.read_csv(tmp_path / "label_budget_fresh8_fullbatch_quick.csv")
     pooled = full.groupby(["group", "selector", "budget"])[["pairwise_correct", "pairwise_counted"]].sum()
     acc = (pooled.pairwise_correct / pooled.pairwise_counted).round(3)
@@ -72,22 +82,16 @@ def test_quick_fresh_ninth_rule_judges_from_its_own_rows(tmp_path):
     """--fresh ninth --quick: both designs' CSVs hold the ninth rule's selectors at every budget on the same plan
     rows, each posterior's contrast counts are its pairs, and the verdict's (a) coverage and (b) mean are
     recounted from the fullbatch CSV (coverage pooled over runs, pairs and b = 10-50, then averaged over groups)."""
-    from replications.replicate_label_budget import BUDGETS, FRESH_SELECTORS, main
+    from replications.replicate_label_budget import BUDGETS, main
 
     assert main(["--fresh", "ninth", "--quick", "--out", str(tmp_path)]) == 0
     report = (tmp_path / "label_budget_fresh9_quick.md").read_text()
-    for name in ("label_budget_fresh9_quick.csv", "label_budget_fresh9_fullbatch_quick.csv"):
-        df = pd.read_csv(tmp_path / name)
-        assert set(df.seed) == {9, 6}  # the ninth rule's first fresh seed per group
-        for (_, _), g in df.groupby(["case", "seed"]):
-            assert set(zip(g.selector, g.budget, strict=True)) == {(s, b) for s in FRESH_SELECTORS["ninth"]
-                                                                   for b in BUDGETS}
-            by = g.set_index(["selector", "budget"])
-            for b in BUDGETS:
-                assert by.at[("fewlabel_now", b), "n_labels"] == by.at[("fewlabel_modelvar", b), "n_labels"] <= b
-                for s in ("fewlabel_now", "fewlabel_modelvar"):
-                    assert by.at[(s, b), "contrasts"] == by.at[(s, b), "pairs"]
-                    assert 0 <= by.at[(s, b), "contrasts_covered"] <= by.at[(s, b), "contrasts"]
+    for by in _fresh_runs(tmp_path, "label_budget_fresh9", {9, 6}, "ninth"):  # the first fresh seed per group
+        for b in BUDGETS:
+            assert by.at[("fewlabel_now", b), "n_labels"] == by.at[("fewlabel_modelvar", b), "n_labels"] <= b
+            for s in ("fewlabel_now", "fewlabel_modelvar"):
+                assert by.at[(s, b), "contrasts"] == by.at[(s, b), "pairs"]
+                assert 0 <= by.at[(s, b), "contrasts_covered"] <= by.at[(s, b), "contrasts"]
     full = pd.read_csv(tmp_path / "label_budget_fresh9_fullbatch_quick.csv")
     sub = full[full.budget.isin([10, 25, 50])].groupby(["selector", "group"])[["contrasts_covered", "contrasts"]].sum()
     cov = (sub.contrasts_covered / sub.contrasts).groupby(level="selector").mean()
