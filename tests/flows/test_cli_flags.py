@@ -111,7 +111,7 @@ def test_closing_report_says_what_happened(monkeypatch: pytest.MonkeyPatch, tmp_
     labeled = SUMMARY["selection"] | {"selector": "fewlabel", "fewlabel": {"p_best": {"LR+kmm": 0.8149, "NB": 0.1851},
                                                                           "n_labels": 18}}
     text_l = "\n".join(report_lines(SUMMARY | {"selection": labeled, "tracking_uri": default}))
-    assert ("target labels:     P(LR+kmm is the best) = 0.81 from 18 labels (fewlabel posterior; below 50 labels "
+    assert ("target labels:     P(LR+kmm is the best) = 0.81 from 18 labels (fewlabel posterior; below 100 labels "
             "it is over-confident, see reports/label_budget_intervals.md)") in text_l
     cmd = text.split("open the MLflow UI: ")[1].strip()
     # a command that works without an activated venv: this interpreter's own console script, by path

@@ -100,7 +100,7 @@ def test_budget_then_labels_resume_with_fewlabel(asked: Path) -> None:
     logged = {n: r.data.metrics["selection.fewlabel.p_best"] for n, r in nested.items()}
     assert logged == pytest.approx(post.set_index("learner")["p_best"].to_dict())  # the stage table, per candidate
     assert f"target labels:     P({best} is the best) = {post.set_index('learner').at[best, 'p_best']:.2f} " \
-           "from 18 labels (fewlabel posterior; below 50 labels it is over-confident" in out
+           "from 18 labels (fewlabel posterior; below 100 labels it is over-confident" in out
 
     # the same labels again, this time without --label-budget: the stored plan is found by its inputs and
     # seed, and every stage up to and including selection is reused (nothing recomputed)

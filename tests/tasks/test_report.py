@@ -22,9 +22,12 @@ SCORES = [
 
 def test_summary_says_how_sure_the_labels_make_the_choice() -> None:
     sel = {"chosen": "LR", "selector": "fewlabel", "agreement": None,
-           "fewlabel": {"p_best": {"LR": 0.9134, "NB": 0.0866}, "n_labels": 50}}
+           "fewlabel": {"p_best": {"LR": 0.9134, "NB": 0.0866}, "n_labels": 100}}
     md = summary_markdown(SUMMARY | {"selection": sel}, SCORES)
-    assert "- target labels: P(LR is the best) = 0.91 from 50 labels (fewlabel posterior)" in md
+    assert "- target labels: P(LR is the best) = 0.91 from 100 labels (fewlabel posterior)" in md
+    fewer = summary_markdown(SUMMARY | {"selection": sel | {"fewlabel": sel["fewlabel"] | {"n_labels": 99}}}, SCORES)
+    assert ("from 99 labels (fewlabel posterior; below 100 labels it is over-confident, see "
+            "reports/label_budget_intervals.md)") in fewer
     row = next(line for line in md.splitlines() if line.startswith("| LR |"))
     assert "0.810, P(best) 0.91 (1)" in row and "[0.750" not in row  # fewlabel: P(best), not its interval
     assert "0.800 [0.760, 0.840] (1)" in row  # other selectors keep their intervals
