@@ -560,13 +560,15 @@ def _anticipated(tp: TargetPredictions, r_info: dict[str, Any], D: np.ndarray, b
     idx = {n: j for j, n in enumerate(tp.names)}
     w = {(idx[k.split("|")[0]], idx[k.split("|")[1]]): float(v) for k, v in r_info["pair_weights"].items()}
     pi = inclusion_probabilities(_draw_distribution(tp, pop, w), int(r_info["n"])) * share
-    m = tp.right_proba(pop)  # E[c_ij] under the surrogate
-    Pp = tp.predictions[pop]
-    second = m[:, :, None] * (Pp[:, :, None] == Pp[:, None, :])  # E[c_ij c_ij']
-    ch = np.zeros_like(m) if chat is None else chat
-    S = second - m[:, :, None] * ch[:, None, :] - ch[:, :, None] * m[:, None, :] + ch[:, :, None] * ch[:, None, :]
     f = np.where(pi >= 1 - 1e-12, 0.0, (1 - pi) / np.maximum(pi, 1e-12))
-    return np.einsum("i,ijk->jk", f, S)
+    m = tp.right_proba(pop)  # E[c_ij] under the surrogate
+    ch = np.zeros_like(m) if chat is None else chat
+    Pp = tp.predictions[pop]
+    # Σ_i f_i E[c_i c_iᵀ] = Σ_k Σ_i f_i p̄_k(x_i) e_ik e_ikᵀ with e_ik = 1[ŷ_j(x_i) = k]: no rows × ℓ × ℓ array
+    second = sum(((Pp == k) * (f * tp.proba[pop, c])[:, None]).T @ (Pp == k).astype(float)
+                 for c, k in enumerate(tp.classes))
+    M = m * f[:, None]
+    return second - M.T @ ch - ch.T @ M + (ch * f[:, None]).T @ ch
 
 
 def _combine(label: tuple[np.ndarray, np.ndarray, dict[str, Any]] | None,
