@@ -340,23 +340,30 @@ def bias_case(name: str, seed: int, n_max: int) -> Case:
     return Case(name, "feature_bias", seed, Xs, ys, Xt, yt, batch)
 
 
+#: the normal quantile of fewlabel_select's default intervals
+Z = NormalDist().inv_cdf((1 + CONFIDENCE) / 2)
+
+
+def _contrasts(res: SelectorScores, truth: np.ndarray | None = None) -> Iterator[tuple[int, int, float, float]]:
+    """Per pair a < b: (a, b, posterior s.d. of θ_a − θ_b, its error against ``truth[a] − truth[b]``; NaN
+    without ``truth``)."""
+    th, C = res.scores.to_numpy(float), np.asarray(res.details["cov"], float)
+    for a in range(len(th)):
+        for b in range(a + 1, len(th)):
+            err = math.nan if truth is None else (th[a] - th[b]) - (truth[a] - truth[b])
+            yield a, b, math.sqrt(max(C[a, a] + C[b, b] - 2 * C[a, b], 0.0)), err
+
+
 def _mean_contrast_sd(res: SelectorScores) -> float:
     """Mean posterior s.d. of θ_a − θ_b over the pairs (how sure the posterior is; the difference estimator's
     aim is to shrink it)."""
-    C = np.asarray(res.details["cov"], float)
-    ell = len(C)
-    sds = [np.sqrt(max(C[a, a] + C[b, b] - 2 * C[a, b], 0.0)) for a in range(ell) for b in range(a + 1, ell)]
-    return float(np.mean(sds))
+    return float(np.mean([sd for _, _, sd, _ in _contrasts(res)]))
 
 
 def _contrast_coverage(res: SelectorScores, truth: np.ndarray) -> dict[str, int]:
     """How many of the pairs' ``CONFIDENCE`` intervals of θ_a − θ_b (posterior covariance) hold the true
     difference ``truth[a] − truth[b]`` (ninth rule (a))."""
-    th, C = res.scores.to_numpy(float), np.asarray(res.details["cov"], float)
-    z = NormalDist().inv_cdf((1 + CONFIDENCE) / 2)
-    ell = len(th)
-    hits = [abs((th[a] - th[b]) - (truth[a] - truth[b])) <= z * math.sqrt(max(C[a, a] + C[b, b] - 2 * C[a, b], 0.0))
-            for a in range(ell) for b in range(a + 1, ell)]
+    hits = [abs(err) <= Z * sd for _, _, sd, err in _contrasts(res, truth)]
     return {"contrasts_covered": int(sum(hits)), "contrasts": len(hits)}
 
 
@@ -927,7 +934,6 @@ def intervals_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], lis
     tp = target_predictions(cands, case.Xs, case.ys, XT, random_state=case.seed)
     true = (tp.predictions == yT[:, None]).mean(axis=0)
     cv = source_cv(cands, case.Xs, case.ys, k=10, random_state=case.seed)
-    z = NormalDist().inv_cdf((1 + CONFIDENCE) / 2)  # fewlabel_select's default confidence
     base = {"group": case.group, "case": case.name, "seed": case.seed}
     cand_rows, pair_rows = [], []
     plan, y = None, None
@@ -937,18 +943,15 @@ def intervals_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], lis
         y = yT[plan.rows]
         post = fewlabel_select(cands, case.Xs, case.ys, XT, plan=plan, y_labeled=y, prior=cv, predictions=tp,
                                random_state=case.seed)
-        th, C = post.scores.to_numpy(), np.asarray(post.details["cov"], float)
+        th = post.scores.to_numpy()
         lo, hi = post.intervals["low"].to_numpy(), post.intervals["high"].to_numpy()
         level_err = float(th.mean() - true.mean())
         for j, n in enumerate(names):
             cand_rows.append({**base, "budget": b, "learner": n, "estimate": th[j], "low": lo[j], "high": hi[j],
                               "truth": true[j], "covered": bool(lo[j] <= true[j] <= hi[j]), "level_error": level_err})
-        for a in range(len(names)):
-            for c in range(a + 1, len(names)):
-                sd = math.sqrt(max(C[a, a] + C[c, c] - 2 * C[a, c], 0.0))
-                err = (th[a] - th[c]) - (true[a] - true[c])
-                pair_rows.append({**base, "budget": b, "pair": f"{names[a]}|{names[c]}", "error": err,
-                                  "half_width": z * sd, "covered": bool(abs(err) <= z * sd)})
+        for a, c, sd, err in _contrasts(post, true):
+            pair_rows.append({**base, "budget": b, "pair": f"{names[a]}|{names[c]}", "error": err,
+                              "half_width": Z * sd, "covered": bool(abs(err) <= Z * sd)})
     return cand_rows, pair_rows
 
 

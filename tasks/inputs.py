@@ -161,14 +161,13 @@ class LabelsInputError(IngestError):
 
 
 def check_label_budget(budget: Any, n_target: int) -> None:
-    """Refuse a label budget that is not a whole number of rows between 1 and the batch's ``n_target``."""
-    whole = isinstance(budget, int | np.integer) and not isinstance(budget, bool)
-    if whole and 1 <= budget <= n_target:
-        return
-    what = "is larger than the batch, which has" if whole and budget > n_target else \
-        "is not a number of rows between 1 and the batch's"
-    raise LabelsInputError(f"label_budget={budget!r} {what} {n_target} target rows: ask for "
-                           f"1 ≤ label_budget ≤ {n_target}")
+    """shiftlib's budget check (``check_budget``) for the ``label_budget`` field, as a ``LabelsInputError``."""
+    from shiftlib.selection.fewlabel import check_budget
+
+    try:
+        check_budget(budget, n_target, name="label_budget")
+    except (TypeError, ValueError) as err:
+        raise LabelsInputError(str(err)) from None
 
 
 def labels_path(spec: str) -> Path:

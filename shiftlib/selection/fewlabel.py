@@ -112,6 +112,7 @@ from .trcv import trcv_select
 __all__ = [
     "LabelPlan",
     "TargetPredictions",
+    "check_budget",
     "decide",
     "fewlabel_estimate",
     "fewlabel_select",
@@ -652,13 +653,16 @@ def _already(already_labeled: Any) -> tuple[LabelPlan | None, Any]:
                     "row → label — or a mapping row → label")
 
 
-def _check_budget(budget: Any, N: int) -> None:
+def check_budget(budget: Any, n_target: int, *, name: str = "budget") -> None:
+    """Refuse a label budget that is not a whole number of rows between 1 and the batch's ``n_target``
+    (``TypeError`` / ``ValueError``; ``name`` is the budget's name in the message)."""
+    span = f"1 ≤ {name} ≤ {n_target}"
     if isinstance(budget, bool) or not isinstance(budget, int | np.integer):
-        raise TypeError(f"budget must be a whole number of rows to label; got {budget!r}")
+        raise TypeError(f"{name} must be a whole number of rows to label ({span}); got {budget!r}")
     if budget < 1:
-        raise ValueError(f"budget={budget}: ask for at least 1 label (budget ≥ 1)")
-    if budget > N:
-        raise ValueError(f"budget={budget} is larger than the batch ({N} target rows): use budget ≤ {N}")
+        raise ValueError(f"{name}={budget}: ask for at least 1 label ({span})")
+    if budget > n_target:
+        raise ValueError(f"{name}={budget} is larger than the batch, which has {n_target} target rows: ask for {span}")
 
 
 def _with_unrequested(labels: dict[int, Any], old_plan: Any, rows_old: np.ndarray, rounds_old: np.ndarray,
@@ -720,7 +724,7 @@ def plan_labels(
     y_s = check_y(y_source, X_s, "y_source", "X_source")
     X_t = check_X(X_target, "X_target", like=X_s)
     N = len(X_t)
-    _check_budget(budget, N)
+    check_budget(budget, N)
     tp = predictions or target_predictions(learners, X_s, y_s, X_t, random_state=random_state)
     if tp.n_target != N:
         raise ValueError(f"predictions cover {tp.n_target} rows but X_target has {N}: predict this batch")
