@@ -435,6 +435,9 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
         alert = "  ALERT: below min_accuracy, champion alias held" if est.get("alert") else ""
         out.append(f"  estimated accuracy: {est['accuracy']:.3f} [{est['ci_low']:.3f}, {est['ci_high']:.3f}] "
                    f"({est['method']}, {est['confidence']:.0%} interval){alert}")
+    if skipped := summary.get("skipped_candidates"):
+        out.append(f"  skipped:           {', '.join(skipped)} (could not be fitted here; why: the log, and the "
+                   "MLflow tag shiftflow.skipped_candidates)")
     if bias:
         out.append(f"  simulated bias:    {bias}")
     if runner:

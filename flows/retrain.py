@@ -149,7 +149,10 @@ def _prepare(run: _Run) -> dict[str, Any]:
     with run.stage("training"):
         results = _training(run, method)
         training = collect_training(store, results, config.seed, config.cv_folds)
-    run_ids = {r["name"]: r["run_id"] for r in results}
+    if training["extra"]["skipped"]:
+        with_retries(_client(uri).set_tag, ctx.parent_run_id, "shiftflow.skipped_candidates",
+                     "; ".join(f"{n}: {why}" for n, why in training["extra"]["skipped"].items())[:5000])
+    run_ids = {n: m["run_id"] for n, m in training["extra"]["models"].items()}
     with run.stage("estimation"):
         estimates = estimation(store, seed=config.seed, k=config.selection_folds, tracking_uri=uri,
                                run_ids=run_ids, rows=config.selection_rows)
@@ -202,6 +205,7 @@ def _summary(run: _Run, prep: dict[str, Any], dec: dict[str, Any]) -> dict[str, 
                       "fewlabel": chosen.get("fewlabel")},
         "weights": prep["weights"],
         "learners": {n: m["cv"] for n, m in training["extra"]["models"].items()},
+        "skipped_candidates": training["extra"]["skipped"],
         "model_uris": {n: m["model_uri"] for n, m in training["extra"]["models"].items()},
         "target_scores": None if prep["target_scores"] is None else prep["target_scores"].to_dict(orient="records"),
         "timings": run.timings, "peak_rss_gib": run.peaks,

@@ -54,6 +54,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 __all__ = [
     "LEARNERS",
+    "PositiveWeightCalibratedClassifierCV",
     "WeightedPipeline",
     "WeightedKNeighborsClassifier",
     "fit_learner",
@@ -78,6 +79,24 @@ class WeightedPipeline(Pipeline):
         if sample_weight is not None:
             params[f"{self.steps[-1][0]}__sample_weight"] = np.asarray(sample_weight, dtype=float)
         return super().fit(X, y, **params)
+
+
+class PositiveWeightCalibratedClassifierCV(CalibratedClassifierCV):
+    """``CalibratedClassifierCV`` fitted on the rows of positive weight only.
+
+    A row of weight 0 adds nothing to the SVC (its box constraint holds α at 0) nor to the sigmoid fit, but the
+    calibration's inner folds are stratified on the label alone: with many zero weights (KMM under a strong
+    shift) a training fold can hold no positive-weight row of a class, and SVC then fails. Leaving those rows
+    out changes only which rows the inner folds hold.
+    """
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, **fit_params: Any) -> PositiveWeightCalibratedClassifierCV:
+        if sample_weight is not None:
+            w = np.asarray(sample_weight, dtype=float)
+            keep = np.flatnonzero(w > 0)
+            if len(keep) < len(w):
+                X, y, sample_weight = X[keep], np.asarray(y)[keep], w[keep]
+        return super().fit(X, y, sample_weight=sample_weight, **fit_params)
 
 
 class WeightedKNeighborsClassifier(ClassifierMixin, BaseEstimator):
@@ -160,7 +179,7 @@ def _svm(random_state: int | None = None, n_rows: int | None = None, **params: A
     svc = SVC(random_state=random_state, **params)
     return WeightedPipeline(
         [("scale", StandardScaler()),
-         ("clf", CalibratedClassifierCV(svc, method="sigmoid", ensemble=False, cv=5))]
+         ("clf", PositiveWeightCalibratedClassifierCV(svc, method="sigmoid", ensemble=False, cv=5))]
     )
 
 
@@ -247,9 +266,13 @@ def fit_learner(
 
     ``sample_weight`` is passed only when given; ``X_target`` (unlabeled rows of the population the
     model will serve) only to learners that need it (see ``needs_target``), which then require it.
+
+    A class whose rows all have weight 0 (KMM sets many weights to exactly 0 under a strong shift) raises
+    ``ValueError``: the weighted empirical distribution has no such class, so the model could never predict it.
     """
     kwargs: dict[str, Any] = {}
     if sample_weight is not None:
+        _check_weighted_classes(y, sample_weight)
         kwargs["sample_weight"] = sample_weight
     if needs_target(estimator):
         if X_target is None:
@@ -259,3 +282,20 @@ def fit_learner(
             )
         kwargs["X_target"] = X_target
     return estimator.fit(X, y, **kwargs)
+
+
+
+def _check_weighted_classes(y: Any, sample_weight: Any) -> None:
+    """Every class of ``y`` must keep some weight (``fit_learner``'s docstring says why)."""
+    w = np.asarray(sample_weight, dtype=float)
+    y_arr = np.asarray(y)
+    if w.shape != (len(y_arr),):
+        raise ValueError(f"sample_weight has shape {w.shape}; give one weight per training row ({len(y_arr)})")
+    keep = w > 0
+    if keep.all():
+        return
+    lost = np.setdiff1d(np.unique(y_arr), np.unique(y_arr[keep]))
+    if len(lost) or not keep.any():
+        what = "every row" if not keep.any() else f"every row of class {', '.join(map(str, lost.tolist()))}"
+        raise ValueError(f"the importance weights are 0 on {what}: a weighted model cannot learn the classes "
+                         "it never sees (the weighting found almost no source rows like the target)")

@@ -22,6 +22,8 @@ def summary_markdown(s: dict[str, Any], scores: list[dict[str, Any]]) -> str:
     for w in s["weights"]["summary"] if s["weights"] else []:
         lines.append(f"  - {w['method']}: ESS {w['ess']:.1f}, max {w['max']:.2f}, "
                      f"MMD² {w['mmd2_before']:.4g} → {w['mmd2_after']:.4g}")
+    for n, why in (s.get("skipped_candidates") or {}).items():
+        lines.append(f"- **skipped candidate** {n}: {why}")
     if s["recalibration"]:
         m = s["recalibration"]["metrics"]
         lines.append(f"- recalibration (undersampled, US eq. 9): Brier p_s {m['calibration.brier_raw']:.4f} → "

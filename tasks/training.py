@@ -108,11 +108,16 @@ def train_learner(
     X_s, y_s, X_t = load_xy(store)
     w = stage_weights(store, weighting) if weighting else None
     sub = subsample(len(y_s), cv_rows, y=y_s, random_state=seed)
-    cv = cv_metrics(make_learner(learner, random_state=seed, n_rows=len(sub)), X_s.iloc[sub], y_s[sub],
-                    n_splits=cv_folds, random_state=seed, sample_weight=None if w is None else w[sub],
-                    X_target=X_t)
     est = make_learner(learner, random_state=seed, n_rows=len(y_s))
-    model = fit_learner(clone(est), X_s, y_s, sample_weight=w, X_target=X_t)
+    try:
+        cv = cv_metrics(make_learner(learner, random_state=seed, n_rows=len(sub)), X_s.iloc[sub], y_s[sub],
+                        n_splits=cv_folds, random_state=seed, sample_weight=None if w is None else w[sub],
+                        X_target=X_t)
+        model = fit_learner(clone(est), X_s, y_s, sample_weight=w, X_target=X_t)
+    except ValueError as err:  # this candidate cannot be fitted on these rows (or weights): the others go on
+        log.warning("training %s: skipped, it cannot be fitted here: %s", name, err)
+        return {"name": name, "learner": learner, "weighting": weighting or "none", "skipped": str(err),
+                "reused": False}
     proba = model.predict_proba(X_t)
     pred = model.classes_[np.argmax(proba, axis=1)]
     final = est.steps[-1][1] if hasattr(est, "steps") else est
@@ -142,7 +147,14 @@ def train_learner(
 
 @task(name="collect-training", cache_policy=NO_CACHE)
 def collect_training(store: StageStore, results: list[dict[str, Any]], seed: int, cv_folds: int) -> dict[str, Any]:
-    """Write the stage tables (deterministic bytes) and manifest (model URIs and run ids in ``extra``)."""
+    """Write the stage tables (deterministic bytes) and manifest (model URIs and run ids in ``extra``; the
+    candidates that could not be fitted, with why, in ``extra["skipped"]``). Raises ``ValueError`` when no
+    candidate could be fitted."""
+    skipped = {r["name"]: r["skipped"] for r in results if "skipped" in r}
+    results = [r for r in results if "skipped" not in r]
+    if not results:
+        why = "; ".join(f"{n}: {e}" for n, e in skipped.items())
+        raise ValueError(f"no candidate learner could be fitted on the source rows ({why})")
     preds = pd.concat([r["predictions"] for r in results], ignore_index=True)
     table = pd.DataFrame(
         [{"learner": r["name"], "base_learner": r["learner"], "weighting": r["weighting"],
@@ -154,6 +166,6 @@ def collect_training(store: StageStore, results: list[dict[str, Any]], seed: int
     extra = {"models": {r["name"]: {"run_id": r["run_id"], "model_run_id": r["model_run_id"],
                                     "model_uri": r["model_uri"], "cv": r["cv"], "learner": r["learner"],
                                     "weighting": r["weighting"], "reused": r["reused"]}
-                        for r in results}}
+                        for r in results}, "skipped": skipped}
     return store.write_stage(STAGE, {"predictions": preds, "learners": table},
                              key=stage_key(STAGE, params, inputs), params=params, inputs=inputs, extra=extra)

@@ -25,6 +25,7 @@ from shiftlib.weights import (
     kmm_chunk,
     make_weighter,
     shared_kernel,
+    weights_caution,
 )
 from tasks.ingest import ROW, ingest_inputs, load_xy
 from tasks.logs import run_logger
@@ -152,4 +153,6 @@ def weights(store: StageStore, methods: list[str], *, seed: int, tracking_uri: s
     for r in summary.to_dict("records"):
         log.info("weights %s: ESS %.1f of %d, max %.2f, MMD² %.4g → %.4g", r["method"], r["ess"], len(table),
                  r["max"], r["mmd2_before"], r["mmd2_after"])
+        if r["candidate"] and (why := weights_caution(r["ess"], len(table), r["mmd2_before"], r["mmd2_after"])):
+            log.warning("weights %s: %s", r["method"], why)
     return {"methods": list(methods), "summary": summary.to_dict("records")}

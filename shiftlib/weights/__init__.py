@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._base import (
+    LOW_ESS_SHARE,
     BaseWeighter,
     SharedKernel,
     WeightsUnavailableError,
@@ -29,6 +30,7 @@ from ._base import (
     mmd2,
     normalize_weights,
     shared_kernel,
+    weights_caution,
 )
 from .discriminative import DiscriminativeWeights
 from .kde import KDEWeights
@@ -50,6 +52,7 @@ from .oracle import OracleWeights
 from .ssb import SSBWeights
 
 __all__ = [
+    "LOW_ESS_SHARE",
     "KMM",
     "WEIGHTERS",
     "BaseWeighter",
@@ -67,6 +70,7 @@ __all__ = [
     "default_eps",
     "duality_gap",
     "effective_sample_size",
+    "weights_caution",
     "kmm_chunk",
     "kmm_kappa",
     "kmm_objective",

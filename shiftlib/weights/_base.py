@@ -43,7 +43,9 @@ __all__ = [
     "WeightsUnavailableError",
     "check_pair",
     "check_probabilities",
+    "LOW_ESS_SHARE",
     "effective_sample_size",
+    "weights_caution",
     "median_heuristic_gamma",
     "mmd2",
     "normalize_weights",
@@ -67,6 +69,26 @@ def normalize_weights(w: Any) -> np.ndarray:
         raise ValueError("weights must be a non-empty 1-d array")
     w = check_row_weights(w, w.size)
     return w * (w.size / w.sum())
+
+
+#: below this share of the source rows, an effective sample size means the weights rest on a handful of rows
+LOW_ESS_SHARE = 0.01
+
+
+def weights_caution(ess: float, n: int, mmd2_before: float, mmd2_after: float) -> str | None:
+    """Why a set of importance weights cannot be trusted to correct the shift, or None: the weighted source is
+    no closer to the target than the plain one (MMD² not lowered), or its effective sample size is under
+    ``LOW_ESS_SHARE`` of the rows (source and target barely overlap: Cortes et al., NIPS 2010, bound the
+    weighted estimate's error by the weights' second moment, n/ESS)."""
+    why = []
+    if mmd2_after >= mmd2_before:
+        why.append(f"they do not bring the source closer to the target (MMD² {mmd2_before:.4g} → {mmd2_after:.4g})")
+    if ess < LOW_ESS_SHARE * n:
+        why.append(f"they rest on an effective {ess:.1f} of {n} source rows")
+    if not why:
+        return None
+    return ("; ".join(why) + ": source and target barely overlap, so importance weighting cannot correct this "
+            "shift; the weighted candidates are still trained and selection judges them")
 
 
 def effective_sample_size(w: Any) -> float:

@@ -70,7 +70,9 @@ def test_auto_weighting_policy():
 def test_svm_above_the_exact_size_is_nystroem_plus_a_linear_model():
     small = make_learner("SVM", n_rows=SVM_EXACT_ROWS)
     big = make_learner("SVM", n_rows=SVM_EXACT_ROWS + 1, random_state=0)
-    assert type(small.steps[-1][1]).__name__ == "CalibratedClassifierCV"
+    from sklearn.calibration import CalibratedClassifierCV
+
+    assert isinstance(small.steps[-1][1], CalibratedClassifierCV)
     assert [type(s).__name__ for _, s in big.steps] == ["StandardScaler", "Nystroem", "LogisticRegression"]
     X, y = make_classification(n_samples=600, n_features=6, random_state=0)
     w = np.r_[np.ones(300), 2 * np.ones(300)]

@@ -421,3 +421,14 @@ def test_fits_are_reproducible_from_the_seed() -> None:
     w3 = DiscriminativeWeights(random_state=2).fit(Xs, Xt).weights_
     np.testing.assert_array_equal(w1, w2)
     assert not np.array_equal(w1, w3)
+
+
+def test_weights_caution_by_hand() -> None:
+    from shiftlib.weights import LOW_ESS_SHARE, weights_caution
+
+    assert LOW_ESS_SHARE == 0.01
+    assert weights_caution(ess=50.0, n=1000, mmd2_before=0.2, mmd2_after=0.05) is None  # 5 % of rows, MMD² lowered
+    low = weights_caution(ess=9.9, n=1000, mmd2_before=0.2, mmd2_after=0.05)  # under 1 % of 1000 rows
+    assert low is not None and "effective 9.9 of 1000" in low and "MMD²" not in low
+    worse = weights_caution(ess=500.0, n=1000, mmd2_before=0.2, mmd2_after=0.2)  # not lowered
+    assert worse is not None and "MMD² 0.2 → 0.2" in worse and "effective" not in worse

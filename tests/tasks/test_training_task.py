@@ -93,3 +93,28 @@ def test_preprocessor_file_is_hash_checked_and_a_damaged_one_recomputes_ingest(t
     assert "reused_from" not in m  # the damaged preprocessor is not adopted with its intact tables
     assert again.path(PREPROCESSOR_STAGE, PREPROCESSOR).read_bytes() == good  # recomputed, byte for byte
     path.write_bytes(good)
+
+
+def test_a_candidate_that_cannot_be_fitted_is_skipped_and_named(trained, tmp_path):
+    """Weights that are 0 on every row of a class: that weighted candidate is skipped with the reason (the others
+    go on), the training manifest names it, and a stage where no candidate can be fitted says so."""
+    import shutil
+
+    store0, kw, res, _ = trained
+    store = StageStore(tmp_path / "runs", "r2")
+    shutil.copytree(store0.stage_dir(PREPROCESSOR_STAGE), store.stage_dir(PREPROCESSOR_STAGE))
+    shutil.copytree(store0.stage_dir("ingest"), store.stage_dir("ingest"))
+    _, y_s, _ = load_xy(store)
+    w = np.where(y_s == y_s.max(), 0.0, 1.0)  # the positive class gets no weight
+    store.write_stage("weights", {"weights": pd.DataFrame({"_row": np.arange(len(y_s)), "kmm": w})},
+                      key="test", params={}, inputs={})
+    ok = train_learner.fn(store, "NB", **kw)
+    bad = train_learner.fn(store, "NB", "kmm", **kw)
+    assert "skipped" not in ok and bad["name"] == "NB+kmm"
+    assert "weights are 0 on every row of class 1" in bad["skipped"]
+    manifest = collect_training.fn(store, [ok, bad], 0, 3)
+    assert list(manifest["extra"]["models"]) == ["NB"]
+    assert manifest["extra"]["skipped"] == {"NB+kmm": bad["skipped"]}
+    assert set(store.read_table("training", "learners")["learner"]) == {"NB"}
+    with pytest.raises(ValueError, match="no candidate learner could be fitted.*NB\\+kmm"):
+        collect_training.fn(store, [bad], 0, 3)
