@@ -83,6 +83,7 @@ out-of-fold) and are fitted once, only when a method needs them; the predicted c
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
@@ -271,16 +272,23 @@ def _groups(x: np.ndarray) -> np.ndarray:
     gaps = np.diff(x)
     if not np.any((gaps > 0) & (gaps < eps)):  # the usual case: near-equal only when equal
         return np.r_[True, gaps != 0]
-    first = np.zeros(len(x), bool)
-    i = 0
-    while i < len(x):  # scores crowded within 1e-15 (e.g. probabilities saturated at 1): chain as scikit-learn
-        first[i] = True
-        j = int(np.searchsorted(x, x[i] + eps, side="left"))
-        while j > i + 1 and x[j - 1] - x[i] >= eps:  # scikit-learn's test is x − first ≥ eps, in that rounding
-            j -= 1
-        while j < len(x) and x[j] - x[i] < eps:
-            j += 1
-        i = j
+    # a gap ≥ eps always starts a group (x − first ≥ that gap, and float subtraction is monotone); between two
+    # such gaps lies a run of crowded scores, one group when it spans less than eps (e.g. probabilities near 0)
+    first = np.r_[True, gaps >= eps]
+    starts = np.flatnonzero(first)
+    ends = np.r_[starts[1:], len(x)]
+    for a, b in zip(starts, ends, strict=True):
+        if x[b - 1] - x[a] < eps:
+            continue
+        i = a
+        while i < b:  # a wide crowded run (e.g. probabilities saturated at 1): chain as scikit-learn
+            first[i] = True
+            j = int(np.searchsorted(x[:b], x[i] + eps, side="left"))
+            while j > i + 1 and x[j - 1] - x[i] >= eps:  # scikit-learn's test is x − first ≥ eps, in that rounding
+                j -= 1
+            while j < b and x[j] - x[i] < eps:
+                j += 1
+            i = j
     return first
 
 
@@ -405,13 +413,53 @@ def em_prior(posteriors_target: np.ndarray, prior_source: np.ndarray, *, tol: fl
     point (no shift → no correction)."""
     prior_source = np.asarray(prior_source, float)
     pi = prior_source.copy()
-    if posteriors_target.shape[1] == 2 and np.all(prior_source > 0):
-        return _em_prior_binary(np.asarray(posteriors_target, float), prior_source, tol, max_iter)
-    for _ in range(max_iter):
-        new = prior_shift_posteriors(posteriors_target, prior_source, pi).mean(axis=0)
-        if np.max(np.abs(new - pi)) < tol:
-            return new
-        pi = new
+    post = np.asarray(posteriors_target, float)
+    if post.shape[1] == 2 and np.all(prior_source > 0):
+        return _em_prior_binary(post, prior_source, tol, max_iter)
+    # the same update as prior_shift_posteriors(post, π_s, π).mean(0), as two matrix–vector products:
+    # with A = p_s(y|x)/π_s, π_new = π ⊙ Aᵀ(1/(Aπ))/n; rows with Aπ = 0 keep their posterior
+    ratio = np.divide(1.0, prior_source, out=np.zeros_like(prior_source), where=prior_source > 0)
+    A = post * ratio
+    n = len(post)
+    AT = np.ascontiguousarray(A.T)
+
+    def step(p: np.ndarray) -> np.ndarray:
+        s = A @ p
+        if s.min() > 0:
+            return p * (AT @ (1.0 / s)) / n
+        pos = s > 0
+        return p * (AT[:, pos] @ (1.0 / s[pos])) / n + post[~pos].sum(axis=0) / n
+
+    def loglik(p: np.ndarray) -> float:
+        s = A @ p
+        return float(np.log(s[s > 0]).sum())
+
+    # EM's steps, accelerated by SQUAREM (Varadhan & Roland, Scand. J. Stat. 2008, scheme S3): two steps, an
+    # extrapolation along them, and one more step from there, kept only when it stays on the simplex and does
+    # not lower the likelihood. The stopping rule is EM's own (one step moves π less than tol), so the prior is
+    # the same fixed point; plain EM needs up to max_iter steps where the likelihood is flat.
+    evals = 0
+    while evals < max_iter:
+        p1 = step(pi)
+        evals += 1
+        if np.max(np.abs(p1 - pi)) < tol:
+            return p1
+        p2 = step(p1)
+        evals += 1
+        if np.max(np.abs(p2 - p1)) < tol:
+            return p2
+        r, v = p1 - pi, p2 - 2 * p1 + pi
+        vv = float(v @ v)
+        nxt = p2
+        if vv > 0:
+            alpha = min(-1.0, -math.sqrt(float(r @ r) / vv))
+            ext = pi - 2 * alpha * r + alpha * alpha * v
+            if np.all(ext >= 0):
+                cand = step(ext / ext.sum())
+                evals += 1
+                if loglik(cand) >= loglik(p2):
+                    nxt = cand
+        pi = nxt
     return pi
 
 
@@ -699,11 +747,15 @@ def _folds(y: np.ndarray, k: int, seed: int) -> np.ndarray:
     _, counts = np.unique(y, return_counts=True)
     if len(counts) < 2:
         raise ValueError("y_source has a single class: accuracy estimation needs at least two classes")
-    if counts.min() < k:
-        raise ValueError(f"k={k} folds but the rarest source class has {counts.min()} rows: lower k (≥ 2)")
+    if counts.max() < k:
+        raise ValueError(f"k={k} folds but the largest source class has {counts.max()} rows: lower k (≥ 2)")
+    if counts.min() < 2:
+        raise ValueError("a source class has a single row: every training fold needs at least one row of each class")
     fold = np.empty(len(y), dtype=int)
-    for i, (_, hold) in enumerate(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(
-            np.zeros(len(y)), y)):
+    with warnings.catch_warnings():  # a class rarer than k is in some holdout folds only, as in source_cv
+        warnings.filterwarnings("ignore", message="The least populated class", category=UserWarning)
+        splits = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(len(y)), y))
+    for i, (_, hold) in enumerate(splits):
         fold[hold] = i
     return fold
 

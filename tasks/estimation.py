@@ -10,6 +10,7 @@ interval kind and its possible parts se_source, se_target, se_shift, se_model); 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,6 +49,7 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
     """The stage table, and the source-CV fold scores (``fold_scores``: candidate, fold, accuracy) when the
     estimates were computed on every source row by learners that ignore the target rows: the selection
     stage's SCV then reads them instead of refitting (``shiftlib.estimation.shared_source_cv``)."""
+    log, t0 = run_logger(), time.monotonic()
     data = selection_data(store, seed, rows)
     specs = _specs(store)
     cands = make_candidates(store, specs, seed, data)
@@ -59,8 +61,11 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
         folds = pd.DataFrame([{"candidate": name, "fold": i, "accuracy": float(a)}
                               for name, f in scv.details["fold_scores"].items() for i, a in enumerate(f)])
     rows = []
-    for P in preds:
+    log.info("estimation: %d candidates fitted on %d folds (%.1f s); bootstrapping each estimate",
+             len(preds), k, time.monotonic() - t0)
+    for i, P in enumerate(preds, 1):
         e = estimate_from_predictions(P, method, confidence=confidence, n_boot=n_boot, random_state=seed)
+        log.info("estimation: %d/%d done (%s, %.1f s)", i, len(preds), P.learner, time.monotonic() - t0)
         rows.append({"candidate": P.learner, "method": e.method, "estimate": e.accuracy, "ci_low": e.ci_low,
                      "ci_high": e.ci_high, "confidence": confidence, "interval": e.details["interval"],
                      "se_source": e.details["se_source"], "se_target": e.details["se_target"],

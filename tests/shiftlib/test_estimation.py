@@ -143,13 +143,29 @@ def test_trcv_method_reuses_trcv(shifted) -> None:
         ({"method": "magic"}, "unknown method 'magic'"),
         ({"confidence": 1.5}, "confidence must be in"),
         ({"k": 1}, "k must be an integer"),
-        ({"k": 500}, "rarest source class"),
+        ({"k": 500}, "largest source class"),
     ],
 )
 def test_bad_arguments_name_the_problem(shifted, kwargs, message) -> None:
     Xs, ys, Xt, _ = shifted
     with pytest.raises(ValueError, match=message):
         estimate_accuracy("NB", Xs, ys, Xt, **kwargs)
+
+
+def test_a_class_rarer_than_k_is_kept_in_every_training_fold(shifted) -> None:
+    # 10 folds, a class of 4 rows: StratifiedKFold puts each of its rows in a different holdout fold, so
+    # every training fold still holds ≥ 3 of them (what source_cv does with the same k)
+    from shiftlib.estimation import _folds
+
+    y = np.r_[np.zeros(60, int), np.ones(4, int)]
+    fold = _folds(y, 10, 0)
+    assert sorted(np.unique(fold)) == list(range(10))
+    assert all(np.sum(y[fold != i] == 1) >= 3 for i in range(10))
+    Xs, ys, Xt, _ = shifted
+    rare = np.flatnonzero(ys == ys.max())[4:]
+    keep = np.setdiff1d(np.arange(len(ys)), rare)
+    est = estimate_accuracy("NB", Xs[keep], ys[keep], Xt, k=10, n_boot=20, random_state=0)
+    assert 0.0 <= est.ci_low <= est.accuracy <= est.ci_high <= 1.0
 
 
 def test_bad_data_names_the_problem(shifted) -> None:
@@ -425,3 +441,51 @@ def test_shared_source_cv_only_when_every_row_was_used_and_no_learner_reads_the_
     assert got is not None and got.scores.to_dict() == source_cv_scores(preds).scores.to_dict()
     assert shared_source_cv(preds, ["NB", "LR"], n_source=121) is None  # fitted on a subsample of the source
     assert shared_source_cv(preds, ["NB", "CSLR"], n_source=120) is None  # CSLR reads X_target: its own folds
+
+
+def test_multiclass_em_prior_reaches_the_maximum_likelihood_prior():
+    """SQUAREM-accelerated ``em_prior`` ends at least as close to EM's fixed point as plain EM with the same
+    stopping rule: the independent computation is plain EM (iterating ``prior_shift_posteriors``), once with
+    ``em_prior``'s tolerance and once to a far tighter one (the reference)."""
+    from shiftlib.estimation import em_prior, prior_shift_posteriors
+
+    def plain(post, ps, tol, max_iter):
+        pi = ps.copy()
+        for _ in range(max_iter):
+            new = prior_shift_posteriors(post, ps, pi).mean(axis=0)
+            if np.max(np.abs(new - pi)) < tol:
+                break
+            pi = new
+        return new
+
+    rng = np.random.default_rng(11)
+    for trial in range(12):
+        K = 3 + trial % 3
+        post = rng.dirichlet(np.ones(K) * (0.3 if trial % 2 else 3.0), 800)
+        ps = rng.dirichlet(np.ones(K))
+        if trial % 4 == 3:  # the target lacks class 0: the prior goes to the boundary
+            post[:, 0] *= 0.01
+            post /= post.sum(axis=1, keepdims=True)
+        ref, same_rule = plain(post, ps, 1e-13, 200_000), plain(post, ps, 1e-8, 1000)
+        got = em_prior(post, ps)
+        assert got.sum() == pytest.approx(1.0, abs=1e-12) and got.min() >= 0
+        assert np.abs(got - ref).max() <= np.abs(same_rule - ref).max() + 1e-8
+
+
+def test_isotonic_map_groups_crowded_scores_as_scikit_learn():
+    """Scores crowded within 1e-15 (probabilities near 0 and saturated at 1, as multi-class learners give) are
+    grouped as ``IsotonicRegression`` groups them: the same fitted map."""
+    from sklearn.isotonic import IsotonicRegression
+
+    from shiftlib.estimation import IsotonicMap
+
+    rng = np.random.default_rng(4)
+    for _ in range(60):
+        n = int(rng.integers(20, 200))
+        x = np.concatenate([rng.uniform(0, 1e-14, n // 3), 1 - rng.uniform(0, 3e-15, n // 3),
+                            rng.uniform(0, 1, n - 2 * (n // 3))])
+        y = (rng.uniform(size=n) < np.clip(x, 0.05, 0.95)).astype(float)
+        q = np.r_[x, np.linspace(0, 1, 11)]
+        ours = IsotonicMap().fit(x, y).predict(q)
+        ref = IsotonicRegression(increasing=True, out_of_bounds="clip").fit(x, y).predict(q)
+        np.testing.assert_allclose(ours, ref, atol=1e-12)
