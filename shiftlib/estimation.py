@@ -84,7 +84,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
@@ -351,7 +351,6 @@ def needs_calibration(y_true: np.ndarray, proba: np.ndarray, *, bins: int = 10, 
     raw scores'. A class with a single row (possible in a bootstrap resample, where NannyML would raise)
     → False."""
     from scipy.stats import rankdata
-    from sklearn.model_selection import StratifiedShuffleSplit
 
     y_true, proba = np.asarray(y_true), np.asarray(proba, float)
     _, counts = np.unique(y_true, return_counts=True)
@@ -363,14 +362,39 @@ def needs_calibration(y_true: np.ndarray, proba: np.ndarray, *, bins: int = 10, 
     if auroc > 0.999:
         return False
     ys, raw, cal = [], [], []
-    for train, test in StratifiedShuffleSplit(n_splits=splits, test_size=0.1, random_state=random_state).split(
-            proba, y_true):
+    for train, test in _stratified_shuffle_splits(y_true, splits, 0.1, random_state):
         iso = IsotonicMap().fit(proba[train], y_true[train])
         ys.append(y_true[test])
         raw.append(proba[test])
         cal.append(iso.predict(proba[test]))
     y_all, raw_all, cal_all = np.concatenate(ys), np.concatenate(raw), np.concatenate(cal)
     return expected_calibration_error(y_all, cal_all, bins) < expected_calibration_error(y_all, raw_all, bins)
+
+
+def _stratified_shuffle_splits(y: np.ndarray, n_splits: int, test_size: float, random_state: int
+                               ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The splits of ``StratifiedShuffleSplit(n_splits, test_size=test_size, random_state=random_state).split(y, y)``,
+    the same arrays from the same random draws (tested against it), with numpy arrays where scikit-learn
+    extends Python lists row by row: the bootstrap of ``cbpe-nml`` draws tens of thousands of these splits.
+    Classes of a single row are not checked here (``needs_calibration`` returns before)."""
+    from sklearn.utils import check_random_state
+    from sklearn.utils.extmath import _approximate_mode
+
+    n = len(y)
+    n_test = math.ceil(test_size * n)
+    n_train = n - n_test
+    _, y_idx, counts = np.unique(y, return_inverse=True, return_counts=True)
+    class_idx = np.split(np.argsort(y_idx, kind="stable"), np.cumsum(counts)[:-1])
+    rng = check_random_state(random_state)
+    for _ in range(n_splits):
+        n_i = _approximate_mode(counts, n_train, rng)
+        t_i = _approximate_mode(counts - n_i, n_test, rng)
+        train, test = [], []
+        for i in range(len(counts)):
+            perm = class_idx[i].take(rng.permutation(counts[i]), mode="clip")
+            train.append(perm[: n_i[i]])
+            test.append(perm[n_i[i]: n_i[i] + t_i[i]])
+        yield rng.permutation(np.concatenate(train)), rng.permutation(np.concatenate(test))
 
 
 def checked_posteriors(proba_source: np.ndarray, y_source: np.ndarray, proba_target: np.ndarray) -> np.ndarray:

@@ -489,3 +489,21 @@ def test_isotonic_map_groups_crowded_scores_as_scikit_learn():
         ours = IsotonicMap().fit(x, y).predict(q)
         ref = IsotonicRegression(increasing=True, out_of_bounds="clip").fit(x, y).predict(q)
         np.testing.assert_allclose(ours, ref, atol=1e-12)
+
+
+def test_needs_calibration_splits_are_scikit_learns():
+    """``needs_calibration`` draws NannyML's StratifiedShuffleSplit(10, test_size=0.1, random_state=42) splits
+    through a faster copy: the same index arrays as scikit-learn's own, for two to four classes."""
+    from sklearn.model_selection import StratifiedShuffleSplit
+
+    from shiftlib.estimation import _stratified_shuffle_splits
+
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        n, K = int(rng.integers(20, 2000)), int(rng.integers(2, 5))
+        y = rng.integers(0, K, n)
+        y[: 2 * K] = np.repeat(np.arange(K), 2)
+        ref = StratifiedShuffleSplit(n_splits=10, test_size=0.1, random_state=42).split(y, y)
+        for (tr_ref, te_ref), (tr, te) in zip(ref, _stratified_shuffle_splits(y, 10, 0.1, 42), strict=True):
+            np.testing.assert_array_equal(tr, tr_ref)
+            np.testing.assert_array_equal(te, te_ref)
