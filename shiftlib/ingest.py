@@ -151,7 +151,7 @@ def _check_same_columns(s_cols: list[Any], t_cols: list[Any]) -> None:
             + (f"missing from the target {missing}" if missing else "")
             + ("; " if missing and extra else "")
             + (f"only in the target {extra}" if extra else "")
-            + "; give both tables the same feature columns"
+            + "; give both tables the same feature columns, or name the extra ones in drop_columns (--drop-columns)"
         )
 
 

@@ -106,13 +106,15 @@ def prepare_inputs(
     ``encode=False`` (the preflight) makes every check and decision but fits no encoder: ``prepared`` is then
     ``shiftlib.ingest.CheckedTables`` and nothing imports scikit-learn."""
     source, target = raw_source, raw_target
-    for frame, which in ((source, "source"), (target, "target")):
-        absent = sorted(set(drop_columns or []) - set(frame.columns)) if frame is not None else []
-        if absent:
-            raise IngestError(f"drop_columns names {absent}, which the {which} table does not have")
+    # a column to drop may be in one table only (e.g. a timestamp only the batch carries), but not in neither
+    present = set(source.columns) | (set(target.columns) if target is not None else set())
+    absent = sorted(set(drop_columns or []) - present)
+    if absent:
+        raise IngestError(f"drop_columns names {absent}, which neither table has; the columns are "
+                          f"{sorted(map(str, present))[:20]}")
     if drop_columns:
-        source = source.drop(columns=list(drop_columns))
-        target = target.drop(columns=list(drop_columns)) if target is not None else None
+        source = source.drop(columns=list(drop_columns), errors="ignore")
+        target = target.drop(columns=list(drop_columns), errors="ignore") if target is not None else None
     check_labels(source, label)  # before a simulated bias needs the labels
     bias_info, p_select = None, None
     if simulate_bias is not None:

@@ -187,3 +187,19 @@ def test_bad_id_column_is_refused_before_writing(tmp_path, make, needle):
     with pytest.raises(IngestError, match=needle):
         ingest.fn(store, f"file:{tmp_path / 'src.csv'}", f"file:{tmp_path / 'tgt_bad.parquet'}", "y", id_column="key")
     assert not store.stage_dir("ingest").exists() or not any(store.stage_dir("ingest").iterdir())
+
+
+def test_drop_columns_may_name_a_column_of_one_table_only():
+    """A column only the batch carries (a timestamp, say) is dropped from it; a name in neither table is refused
+    with the columns there are; without drop_columns the extra column is refused, pointing to drop_columns."""
+    from tasks.inputs import prepare_inputs
+
+    rng = np.random.default_rng(0)
+    src = pd.DataFrame({"a": rng.normal(size=40), "b": rng.normal(size=40), "y": rng.choice(["n", "p"], 40)})
+    tgt = src.drop(columns=["y"]).assign(loaded_at="2026-11-26")
+    got = prepare_inputs(src, tgt, "y", drop_columns=["loaded_at"], encode=False)
+    assert list(got.prepared.feature_columns) == ["a", "b"]
+    with pytest.raises(IngestError, match=r"names \['nosuch'\], which neither table has"):
+        prepare_inputs(src, tgt, "y", drop_columns=["nosuch"], encode=False)
+    with pytest.raises(IngestError, match=r"only in the target \['loaded_at'\].*drop_columns"):
+        prepare_inputs(src, tgt, "y", encode=False)
