@@ -57,6 +57,7 @@ __all__ = [
     "PositiveWeightCalibratedClassifierCV",
     "WeightedPipeline",
     "WeightedKNeighborsClassifier",
+    "WeightlessClassError",
     "fit_learner",
     "make_learner",
     "needs_target",
@@ -296,6 +297,21 @@ def _check_weighted_classes(y: Any, sample_weight: Any) -> None:
         return
     lost = np.setdiff1d(np.unique(y_arr), np.unique(y_arr[keep]))
     if len(lost) or not keep.any():
-        what = "every row" if not keep.any() else f"every row of class {', '.join(map(str, lost.tolist()))}"
-        raise ValueError(f"the importance weights are 0 on {what}: a weighted model cannot learn the classes "
-                         "it never sees (the weighting found almost no source rows like the target)")
+        raise WeightlessClassError(None if not keep.any() else lost.tolist())
+
+
+class WeightlessClassError(ValueError):
+    """The importance weights are 0 on every row of some class (``classes``; None: on every row at all)."""
+
+    def __init__(self, classes: list[Any] | None) -> None:
+        self.classes = classes
+        super().__init__(self.describe(classes))
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable (a Dask worker sends errors back pickled)
+        return (type(self), (self.classes,))
+
+    @staticmethod
+    def describe(classes: list[Any] | None) -> str:
+        what = "every row" if classes is None else f"every row of class {', '.join(map(str, classes))}"
+        return (f"the importance weights are 0 on {what}: a weighted model cannot learn the classes it never "
+                "sees (the weighting found almost no source rows like the target)")

@@ -24,7 +24,7 @@ from sklearn.base import clone
 
 from shiftlib.budget import subsample
 from shiftlib.cv import cv_metrics
-from shiftlib.learners import fit_learner, make_learner
+from shiftlib.learners import WeightlessClassError, fit_learner, make_learner
 from tasks.ingest import (
     ROW,
     ingest_inputs,
@@ -115,8 +115,12 @@ def train_learner(
                         X_target=X_t)
         model = fit_learner(clone(est), X_s, y_s, sample_weight=w, X_target=X_t)
     except ValueError as err:  # this candidate cannot be fitted on these rows (or weights): the others go on
-        log.warning("training %s: skipped, it cannot be fitted here: %s", name, err)
-        return {"name": name, "learner": learner, "weighting": weighting or "none", "skipped": str(err),
+        why = str(err)
+        if isinstance(err, WeightlessClassError) and err.classes is not None:  # name the user's classes
+            labels = store.manifest("ingest")["extra"]["classes"]
+            why = WeightlessClassError.describe([labels[int(c)] for c in err.classes])
+        log.warning("training %s: skipped, it cannot be fitted here: %s", name, why)
+        return {"name": name, "learner": learner, "weighting": weighting or "none", "skipped": why,
                 "reused": False}
     proba = model.predict_proba(X_t)
     pred = model.classes_[np.argmax(proba, axis=1)]

@@ -61,10 +61,17 @@ def test_every_learner_fits_sparse_weights(name: str) -> None:
 
 
 def test_a_class_with_no_weight_is_named() -> None:
+    import pickle
+
+    from shiftlib.learners import WeightlessClassError
+
     X, y, w = _sparse_weights()
     w[y == 2] = 0.0
-    with pytest.raises(ValueError, match="weights are 0 on every row of class 2"):
+    with pytest.raises(WeightlessClassError, match="weights are 0 on every row of class 2") as info:
         fit_learner(make_learner("LR", random_state=0), X, y, sample_weight=w)
+    assert info.value.classes == [2]
+    back = pickle.loads(pickle.dumps(info.value))
+    assert back.classes == [2] and str(back) == str(info.value)
     with pytest.raises(ValueError, match="weights are 0 on every row"):
         fit_learner(make_learner("LR", random_state=0), X, y, sample_weight=np.zeros(len(y)))
     with pytest.raises(ValueError, match="one weight per training row"):

@@ -111,7 +111,7 @@ def test_a_candidate_that_cannot_be_fitted_is_skipped_and_named(trained, tmp_pat
     ok = train_learner.fn(store, "NB", **kw)
     bad = train_learner.fn(store, "NB", "kmm", **kw)
     assert "skipped" not in ok and bad["name"] == "NB+kmm"
-    assert "weights are 0 on every row of class 1" in bad["skipped"]
+    assert "weights are 0 on every row of class yes" in bad["skipped"]  # the user's label, not its code 1
     manifest = collect_training.fn(store, [ok, bad], 0, 3)
     assert list(manifest["extra"]["models"]) == ["NB"]
     assert manifest["extra"]["skipped"] == {"NB+kmm": bad["skipped"]}
