@@ -50,6 +50,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import LabelEncoder, StandardScaler
 from sklearn.svm import SVC
 from sklearn.tree import DecisionTreeClassifier
+from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 __all__ = [
@@ -96,7 +97,7 @@ class PositiveWeightCalibratedClassifierCV(CalibratedClassifierCV):
             w = np.asarray(sample_weight, dtype=float)
             keep = np.flatnonzero(w > 0)
             if len(keep) < len(w):
-                X, y, sample_weight = X[keep], np.asarray(y)[keep], w[keep]
+                X, y, sample_weight = _safe_indexing(X, keep), _safe_indexing(y, keep), w[keep]
         return super().fit(X, y, sample_weight=sample_weight, **fit_params)
 
 
@@ -285,7 +286,6 @@ def fit_learner(
     return estimator.fit(X, y, **kwargs)
 
 
-
 def _check_weighted_classes(y: Any, sample_weight: Any) -> None:
     """Every class of ``y`` must keep some weight (``fit_learner``'s docstring says why)."""
     w = np.asarray(sample_weight, dtype=float)
@@ -293,11 +293,9 @@ def _check_weighted_classes(y: Any, sample_weight: Any) -> None:
     if w.shape != (len(y_arr),):
         raise ValueError(f"sample_weight has shape {w.shape}; give one weight per training row ({len(y_arr)})")
     keep = w > 0
-    if keep.all():
-        return
     lost = np.setdiff1d(np.unique(y_arr), np.unique(y_arr[keep]))
-    if len(lost) or not keep.any():
-        raise WeightlessClassError(None if not keep.any() else lost.tolist())
+    if len(lost):
+        raise WeightlessClassError(lost.tolist() if keep.any() else None)
 
 
 class WeightlessClassError(ValueError):

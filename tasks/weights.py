@@ -154,5 +154,6 @@ def weights(store: StageStore, methods: list[str], *, seed: int, tracking_uri: s
         log.info("weights %s: ESS %.1f of %d, max %.2f, MMD² %.4g → %.4g", r["method"], r["ess"], len(table),
                  r["max"], r["mmd2_before"], r["mmd2_after"])
         if r["candidate"] and (why := weights_caution(r["ess"], len(table), r["mmd2_before"], r["mmd2_after"])):
-            log.warning("weights %s: %s", r["method"], why)
+            log.warning("weights %s: %s; the weighted candidates are still trained and selection judges them",
+                        r["method"], why)
     return {"methods": list(methods), "summary": summary.to_dict("records")}

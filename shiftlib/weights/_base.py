@@ -87,8 +87,7 @@ def weights_caution(ess: float, n: int, mmd2_before: float, mmd2_after: float) -
         why.append(f"they rest on an effective {ess:.1f} of {n} source rows")
     if not why:
         return None
-    return ("; ".join(why) + ": source and target barely overlap, so importance weighting cannot correct this "
-            "shift; the weighted candidates are still trained and selection judges them")
+    return "; ".join(why) + ": source and target barely overlap, so importance weighting cannot correct this shift"
 
 
 def effective_sample_size(w: Any) -> float:

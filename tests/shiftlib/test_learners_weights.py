@@ -51,6 +51,21 @@ def test_svm_fits_them_as_plain_scikit_learn_does_on_the_positive_rows() -> None
     np.testing.assert_allclose(frame.predict_proba(pd.DataFrame(X)), ref, atol=1e-12)
 
 
+def test_zero_weight_rows_add_nothing_to_a_weighted_loss() -> None:
+    """LR minimises Σ w_i·loss_i + penalty, so its fit with the zero-weight rows kept equals scikit-learn's fit on
+    the positive rows alone (the scaler in front sees every row in both); to the solver's tolerance."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    X, y, w = _sparse_weights()
+    keep = w > 0
+    got = fit_learner(make_learner("LR", random_state=0), X, y, sample_weight=w).predict_proba(X)
+    Xs = StandardScaler().fit(X).transform(X)
+    ref = LogisticRegression(max_iter=1000, random_state=0, tol=1e-10).fit(
+        Xs[keep], y[keep], sample_weight=w[keep]).predict_proba(Xs)
+    np.testing.assert_allclose(got, ref, atol=1e-3)
+
+
 @pytest.mark.parametrize("name", [n for n in LEARNERS if not n.startswith("CSLR")])
 def test_every_learner_fits_sparse_weights(name: str) -> None:
     X, y, w = _sparse_weights()
