@@ -323,6 +323,13 @@ def check_labels(source: pd.DataFrame, label: str) -> list[Any]:
         )
     if len(y_raw) == 0:
         raise IngestError("source table has 0 rows; point the source at a table with labeled rows")
+    if pd.api.types.is_float_dtype(y_raw) and not np.all(np.mod(y_raw.to_numpy(dtype=np.float64), 1) == 0):
+        example = next(v for v in y_raw.tolist() if v % 1)
+        raise IngestError(
+            f"label column {label!r} holds fractional numbers (e.g. {example!r}, {y_raw.nunique()} distinct "
+            "values): it looks like a quantity, and shiftflow trains classifiers; bin it into classes (for "
+            "example with pandas.cut) and pass that column as the label"
+        )
     classes = sorted(pd.unique(y_raw).tolist(), key=lambda v: (str(type(v)), v))
     if len(classes) < 2:
         raise IngestError(

@@ -25,6 +25,8 @@ def _tables(n: int = 30) -> tuple[pd.DataFrame, pd.DataFrame]:
         (lambda s, t: (s.drop(columns=["y"]), t), "label column 'y' is not in the source"),
         (lambda s, t: (s.assign(y=s["y"].where(s.index != 3)), t), "1 missing value(s)"),
         (lambda s, t: (s.assign(y="no"), t), "only one class"),
+        # a quantity (fractional numbers) is not a class label: 0, 0.5, 1, … — 0.5 is the first fractional value
+        (lambda s, t: (s.assign(y=np.arange(len(s)) / 2), t), "holds fractional numbers (e.g. 0.5, 30 distinct"),
         (lambda s, t: (s, t.iloc[:0]), "target set has 0 rows"),
         (lambda s, t: (s, t.rename(columns={"age": "AGE"})), "missing from the target ['age']"),
         (lambda s, t: (s, t.assign(extra=1.0)), "only in the target ['extra']"),
@@ -34,7 +36,7 @@ def _tables(n: int = 30) -> tuple[pd.DataFrame, pd.DataFrame]:
         (lambda s, t: (s.assign(color=[f"c{i % 25}" for i in range(len(s))]),
                        t.assign(color="c1")), "25 distinct values"),
     ],
-    ids=["no-label", "nan-label", "one-class", "empty-target", "renamed", "extra", "type", "dup", "inf",
+    ids=["no-label", "nan-label", "one-class", "fractional-label", "empty-target", "renamed", "extra", "type", "dup", "inf",
          "levels"],
 )
 def test_bad_input_is_refused_with_a_named_problem(mutate, needle):
