@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import warnings
 from typing import Any
 
 import numpy as np
@@ -79,9 +80,13 @@ def ingest(
         store.adopt(PREPROCESSOR_STAGE, pfound)
         return store.adopt("ingest", found)
 
-    inp = prepare_inputs(raw_source, raw_target, label, positive_label=positive_label,
-                         simulate_bias=simulate_bias, seed=seed, drop_columns=drop_columns, max_levels=max_levels,
-                         id_column=id_column)
+    with warnings.catch_warnings(record=True) as caught:  # the flow's preflight already warned of each
+        warnings.simplefilter("always")
+        inp = prepare_inputs(raw_source, raw_target, label, positive_label=positive_label,
+                             simulate_bias=simulate_bias, seed=seed, drop_columns=drop_columns,
+                             max_levels=max_levels, id_column=id_column)
+    for w in caught:
+        log.debug("ingest: %s", w.message)
     prepared, bias_info, p_select = inp.prepared, inp.bias_info, inp.p_select
     source = prepared.source_X.copy()
     source.insert(0, ROW, np.arange(len(source), dtype=np.int64))
