@@ -44,8 +44,9 @@ def trained(tmp_path_factory):
     exp = client.create_experiment("prep", artifact_location=(tmp_path / "art").as_uri())
     parent = client.create_run(exp).info.run_id
     store = StageStore(tmp_path / "runs", "r1")
-    with pytest.warns(UserWarning, match="cust_id"):  # an id column: dropped from the features, kept in the input
-        ingest.fn(store, f"file:{tmp_path / 'src.csv'}", f"file:{tmp_path / 'tgt.csv'}", "y")
+    # an id column: dropped from the features (the flow's preflight warns of it), kept in the input
+    m = ingest.fn(store, f"file:{tmp_path / 'src.csv'}", f"file:{tmp_path / 'tgt.csv'}", "y")
+    assert "cust_id" in m["extra"]["dropped_columns"]
     kw = {"seed": 0, "cv_folds": 3, "tracking_uri": uri, "experiment_id": exp, "parent_run_id": parent}
     res = train_learner.fn(store, "LR", **kw)
     collect_training.fn(store, [res], 0, 3)
@@ -88,8 +89,7 @@ def test_preprocessor_file_is_hash_checked_and_a_damaged_one_recomputes_ingest(t
     with pytest.raises(CorruptStageError, match="does not match the SHA-256"):
         load_preprocessor(store)
     again = StageStore(tmp_path / "runs", "r2")
-    with pytest.warns(UserWarning, match="cust_id"):
-        m = ingest.fn(again, f"file:{tmp_path / 'src.csv'}", f"file:{tmp_path / 'tgt.csv'}", "y")
+    m = ingest.fn(again, f"file:{tmp_path / 'src.csv'}", f"file:{tmp_path / 'tgt.csv'}", "y")
     assert "reused_from" not in m  # the damaged preprocessor is not adopted with its intact tables
     assert again.path(PREPROCESSOR_STAGE, PREPROCESSOR).read_bytes() == good  # recomputed, byte for byte
     path.write_bytes(good)
