@@ -8,6 +8,7 @@ Run from the repository root::
     nice python -m replications.replicate_label_budget --fresh    # the seventh rule's fresh draws
     nice python -m replications.replicate_label_budget --fresh eighth   # the eighth rule's, both designs
     nice python -m replications.replicate_label_budget --fresh ninth    # the ninth rule's, both designs
+    nice python -m replications.replicate_label_budget --fresh tenth    # the tenth measurement (fullbatch)
     nice python -m replications.replicate_label_budget --intervals      # coverage of the shipped intervals
 
 **Rule, fixed before any result of this script was seen** (written here and at the top of the report):
@@ -210,6 +211,25 @@ Run from the repository root::
   smallest budget from which, at it and every larger budget, the adopted posterior's fullbatch contrast
   coverage is ≥ 0.90 in every group (10 removes the caution). Otherwise nothing changes and the report says
   so. Outputs ``label_budget_fresh9{,_fullbatch}.{md,csv,png}``; nothing else is varied.
+* Tenth: a **measurement, not a rule** (nothing is adopted or changed by it), added 2026-11-26 22:55 UTC
+  and committed before any result of it was seen. Why: the feature-bias group's batches are ≤ 400 rows of
+  holdouts of 266–600 rows, with 30–120 disagreement rows per run, so at 100 labels the plan has labeled
+  most of the disagreement rows and the truth (the rows not labeled) rests on few or none of them (on the
+  ninth rule's fresh fullbatch draws breast_cancer had 0 counted pairs at b = 100, pima 21 and spam7 88).
+  That group cannot tell whether a label budget orders learners under feature bias at a production batch
+  size. A fourth group, **feature_bias_large**, applies the same three mechanisms (``split_biased``, target
+  = the 50 % holdout, ``replicate_estimation.MECHANISMS``' settings, with rt_sort's and kmm_threshold's
+  column named below instead of column 0) to three whole tables of 4,000–7,000 rows: DAAG spam7 (4,601
+  rows; ``crl.tot``), modeldata credit_data (the 4,454 rows with a Status, label Status = bad;
+  ``Seniority``) and modeldata wa_churn (7,043 rows, label churn = Yes; ``tenure``), the two modeldata
+  tables encoded by ``prepare_tables`` as the natural cases are. The batch is the whole holdout (a random
+  ``--full-cap`` = 4,000 rows where larger), the source ≤ ``--n-max`` = 400 random rows of the biased
+  source, truth the batch rows not labeled (the fullbatch design); seeds 12 and 13. So that the shipped
+  method also gets a fourth independent set of fresh draws, the three other groups run beside it on the
+  fullbatch design only, on seeds no report has used: 12, 13, 14 (natural, trcv_pairs) and 8, 9 (feature
+  bias). Selectors: ``fewlabel_now`` (what the flow runs: its plan chain, ``fewlabel_select``'s defaults,
+  ``decide``), ``uniform`` and ``cv``; the issue's criterion is reported per group. Outputs
+  ``label_budget_fresh10.{md,csv,png}``.
 * Second design, fixed with the fifth rule and before any result of it was seen (reported beside the
   first; it decides nothing): ``--design fullbatch`` follows the issue's definition, "truth is each
   learner's accuracy on the target rows that were not labeled". For natural and trcv_pairs the batch is
@@ -292,13 +312,18 @@ BIAS_SEEDS = 2  # seeds 0..1 for the feature-bias group (time; third rule in the
 #: the selectors each fresh rule's draws record, and the order of every table
 FRESH_SELECTORS = {"seventh": ("fewlabel_shipped", "fewlabel_bayes", "fewlabel_bayes_dm", "uniform", "cv"),
                    "eighth": ("fewlabel_shipped", "fewlabel_bayes", "fewlabel_bayes_dm", "uniform", "cv"),
-                   "ninth": ("fewlabel_now", "fewlabel_modelvar", "uniform", "cv")}
+                   "ninth": ("fewlabel_now", "fewlabel_modelvar", "uniform", "cv"),
+                   "tenth": ("fewlabel_now", "uniform", "cv")}
 ORDER = (*SELECTORS[:SELECTORS.index("uniform")], "fewlabel_bayes", "fewlabel_bayes_dm", "fewlabel_modelvar",
          *SELECTORS[SELECTORS.index("uniform"):])
 #: fresh draws per rule (docstring): seeds per group
 FRESH_SEEDS = {"seventh": {"natural": [3, 4, 5], "trcv_pairs": [3, 4, 5], "feature_bias": [2, 3]},
                "eighth": {"natural": [6, 7, 8], "trcv_pairs": [6, 7, 8], "feature_bias": [4, 5]},
-               "ninth": {"natural": [9, 10, 11], "trcv_pairs": [9, 10, 11], "feature_bias": [6, 7]}}
+               "ninth": {"natural": [9, 10, 11], "trcv_pairs": [9, 10, 11], "feature_bias": [6, 7]},
+               "tenth": {"natural": [12, 13, 14], "trcv_pairs": [12, 13, 14], "feature_bias": [8, 9],
+                         "feature_bias_large": [12, 13]}}
+#: the tenth measurement's large feature-bias tables: (table, the column rt_sort and kmm_threshold sort on)
+LARGE_BIAS_TABLES = {"spam7": "crl.tot", "credit": "Seniority", "churn": "tenure"}
 FRESH_CANDIDATES = {"seventh": ("fewlabel_bayes",), "eighth": ("fewlabel_bayes_dm", "fewlabel_bayes"),
                     "ninth": ("fewlabel_modelvar",)}
 NINTH_COVERAGE_BUDGETS = (10, 25, 50)  # ninth rule (a)
@@ -338,6 +363,42 @@ def bias_case(name: str, seed: int, n_max: int) -> Case:
     rng = np.random.default_rng([seed, 11])
     batch = np.sort(rng.permutation(len(yt))[:n_max])
     return Case(name, "feature_bias", seed, Xs, ys, Xt, yt, batch)
+
+
+def _large_table(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """A whole table of the tenth measurement, encoded (features, 0/1 labels, column names)."""
+    from replications.replicate_trcv import rdata
+    from shiftlib.preprocessor import prepare_tables
+
+    if name == "spam7":
+        d, label, positive = rdata("DAAG", "spam7"), "yesno", "y"
+    elif name == "credit":
+        d, label, positive = rdata("modeldata", "credit_data"), "Status", "bad"
+        d = d[d[label].notna()].reset_index(drop=True)
+    else:
+        d, label, positive = rdata("modeldata", "wa_churn"), "churn", "Yes"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        p = prepare_tables(d, d.drop(columns=[label]), label, positive_label=positive)
+    return p.source_X.to_numpy(float), np.asarray(p.source_y), list(p.feature_columns)
+
+
+def large_bias_case(name: str, seed: int, n_max: int, full_cap: int) -> Case:
+    """The tenth measurement's case (docstring): a mechanism on a whole table, the batch its 50 % holdout
+    (≤ ``full_cap`` rows), the source ≤ ``n_max`` random rows of the biased source."""
+    from shiftlib.bias import split_biased
+
+    table, mech = next((t, name[len(t) + 1:]) for t in LARGE_BIAS_TABLES if name.startswith(t + "_"))
+    X, y, cols = _large_table(table)
+    params = dict(BIAS_MECHANISMS[mech])
+    if "feature" in params:
+        params["feature"] = cols.index(LARGE_BIAS_TABLES[table])
+    sp = split_biased(X, y, mech, target="holdout", target_fraction=0.5, random_state=seed, **params)
+    rng = np.random.default_rng([seed, 17])
+    src = np.sort(rng.permutation(sp.source)[:n_max])
+    tgt = np.asarray(sp.target)
+    batch = np.arange(len(tgt)) if len(tgt) <= full_cap else np.sort(rng.permutation(len(tgt))[:full_cap])
+    return Case(name, "feature_bias_large", seed, X[src], y[src], X[tgt], y[tgt], batch)
 
 
 #: the normal quantile of fewlabel_select's default intervals
@@ -411,7 +472,13 @@ def run_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
                                  already_labeled=None if plan_d is None else (plan_d, y_d),
                                  random_state=seed * 1000 + b, prior=cv, predictions=tp)
             y_d = yT[plan_d.rows]
-            if args.fresh == "ninth":
+            if args.fresh == "tenth":
+                post = fewlabel_select(cands, Xs, ys, XT, plan=plan_d, y_labeled=y_d, prior=cv, predictions=tp,
+                                       random_state=seed)
+                record("fewlabel_now", b, decide(post, cv), plan_d.rows, tau=post.details["tau2"] ** 0.5,
+                       prior_weight=post.details["prior_weight"], sd_contrast=_mean_contrast_sd(post),
+                       n_disagreement=len(tp.disagreement), n_batch=len(tgt))
+            elif args.fresh == "ninth":
                 for sel, variance in (("fewlabel_now", "hh"), ("fewlabel_modelvar", "hh_model")):
                     post = fewlabel_select(cands, Xs, ys, XT, plan=plan_d, y_labeled=y_d, prior=cv, predictions=tp,
                                            random_state=seed, variance=variance)
@@ -875,6 +942,35 @@ def fresh_ninth(args: argparse.Namespace, groups: dict[str, list[str]], out: Pat
     return _finish_both_designs(md, runs, "label_budget_fresh9", sels, args, out)
 
 
+def fresh_tenth(args: argparse.Namespace, groups: dict[str, list[str]], out: Path, t0: float, c0: float) -> int:
+    """The tenth measurement (docstring): the shipped method on fresh fullbatch draws of the four groups."""
+    args.design = "fullbatch"
+    groups = {**groups, "feature_bias_large": (["spam7_rt_sort"] if args.quick else
+                                               [f"{t}_{m}" for t in LARGE_BIAS_TABLES for m in BIAS_MECHANISMS])}
+    rows, infos, notes = collect(args, groups, [])
+    df = pd.DataFrame(rows)
+    prefix = "label_budget_fresh10" + ("_quick" if args.quick else "")
+    df.to_csv(out / f"{prefix}.csv", index=False)
+    s = summary(df, ["group", "budget", "selector"])
+    plot(s, out / f"{prefix}.png")
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    text = __doc__.split("* Tenth:")[1].split("* Second design")[0]
+    md = ["# A label budget, tenth: the shipped method on fresh draws, with feature bias on whole tables", "",
+          "## Measurement (committed before any result of it was seen)", "", "* Tenth:" + text.rstrip(), "",
+          f"Produced by `python -m replications.replicate_label_budget --fresh tenth{' --quick' if args.quick else ''}`"
+          f" (≤ {args.n_max} source rows; the fullbatch design: the batch is the whole target group or holdout, "
+          f"≤ {args.full_cap} rows, except the feature_bias group's ≤ {args.n_max}; RF {args.rf_trees} trees) in "
+          f"{elapsed:.0f} s wall time ({cpu:.0f} s CPU).", "",
+          "## The issue's criterion", "", *_criterion_lines(s, ("fewlabel_now",)), "",
+          "## Cases", "", *_fresh_cases(notes, infos), *_fresh_tables(df, s, ""),
+          "## Plot", "", f"![pairwise-order accuracy and regret against the budget]({prefix}.png)", "",
+          f"Files: `{prefix}.csv` (one row per case × seed × budget × selector), `{prefix}.png`.", ""]
+    text = "\n".join(md)
+    (out / f"{prefix}.md").write_text(text)
+    print(text)
+    return 0
+
+
 @contextmanager
 def _quiet_single_thread() -> Iterator[None]:
     """One BLAS thread and no library warnings while the cases run."""
@@ -894,7 +990,13 @@ def case_makers(args: argparse.Namespace, groups: dict[str, list[str]], seeds: l
         for name in names:
             g_seeds = (FRESH_SEEDS[args.fresh][group][:1 if args.quick else None] if args.fresh
                        else seeds[:BIAS_SEEDS] if group == "feature_bias" else seeds)
-            if group == "feature_bias":
+            if group == "feature_bias_large":
+                notes[name] = (f"[{group}] {name}: split_biased on the whole table (column "
+                               f"{LARGE_BIAS_TABLES[name.split('_')[0]]!r} for rt_sort / kmm_threshold), batch = "
+                               f"the 50 % holdout (≤ {args.full_cap} rows), source ≤ {args.n_max} rows, seeds {g_seeds}")
+                makers += [(name, s_, lambda s_=s_, name=name: large_bias_case(name, s_, args.n_max, args.full_cap))
+                           for s_ in g_seeds]
+            elif group == "feature_bias":
                 notes[name] = (f"[{group}] {name}: replicate_estimation's split_biased (dataset_mechanism), "
                                f"target = the 50 % holdout, seeds {g_seeds}")
                 makers += [(name, s_, lambda s_=s_, name=name: bias_case(name, s_, args.n_max)) for s_ in g_seeds]
@@ -1015,7 +1117,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--full-cap", type=int, default=4000, help="fullbatch: most batch rows (default 4000)")
     ap.add_argument("--fresh", nargs="?", const="seventh", choices=tuple(FRESH_SEEDS), default=None,
                     help="a rule's fresh draws (seventh: seeds 3-5, feature bias 2-3; eighth: 6-8 and 4-5; ninth: 9-11 and 6-7; both "
-                         "designs): the shipped guard, the unguarded posteriors, cv, uniform")
+                         "designs): the shipped guard, the unguarded posteriors, cv, uniform; tenth: the shipped "
+                         "method on seeds 12-14 and 8-9 and on whole-table feature bias, fullbatch only")
     ap.add_argument("--intervals", action="store_true",
                     help="coverage of the shipped posterior's intervals on the eighth rule's fresh fullbatch draws")
     ap.add_argument("--ceiling", action="store_true",
@@ -1035,6 +1138,8 @@ def main(argv: list[str] | None = None) -> int:
         return fresh_eighth(args, groups, out, t0, c0)
     if args.fresh == "ninth":
         return fresh_ninth(args, groups, out, t0, c0)
+    if args.fresh == "tenth":
+        return fresh_tenth(args, groups, out, t0, c0)
     rows, infos, notes = collect(args, groups, seeds)
     if args.ceiling:
         ce = pd.DataFrame(infos)
