@@ -20,6 +20,11 @@ returns numeric feature matrices with identical columns, integer-coded labels an
   an indicator (the fitted columns do not change).
 * **Id-like columns** (integer or text, every value distinct in the source and in the target, at
   least ``min_rows_for_id`` rows) are dropped with a warning: they identify rows, not behaviour.
+* **Date and time columns** (a datetime dtype, as Parquet and SQL sources deliver timestamps) are dropped
+  with a warning: a timestamp says when a row was recorded, and a later batch lies outside the training
+  table's dates by design, so no learner can extrapolate from it; the numbers a user means by it (month,
+  weekday) are theirs to add as columns. A text column of dates (CSV) with more than ``max_levels`` values
+  is refused with that advice.
 """
 
 from __future__ import annotations
@@ -80,6 +85,10 @@ class PreparedData:
             "n_target": int(len(self.target_X)),
             "target_labels_held_out": self.target_y is not None,
         }
+
+
+#: why a date/time column is dropped (``EncodingPlan.dropped``)
+DATETIME_REASON = "date/time: places a row in time rather than describing it"
 
 
 def _jsonable(v: Any) -> Any:
@@ -258,11 +267,16 @@ def plan_encoding(source: pd.DataFrame, target: pd.DataFrame | None = None, *, m
         kinds[c], empty[c] = _kind(source[c]), bool(len(source[c].dropna()) == 0)
         if target is not None:
             _check_kind(c, kinds[c], empty[c], target[c])
-    dropped = {c: "id-like: every value is distinct" for c in cols
-               if _is_id_like(source[c], None if target is None else target[c], min_rows_for_id)}
+    dropped = {c: DATETIME_REASON for c in cols if pd.api.types.is_datetime64_any_dtype(source[c])}
     for c in dropped:
+        warnings.warn(f"dropping column {c!r}: it holds dates/times, which place a row in time rather than "
+                      "describe it (add month or weekday as number columns to use them)", UserWarning, stacklevel=3)
+    ids = {c: "id-like: every value is distinct" for c in cols if c not in dropped
+           and _is_id_like(source[c], None if target is None else target[c], min_rows_for_id)}
+    for c in ids:
         warnings.warn(f"dropping column {c!r}: it looks like a row id (every value is distinct)",
                       UserWarning, stacklevel=3)
+    dropped |= ids
     kept = [c for c in cols if c not in dropped]
     if not kept:
         raise IngestError("no feature columns remain after dropping id-like columns; add feature columns")
@@ -292,8 +306,25 @@ def plan_encoding(source: pd.DataFrame, target: pd.DataFrame | None = None, *, m
     return EncodingPlan(cols, kinds, empty, dropped, kept, encodings, imputed, indicators, list(names.origin))
 
 
+def _looks_like_dates(levels: list[str]) -> bool:
+    """Most of (up to 50 of) the values parse as dates and are written with date or time separators."""
+    sample = [v for v in levels[:: max(1, len(levels) // 50)] if any(sep in v for sep in "-/:.")][:50]
+    if len(sample) < 0.9 * min(50, len(levels)):
+        return False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        parsed = pd.to_datetime(pd.Series(sample), errors="coerce", format="mixed")
+    return bool(parsed.notna().mean() >= 0.9)
+
+
 def _source_levels(s: pd.Series, column: Any, max_levels: int) -> list[str]:
     levels = sorted(set(_levels(s).dropna().tolist()))
+    if len(levels) > max_levels and _looks_like_dates(levels):
+        raise IngestError(
+            f"column {column!r} holds dates or times as text ({len(levels)} distinct values, e.g. {levels[0]!r}); "
+            "a timestamp places a row in time rather than describing it: drop it (drop_columns), or add the "
+            "numbers you mean (month, weekday) as columns"
+        )
     if len(levels) > max_levels:
         raise IngestError(
             f"column {column!r} is text with {len(levels)} distinct values (more than max_levels="

@@ -134,3 +134,14 @@ def test_integers_beyond_int64_are_numbers_and_complex_is_refused():
         prepare_tables(src.assign(n=pd.Series([2**1100, 1, 2, 3], dtype=object)), src.drop(columns=["y"]), "y")
     with pytest.raises(IngestError, match="complex numbers"):
         prepare_tables(src.assign(n=[1 + 2j, 1, 2, 3]), src.drop(columns=["y"]), "y")
+
+
+def test_a_datetime_column_is_dropped_with_a_warning_and_text_dates_are_refused_with_advice():
+    src, tgt = _tables()
+    days = pd.Timestamp("2024-01-01") + pd.to_timedelta(np.arange(len(src)) % 25, unit="D")
+    with pytest.warns(UserWarning, match="'when': it holds dates/times"):
+        out = prepare_tables(src.assign(when=days), tgt.assign(when=days + pd.Timedelta(days=400)), "y")
+    assert "when" in out.dropped_columns and not any(c.startswith("when") for c in out.feature_columns)
+    # the same dates as text (a CSV): 25 values > max_levels, refused with the date advice, not the levels one
+    with pytest.raises(IngestError, match="holds dates or times as text .25 distinct values, e.g. '2024-01-01'"):
+        prepare_tables(src.assign(when=days.astype(str)), tgt.assign(when=days.astype(str)), "y")
