@@ -29,6 +29,7 @@ returns numeric feature matrices with identical columns, integer-coded labels an
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -267,7 +268,8 @@ def plan_encoding(source: pd.DataFrame, target: pd.DataFrame | None = None, *, m
         kinds[c], empty[c] = _kind(source[c]), bool(len(source[c].dropna()) == 0)
         if target is not None:
             _check_kind(c, kinds[c], empty[c], target[c])
-    dropped = {c: DATETIME_REASON for c in cols if pd.api.types.is_datetime64_any_dtype(source[c])}
+    dropped = {c: DATETIME_REASON for c in cols
+               if _is_datetime(source[c]) or (target is not None and _is_datetime(target[c]))}
     for c in dropped:
         warnings.warn(f"dropping column {c!r}: it holds dates/times, which place a row in time rather than "
                       "describe it (add month or weekday as number columns to use them)", UserWarning, stacklevel=3)
@@ -279,7 +281,7 @@ def plan_encoding(source: pd.DataFrame, target: pd.DataFrame | None = None, *, m
     dropped |= ids
     kept = [c for c in cols if c not in dropped]
     if not kept:
-        raise IngestError("no feature columns remain after dropping id-like columns; add feature columns")
+        raise IngestError("no feature columns remain after dropping id-like and date/time columns; add feature columns")
     names = _Names()
     encodings: dict[Any, list[str]] = {}
     imputed: dict[Any, float] = {}
@@ -306,10 +308,22 @@ def plan_encoding(source: pd.DataFrame, target: pd.DataFrame | None = None, *, m
     return EncodingPlan(cols, kinds, empty, dropped, kept, encodings, imputed, indicators, list(names.origin))
 
 
+def _is_datetime(s: pd.Series) -> bool:
+    """A column of timestamps or dates as types (datetime64, or Python ``date``/``datetime`` objects, as
+    Parquet date columns and SQL DATE columns arrive), not text that reads as dates."""
+    if pd.api.types.is_datetime64_any_dtype(s):
+        return True
+    return s.dtype == object and pd.api.types.infer_dtype(s, skipna=True) in ("date", "datetime", "datetime64")
+
+
+#: a date or time written as text: a year 1800–2099 or a clock time hh:mm (not fractions, ratios or bands)
+_DATE_TEXT = re.compile(r"(?<!\d)(1[89]\d\d|20\d\d)(?!\d)|(?<!\d)\d{1,2}:\d{2}(?!\d)")
+
+
 def _looks_like_dates(levels: list[str]) -> bool:
-    """Most of (up to 50 of) the values parse as dates and are written with date or time separators."""
-    sample = [v for v in levels[:: max(1, len(levels) // 50)] if any(sep in v for sep in "-/:.")][:50]
-    if len(sample) < 0.9 * min(50, len(levels)):
+    """Nine in ten of (up to 50 of) the values hold a year or a clock time and parse as dates."""
+    sample = levels[:: max(1, len(levels) // 50)][:50]
+    if sum(bool(_DATE_TEXT.search(v)) for v in sample) < 0.9 * len(sample):
         return False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -323,7 +337,7 @@ def _source_levels(s: pd.Series, column: Any, max_levels: int) -> list[str]:
         raise IngestError(
             f"column {column!r} holds dates or times as text ({len(levels)} distinct values, e.g. {levels[0]!r}); "
             "a timestamp places a row in time rather than describing it: drop it (drop_columns), or add the "
-            "numbers you mean (month, weekday) as columns"
+            f"numbers you mean (month, weekday) as columns (if these are not dates: bin it, or raise max_levels={max_levels})"
         )
     if len(levels) > max_levels:
         raise IngestError(
@@ -354,6 +368,9 @@ def check_labels(source: pd.DataFrame, label: str) -> list[Any]:
         )
     if len(y_raw) == 0:
         raise IngestError("source table has 0 rows; point the source at a table with labeled rows")
+    if pd.api.types.is_float_dtype(y_raw) and not np.isfinite(y_raw.to_numpy(dtype=np.float64)).all():
+        raise IngestError(f"label column {label!r} holds infinite values in the source; a label is a class: "
+                          "correct or drop those rows")
     if pd.api.types.is_float_dtype(y_raw) and not np.all(np.mod(y_raw.to_numpy(dtype=np.float64), 1) == 0):
         example = next(v for v in y_raw.tolist() if v % 1)
         raise IngestError(

@@ -57,8 +57,9 @@ def ingest(
     id_column: str | None = None,
 ) -> dict[str, Any]:
     """Returns the stage manifest (``extra`` holds classes, encodings and data hashes). ``id_column``: a
-    row key of the target, not a feature, kept beside ``_row`` in ``target.parquet`` (and so in the
-    labels stage's ``to_label.csv``) for ``shiftflow evaluate --id-column``; None: rows are known by order."""
+    row key of the target, not a feature, kept beside ``_row`` in ``target.parquet`` for ``shiftflow evaluate
+    --id-column`` (and first in ``target_rows.parquet``, so in the labels stage's ``to_label.csv``); None: rows
+    are known by order."""
     log = run_logger()
     raw_source, raw_target, notes = read_inputs(source_spec, target_spec, label, simulate_bias)
     for note in notes:
@@ -85,8 +86,11 @@ def ingest(
         inp = prepare_inputs(raw_source, raw_target, label, positive_label=positive_label,
                              simulate_bias=simulate_bias, seed=seed, drop_columns=drop_columns,
                              max_levels=max_levels, id_column=id_column)
-    for w in caught:
-        log.debug("ingest: %s", w.message)
+    for w in caught:  # the preflight turned the UserWarnings into the flow's warnings; pass the others on
+        if issubclass(w.category, UserWarning):
+            log.debug("ingest: %s", w.message)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     prepared, bias_info, p_select = inp.prepared, inp.bias_info, inp.p_select
     source = prepared.source_X.copy()
     source.insert(0, ROW, np.arange(len(source), dtype=np.int64))
@@ -121,9 +125,7 @@ def readable_rows(table: pd.DataFrame, label: str, id_column: str | None = None)
     """The target rows as the user gave them, for a person to read: ``_row``, the id column (if any), every
     other column but the label, in their order. Numbers, booleans and dates keep their type; any other column
     is written as text (missing stays missing), so a column of mixed Python objects still stores as Parquet."""
-    cols = [c for c in table.columns if c != label]
-    if ROW in map(str, cols):
-        raise IngestError(f"the target has a column named {ROW!r}, a name shiftflow reserves for its row key; rename it")
+    cols = [c for c in table.columns if c != label]  # names checked at the door (tasks.inputs.prepare_inputs)
     if id_column is not None:
         cols = [id_column] + [c for c in cols if c != id_column]
     out = {ROW: np.arange(len(table), dtype=np.int64)}

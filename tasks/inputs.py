@@ -5,6 +5,8 @@ same function, so a preflight that passes means ingest will pass. ``read_filled`
 
 from __future__ import annotations
 
+from collections import Counter
+
 import hashlib
 import io
 from dataclasses import dataclass
@@ -125,6 +127,7 @@ def prepare_inputs(
     if target is None:
         raise IngestError("no target given: name a target table (--target) or pass --simulate-bias with a "
                           "mechanism to split the source into a biased source and a target")
+    _check_readable_names(target, label)
     target_table = target
     source, target, target_ids = _split_ids(source, target, label, id_column)
     if encode:  # scikit-learn only for tables that will be encoded: a preflight refusal stays fast
@@ -137,6 +140,18 @@ def prepare_inputs(
             raise IngestError(f"a feature column is named {reserved!r}, a name shiftflow reserves; rename it")
     example = target.drop(columns=[label], errors="ignore").head(EXAMPLE_ROWS).reset_index(drop=True)
     return Inputs(raw_source, raw_target, prepared, bias_info, p_select, notes, example, target_ids, target_table)
+
+
+def _check_readable_names(target: pd.DataFrame, label: str) -> None:
+    """The target's columns as ``labels/to_label.csv`` writes them (ingest's ``target_rows``): none named
+    ``_row``, no two the same once written as text (e.g. 1 and '1' through the Python API)."""
+    names = Counter(str(c) for c in target.columns if c != label)
+    if ROW in names:
+        raise IngestError(f"the target has a column named {ROW!r}, a name shiftflow reserves for its row key; rename it")
+    same = sorted(n for n, k in names.items() if k > 1)
+    if same:
+        raise IngestError(f"the target's column names {same} coincide once written as text (e.g. 1 and '1'); "
+                          "rename one of them")
 
 
 def _split_ids(source: pd.DataFrame, target: pd.DataFrame, label: str,

@@ -145,3 +145,35 @@ def test_a_datetime_column_is_dropped_with_a_warning_and_text_dates_are_refused_
     # the same dates as text (a CSV): 25 values > max_levels, refused with the date advice, not the levels one
     with pytest.raises(IngestError, match="holds dates or times as text .25 distinct values, e.g. '2024-01-01'"):
         prepare_tables(src.assign(when=days.astype(str)), tgt.assign(when=days.astype(str)), "y")
+
+
+def test_dates_as_python_objects_or_only_in_one_table_are_dropped_too():
+    import datetime as dt
+
+    src, tgt = _tables()
+    days = [dt.date(2024, 1, 1 + i % 10) for i in range(len(src))]  # a Parquet date32 / SQL DATE column
+    with pytest.warns(UserWarning, match="'day': it holds dates/times"):
+        out = prepare_tables(src.assign(day=days), tgt.assign(day=days), "y")
+    assert "day" in out.dropped_columns
+    # text dates in the source (a CSV), datetimes in the target (Parquet): dropped, not one-hot encoded
+    text = [d.isoformat() for d in days]
+    with pytest.warns(UserWarning, match="'day': it holds dates/times"):
+        out = prepare_tables(src.assign(day=text), tgt.assign(day=pd.to_datetime(text)), "y")
+    assert not any(c.startswith("day") for c in out.feature_columns)
+
+
+@pytest.mark.parametrize("values", [[f"{i}/{i + 1}" for i in range(25)], [f"{i}:{i + 2}" for i in range(25)],
+                                    [f"{i}-{i + 4}" for i in range(25)], [f"A-{i}" for i in range(25)],
+                                    [f"1.{i}.3" for i in range(25)]],
+                         ids=["fractions", "ratios", "bands", "codes", "versions"])
+def test_text_that_is_not_dates_keeps_the_levels_advice(values):
+    src, tgt = _tables()
+    col = [values[i % 25] for i in range(len(src))]
+    with pytest.raises(IngestError, match="is text with 25 distinct values"):
+        prepare_tables(src.assign(v=col), tgt.assign(v=col), "y")
+
+
+def test_an_infinite_label_is_named_as_such():
+    src, tgt = _tables()
+    with pytest.raises(IngestError, match="label column 'y' holds infinite values"):
+        prepare_tables(src.assign(y=np.where(np.arange(len(src)) == 0, np.inf, np.arange(len(src)) % 2)), tgt, "y")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -218,5 +219,14 @@ def test_readable_rows_keep_the_users_values_and_store_mixed_columns_as_text(tmp
     back = store.read_table("ingest", "target_rows")  # Parquet takes the mixed column as text
     assert back["mixed"].tolist()[:2] == ["1", "two"] and pd.isna(back["mixed"][2])
     assert back["age"].tolist()[0] == 31 and pd.isna(back["age"][1]) and back["flag"].tolist() == [True, False, True]
-    with pytest.raises(IngestError, match="named '_row'"):
-        readable_rows(t.rename(columns={"mixed": "_row"}), "y")
+
+def test_target_column_names_to_label_csv_cannot_write_are_refused_at_the_door():
+    from tasks.inputs import prepare_inputs
+
+    src = pd.DataFrame({"a": np.arange(30.0), "b": np.arange(30.0) % 3, "y": ["p", "q"] * 15})
+    tgt = src.drop(columns=["y"])
+    for t, needle in ((tgt.rename(columns={"b": "_row"}), "column named '_row'"),
+                      (tgt.rename(columns={"a": 1, "b": "1"}), "['1'] coincide once written as text")):
+        s = src.rename(columns=dict(zip(tgt.columns, t.columns, strict=True)))
+        with pytest.raises(IngestError, match=re.escape(needle)):
+            prepare_inputs(s, t, "y", encode=False)  # the preflight's call: refused before any server starts
