@@ -5,10 +5,9 @@ same function, so a preflight that passes means ingest will pass. ``read_filled`
 
 from __future__ import annotations
 
-from collections import Counter
-
 import hashlib
 import io
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
