@@ -388,7 +388,8 @@ def _retrain(ns: argparse.Namespace) -> int:
     print()
     if summary.get("labels", {}).get("status") == "awaiting_labels":
         lab = summary["labels"]
-        print(f"shiftflow: {lab['n_rows']} target rows to label in {lab['csv']}")
+        more = f" ({lab['n_prefilled']} labeled before are filled in)" if lab.get("n_prefilled") else ""
+        print(f"shiftflow: {lab['n_rows']} target rows to label in {lab['csv']}{more}")
         print(f"  fill the empty label column, then rerun with: --target-labels file:{lab['csv']}")
         return 0
     print(f"shiftflow: retrain finished in {dt:.1f} s")

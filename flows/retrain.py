@@ -234,13 +234,15 @@ def _labels(run: _Run) -> dict[str, Any] | None:
     if config.label_budget is None and config.target_labels is None:
         return None
     labeled = labels(run.store, budget=config.label_budget, seed=config.seed, label=config.label,
-                     target_labels=config.target_labels, tracking_uri=uri, parent_run_id=parent)
+                     target_labels=config.target_labels, tracking_uri=uri, parent_run_id=parent,
+                     k=config.selection_folds)
     if labeled["status"] == "awaiting_labels" and runtime.deployment.id is not None:
         with_retries(_client(uri).set_tag, parent, "shiftflow.suspended_for_labels", labeled["csv"])
         filled = suspend_flow_run(wait_for_input=labels_form(labeled["csv"]))
         with_retries(_client(uri).delete_tag, parent, "shiftflow.suspended_for_labels")  # resumed
         labeled = labels(run.store, budget=config.label_budget, seed=config.seed, label=config.label,
-                         target_labels=filled.target_labels, tracking_uri=uri, parent_run_id=parent)
+                         target_labels=filled.target_labels, tracking_uri=uri, parent_run_id=parent,
+                         k=config.selection_folds)
     return labeled
 
 

@@ -10,6 +10,11 @@ of the same configuration (same ingest and training inputs, seed and budget) in 
 the run root, checks the file and returns the labels for the selection stage; nothing already written
 changes.
 
+A next round: a filled file with a budget larger than the plan it answers (same inputs and seed) plans the
+rows up to the new budget with ``plan_labels(already_labeled=...)`` (the pairs weighed by the posterior of
+the labels so far) and writes a ``to_label.csv`` of every row of the plan, the labeled ones filled in; that
+file, filled and passed back with the same budget, finds this continued plan by its rows.
+
 Filled-file rules (documented behaviour): rows whose label cell is empty are skipped and counted (a
 partly filled file is used, and the log and the MLflow metrics ``labels.n_filled`` / ``labels.n_empty``
 say how many); labels for rows the plan did not ask for are used as uniform draws (probability 1/N each,
@@ -82,23 +87,59 @@ def _keys(store: StageStore, budget: int | None, seed: int) -> tuple[str, str, d
     return stage_key(STAGE, params, inputs), stage_key(STAGE, {"seed": seed}, inputs), params, inputs
 
 
-def _find_plan(store: StageStore, budget: int | None, seed: int) -> dict[str, Any] | None:
-    key, base, _, _ = _keys(store, budget, seed)
-    if budget is not None:
-        return store.find_reusable(STAGE, key)
-    # no budget given on resume: the newest stored plan of the same inputs and seed
+def _same_base(store: StageStore, base: str, keep: Any = None) -> list[Path]:
+    """Manifests of stored plans of the same inputs and seed (``keep(manifest)`` filters), newest first."""
     found = []
     for m in stage_manifests(store.run_root, STAGE):
         try:
-            if json.loads(m.read_text()).get("extra", {}).get("base_key") == base:
-                found.append(m)
+            man = json.loads(m.read_text())
         except (OSError, json.JSONDecodeError):
             continue
-    for m in sorted(found, key=lambda p: p.stat().st_mtime, reverse=True):
+        if man.get("extra", {}).get("base_key") == base and (keep is None or keep(man)):
+            found.append(m)
+    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def _holding(store: StageStore, manifests: list[Path], rows: set[int] | None) -> dict[str, Any] | None:
+    """The verified plan of ``manifests`` (newest first) that asked for the most of ``rows``, at least half of
+    them (the newest plan when ``rows`` is None)."""
+    if rows is not None:
+        hits = []
+        for m in manifests:
+            try:
+                planned = set(pd.read_parquet(m.parent / "plan.parquet")["row"].astype(int).tolist())
+            except (OSError, ValueError, KeyError):
+                continue
+            if rows and 2 * len(planned & rows) >= len(rows):
+                hits.append((len(planned & rows), m))
+        manifests = [m for _, m in sorted(hits, key=lambda h: -h[0])]  # stable: newest first among equals
+    for m in manifests:
         man = store.verify(m.parent)
         if man is not None:
             return man | {"_dir": str(m.parent)}
     return None
+
+
+def _find_plan(store: StageStore, budget: int | None, seed: int, rows: set[int] | None = None
+               ) -> dict[str, Any] | None:
+    """The stored plan a filled file answers: this budget's (a one-round plan, else a continued plan that asked
+    for the file's ``rows``), or with no budget given the newest plan of the same inputs and seed."""
+    key, base, _, _ = _keys(store, budget, seed)
+    if budget is None:
+        return _holding(store, _same_base(store, base), None)
+    found = store.find_reusable(STAGE, key)
+    if found is not None or rows is None:
+        return found
+    return _holding(store, _same_base(store, base, lambda m: m.get("params", {}).get("budget") == budget
+                                      and "continues" in m.get("params", {})), rows)
+
+
+def _find_earlier(store: StageStore, budget: int, seed: int, rows: set[int]) -> dict[str, Any] | None:
+    """A stored plan of the same inputs and seed with a smaller budget that asked for the file's ``rows``: the
+    file answers an earlier round, and ``budget`` asks for the next one."""
+    _, base, _, _ = _keys(store, budget, seed)
+    return _holding(store, _same_base(store, base, lambda m: (m.get("params", {}).get("budget") or 0) < budget),
+                    rows)
 
 
 def plan_from_stage(store: StageStore) -> LabelPlan:
@@ -184,16 +225,74 @@ def write_plan(store: StageStore, *, budget: int, seed: int, label: str) -> Labe
     return plan_from_stage(store)
 
 
+def _awaiting(store: StageStore, plan: LabelPlan, n_prefilled: int, client: MlflowClient,
+              parent_run_id: str) -> dict[str, Any]:
+    """Log a written plan (artifact, metrics, tag) and say which file to fill."""
+    csv = store.path(STAGE, "to_label.csv")
+    create_table_artifact(key="labels-to-fill", table=plan.to_frame().to_dict("records"),
+                          description=f"target rows to label: fill {csv}")
+    log_metrics(client, parent_run_id, {"labels.budget": plan.budget, "labels.n_requested": len(plan.rows),
+                                        "labels.n_disagreement": len(plan.details["disagreement"])})
+    with_retries(client.set_tag, parent_run_id, "labels.plan_sha256", store.file_hash(STAGE, "plan.parquet"))
+    with_retries(client.log_artifact, parent_run_id, str(store.path(STAGE, "plan.parquet")), "labels")
+    n_rows = len(plan.rows) - n_prefilled if n_prefilled else len(plan.rows)
+    run_logger().info("labels: label the %d rows in %s%s, then rerun with --target-labels file:%s", n_rows, csv,
+                      f" ({n_prefilled} labeled before are filled in)" if n_prefilled else "", csv)
+    return {"status": "awaiting_labels", "csv": str(csv), "parquet": str(store.path(STAGE, "to_label.parquet")),
+            "n_rows": int(n_rows), "n_prefilled": int(n_prefilled)}
+
+
+def continue_plan(store: StageStore, earlier: dict[str, Any], *, budget: int, seed: int, label: str,
+                  target_labels: str, k: int | None = None) -> tuple[LabelPlan, int]:
+    """The next round of a plan (``plan_labels(already_labeled=...)``): the earlier plan's rows with the filled
+    file's labels, and rows drawn up to ``budget`` where the candidates still disagree, the pairs weighed by
+    the posterior those labels give (with the estimation stage's source CV as its prior, when stored). Writes
+    the labels stage with ``to_label.csv`` holding every row of the plan, the labeled ones filled in; returns
+    the plan and how many labels were filled in. Raises ``LabelsInputError`` when the budget adds no row."""
+    from tasks.selection import scv_from_estimation  # tasks.selection reads this module's stage
+
+    plan0 = _plan(earlier, pd.read_parquet(Path(earlier["_dir"]) / "plan.parquet"))
+    check_label_budget(budget, plan0.n_target)
+    classes = store.manifest("ingest")["extra"]["classes"]
+    lab, _, digest = read_filled(target_labels, earlier["extra"].get("label", label), classes, plan0.n_target)
+    X_s, y_s, X_t = load_xy(store)
+    tp = stage_predictions(store)
+    prior = scv_from_estimation(store, seed, k) if k is not None else None
+    plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, already_labeled=(plan0, pd.Series(lab, dtype=object)),
+                       random_state=seed, prior=prior, predictions=tp)
+    n_new = len(plan.rows) - len(plan0.rows)
+    if n_new <= 0:
+        raise LabelsInputError(f"label_budget={budget} adds no row to the {len(plan0.rows)} already planned "
+                               f"({plan.details.get('note', 'nothing left to draw')}): resume with "
+                               f"--label-budget {plan0.budget} and the filled file")
+    _, base, params, inputs = _keys(store, budget, seed)
+    params = params | {"continues": earlier["key"], "labels_sha256": digest}
+    tgt = store.read_table("ingest", "target_rows").set_index(ROW).loc[plan.rows].reset_index()
+    tgt[label] = pd.Series([classes[lab[r]] if r in lab else None for r in plan.rows], dtype=object)
+    extra = {"disagreement": plan.details["disagreement"].tolist(), "round_info": plan.details["round_info"],
+             "budget": plan.budget, "n_target": plan.n_target, "learners": plan.learners, "base_key": base,
+             "label": label, "continued_from": earlier.get("run_id"), "n_prefilled": len(lab)}
+    store.write_stage(STAGE, {"plan": plan.to_frame(), "to_label": tgt}, key=stage_key(STAGE, params, inputs),
+                      params=params, inputs=inputs, extra=extra,
+                      files={"to_label.csv": tgt.to_csv(index=False).encode()})
+    return plan_from_stage(store), len(lab)
+
+
 def read_labels(store: StageStore, *, budget: int | None, seed: int, label: str, target_labels: str) -> dict[str, Any]:
     """Find the stored plan of this configuration, check the filled file against it, then adopt the plan into
     this run. Every check runs before anything is written (``LabelsInputError`` naming the fix)."""
-    found = _find_plan(store, budget, seed)
+    rows = _file_rows(target_labels, label)
+    found = _find_plan(store, budget, seed, rows)
+    if found is None and budget is not None:
+        earlier = _find_earlier(store, budget, seed, rows)
+        if earlier is not None:  # the file answers an earlier, smaller plan: ask for the next round
+            return {"status": "continue", "earlier": earlier}
     if found is None:
         raise LabelsInputError(
             "no stored label plan for this configuration (same source, target, learners, seed"
             + (f", budget {budget}" if budget is not None else "") + "): run with --label-budget first, with the "
             "same configuration, and fill the file it writes"
-            + _other_plan(store, budget, seed, _file_rows(target_labels, label), whole=False))
+            + _other_plan(store, budget, seed, rows, whole=False))
     plan = _plan(found, pd.read_parquet(Path(found["_dir"]) / "plan.parquet"))  # verified by _find_plan
     classes = store.manifest("ingest")["extra"]["classes"]
     lab, n_empty, digest = read_filled(target_labels, found["extra"].get("label", label), classes, plan.n_target)
@@ -211,26 +310,23 @@ def read_labels(store: StageStore, *, budget: int | None, seed: int, label: str,
 
 @task(name="labels", cache_policy=NO_CACHE)
 def labels(store: StageStore, *, budget: int | None, seed: int, label: str, target_labels: str | None,
-           tracking_uri: str, parent_run_id: str) -> dict[str, Any]:
-    """Plan the rows to label (budget, no labels yet) or read the filled file back; returns a summary
-    with ``status`` 'awaiting_labels' (and the file paths) or 'labeled' (plan and labels)."""
+           tracking_uri: str, parent_run_id: str, k: int | None = None) -> dict[str, Any]:
+    """Plan the rows to label (budget, no labels yet), plan the next round (a budget larger than the plan
+    the filled file answers), or read the filled file back; returns a summary with ``status``
+    'awaiting_labels' (the file paths, ``n_rows`` to label and ``n_prefilled`` already labeled in it) or
+    'labeled' (plan and labels). ``k``: the source-CV folds whose estimation-stage scores weigh a next round."""
     log = run_logger()
     client = MlflowClient(tracking_uri)
     if target_labels is None:
         if budget is None:
             raise LabelsInputError("set label_budget to plan which target rows to label")
-        plan = write_plan(store, budget=budget, seed=seed, label=label)
-        csv = store.path(STAGE, "to_label.csv")
-        create_table_artifact(key="labels-to-fill", table=plan.to_frame().to_dict("records"),
-                              description=f"target rows to label: fill {csv}")
-        log_metrics(client, parent_run_id, {"labels.budget": budget, "labels.n_requested": len(plan.rows),
-                                            "labels.n_disagreement": len(plan.details["disagreement"])})
-        with_retries(client.set_tag, parent_run_id, "labels.plan_sha256", store.file_hash(STAGE, "plan.parquet"))
-        with_retries(client.log_artifact, parent_run_id, str(store.path(STAGE, "plan.parquet")), "labels")
-        log.info("labels: label the %d rows in %s, then rerun with --target-labels file:%s", len(plan.rows), csv, csv)
-        return {"status": "awaiting_labels", "csv": str(csv), "parquet": str(store.path(STAGE, "to_label.parquet")),
-                "n_rows": int(len(plan.rows))}
+        return _awaiting(store, write_plan(store, budget=budget, seed=seed, label=label), 0, client, parent_run_id)
     out = read_labels(store, budget=budget, seed=seed, label=label, target_labels=target_labels)
+    if out["status"] == "continue":
+        assert budget is not None  # read_labels continues only toward a given budget
+        plan, n_done = continue_plan(store, out["earlier"], budget=budget, seed=seed, label=label,
+                                     target_labels=target_labels, k=k)
+        return _awaiting(store, plan, n_done, client, parent_run_id)
     plan, lab, n_extra = out["plan"], out["labels"], out["n_unrequested"]
     log.info("labels: %d labels read from %s (%d rows of the file left empty, %d of the %d requested rows not "
              "labeled, %d rows not requested used as uniform draws)", len(lab), target_labels, out["n_empty"],

@@ -116,6 +116,27 @@ def test_budget_then_labels_resume_with_fewlabel(asked: Path) -> None:
         assert stage in reused
 
 
+def test_a_larger_budget_asks_for_the_next_round_and_resumes_with_all_labels(asked: Path) -> None:
+    """Label 20 rows, then ask for 30 with that file: the CLI writes a file with the 20 filled in and 10 more to
+    label; filled and passed back with the same budget, fewlabel decides from all 30."""
+    root = asked
+    csv = _csv_path(_run(_args(root, "--label-budget", "20")))
+    n_target = len(pd.read_parquet(csv.parent.parent / "ingest" / "target.parquet"))
+    y = _pima_te_labels(n_target)
+    first = pd.read_csv(csv)
+    first["type"] = [y[r] for r in first["_row"]]
+    first.to_csv(root / "round1.csv", index=False)
+    out = _run(_args(root, "--label-budget", "30", "--target-labels", f"file:{root / 'round1.csv'}"))
+    assert "10 target rows to label in" in out and "(20 labeled before are filled in)" in out
+    todo = pd.read_csv(Path(out.split("target rows to label in ")[1].split(" (")[0].strip()))
+    assert len(todo) == 30 and todo["type"].notna().sum() == 20
+    assert list(todo["_row"][:20]) == list(first["_row"])  # the first round's rows first, with their labels
+    todo["type"] = [y[r] for r in todo["_row"]]
+    todo.to_csv(root / "round2.csv", index=False)
+    out = _run(_args(root, "--label-budget", "30", "--target-labels", f"file:{root / 'round2.csv'}"))
+    assert "retrain finished" in out and "from 30 labels (fewlabel posterior" in out
+
+
 def _refused(args: list[str], words: str) -> None:
     """The CLI refuses: exit code 2 and one line ``shiftflow: error: …`` naming the problem (issue 17's rule)."""
     err = io.StringIO()

@@ -16,7 +16,7 @@ from sklearn.tree import DecisionTreeClassifier
 
 from shiftlib.ingest import IngestError
 from tasks.ingest import ROW, ingest, load_xy
-from tasks.labels import LabelsInputError, read_labels, write_plan
+from tasks.labels import LabelsInputError, continue_plan, read_labels, write_plan
 from tasks.store import StageStore, stage_key
 
 N, BUDGET = 200, 12
@@ -125,10 +125,10 @@ def test_resuming_with_another_configuration_names_what_differs(planned: tuple[S
     # another seed, no plan stored for it: refused, naming the run that wrote the file's plan and the seed
     msg = _refused(_next_run(store, "run-2"), "no stored label plan", seed=1, target_labels=str(tmp_path / "f.csv"))
     assert "run-1" in msg and "the seed (0 then, 1 now)" in msg
-    # another budget: the same
-    msg = _refused(_next_run(store, "run-3"), "no stored label plan", budget=BUDGET + 1,
+    # a smaller budget: the same (a larger one asks for the next round, see the test below)
+    msg = _refused(_next_run(store, "run-3"), "no stored label plan", budget=BUDGET - 1,
                    target_labels=str(tmp_path / "f.csv"))
-    assert f"the label budget ({BUDGET} then, {BUDGET + 1} now)" in msg
+    assert f"the label budget ({BUDGET} then, {BUDGET - 1} now)" in msg
     # seed 1 has its own plan now; the seed-0 file holds rows it did not ask for, all of them rows of run-1's
     # plan: the wrong file, refused (rows outside every stored plan would count as uniform draws instead)
     other = _next_run(store, "run-4")
@@ -139,3 +139,32 @@ def test_resuming_with_another_configuration_names_what_differs(planned: tuple[S
     msg = _refused(run5, "are not rows this configuration's plan asked for", seed=1,
                    target_labels=str(tmp_path / "f.csv"))
     assert "run-1" in msg and "the seed (0 then, 1 now)" in msg
+
+
+def test_a_larger_budget_with_a_filled_file_plans_the_next_round(planned: tuple[StageStore, Path],
+                                                                   tmp_path: Path) -> None:
+    """A person labels the first BUDGET rows, then asks for BUDGET + 8: the next round keeps the labeled rows
+    (filled in), adds 8 rows where the candidates disagree, and the file filled again resumes with all."""
+    store, csv = planned
+    truth = pd.read_parquet(store.stage_dir("ingest") / "target_labels.parquet").set_index(ROW)["_label"]
+    first = pd.read_csv(csv)
+    first["y"] = [("a", "b")[truth[r]] for r in first[ROW]]
+    first.to_csv(tmp_path / "round1.csv", index=False)
+    second = _next_run(store, "run-2")
+    out = read_labels(second, budget=BUDGET + 8, seed=0, label="y", target_labels=f"file:{tmp_path / 'round1.csv'}")
+    assert out["status"] == "continue" and out["earlier"]["run_id"] == "run-1"
+    plan, n_done = continue_plan(second, out["earlier"], budget=BUDGET + 8, seed=0, label="y",
+                                 target_labels=f"file:{tmp_path / 'round1.csv'}")
+    assert n_done == BUDGET and len(plan.rows) == BUDGET + 8
+    assert list(plan.rows[:BUDGET]) == list(first[ROW]) and set(plan.rounds) == {1, 2}
+    todo = pd.read_csv(second.stage_dir("labels") / "to_label.csv")
+    assert list(todo[ROW]) == list(plan.rows) and todo["y"].notna().sum() == BUDGET  # the first round filled in
+    assert set(todo.loc[todo["y"].isna(), ROW]) <= set(np.asarray(plan.details["disagreement"]))
+    todo["y"] = [("a", "b")[truth[r]] for r in todo[ROW]]
+    todo.to_csv(tmp_path / "round2.csv", index=False)
+    third = _next_run(store, "run-3")
+    done = read_labels(third, budget=BUDGET + 8, seed=0, label="y", target_labels=f"file:{tmp_path / 'round2.csv'}")
+    assert done["status"] == "labeled" and len(done["labels"]) == BUDGET + 8 and done["n_unrequested"] == 0
+    assert list(done["plan"].rows) == list(plan.rows)  # the continued plan, found by its rows
+    # the same budget again without a filled file is a new one-round plan, not the continued one
+    assert len(write_plan(_next_run(store, "run-4"), budget=BUDGET + 8, seed=0, label="y").rows) == BUDGET + 8
