@@ -787,6 +787,21 @@ def _fresh_cases(notes: dict, infos: list[dict]) -> list[str]:
                                                        f"{i['n_batch']}" for i in infos) + ".", ""]
 
 
+def _plot_lines(prefix: str) -> list[str]:
+    """A report's closing lines: the plot and the files."""
+    return ["## Plot", "", f"![pairwise-order accuracy and regret against the budget]({prefix}.png)", "",
+            f"Files: `{prefix}.csv` (one row per case × seed × budget × selector), `{prefix}.png`.", ""]
+
+
+def _save(rows: list[dict], out: Path, prefix: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The run's rows as ``<prefix>.csv``, their summary per group × budget × selector, and its plot."""
+    df = pd.DataFrame(rows)
+    df.to_csv(out / f"{prefix}.csv", index=False)
+    s = summary(df, ["group", "budget", "selector"])
+    plot(s, out / f"{prefix}.png")
+    return df, s
+
+
 def fresh_report(df: pd.DataFrame, s: pd.DataFrame, infos: list[dict], notes: dict, args: argparse.Namespace,
                  prefix: str, elapsed: float, cpu: float) -> str:
     """The seventh rule's report: its text, its verdict on the fresh draws, the tables."""
@@ -804,9 +819,7 @@ def fresh_report(df: pd.DataFrame, s: pd.DataFrame, infos: list[dict], notes: di
           f"{elapsed:.0f} s wall time ({cpu:.0f} s CPU). The other selectors of ``label_budget.md`` are not run "
           "on these draws.", "", "## Verdict", "", *verdict, "", "## Cases", "", *_fresh_cases(notes, infos)]
     md += _fresh_tables(df, s, "")
-    md += ["## Plot", "", f"![pairwise-order accuracy and regret against the budget]({prefix}.png)", "",
-           f"Files: `{prefix}.csv` (one row per case × seed × budget × selector), `{prefix}.png`.", ""]
-    return "\n".join(md)
+    return "\n".join(md + _plot_lines(prefix))
 
 
 def _both_designs(args: argparse.Namespace, groups: dict[str, list[str]], out: Path, stem: str) -> dict[str, tuple]:
@@ -961,11 +974,8 @@ def fresh_tenth(args: argparse.Namespace, groups: dict[str, list[str]], out: Pat
     groups = {**groups, "feature_bias_large": (["spam7_rt_sort"] if args.quick else
                                                [f"{t}_{m}" for t in LARGE_BIAS_TABLES for m in BIAS_MECHANISMS])}
     rows, infos, notes = collect(args, groups, [])
-    df = pd.DataFrame(rows)
     prefix = "label_budget_fresh10" + ("_quick" if args.quick else "")
-    df.to_csv(out / f"{prefix}.csv", index=False)
-    s = summary(df, ["group", "budget", "selector"])
-    plot(s, out / f"{prefix}.png")
+    df, s = _save(rows, out, prefix)
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     text = __doc__.split("* Tenth:")[1].split("* Second design")[0]
     md = ["# A label budget, tenth: the shipped method on fresh draws, with feature bias on whole tables", "",
@@ -975,9 +985,7 @@ def fresh_tenth(args: argparse.Namespace, groups: dict[str, list[str]], out: Pat
           f"≤ {args.full_cap} rows, except the feature_bias group's ≤ {args.n_max}; RF {args.rf_trees} trees) in "
           f"{elapsed:.0f} s wall time ({cpu:.0f} s CPU).", "",
           "## The issue's criterion", "", *_criterion_lines(s, ("fewlabel_now", "fewlabel_oneround")), "",
-          "## Cases", "", *_fresh_cases(notes, infos), *_fresh_tables(df, s, ""),
-          "## Plot", "", f"![pairwise-order accuracy and regret against the budget]({prefix}.png)", "",
-          f"Files: `{prefix}.csv` (one row per case × seed × budget × selector), `{prefix}.png`.", ""]
+          "## Cases", "", *_fresh_cases(notes, infos), *_fresh_tables(df, s, ""), *_plot_lines(prefix)]
     text = "\n".join(md)
     (out / f"{prefix}.md").write_text(text)
     print(text)
@@ -1163,10 +1171,7 @@ def main(argv: list[str] | None = None) -> int:
         g["cv_oracle_prior_acc"] = (g.oracle_prior_correct / g.oracle_prior_counted).round(3)
         print(md_table(g.reset_index()))
         return 0
-    df = pd.DataFrame(rows)
-    df.to_csv(out / f"{prefix}.csv", index=False)
-    s = summary(df, ["group", "budget", "selector"])
-    plot(s, out / f"{prefix}.png")
+    df, s = _save(rows, out, prefix)
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     if args.fresh:
         text = fresh_report(df, s, infos, notes, args, prefix, elapsed, cpu)
