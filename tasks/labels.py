@@ -239,7 +239,8 @@ def _awaiting(store: StageStore, plan: LabelPlan, n_prefilled: int, client: Mlfl
     run_logger().info("labels: label the %d rows in %s%s, then rerun with --target-labels file:%s", n_rows, csv,
                       f" ({n_prefilled} labeled before are filled in)" if n_prefilled else "", csv)
     return {"status": "awaiting_labels", "csv": str(csv), "parquet": str(store.path(STAGE, "to_label.parquet")),
-            "n_rows": int(n_rows), "n_prefilled": int(n_prefilled)}
+            "n_rows": int(n_rows), "n_prefilled": int(n_prefilled), "budget": int(plan.budget),
+            "n_planned": int(len(plan.rows)), "n_disagreement": int(len(plan.details["disagreement"]))}
 
 
 def continue_plan(store: StageStore, earlier: dict[str, Any], *, budget: int, seed: int, label: str,
