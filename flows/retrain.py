@@ -155,7 +155,7 @@ def _prepare(run: _Run) -> dict[str, Any]:
     run_ids = {n: m["run_id"] for n, m in training["extra"]["models"].items()}
     with run.stage("estimation"):
         estimates = estimation(store, seed=config.seed, k=config.selection_folds, tracking_uri=uri,
-                               run_ids=run_ids, rows=config.selection_rows)
+                               run_ids=run_ids, rows=config.selection_rows, n_jobs=run.workers)
     with run.stage("evaluation"):
         target_scores = evaluate(store, run_ids, tracking_uri=uri)
     return {"drift": drift_summary, "weighting": method, "weights": weights_summary, "results": results,

@@ -123,6 +123,7 @@ __all__ = [
     "prior_shift_posteriors",
     "estimate_accuracies",
     "estimate_accuracy",
+    "estimate_each",
     "estimate_from_predictions",
     "point_estimate",
     "shared_source_cv",
@@ -692,6 +693,30 @@ def estimate_from_predictions(
     variance is in ``details`` whichever interval is returned."""
     return estimate_methods(P, [method], confidence=confidence, n_boot=n_boot, interval=interval,
                             random_state=random_state)[method]
+
+
+def estimate_each(
+    preds: Sequence[StoredPredictions],
+    method: str = "auto",
+    *,
+    confidence: float = 0.95,
+    n_boot: int = N_BOOT,
+    interval: str | None = None,
+    random_state: int | None = None,
+    n_jobs: int = 1,
+) -> Iterator[AccuracyEstimate]:
+    """:func:`estimate_from_predictions` for each learner's stored predictions, yielded in order as they finish.
+    ``n_jobs`` > 1 runs them in that many joblib (loky) worker processes: the bootstrap is many small numpy
+    calls that hold the GIL, so threads would not run it in parallel; the results are the same either way."""
+    kw = {"confidence": confidence, "n_boot": n_boot, "interval": interval, "random_state": random_state}
+    if n_jobs <= 1 or len(preds) <= 1:
+        for P in preds:
+            yield estimate_from_predictions(P, method, **kw)
+        return
+    from joblib import Parallel, delayed
+
+    yield from Parallel(n_jobs=n_jobs, return_as="generator")(
+        delayed(estimate_from_predictions)(P, method, **kw) for P in preds)
 
 
 def estimate_methods(

@@ -10,6 +10,7 @@ interval kind and its possible parts se_source, se_target, se_shift, se_model); 
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -19,7 +20,7 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from shiftlib.estimation import N_BOOT, estimate_from_predictions, shared_source_cv, stored_predictions
+from shiftlib.estimation import N_BOOT, estimate_each, shared_source_cv, stored_predictions
 from tasks.ingest import ingest_inputs
 from tasks.logs import run_logger
 from tasks.selection import make_candidates, selection_data
@@ -45,7 +46,7 @@ def compute_estimates(store: StageStore, *, method: str, seed: int, k: int, conf
 
 
 def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: float, n_boot: int,
-             rows: int | None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+             rows: int | None, n_jobs: int = 1) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """The stage table, and the source-CV fold scores (``fold_scores``: candidate, fold, accuracy) when the
     estimates were computed on every source row by learners that ignore the target rows: the selection
     stage's SCV then reads them instead of refitting (``shiftlib.estimation.shared_source_cv``)."""
@@ -61,10 +62,12 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
         folds = pd.DataFrame([{"candidate": name, "fold": i, "accuracy": float(a)}
                               for name, f in scv.details["fold_scores"].items() for i, a in enumerate(f)])
     rows = []
-    log.info("estimation: %d candidates fitted on %d folds (%.1f s); bootstrapping each estimate",
-             len(preds), k, time.monotonic() - t0)
-    for i, P in enumerate(preds, 1):
-        e = estimate_from_predictions(P, method, confidence=confidence, n_boot=n_boot, random_state=seed)
+    # worker processes for the bootstrap, unless this task already runs in a daemonic one (a Dask worker)
+    n_jobs = 1 if multiprocessing.current_process().daemon else max(1, n_jobs)
+    log.info("estimation: %d candidates fitted on %d folds (%.1f s); bootstrapping each estimate (%d process%s)",
+             len(preds), k, time.monotonic() - t0, n_jobs, "es" if n_jobs > 1 else "")
+    each = estimate_each(preds, method, confidence=confidence, n_boot=n_boot, random_state=seed, n_jobs=n_jobs)
+    for i, (P, e) in enumerate(zip(preds, each, strict=True), 1):
         log.info("estimation: %d/%d done (%s, %.1f s)", i, len(preds), P.learner, time.monotonic() - t0)
         rows.append({"candidate": P.learner, "method": e.method, "estimate": e.accuracy, "ci_low": e.ci_low,
                      "ci_high": e.ci_high, "confidence": confidence, "interval": e.details["interval"],
@@ -76,9 +79,10 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
 @task(name="estimation", cache_policy=NO_CACHE)
 def estimation(store: StageStore, *, seed: int, k: int, tracking_uri: str, run_ids: dict[str, str],
                method: str = "auto", confidence: float = 0.95, n_boot: int = N_BOOT,
-               rows: int | None = None) -> pd.DataFrame:
+               rows: int | None = None, n_jobs: int = 1) -> pd.DataFrame:
     """Estimate every candidate's target accuracy (reusing an identical earlier stage), write the stage,
-    log the estimates into the candidates' nested runs; returns the stage table."""
+    log the estimates into the candidates' nested runs; returns the stage table. ``n_jobs``: worker processes
+    for the candidates' bootstraps (the result does not depend on it, so it is not in the stage key)."""
     log = run_logger()
     inputs = ingest_inputs(store) | {"training": store.manifest("training")["files"]["learners.parquet"]["sha256"]}
     if (store.stage_dir("weights") / MANIFEST).exists():
@@ -92,7 +96,7 @@ def estimation(store: StageStore, *, seed: int, k: int, tracking_uri: str, run_i
         table = store.read_table(STAGE, "estimates")
     else:
         table, folds = _compute(store, method=method, seed=seed, k=k, confidence=confidence, n_boot=n_boot,
-                                rows=rows)
+                                rows=rows, n_jobs=n_jobs)
         tables = {"estimates": table} | ({} if folds is None else {"fold_scores": folds})
         store.write_stage(STAGE, tables, key=key, params=params, inputs=inputs)
     client = MlflowClient(tracking_uri)

@@ -20,6 +20,7 @@ from shiftlib.estimation import (
     atc_threshold,
     estimate_accuracies,
     estimate_accuracy,
+    estimate_each,
     estimate_from_predictions,
     point_estimate,
     stored_predictions,
@@ -507,3 +508,13 @@ def test_needs_calibration_splits_are_scikit_learns():
         for (tr_ref, te_ref), (tr, te) in zip(ref, _stratified_shuffle_splits(y, 10, 0.1, 42), strict=True):
             np.testing.assert_array_equal(tr, tr_ref)
             np.testing.assert_array_equal(te, te_ref)
+
+
+def test_estimates_in_worker_processes_equal_the_sequential_ones(shifted) -> None:
+    """``estimate_each(n_jobs=2)`` runs the same seeded bootstraps in two processes: equal, in order."""
+    Xs, ys, Xt, _ = shifted
+    preds = stored_predictions(["NB", "DT", "LR"], Xs, ys, Xt, k=5, random_state=0)
+    one = list(estimate_each(preds, n_boot=20, random_state=3))
+    two = list(estimate_each(preds, n_boot=20, random_state=3, n_jobs=2))
+    assert [(e.accuracy, e.ci_low, e.ci_high) for e in one] == [(e.accuracy, e.ci_low, e.ci_high) for e in two]
+    assert one[0].accuracy == estimate_from_predictions(preds[0], n_boot=20, random_state=3).accuracy
