@@ -860,6 +860,7 @@ def stored_predictions(
     trcv: bool = False,
     k: int = 10,
     random_state: int | None = None,
+    n_jobs: int = 1,
 ) -> list[StoredPredictions]:
     """Every learner's OOF source and served-model target probabilities, on one shared fold split and
     one shared set of importance weights (fitted once, when ``need_weights`` or ``trcv``).
@@ -868,7 +869,8 @@ def stored_predictions(
     ``resolve_candidates`` takes. ``weights``: None → ``DiscriminativeWeights`` (DL eq. 7); else a
     ``shiftlib.weights`` name, a weighter, or one weight per source row (see ``importance_weights``).
     ``trcv=True`` also runs TrCV Fig. 1 on the same folds (2 fits per fold) for method ``"trcv"``; when
-    a TrCV fit fails, ``trcv_error`` keeps its message and only method ``"trcv"`` raises it.
+    a TrCV fit fails, ``trcv_error`` keeps its message and only method ``"trcv"`` raises it. ``n_jobs`` > 1
+    fits the candidates in that many joblib (loky) processes, with the same results.
     """
     X_s = check_X(X_source, "X_source")
     y_raw = check_y(y_source, X_s, "y_source", "X_source")
@@ -884,26 +886,35 @@ def stored_predictions(
 
             weights = DiscriminativeWeights(random_state=seed)
         beta = importance_weights(weights, X_s, X_t)
-    out = []
     for c in cands:
-        c.source_weights(len(y_raw))
-        p_src = np.zeros((len(y_raw), len(classes)))
-        for i in range(k):
-            hold = np.flatnonzero(folds == i)
-            train = np.flatnonzero(folds != i)
-            model = fit_candidate(c, X_s, y_raw, rows=train, X_target=X_t)
-            p_src[hold] = _proba(model, take(X_s, hold), classes, c.name)
-        served = fit_candidate(c, X_s, y_raw, X_target=X_t)
-        p_tgt = _proba(served, X_t, classes, c.name)
-        res, err = None, None
-        if trcv:  # a learner TrCV cannot refit on a fold's pseudo labels keeps the other methods
-            setup = TrCVSetup(X_s, y_raw, X_t, None, None, beta, folds, k, 0.95, seed, "given")
-            try:
-                res = trcv_assemble(c.name, setup, [trcv_fold(c, setup, i) for i in range(k)]).residuals
-            except ValueError as e:
-                err = str(e)
-        out.append(StoredPredictions(c.name, classes, y_code, p_src, p_tgt, folds, beta, res, err))
-    return out
+        c.source_weights(len(y_raw))  # a wrong-length weight vector is refused before any fit
+    args = (X_s, y_raw, X_t, classes, y_code, folds, beta, k, seed, trcv)
+    if n_jobs <= 1 or len(cands) <= 1:
+        return [_stored(c, *args) for c in cands]
+    from joblib import Parallel, delayed
+
+    return list(Parallel(n_jobs=n_jobs)(delayed(_stored)(c, *args) for c in cands))
+
+
+def _stored(c: Any, X_s: Any, y_raw: np.ndarray, X_t: Any, classes: np.ndarray, y_code: np.ndarray,
+            folds: np.ndarray, beta: np.ndarray | None, k: int, seed: int, trcv: bool) -> StoredPredictions:
+    """One candidate's stored predictions: its k fold fits, the served fit, and TrCV's residuals if asked."""
+    p_src = np.zeros((len(y_raw), len(classes)))
+    for i in range(k):
+        hold = np.flatnonzero(folds == i)
+        train = np.flatnonzero(folds != i)
+        model = fit_candidate(c, X_s, y_raw, rows=train, X_target=X_t)
+        p_src[hold] = _proba(model, take(X_s, hold), classes, c.name)
+    served = fit_candidate(c, X_s, y_raw, X_target=X_t)
+    p_tgt = _proba(served, X_t, classes, c.name)
+    res, err = None, None
+    if trcv:  # a learner TrCV cannot refit on a fold's pseudo labels keeps the other methods
+        setup = TrCVSetup(X_s, y_raw, X_t, None, None, beta, folds, k, 0.95, seed, "given")
+        try:
+            res = trcv_assemble(c.name, setup, [trcv_fold(c, setup, i) for i in range(k)]).residuals
+        except ValueError as e:
+            err = str(e)
+    return StoredPredictions(c.name, classes, y_code, p_src, p_tgt, folds, beta, res, err)
 
 
 def estimate_accuracies(

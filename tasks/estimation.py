@@ -54,7 +54,9 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
     data = selection_data(store, seed, rows)
     specs = _specs(store)
     cands = make_candidates(store, specs, seed, data)
-    preds = stored_predictions(cands, data.X_s, data.y_s, data.X_t, k=k, random_state=seed)
+    # worker processes for the fits and bootstraps, unless this task already runs in a daemonic one (a Dask worker)
+    n_jobs = 1 if multiprocessing.current_process().daemon else max(1, n_jobs)
+    preds = stored_predictions(cands, data.X_s, data.y_s, data.X_t, k=k, random_state=seed, n_jobs=n_jobs)
     folds = None
     scv = shared_source_cv(preds, [learner for _, learner, _ in specs],
                            store.manifest("ingest")["files"]["source.parquet"]["rows"])
@@ -62,8 +64,6 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
         folds = pd.DataFrame([{"candidate": name, "fold": i, "accuracy": float(a)}
                               for name, f in scv.details["fold_scores"].items() for i, a in enumerate(f)])
     rows = []
-    # worker processes for the bootstrap, unless this task already runs in a daemonic one (a Dask worker)
-    n_jobs = 1 if multiprocessing.current_process().daemon else max(1, n_jobs)
     log.info("estimation: %d candidates fitted on %d folds (%.1f s); bootstrapping each estimate (%d process%s)",
              len(preds), k, time.monotonic() - t0, n_jobs, "es" if n_jobs > 1 else "")
     each = estimate_each(preds, method, confidence=confidence, n_boot=n_boot, random_state=seed, n_jobs=n_jobs)

@@ -514,6 +514,11 @@ def test_estimates_in_worker_processes_equal_the_sequential_ones(shifted) -> Non
     """``estimate_each(n_jobs=2)`` runs the same seeded bootstraps in two processes: equal, in order."""
     Xs, ys, Xt, _ = shifted
     preds = stored_predictions(["NB", "DT", "LR"], Xs, ys, Xt, k=5, random_state=0)
+    forked = stored_predictions(["NB", "DT", "LR"], Xs, ys, Xt, k=5, random_state=0, n_jobs=2)  # fits in 2 processes
+    for a, b in zip(preds, forked, strict=True):
+        assert a.learner == b.learner
+        np.testing.assert_array_equal(a.proba_source, b.proba_source)
+        np.testing.assert_array_equal(a.proba_target, b.proba_target)
     one = list(estimate_each(preds, n_boot=20, random_state=3))
     two = list(estimate_each(preds, n_boot=20, random_state=3, n_jobs=2))
     assert [(e.accuracy, e.ci_low, e.ci_high) for e in one] == [(e.accuracy, e.ci_low, e.ci_high) for e in two]
