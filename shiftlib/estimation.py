@@ -708,15 +708,18 @@ def estimate_each(
     """:func:`estimate_from_predictions` for each learner's stored predictions, yielded in order as they finish.
     ``n_jobs`` > 1 runs them in that many joblib (loky) worker processes: the bootstrap is many small numpy
     calls that hold the GIL, so threads would not run it in parallel; the results are the same either way."""
-    kw = {"confidence": confidence, "n_boot": n_boot, "interval": interval, "random_state": random_state}
-    if n_jobs <= 1 or len(preds) <= 1:
-        for P in preds:
-            yield estimate_from_predictions(P, method, **kw)
-        return
+    yield from _each(estimate_from_predictions, preds, n_jobs, method, confidence=confidence, n_boot=n_boot,
+                     interval=interval, random_state=random_state)
+
+
+def _each(fn: Callable[..., Any], items: Sequence[Any], n_jobs: int, *args: Any, **kw: Any) -> Iterator[Any]:
+    """``fn(item, *args, **kw)`` for each item, in order: in this process, or in ``n_jobs`` joblib (loky)
+    processes when there is more than one item (threads would not help: the work holds the GIL)."""
+    if n_jobs <= 1 or len(items) <= 1:
+        return (fn(x, *args, **kw) for x in items)
     from joblib import Parallel, delayed
 
-    yield from Parallel(n_jobs=n_jobs, return_as="generator")(
-        delayed(estimate_from_predictions)(P, method, **kw) for P in preds)
+    return Parallel(n_jobs=n_jobs, return_as="generator")(delayed(fn)(x, *args, **kw) for x in items)
 
 
 def estimate_methods(
@@ -888,12 +891,7 @@ def stored_predictions(
         beta = importance_weights(weights, X_s, X_t)
     for c in cands:
         c.source_weights(len(y_raw))  # a wrong-length weight vector is refused before any fit
-    args = (X_s, y_raw, X_t, classes, y_code, folds, beta, k, seed, trcv)
-    if n_jobs <= 1 or len(cands) <= 1:
-        return [_stored(c, *args) for c in cands]
-    from joblib import Parallel, delayed
-
-    return list(Parallel(n_jobs=n_jobs)(delayed(_stored)(c, *args) for c in cands))
+    return list(_each(_stored, cands, n_jobs, X_s, y_raw, X_t, classes, y_code, folds, beta, k, seed, trcv))
 
 
 def _stored(c: Any, X_s: Any, y_raw: np.ndarray, X_t: Any, classes: np.ndarray, y_code: np.ndarray,

@@ -82,7 +82,7 @@ def estimation(store: StageStore, *, seed: int, k: int, tracking_uri: str, run_i
                rows: int | None = None, n_jobs: int = 1) -> pd.DataFrame:
     """Estimate every candidate's target accuracy (reusing an identical earlier stage), write the stage,
     log the estimates into the candidates' nested runs; returns the stage table. ``n_jobs``: worker processes
-    for the candidates' bootstraps (the result does not depend on it, so it is not in the stage key)."""
+    for the candidates' fits and bootstraps (the result does not depend on it, so it is not in the stage key)."""
     log = run_logger()
     inputs = ingest_inputs(store) | {"training": store.manifest("training")["files"]["learners.parquet"]["sha256"]}
     if (store.stage_dir("weights") / MANIFEST).exists():

@@ -100,17 +100,22 @@ def _same_base(store: StageStore, base: str, keep: Any = None) -> list[Path]:
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
+def _planned_rows(manifest: Path) -> set[int] | None:
+    """The rows a stored plan asked for (None when its plan.parquet cannot be read)."""
+    try:
+        return set(pd.read_parquet(manifest.parent / "plan.parquet")["row"].astype(int).tolist())
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def _holding(store: StageStore, manifests: list[Path], rows: set[int] | None) -> dict[str, Any] | None:
     """The verified plan of ``manifests`` (newest first) that asked for the most of ``rows``, at least half of
     them (the newest plan when ``rows`` is None)."""
     if rows is not None:
         hits = []
         for m in manifests:
-            try:
-                planned = set(pd.read_parquet(m.parent / "plan.parquet")["row"].astype(int).tolist())
-            except (OSError, ValueError, KeyError):
-                continue
-            if rows and 2 * len(planned & rows) >= len(rows):
+            planned = _planned_rows(m)
+            if planned is not None and rows and 2 * len(planned & rows) >= len(rows):
                 hits.append((len(planned & rows), m))
         manifests = [m for _, m in sorted(hits, key=lambda h: -h[0])]  # stable: newest first among equals
     for m in manifests:
@@ -179,8 +184,10 @@ def _other_plan(store: StageStore, budget: int | None, seed: int, rows: set[int]
     for m in stage_manifests(store.run_root, STAGE):
         try:
             man = json.loads(m.read_text())
-            planned = set(pd.read_parquet(m.parent / "plan.parquet")["row"].astype(int).tolist())
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError):
+            continue
+        planned = _planned_rows(m)
+        if planned is None:
             continue
         hit = len(planned & rows)
         enough = hit == len(rows) if whole else 2 * hit >= len(rows)
@@ -215,13 +222,20 @@ def write_plan(store: StageStore, *, budget: int, seed: int, label: str) -> Labe
     X_s, y_s, X_t = load_xy(store)
     tp = stage_predictions(store)
     plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, random_state=seed, prior=None, predictions=tp)
+    return _write_stage(store, plan, label, {}, params, inputs, {"base_key": base})
+
+
+def _write_stage(store: StageStore, plan: LabelPlan, label: str, filled: dict[int, Any], params: dict[str, Any],
+                 inputs: dict[str, str], extra: dict[str, Any]) -> LabelPlan:
+    """Write the labels stage of ``plan``: plan.parquet, and to_label.{parquet,csv} with the target's rows as
+    the user gave them and the label column (``filled``: row → label already known, the rest empty)."""
     tgt = store.read_table("ingest", "target_rows").set_index(ROW).loc[plan.rows].reset_index()
-    tgt[label] = pd.Series([None] * len(tgt), dtype=object)
+    tgt[label] = pd.Series([filled.get(r) for r in plan.rows], dtype=object)
     extra = {"disagreement": plan.details["disagreement"].tolist(), "round_info": plan.details["round_info"],
-             "budget": plan.budget, "n_target": plan.n_target, "learners": plan.learners,
-             "base_key": base, "label": label}
-    store.write_stage(STAGE, {"plan": plan.to_frame(), "to_label": tgt}, key=key, params=params,
-                      inputs=inputs, extra=extra, files={"to_label.csv": tgt.to_csv(index=False).encode()})
+             "budget": plan.budget, "n_target": plan.n_target, "learners": plan.learners, "label": label} | extra
+    store.write_stage(STAGE, {"plan": plan.to_frame(), "to_label": tgt}, key=stage_key(STAGE, params, inputs),
+                      params=params, inputs=inputs, extra=extra,
+                      files={"to_label.csv": tgt.to_csv(index=False).encode()})
     return plan_from_stage(store)
 
 
@@ -235,7 +249,7 @@ def _awaiting(store: StageStore, plan: LabelPlan, n_prefilled: int, client: Mlfl
                                         "labels.n_disagreement": len(plan.details["disagreement"])})
     with_retries(client.set_tag, parent_run_id, "labels.plan_sha256", store.file_hash(STAGE, "plan.parquet"))
     with_retries(client.log_artifact, parent_run_id, str(store.path(STAGE, "plan.parquet")), "labels")
-    n_rows = len(plan.rows) - n_prefilled if n_prefilled else len(plan.rows)
+    n_rows = len(plan.rows) - n_prefilled
     run_logger().info("labels: label the %d rows in %s%s, then rerun with --target-labels file:%s", n_rows, csv,
                       f" ({n_prefilled} labeled before are filled in)" if n_prefilled else "", csv)
     return {"status": "awaiting_labels", "csv": str(csv), "parquet": str(store.path(STAGE, "to_label.parquet")),
@@ -268,15 +282,9 @@ def continue_plan(store: StageStore, earlier: dict[str, Any], *, budget: int, se
                                f"--label-budget {plan0.budget} and the filled file")
     _, base, params, inputs = _keys(store, budget, seed)
     params = params | {"continues": earlier["key"], "labels_sha256": digest}
-    tgt = store.read_table("ingest", "target_rows").set_index(ROW).loc[plan.rows].reset_index()
-    tgt[label] = pd.Series([classes[lab[r]] if r in lab else None for r in plan.rows], dtype=object)
-    extra = {"disagreement": plan.details["disagreement"].tolist(), "round_info": plan.details["round_info"],
-             "budget": plan.budget, "n_target": plan.n_target, "learners": plan.learners, "base_key": base,
-             "label": label, "continued_from": earlier.get("run_id"), "n_prefilled": len(lab)}
-    store.write_stage(STAGE, {"plan": plan.to_frame(), "to_label": tgt}, key=stage_key(STAGE, params, inputs),
-                      params=params, inputs=inputs, extra=extra,
-                      files={"to_label.csv": tgt.to_csv(index=False).encode()})
-    return plan_from_stage(store), len(lab)
+    extra = {"base_key": base, "continued_from": earlier.get("run_id"), "n_prefilled": len(lab)}
+    filled = {r: classes[c] for r, c in lab.items()}
+    return _write_stage(store, plan, label, filled, params, inputs, extra), len(lab)
 
 
 def read_labels(store: StageStore, *, budget: int | None, seed: int, label: str, target_labels: str) -> dict[str, Any]:
