@@ -119,7 +119,7 @@ class RetrainConfig(_Strict):
         "and the run stops there; rerun with target_labels to select with them (fewlabel decides)",
     )
     target_labels: str | None = Field(
-        None, description="file:PATH.csv|.parquet of the filled to_label file: selection runs 'fewlabel' "
+        None, description="file:PATH (.csv, .xlsx or .parquet) of the filled to_label file: selection runs 'fewlabel' "
         "as the deciding selector",
     )
     min_accuracy: float | None = Field(

@@ -6,7 +6,6 @@ same function, so a preflight that passes means ingest will pass. ``read_filled`
 from __future__ import annotations
 
 import hashlib
-import io
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from shiftlib.ingest import (
     check_labels,
     check_tables,
 )
-from tasks.sources import read_table
+from tasks.sources import SourceSpecError, read_table, split_options
 
 ROW, LABEL = "_row", "_label"
 
@@ -191,23 +190,32 @@ def check_label_budget(budget: Any, n_target: int) -> None:
 
 
 def labels_path(spec: str) -> Path:
-    """The path of a filled labels file: ``file:PATH`` or a plain PATH (what the resume form accepts)."""
-    return Path(spec.removeprefix("file:"))
+    """The path of a filled labels file: ``file:PATH`` or a plain PATH (what the resume form accepts), without
+    the reading options a ``file:`` spec may carry (``?sep=;``)."""
+    return Path(split_options(spec.removeprefix("file:"), spec)[0]).expanduser()
 
 
-def read_filled(spec: str, label: str, classes: list[Any], n_target: int) -> tuple[dict[int, int], int, str]:
-    """Labels from a filled ``file:PATH.csv|.parquet``: (row → class code, empty cells skipped, SHA-256)."""
+def read_labels_file(spec: str) -> pd.DataFrame:
+    """The rows of a filled labels file, read as a ``file:`` table is (``tasks.sources``): a to_label.csv that a
+    spreadsheet saved back with ``;``, a BOM or cp1252, as .xlsx, or as Parquet; lines with no cell filled
+    (a spreadsheet's trailing blank rows) are dropped."""
     path = labels_path(spec)
     if not path.exists():
         raise LabelsInputError(f"target labels file {path} does not exist: pass file:PATH of the filled "
-                               "to_label.csv (or a Parquet file with the same columns)")
-    data = path.read_bytes()
+                               "to_label.csv (or a Parquet or .xlsx file with the same columns)")
     try:
-        df = pd.read_parquet(io.BytesIO(data)) if path.suffix == ".parquet" else pd.read_csv(io.BytesIO(data))
-    except (ValueError, OSError, UnicodeDecodeError) as err:  # pandas/pyarrow parse errors are ValueError/OSError
-        kind = "Parquet" if path.suffix == ".parquet" else "CSV"
-        raise LabelsInputError(f"target labels file {path} is not a readable {kind} file ({type(err).__name__}): "
-                               "pass the filled to_label.csv as written, or a Parquet file with its columns") from err
+        df = read_table("file:" + spec.removeprefix("file:")).frame
+    except SourceSpecError as err:
+        raise LabelsInputError(f"target labels {err}") from None  # "file '…' is not …; <the fix>"
+    return df.dropna(how="all")
+
+
+def read_filled(spec: str, label: str, classes: list[Any], n_target: int) -> tuple[dict[int, int], int, str]:
+    """Labels from a filled ``file:PATH`` (:func:`read_labels_file`): (row → class code, empty cells skipped,
+    SHA-256 of the file's bytes)."""
+    path = labels_path(spec)
+    df = read_labels_file(spec)
+    data = path.read_bytes()
     for col in (ROW, label):
         if col not in df.columns:
             raise LabelsInputError(f"{path} has no column {col!r}: keep the columns of to_label.csv ({ROW!r} and "

@@ -45,7 +45,7 @@ from pydantic import Field
 
 from shiftlib.selection import LabelPlan, TargetPredictions, plan_labels
 from tasks.ingest import ROW, ingest_inputs, load_xy
-from tasks.inputs import LabelsInputError, check_label_budget, labels_path, read_filled
+from tasks.inputs import LabelsInputError, check_label_budget, read_filled, read_labels_file
 from tasks.logs import run_logger
 from tasks.store import StageStore, code_version, stage_key, stage_manifests
 from tasks.tracking import log_metrics, with_retries
@@ -57,8 +57,8 @@ class FilledLabels(RunInput):
     """The resume form of a deployment run suspended for labels (Prefect UI, or
     ``resume_flow_run(id, run_input={"target_labels": ...})``): where the filled file is."""
 
-    target_labels: str = Field(description="path of the filled to_label.csv (or a Parquet file with the same "
-                               "columns); 'file:PATH' or a plain PATH readable by the worker")
+    target_labels: str = Field(description="path of the filled to_label.csv (saved as CSV, .xlsx or Parquet "
+                               "with its columns); 'file:PATH' or a plain PATH readable by the worker")
 
 
 def labels_form(csv: str) -> type[FilledLabels]:
@@ -167,9 +167,8 @@ _INPUT_NAMES = {"source": "the source table", "target": "the target batch",
 
 def _file_rows(spec: str, label: str) -> set[int]:
     """The row keys of a labels file with a filled label, read leniently (for diagnosing only)."""
-    path = labels_path(spec)
     try:
-        df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+        df = read_labels_file(spec)
         keys = pd.to_numeric(df[ROW], errors="coerce")
         return set(keys[keys.notna() & df[label].notna()].astype(int).tolist())
     except Exception:  # noqa: BLE001 - a diagnosis must not hide the error it explains

@@ -109,7 +109,7 @@ def read_table(spec: str, *, label: str | None = None) -> LoadedTable:
         raise SourceSpecError(f"cannot read table {spec!r}: {_FORMS}")
     kind, _, rest = spec.partition(":")
     if kind == "file":
-        path_text, opts = _split_options(rest, spec)
+        path_text, opts = split_options(rest, spec)
         return _read_file(Path(path_text).expanduser(), opts, spec)
     if kind == "sklearn":
         import sklearn.datasets as skd
@@ -143,12 +143,12 @@ def with_options(spec: str | None, **options: str | None) -> str | None:
     given = {k: v for k, v in options.items() if v is not None}
     if not spec or not spec.startswith("file:") or not given:
         return spec
-    path_text, opts = _split_options(spec[len("file:"):], spec)
+    path_text, opts = split_options(spec[len("file:"):], spec)
     opts |= given
     return "file:" + path_text + "?" + "&".join(f"{k}={v}" for k, v in opts.items())
 
 
-def _split_options(rest: str, spec: str) -> tuple[str, dict[str, str]]:
+def split_options(rest: str, spec: str) -> tuple[str, dict[str, str]]:
     path_text, q, query = rest.rpartition("?")
     if not q or "=" not in query:
         return rest, {}

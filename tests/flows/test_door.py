@@ -107,7 +107,7 @@ def _case(kind: str, d: Path) -> tuple[list[str], list[str]]:
         return [*args, "--target-labels", f"file:{d / 'filled.csv'}"], ["filled.csv does not exist"]
     if kind == "labels file unreadable":
         (d / "filled.parquet").write_bytes(b"PAR1 not parquet")
-        return [*args, "--target-labels", f"file:{d / 'filled.parquet'}"], ["filled.parquet is not a readable Parquet"]
+        return [*args, "--target-labels", f"file:{d / 'filled.parquet'}"], ["filled.parquet' is not a readable Parquet"]
     if kind == "labels file, unknown class":
         (d / "filled.csv").write_text("_row,target\n0,1\n1,7\n")
         return [*args, "--target-labels", f"file:{d / 'filled.csv'}"], ["label(s) ['7'] never occur in the source"]

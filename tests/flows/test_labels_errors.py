@@ -118,6 +118,27 @@ def test_a_partly_filled_file_is_used_and_counted(planned: tuple[StageStore, Pat
     _refused(_next_run(store, "run-3"), "no label is filled in", target_labels=str(tmp_path / "f.csv"))
 
 
+def test_a_file_saved_back_by_a_spreadsheet_reads_as_the_csv_written(planned: tuple[StageStore, Path],
+                                                                     tmp_path: Path) -> None:
+    """A filled to_label.csv saved by a spreadsheet: ';'-separated with decimal commas and a BOM, with blank
+    trailing lines, or as .xlsx; each gives the labels of the plain CSV (the file: reader's rules)."""
+    store, csv = planned
+    df = _filled(csv, tmp_path / "f.csv", value="b")
+    df.loc[df.index[:4], "y"] = "a"
+    df.to_csv(tmp_path / "f.csv", index=False)
+    want = read_labels(_next_run(store, "run-2"), budget=BUDGET, seed=0, label="y",
+                       target_labels=str(tmp_path / "f.csv"))["labels"]
+    assert sorted(want.values()) == [0] * 4 + [1] * (BUDGET - 4)
+    text = df.to_csv(index=False, sep=";", decimal=",") + ";;;\n;;;\n"
+    assert "," in text
+    (tmp_path / "excel.csv").write_text("\ufeff" + text, encoding="utf-8")
+    df.to_excel(tmp_path / "f.xlsx", index=False)
+    for i, name in enumerate(["excel.csv", "f.xlsx"], 3):
+        got = read_labels(_next_run(store, f"run-{i}"), budget=BUDGET, seed=0, label="y",
+                          target_labels=f"file:{tmp_path / name}")
+        assert got["labels"] == want and got["n_empty"] == 0
+
+
 def test_resuming_with_another_configuration_names_what_differs(planned: tuple[StageStore, Path],
                                                                 tmp_path: Path) -> None:
     store, csv = planned
