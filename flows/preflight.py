@@ -164,6 +164,7 @@ def _preflight(config: RetrainConfig) -> Checked:
                              max_levels=config.max_levels, encode=False, id_column=config.id_column)
     notes += [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
     prepared = inp.prepared
+    notes += list(prepared.notes)  # a target label column not held out, target levels the source lacks
     if config.undersample is not None and len(prepared.classes) != 2:
         raise ConfigError(
             f"undersample={config.undersample!r} corrects two-class models (US eq. 9), but the source has "

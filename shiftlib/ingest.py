@@ -404,7 +404,9 @@ def _code_labels(source: pd.DataFrame, target: pd.DataFrame, label: str, positiv
     if label in target.columns:
         t_lab = target[label]
         if t_lab.isna().any():
-            notes.append(f"target label column {label!r} has missing values; target labels not held out")
+            notes.append(f"the target's label column {label!r} is empty in {int(t_lab.isna().sum())} of {len(t_lab)} "
+                         "rows, so its labels are not used to evaluate the candidates (the labeled rows may not be "
+                         "a random part of the batch); to evaluate, pass a target whose rows all carry a label")
         else:
             unseen = sorted(set(pd.unique(t_lab).tolist()) - set(classes), key=str)
             if unseen:

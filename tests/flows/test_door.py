@@ -206,6 +206,19 @@ def test_learner_short_of_rows_is_dropped_with_a_warning(tmp_path):
     assert preflight(cfg20).config.learners == ["LR", "SVM"]
 
 
+def test_the_preflight_says_what_ingest_notes_about_the_target(tmp_path):
+    """A target whose label column is partly empty (its labels cannot evaluate) and a text level the source
+    never had (it encodes as all zeros) are each said in one line before the run, not only in a manifest."""
+    src, tgt = _frame(), _frame(seed=1).astype({"target": float})
+    tgt.loc[:2, "target"] = np.nan
+    tgt.loc[:4, "cät"] = "ü"
+    cfg = RetrainConfig(source=_write(src, tmp_path / "s.csv"), target=_write(tgt, tmp_path / "t.parquet"),
+                        label="target", learners=["LR"], selection_folds=5)
+    notes = preflight(cfg).notes
+    assert any("label column 'target' is empty in 3 of" in n and "not used to evaluate" in n for n in notes)
+    assert any("column 'cät': target levels ['ü'] not in the source" in n for n in notes)
+
+
 @pytest.mark.slow  # a Prefect API and a fresh MLflow store: ~30-80 s on a loaded 2-core machine
 def test_a_failure_mid_run_leaves_finished_stages_and_a_failed_parent_run(prefect_harness, tmp_path, monkeypatch):
     """The documented rule for a failure after preflight: stages that finished stay (a rerun reuses them), the
