@@ -19,7 +19,9 @@ returns numeric feature matrices with identical columns, integer-coded labels an
   Rows scored later with a missing value where neither table had one are imputed the same way, without
   an indicator (the fitted columns do not change).
 * **Id-like columns** (integer or text, every value distinct in the source and in the target, at
-  least ``min_rows_for_id`` rows) are dropped with a warning: they identify rows, not behaviour.
+  least ``min_rows_for_id`` rows) are dropped with a warning: they identify rows, not behaviour. A column
+  *named* like an identifier whose integer or text codes are mostly but not all distinct is kept, with a
+  warning that names ``drop_columns``.
 * **Date and time columns** (a datetime dtype, as Parquet and SQL sources deliver timestamps) are dropped
   with a warning: a timestamp says when a row was recorded, and a later batch lies outside the training
   table's dates by design, so no learner can extrapolate from it; the numbers a user means by it (month,
@@ -192,6 +194,21 @@ def _is_id_like(s: pd.Series, t: pd.Series | None, min_rows: int) -> bool:
     return t is None or len(t) == 0 or bool(t.is_unique)
 
 
+#: a column name that says "identifier": id, ID, Id alone or as a word (sample_id, ID code, customerID)
+_ID_NAME = re.compile(r"(?:^|[^A-Za-z])(?:id|ID|Id)(?:$|[^A-Za-z])|[a-z](?:ID|Id)$")
+
+
+def _named_like_id(name: Any, s: pd.Series) -> bool:
+    """Not every value distinct (else it is dropped as id-like), but a name that says identifier and mostly
+    distinct integer or text codes (MASS biopsy's sample ``ID`` repeats for re-measured samples): warned of,
+    not dropped, because only the user knows whether the codes carry information."""
+    if not isinstance(name, str) or not _ID_NAME.search(name) or len(s) == 0:
+        return False
+    if not (pd.api.types.is_integer_dtype(s) or _is_text(s)):
+        return False
+    return s.nunique() >= 0.5 * len(s)
+
+
 class _Names:
     """The encoded column names claimed so far; a second claim of a name is refused, naming both owners."""
 
@@ -280,6 +297,11 @@ def plan_encoding(source: pd.DataFrame, target: pd.DataFrame | None = None, *, m
                       UserWarning, stacklevel=3)
     dropped |= ids
     kept = [c for c in cols if c not in dropped]
+    for c in kept:
+        if _named_like_id(c, source[c]):
+            warnings.warn(f"column {c!r} is named like an identifier and holds {source[c].nunique()} distinct "
+                          f"codes in {len(source)} source rows: it is used as a feature; if it is a key, "
+                          f"pass --drop-columns {c} (drop_columns)", UserWarning, stacklevel=3)
     if not kept:
         raise IngestError("no feature columns remain after dropping id-like and date/time columns; add feature columns")
     names = _Names()

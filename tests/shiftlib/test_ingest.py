@@ -91,6 +91,28 @@ def test_id_like_column_is_dropped_with_warning():
     assert out.dropped_columns == {"customer_id": "id-like: every value is distinct"}
 
 
+@pytest.mark.parametrize("name, warned", [("ID", True), ("sample_id", True), ("customerID", True),
+                                           ("valid", False), ("Width", False)])
+def test_a_repeating_code_named_like_an_id_is_kept_with_a_warning(name, warned):
+    """MASS biopsy's sample ``ID`` repeats (re-measured samples), so it is not dropped as id-like; a name that
+    says identifier and mostly distinct integer codes get a warning naming drop_columns, the column stays."""
+    import warnings
+
+    src, tgt = _tables()
+    codes = np.arange(len(src)) * 7 + 1_000_000
+    codes[1] = codes[0]  # 29 distinct of 30: not every value distinct
+    src.insert(0, name, codes)
+    tgt.insert(0, name, codes + 3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = prepare_tables(src, tgt, "y")
+    said = [str(w.message) for w in caught if name in str(w.message)]
+    assert name in out.feature_columns and not out.dropped_columns
+    assert said == ([f"column {name!r} is named like an identifier and holds 29 distinct codes in 30 source rows: "
+                     f"it is used as a feature; if it is a key, pass --drop-columns {name} (drop_columns)"]
+                    if warned else [])
+
+
 def test_target_labels_are_split_off_and_never_features():
     src, tgt = _tables()
     tgt["y"] = np.where(tgt["age"] > 45, "yes", "no")
