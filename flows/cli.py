@@ -327,11 +327,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return evaluate(ns)
     from pydantic import ValidationError
 
+    from flows.stack.procs import sigterm_as_interrupt
     from shiftlib.errors import ShiftflowInputError
 
     debug = debug_enabled(ns)
     try:
-        return _retrain(ns)
+        with sigterm_as_interrupt():  # a stop request ends the run as Ctrl-C does: the temporary API is stopped
+            return _retrain(ns)
     except (ShiftflowInputError, ValidationError) as exc:
         if debug:
             traceback.print_exc()

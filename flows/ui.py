@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,7 +23,13 @@ from typing import Any
 
 from flows.paths import missing_sqlite_store, shiftflow_home
 from flows.stack.http import HOST, port_free
-from flows.stack.procs import ServiceError, process_start_time, process_tree, stop_process
+from flows.stack.procs import (
+    ServiceError,
+    process_start_time,
+    process_tree,
+    sigterm_as_interrupt,
+    stop_process,
+)
 
 __all__ = ["DEFAULT_PORT", "UiServer", "local_store", "main", "running_ui", "ui_command"]
 
@@ -128,16 +133,11 @@ def running_ui(tracking_uri: str | None = None, *, port: int = DEFAULT_PORT, tim
             server.stop()
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
 def serve(tracking_uri: str | None = None, *, port: int = DEFAULT_PORT, timeout_s: float = START_TIMEOUT_S,
           echo: Callable[[str], None] = print) -> int:
     """Run the UI until Ctrl-C or SIGTERM (both stop it cleanly, exit code 0); returns the exit code."""
-    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        with running_ui(tracking_uri, port=port, timeout_s=timeout_s) as ui:
+        with sigterm_as_interrupt(), running_ui(tracking_uri, port=port, timeout_s=timeout_s) as ui:
             echo(f"MLflow UI: {ui.url}  (store {local_store(tracking_uri)}; switch the UI to \"Model training\")")
             echo("Ctrl-C stops it.")
             while ui.proc.poll() is None:
@@ -150,8 +150,6 @@ def serve(tracking_uri: str | None = None, *, port: int = DEFAULT_PORT, timeout_
     except ServiceError as exc:
         echo(f"shiftflow ui: {exc}")
         return 1
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -8,17 +8,39 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_STOP_TIMEOUT_S", "ServiceError", "is_alive", "process_start_time", "process_tree", "stop_process"]
+__all__ = ["DEFAULT_STOP_TIMEOUT_S", "ServiceError", "is_alive", "process_start_time", "process_tree",
+           "sigterm_as_interrupt", "stop_process"]
 
 DEFAULT_STOP_TIMEOUT_S = 20.0
 
 
 class ServiceError(RuntimeError):
     """A service could not be started or stopped; the message names the problem and the fix."""
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM (``kill``, a scheduler's timeout, systemd's stop) raises ``KeyboardInterrupt``
+    in the main thread as Ctrl-C does, so ``finally`` blocks and exit hooks run (the servers this process
+    started are stopped) instead of the process dying on the spot. Outside the main thread it does nothing."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+    except ValueError:  # not the main thread: signals cannot be handled here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _proc_stat(pid: int) -> list[str] | None:

@@ -79,5 +79,7 @@ def start_temporary_api(environ: dict[str, str] | None = None) -> TemporaryAPI |
            "prefect.server.api.server:create_app", "--host", HOST, "--port", str(port), "--log-level", "error",
            "--lifespan", "on"]
     with contextlib.suppress(OSError):
-        return TemporaryAPI(subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL), port)
+        # its own session: Ctrl-C or a group signal reaches the run, which reports its end to this API, then
+        # stops it (atexit); sharing the group, the API died first and the run's last calls failed for minutes
+        return TemporaryAPI(subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, start_new_session=True), port)
     return None

@@ -150,3 +150,41 @@ def test_the_early_api_serves_prefect_and_stops(tmp_path: Path) -> None:
     finally:
         api.stop()
     assert api.process.poll() is not None
+
+
+@pytest.mark.slow  # a CLI run in a subprocess up to its training stage: ~20-40 s
+@pytest.mark.parametrize("how", ["SIGTERM to the run", "SIGINT to its process group"])
+def test_a_stopped_run_stops_its_temporary_api_and_says_so(how: str, tmp_path: Path) -> None:
+    """``kill`` (SIGTERM) or Ctrl-C (SIGINT to the terminal's process group) during a run: the run ends as
+    interrupted (exit 130) and the temporary Prefect API it started is gone. Before, SIGTERM killed the run on
+    the spot and left the API's uvicorn process running; a group signal killed the API first and the run spent
+    minutes retrying it before reporting an internal error."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from flows.stack.http import healthy
+
+    env = dict(os.environ, SHIFTFLOW_HOME=str(tmp_path / "home"))
+    env.pop("PREFECT_API_URL", None)
+    proc = subprocess.Popen([sys.executable, "-m", "flows.cli", "retrain", "--learners", "LR,DT,RF,HGB,SVM"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    lines, url = [], None
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if m := re.search(r"temporary local API at (\S+) ", line):
+            url = m.group(1)
+            break
+    assert url is not None and healthy(f"{url}/health"), "".join(lines)
+    time.sleep(3)  # into the stages
+    if how.startswith("SIGTERM"):
+        proc.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(proc.pid, signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, "".join(lines) + rest
+    assert "shiftflow: interrupted" in rest and "internal error" not in rest
+    assert not healthy(f"{url}/health")  # the API was stopped with the run
