@@ -42,7 +42,7 @@ import pandas as pd
 from shiftlib.errors import ShiftflowInputError
 
 __all__ = ["CheckedTables", "EncodingPlan", "IngestError", "PreparedData", "canonical_column", "check_label_column",
-           "check_labels", "check_tables", "coerce_column", "plan_encoding"]
+           "check_labels", "check_tables", "coerce_column", "plan_encoding", "spelling_hint"]
 
 
 class IngestError(ShiftflowInputError):
@@ -434,10 +434,21 @@ def _code_labels(source: pd.DataFrame, target: pd.DataFrame, label: str, positiv
             if unseen:
                 raise IngestError(
                     f"the target's label column {label!r} has values {unseen} never seen in the source "
-                    f"({classes}); check that both tables use the same label coding"
+                    f"({classes}){spelling_hint(unseen, classes)}; check that both tables use the same label coding"
                 )
             target_y = t_lab.map(code).to_numpy(dtype=np.int64)
     return classes, source_y, target_y, notes
+
+
+def spelling_hint(values: list[Any], classes: list[Any]) -> str:
+    """': they differ from the source's only in case' (or surrounding spaces) when that is all that tells label
+    ``values`` from the source's ``classes``; '' otherwise. For refusals: the labels are not respelled."""
+    def norm(v: Any, f: Any) -> Any:
+        return f(v) if isinstance(v, str) else v
+    for what, f in (("surrounding spaces", str.strip), ("case", lambda v: v.strip().casefold())):
+        if {norm(v, f) for v in values} <= {norm(c, f) for c in classes}:
+            return f": they differ from the source's only in {what}"
+    return ""
 
 
 @dataclass(frozen=True)

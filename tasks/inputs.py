@@ -20,6 +20,7 @@ from shiftlib.ingest import (
     PreparedData,
     check_labels,
     check_tables,
+    spelling_hint,
 )
 from tasks.sources import SourceSpecError, read_table, split_options
 
@@ -235,8 +236,8 @@ def read_filled(spec: str, label: str, classes: list[Any], n_target: int) -> tup
     values = values.map(lambda v: v if v in code else (str(int(float(v))) if _is_int(v) else v))
     unknown = sorted(set(values) - set(code))
     if unknown:
-        raise LabelsInputError(f"{path}: label(s) {unknown[:5]} never occur in the source labels {classes}: no "
-                               "candidate can predict them; correct the labels")
+        raise LabelsInputError(f"{path}: label(s) {unknown[:5]} never occur in the source labels {classes}"
+                               f"{spelling_hint(unknown, classes)}: no candidate can predict them; correct the labels")
     if not filled.any():
         raise LabelsInputError(f"{path}: no label is filled in ({len(df)} rows, column {label!r} empty): fill in "
                                "at least one label")

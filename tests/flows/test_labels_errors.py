@@ -94,7 +94,10 @@ def test_class_never_seen_in_the_source_is_refused(planned: tuple[StageStore, Pa
     store, csv = planned
     _filled(csv, tmp_path / "f.csv", value="maybe")
     msg = _refused(_next_run(store, "run-2"), "never occur in the source", target_labels=f"file:{tmp_path / 'f.csv'}")
-    assert "['a', 'b']" in msg
+    assert "['a', 'b']" in msg and "differ" not in msg
+    _filled(csv, tmp_path / "f.csv", value="B")  # typed by hand: only the case differs from the source's 'b'
+    msg = _refused(_next_run(store, "run-3"), "never occur in the source", target_labels=f"file:{tmp_path / 'f.csv'}")
+    assert "['B'] never occur in the source labels ['a', 'b']: they differ from the source's only in case" in msg
 
 
 @pytest.mark.parametrize("budget", [0, -3, N + 1])

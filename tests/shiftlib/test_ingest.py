@@ -121,11 +121,18 @@ def test_target_labels_are_split_off_and_never_features():
     np.testing.assert_array_equal(out.target_y, (tgt["y"] == "yes").astype(int))
 
 
-def test_target_label_unseen_in_source_is_refused():
+@pytest.mark.parametrize("respell, hint", [(lambda v: v, ""), (lambda v: v + " ", "only in surrounding spaces"),
+                                           (str.upper, "only in case"), (lambda v: f" {v.title()}", "only in case")])
+def test_target_label_unseen_in_source_is_refused(respell, hint):
+    """Refused, not respelled; when only spaces or case tell the values from the source's ('no'/'yes'), it says so."""
     src, tgt = _tables()
-    tgt["y"] = "maybe"
-    with pytest.raises(IngestError, match="never seen in the source"):
+    tgt["y"] = [respell(v) for v in np.where(tgt["age"] > 45, "yes", "no")]
+    if not hint:
+        tgt.loc[0, "y"] = "maybe"
+    with pytest.raises(IngestError, match="never seen in the source") as err:
         prepare_tables(src, tgt, "y")
+    msg = str(err.value)
+    assert (f"they differ from the source's {hint}" in msg) if hint else ("they differ" not in msg)
 
 
 # regressions found by tests/shiftlib/test_ingest_fuzz.py (issue 17)
