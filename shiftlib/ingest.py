@@ -167,11 +167,22 @@ def _check_same_columns(s_cols: list[Any], t_cols: list[Any]) -> None:
         )
 
 
+#: cell values that hold several values: Parquet list, map and struct columns arrive as these
+_NESTED = (list, tuple, dict, set, frozenset, np.ndarray)
+
+
 def _coerce(s: pd.Series, column: Any, which: str) -> pd.Series:
-    """Refuse complex numbers; read integers beyond int64 as numbers."""
+    """Refuse complex numbers and nested cells (lists, structs); read integers beyond int64 as numbers."""
     if pd.api.types.is_complex_dtype(s):
         raise IngestError(f"column {column!r} holds complex numbers in the {which}; split it into real "
                           "columns (e.g. real and imaginary parts) or drop it")
+    # infer_dtype (C speed) says 'mixed' for any object column holding non-scalars; only then look at the cells
+    if s.dtype == object and pd.api.types.infer_dtype(s, skipna=True) == "mixed":
+        nested = s[s.map(lambda v: isinstance(v, _NESTED))]
+        if len(nested):
+            raise IngestError(f"column {column!r} holds nested values ({type(nested.iloc[0]).__name__}, e.g. "
+                              f"{str(nested.iloc[0])[:40]}) in the {which}: a learner takes one number or level per "
+                              f"cell; flatten it into columns, or drop it (--drop-columns {column})")
     return _object_ints_as_float(s)
 
 

@@ -38,7 +38,11 @@ def frame_hash(df: pd.DataFrame) -> str:
     """Content hash of a raw table (values, column names and dtypes)."""
     h = hashlib.sha256()
     h.update(repr([(str(c), str(t)) for c, t in df.dtypes.items()]).encode())
-    h.update(pd.util.hash_pandas_object(df, index=False).to_numpy().tobytes())
+    try:
+        values = pd.util.hash_pandas_object(df, index=False)
+    except TypeError:  # unhashable cells (Parquet lists, structs) in a column drop_columns removes: hash their text
+        values = pd.util.hash_pandas_object(df.apply(lambda c: c.map(repr) if c.dtype == object else c), index=False)
+    h.update(values.to_numpy().tobytes())
     return h.hexdigest()
 
 

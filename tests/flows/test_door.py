@@ -61,6 +61,11 @@ def _case(kind: str, d: Path) -> tuple[list[str], list[str]]:
         (d / "dup.csv").write_text("mean radius,mean radius,target\n1,2,0\n3,4,1\n")
         return ["--source", f"file:{d / 'dup.csv'}", "--target", t, "--label", "target"], \
             ["duplicate column names ['mean radius']"]
+    if kind == "nested parquet column":  # a Parquet list column arrives as numpy arrays in its cells
+        _write(tgt.assign(tags=[[1, 2]] * len(tgt)), d / "nested.parquet")
+        return ["--source", _write(src.assign(tags=[[3]] * len(src)), d / "nested_s.parquet"),
+                "--target", f"file:{d / 'nested.parquet'}", "--label", "target"], \
+            ["column 'tags' holds nested values (ndarray", "--drop-columns tags"]
     if kind == "misspelt config key":
         (d / "run.json").write_text(json.dumps({"learnerz": ["LR"]}))
         return [*args, "--config", str(d / "run.json")], ["unknown key 'learnerz'", "did you mean 'learners'"]
@@ -119,6 +124,7 @@ def _case(kind: str, d: Path) -> tuple[list[str], list[str]]:
 
 
 CATALOGUE = ["missing file", "empty file", "truncated parquet", "latin-1 csv", "semicolon csv", "duplicate columns",
+             "nested parquet column",
              "misspelt config key", "2-row table", "12-row table, SVM", "label missing", "one class", "NaN labels",
              "too many levels", "all-NaN column", "inf", "columns differ", "unknown learner", "bad bias JSON",
              "unknown bias mechanism", "label budget beyond the batch",

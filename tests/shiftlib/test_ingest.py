@@ -113,6 +113,18 @@ def test_a_repeating_code_named_like_an_id_is_kept_with_a_warning(name, warned):
                     if warned else [])
 
 
+@pytest.mark.parametrize("cell", [[1, 2], np.array([1, 2]), {"a": 1}, (1, 2)])
+def test_nested_cells_are_refused_by_name(cell):
+    """Parquet list / struct columns arrive as arrays or dicts in object cells: refused, naming the column and
+    drop_columns (before, pandas' 'unhashable type' escaped as an internal error)."""
+    src, tgt = _tables()
+    src["tags"] = pd.Series([cell] * len(src), dtype=object)
+    tgt["tags"] = "x"
+    with pytest.raises(IngestError, match=f"column 'tags' holds nested values \\({type(cell).__name__}.*"
+                                          "--drop-columns tags"):
+        prepare_tables(src, tgt, "y")
+
+
 def test_target_labels_are_split_off_and_never_features():
     src, tgt = _tables()
     tgt["y"] = np.where(tgt["age"] > 45, "yes", "no")

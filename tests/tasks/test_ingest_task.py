@@ -230,3 +230,16 @@ def test_target_column_names_to_label_csv_cannot_write_are_refused_at_the_door()
         s = src.rename(columns=dict(zip(tgt.columns, t.columns, strict=True)))
         with pytest.raises(IngestError, match=re.escape(needle)):
             prepare_inputs(s, t, "y", encode=False)  # the preflight's call: refused before any server starts
+
+
+def test_frame_hash_reads_nested_cells_by_their_text():
+    """A raw table may still hold a Parquet list column that drop_columns removes later: its hash is that of the
+    cells' text (pandas cannot hash arrays), equal for equal tables and different when a list changes."""
+    from tasks.ingest import frame_hash
+
+    def table(last: int) -> pd.DataFrame:
+        return pd.DataFrame({"x": [1.0, 2.0], "tags": pd.Series([np.array([1, 2]), np.array([3, last])], dtype=object)})
+
+    assert frame_hash(table(4)) == frame_hash(table(4)) != frame_hash(table(5))
+    plain = pd.DataFrame({"x": [1.0, 2.0], "t": ["a", "b"]})
+    assert frame_hash(plain) == frame_hash(plain.copy())
