@@ -128,7 +128,7 @@ class RetrainConfig(_Strict):
         "the parent run is tagged shiftflow.alert=accuracy and the champion alias is not moved",
     )
     cv_folds: int = Field(5, ge=2, le=20, description="folds of the source cross-validation metrics")
-    seed: int = Field(0, description="the one seed every random step derives from")
+    seed: int = Field(0, ge=0, description="the one seed every random step derives from (a whole number ≥ 0)")
     run_root: str | None = Field(None, description="where stage Parquet files go (default: $SHIFTFLOW_HOME/runs "
                                  "when SHIFTFLOW_HOME is set, else data/runs of the checkout; flows/paths.py)")
     tracking_uri: str | None = Field(
@@ -150,6 +150,12 @@ class RetrainConfig(_Strict):
         if self.selector not in self.selectors:
             raise ValueError(f"selector {self.selector!r} must be one of selectors {self.selectors}")
         return self
+
+    @field_validator("learners", "selectors", "drop_columns", mode="before")
+    @classmethod
+    def _comma_list(cls, v: Any) -> Any:
+        """A list field given as one string in a config file (``learners: LR,RF``) reads as the CLI reads it."""
+        return [x.strip() for x in v.split(",") if x.strip()] if isinstance(v, str) else v
 
     @field_validator("learners")
     @classmethod

@@ -73,6 +73,18 @@ def test_config_file_json_or_yaml_and_flags_win(tmp_path: Path) -> None:
     (tmp_path / "list.yml").write_text("- LR\n")
     with pytest.raises(ConfigError, match="must hold one mapping of RetrainConfig fields, not a list"):
         _config("--config", str(tmp_path / "list.yml"))
+    # a list field written as the CLI takes it, one comma-separated string, reads as the flag does
+    (tmp_path / "commas.yaml").write_text("learners: LR, NB\nselectors: scv\ndrop_columns: a,b\n")
+    cfg = _config("--config", str(tmp_path / "commas.yaml"))
+    assert (cfg.learners, cfg.selectors, cfg.drop_columns) == (["LR", "NB"], ["scv"], ["a", "b"])
+
+
+def test_a_negative_seed_is_refused_at_the_door() -> None:
+    # numpy's generators take seeds >= 0; -1 passed the door and failed in the drift stage as an internal error
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="seed\n  Input should be greater than or equal to 0"):
+        RetrainConfig(seed=-1)
 
 
 def test_sql_password_leaves_the_flow_parameters(monkeypatch: pytest.MonkeyPatch) -> None:
