@@ -307,7 +307,8 @@ def one_line(exc: BaseException) -> str:
         from flows.preflight import config_error_sentence
 
         return config_error_sentence(exc)
-    return " ".join(str(exc).split()) or type(exc).__name__
+    # lines joined, spaces inside a line kept: a message may quote a value whose spaces are the point ('yes  ')
+    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -417,6 +418,10 @@ def ui_command(tracking_uri: str) -> str:
     return cmd if tracking_uri == local_store() else f"{cmd} --tracking-uri {tracking_uri}"
 
 
+#: an interval at least this wide says little about the served model's accuracy; the report says so
+WIDE_INTERVAL = 0.5
+
+
 def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: str | None = None) -> list[str]:
     """The closing report: what was chosen and decided, the drift verdict, the estimate, where things are."""
     sel, champ, drift = summary["selection"], summary["champion"], summary.get("drift") or {}
@@ -441,6 +446,13 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
         alert = "  ALERT: below min_accuracy, champion alias held" if est.get("alert") else ""
         out.append(f"  estimated accuracy: {est['accuracy']:.3f} [{est['ci_low']:.3f}, {est['ci_high']:.3f}] "
                    f"({est['method']}, {est['confidence']:.0%} interval){alert}")
+        if est["ci_high"] - est["ci_low"] >= WIDE_INTERVAL:
+            out.append("                     a wide interval: the label-free estimators disagree on this shift; "
+                       "label a few target rows (--label-budget 50) to know more")
+        measured = {r["learner"]: r["target_accuracy"] for r in summary.get("target_scores") or []}
+        if est.get("candidate") in measured:
+            out.append(f"  measured accuracy:  {measured[est['candidate']]:.3f} on the target's own labels (held out: "
+                       "no stage but evaluation read them)")
     if skipped := summary.get("skipped_candidates"):
         out.append(f"  skipped:           {', '.join(skipped)} (could not be fitted here; why: the log, and the "
                    "MLflow tag shiftflow.skipped_candidates)")

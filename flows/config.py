@@ -128,7 +128,8 @@ class RetrainConfig(_Strict):
         "the parent run is tagged shiftflow.alert=accuracy and the champion alias is not moved",
     )
     cv_folds: int = Field(5, ge=2, le=20, description="folds of the source cross-validation metrics")
-    seed: int = Field(0, ge=0, description="the one seed every random step derives from (a whole number ≥ 0)")
+    seed: int = Field(0, ge=0, le=2**32 - 1,
+                      description="the one seed every random step derives from (0 … 2³² − 1, as numpy takes it)")
     run_root: str | None = Field(None, description="where stage Parquet files go (default: $SHIFTFLOW_HOME/runs "
                                  "when SHIFTFLOW_HOME is set, else data/runs of the checkout; flows/paths.py)")
     tracking_uri: str | None = Field(

@@ -324,7 +324,7 @@ def plan_encoding(source: pd.DataFrame, target: pd.DataFrame | None = None, *, m
         if kinds[c] == "numeric":
             sv = _numbers(s, c, "source")
             if np.isnan(sv).all():
-                raise IngestError(f"column {c!r} is empty (all missing) in the source; drop it")
+                raise IngestError(f"column {c!r} is empty (all missing) in the source; drop it (--drop-columns {c})")
             tv = None if t is None else _numbers(t, c, "target")
             if np.isnan(sv).any() or (tv is not None and np.isnan(tv).any()):
                 imputed[c] = float(np.nanmedian(sv))
@@ -412,12 +412,28 @@ def check_labels(source: pd.DataFrame, label: str) -> list[Any]:
             "example with pandas.cut) and pass that column as the label"
         )
     classes = sorted(pd.unique(y_raw).tolist(), key=lambda v: (str(type(v)), v))
+    _one_spelling(classes, label)
     if len(classes) < 2:
         raise IngestError(
             f"the source has only one class ({classes[0]!r}) in {label!r}; a classifier needs at least "
             "2 classes — add rows of the other class"
         )
     return classes
+
+
+def _one_spelling(classes: list[Any], label: str) -> None:
+    """Refuse text labels that spell one class several ways ('yes' and 'yes ', 'Yes' and 'yes'): each spelling
+    would become a class of its own, and the models would be trained and scored on the split classes."""
+    groups: dict[str, list[str]] = {}
+    for c in classes:
+        if isinstance(c, str):
+            groups.setdefault(c.strip().casefold(), []).append(c)
+    split = [g for g in groups.values() if len(g) > 1]
+    if split:
+        shown = "; ".join(" and ".join(repr(v) for v in g) for g in split[:3])
+        what = "surrounding spaces" if all(len({v.strip() for v in g}) == 1 for g in split) else "case or spaces"
+        raise IngestError(f"label column {label!r} spells a class in several ways in the source ({shown}: they differ "
+                          f"only in {what}); give each class one spelling in the table")
 
 
 def _code_labels(source: pd.DataFrame, target: pd.DataFrame, label: str, positive_label: Any

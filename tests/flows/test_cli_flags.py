@@ -79,12 +79,15 @@ def test_config_file_json_or_yaml_and_flags_win(tmp_path: Path) -> None:
     assert (cfg.learners, cfg.selectors, cfg.drop_columns) == (["LR", "NB"], ["scv"], ["a", "b"])
 
 
-def test_a_negative_seed_is_refused_at_the_door() -> None:
-    # numpy's generators take seeds >= 0; -1 passed the door and failed in the drift stage as an internal error
+def test_a_seed_numpy_cannot_take_is_refused_at_the_door() -> None:
+    # numpy's generators take 0 … 2**32 - 1; -1 and 10**29 passed the door and failed mid-run as internal errors
     from pydantic import ValidationError
 
     with pytest.raises(ValidationError, match="seed\n  Input should be greater than or equal to 0"):
         RetrainConfig(seed=-1)
+    with pytest.raises(ValidationError, match="seed\n  Input should be less than or equal to 4294967295"):
+        RetrainConfig(seed=10**29)
+    assert RetrainConfig(seed=2**32 - 1).seed == 4294967295
 
 
 def test_sql_password_leaves_the_flow_parameters(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -130,6 +133,14 @@ def test_closing_report_says_what_happened(monkeypatch: pytest.MonkeyPatch, tmp_
     assert Path(cmd.split()[0]).is_absolute() and Path(cmd.split()[0]).exists() and cmd.endswith(" ui")
     assert ui_command("sqlite:////elsewhere/m.db").endswith("ui --tracking-uri sqlite:////elsewhere/m.db")
     assert ui_command("http://127.0.0.1:5000") == "open http://127.0.0.1:5000"
+    assert "a wide interval" not in text and "measured accuracy" not in text  # 0.1 wide; no held-out labels
+    # the served model's held-out target accuracy when the target carried labels; an interval >= 0.5 wide is named
+    wide = SUMMARY | {"tracking_uri": default, "target_scores": [{"learner": "NB", "target_accuracy": 0.5},
+                                                                 {"learner": "LR+kmm", "target_accuracy": 0.6125}],
+                      "estimate": SUMMARY["estimate"] | {"candidate": "LR+kmm", "ci_low": 0.25, "ci_high": 0.75}}
+    text_w = "\n".join(report_lines(wide))
+    assert "measured accuracy:  0.613 on the target's own labels" in text_w
+    assert "a wide interval: the label-free estimators disagree" in text_w
 
 
 def test_the_temporary_api_is_started_early_only_without_a_server(monkeypatch: pytest.MonkeyPatch) -> None:

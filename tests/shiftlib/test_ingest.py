@@ -133,6 +133,16 @@ def test_target_labels_are_split_off_and_never_features():
     np.testing.assert_array_equal(out.target_y, (tgt["y"] == "yes").astype(int))
 
 
+@pytest.mark.parametrize("respell, what", [(lambda v: v + " ", "only in surrounding spaces"),
+                                           (str.upper, "only in case or spaces")])
+def test_source_labels_spelling_one_class_two_ways_are_refused(respell, what):
+    """A third of the source labels 'yes ' beside 'yes' made four classes and a four-class model, silently."""
+    src, tgt = _tables()
+    src.loc[src.index[::3], "y"] = [respell(v) for v in src.loc[src.index[::3], "y"]]
+    with pytest.raises(IngestError, match=f"spells a class in several ways in the source .*{what}"):
+        prepare_tables(src, tgt, "y")
+
+
 @pytest.mark.parametrize("respell, hint", [(lambda v: v, ""), (lambda v: v + " ", "only in surrounding spaces"),
                                            (str.upper, "only in case"), (lambda v: f" {v.title()}", "only in case")])
 def test_target_label_unseen_in_source_is_refused(respell, hint):
