@@ -119,6 +119,11 @@ def train_learner(
         if isinstance(err, WeightlessClassError) and err.classes is not None:  # name the user's classes
             labels = store.manifest("ingest")["extra"]["classes"]
             why = WeightlessClassError.describe([labels[int(c)] for c in err.classes])
+        elif w is not None:  # the usual cause: weights that rest on few rows (a learner's inner folds need more)
+            on = np.asarray(w) > 0
+            fewest = int(np.bincount(np.asarray(y_s)[on], minlength=int(np.max(y_s)) + 1).min())
+            why += (f" (the {weighting} weights are positive on {int(on.sum())} of {len(on)} source rows, {fewest} "
+                    "of them in the smallest class)")
         log.warning("training %s: skipped, it cannot be fitted here: %s", name, why)
         return {"name": name, "learner": learner, "weighting": weighting or "none", "skipped": why,
                 "reused": False}

@@ -118,3 +118,16 @@ def test_a_candidate_that_cannot_be_fitted_is_skipped_and_named(trained, tmp_pat
     assert set(store.read_table("training", "learners")["learner"]) == {"NB"}
     with pytest.raises(ValueError, match="no candidate learner could be fitted.*NB\\+kmm"):
         collect_training.fn(store, [bad], 0, 3)
+    # weights on 3 rows of one class and 30 of the other: SVM's inner 5-fold calibration cannot be fitted, and the
+    # reason says what the weights rest on (counted here from w), not only scikit-learn's sentence
+    w = np.zeros(len(y_s))
+    w[np.flatnonzero(y_s == y_s.max())[:3]] = 1.0
+    w[np.flatnonzero(y_s != y_s.max())[:30]] = 1.0
+    store3 = StageStore(tmp_path / "runs", "r3")
+    for stage in (PREPROCESSOR_STAGE, "ingest"):
+        shutil.copytree(store0.stage_dir(stage), store3.stage_dir(stage))
+    store3.write_stage("weights", {"weights": pd.DataFrame({"_row": np.arange(len(y_s)), "kmm": w})},
+                       key="test", params={}, inputs={})
+    few = train_learner.fn(store3, "SVM", "kmm", **kw)
+    assert few["skipped"].endswith(f"(the kmm weights are positive on 33 of {len(y_s)} source rows, 3 of them in "
+                                   "the smallest class)")
