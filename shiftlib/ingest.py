@@ -452,7 +452,10 @@ def _code_labels(source: pd.DataFrame, target: pd.DataFrame, label: str, positiv
     notes: list[str] = []
     if label in target.columns:
         t_lab = target[label]
-        if t_lab.isna().any():
+        if t_lab.isna().all():
+            notes.append(f"the target's label column {label!r} is empty: the candidates are not evaluated on the "
+                         "target (a batch without labels; drop the column to silence this)")
+        elif t_lab.isna().any():
             notes.append(f"the target's label column {label!r} is empty in {int(t_lab.isna().sum())} of {len(t_lab)} "
                          "rows, so its labels are not used to evaluate the candidates (the labeled rows may not be "
                          "a random part of the batch); to evaluate, pass a target whose rows all carry a label")

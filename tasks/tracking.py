@@ -23,6 +23,10 @@ from tasks.locks import store_lock
 from tasks.sources import mask_secrets
 
 SHIFTLIB_DIR = str(Path(__file__).resolve().parent.parent / "shiftlib")
+# MLflow's hint on integer columns in an inferred schema is for a person writing a model by hand: the served
+# pipelines impute missing values themselves. Filtered for the process, by its text: ``catch_warnings`` around
+# each log call is not thread-safe (training logs from a thread pool), and the hint leaked into runs' output.
+warnings.filterwarnings("ignore", message="Hint: Inferred schema contains integer column", category=UserWarning)
 
 
 def pip_requirements() -> list[str]:

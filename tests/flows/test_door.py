@@ -223,6 +223,10 @@ def test_the_preflight_says_what_ingest_notes_about_the_target(tmp_path):
     notes = preflight(cfg).notes
     assert any("label column 'target' is empty in 3 of" in n and "not used to evaluate" in n for n in notes)
     assert any("column 'cät': target levels ['ü'] not in the source" in n for n in notes)
+    tgt["target"] = np.nan  # a label column with no label at all: no talk of which rows are labeled
+    cfg = cfg.model_copy(update={"target": _write(tgt, tmp_path / "t2.parquet")})
+    assert any(n.startswith("the target's label column 'target' is empty: the candidates are not evaluated")
+               for n in preflight(cfg).notes)
 
 
 @pytest.mark.slow  # a Prefect API and a fresh MLflow store: ~30-80 s on a loaded 2-core machine
