@@ -453,6 +453,10 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
         if est.get("candidate") in measured:
             out.append(f"  measured accuracy:  {measured[est['candidate']]:.3f} on the target's own labels (held out: "
                        "no stage but evaluation read them)")
+    classes, predicted = summary.get("classes") or [], (summary.get("predicted_classes") or {}).get(sel["chosen"])
+    if predicted is not None and len(predicted) == 1 and len(classes) > 1 and not summary.get("recalibration"):
+        out.append(f"  note:              {sel['chosen']} predicts {classes[predicted[0]]!r} for every target row: "
+                   "its accuracy is that class's share (a rare class is never found; see --undersample)")
     if skipped := summary.get("skipped_candidates"):
         out.append(f"  skipped:           {', '.join(skipped)} (could not be fitted here; why: the log, and the "
                    "MLflow tag shiftflow.skipped_candidates)")

@@ -174,7 +174,8 @@ def collect_training(store: StageStore, results: list[dict[str, Any]], seed: int
     inputs = {r["name"]: store.file_hash(f"training_parts/{r['name']}", "predictions.parquet") for r in results}
     extra = {"models": {r["name"]: {"run_id": r["run_id"], "model_run_id": r["model_run_id"],
                                     "model_uri": r["model_uri"], "cv": r["cv"], "learner": r["learner"],
-                                    "weighting": r["weighting"], "reused": r["reused"]}
+                                    "weighting": r["weighting"], "reused": r["reused"],
+                                    "predicted_classes": sorted(int(c) for c in pd.unique(r["predictions"]["predicted"]))}
                         for r in results}, "skipped": skipped}
     return store.write_stage(STAGE, {"predictions": preds, "learners": table},
                              key=stage_key(STAGE, params, inputs), params=params, inputs=inputs, extra=extra)
