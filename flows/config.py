@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import difflib
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from shiftlib.budget import SELECTION_ROWS
 
@@ -154,9 +154,14 @@ class RetrainConfig(_Strict):
 
     @field_validator("learners", "selectors", "drop_columns", mode="before")
     @classmethod
-    def _comma_list(cls, v: Any) -> Any:
-        """A list field given as one string in a config file (``learners: LR,RF``) reads as the CLI reads it."""
-        return [x.strip() for x in v.split(",") if x.strip()] if isinstance(v, str) else v
+    def _comma_list(cls, v: Any, info: ValidationInfo) -> Any:
+        """A list field given as one string in a config file (``learners: LR,RF``) reads as the CLI reads it;
+        learner names in any case (``nb,lr``) read as the registry spells them."""
+        v = [x.strip() for x in v.split(",") if x.strip()] if isinstance(v, str) else v
+        if info.field_name == "learners" and isinstance(v, list):
+            names = {n.casefold(): n for n in get_args(LearnerName)}
+            v = [names.get(x.casefold(), x) if isinstance(x, str) else x for x in v]
+        return v
 
     @field_validator("learners")
     @classmethod

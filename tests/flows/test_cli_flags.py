@@ -77,6 +77,7 @@ def test_config_file_json_or_yaml_and_flags_win(tmp_path: Path) -> None:
     (tmp_path / "commas.yaml").write_text("learners: LR, NB\nselectors: scv\ndrop_columns: a,b\n")
     cfg = _config("--config", str(tmp_path / "commas.yaml"))
     assert (cfg.learners, cfg.selectors, cfg.drop_columns) == (["LR", "NB"], ["scv"], ["a", "b"])
+    assert _config("--learners", "nb,knn,cslr-RBF").learners == ["NB", "kNN", "CSLR-rbf"]  # any case
 
 
 def test_a_seed_numpy_cannot_take_is_refused_at_the_door() -> None:
