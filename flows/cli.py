@@ -418,16 +418,12 @@ def ui_command(tracking_uri: str) -> str:
     return cmd if tracking_uri == local_store() else f"{cmd} --tracking-uri {tracking_uri}"
 
 
-#: an interval at least this wide says little about the served model's accuracy; the report says so
-WIDE_INTERVAL = 0.5
-
-
 def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: str | None = None) -> list[str]:
     """The closing report: what was chosen and decided, the drift verdict, the estimate, where things are."""
     sel, champ, drift = summary["selection"], summary["champion"], summary.get("drift") or {}
     est = summary.get("estimate") or {}
     out = [f"  chosen model:      {sel['chosen']} (selector {sel['selector']}, weighting {summary['weighting']})"]
-    from tasks.report import fewlabel_sentence
+    from tasks.report import cautions, fewlabel_sentence
 
     if (sentence := fewlabel_sentence(sel)) is not None:
         out.append(f"  target labels:     {sentence}")
@@ -446,17 +442,11 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
         alert = "  ALERT: below min_accuracy, champion alias held" if est.get("alert") else ""
         out.append(f"  estimated accuracy: {est['accuracy']:.3f} [{est['ci_low']:.3f}, {est['ci_high']:.3f}] "
                    f"({est['method']}, {est['confidence']:.0%} interval){alert}")
-        if est["ci_high"] - est["ci_low"] >= WIDE_INTERVAL:
-            out.append("                     a wide interval: the label-free estimators disagree on this shift; "
-                       "label a few target rows (--label-budget 50) to know more")
         measured = {r["learner"]: r["target_accuracy"] for r in summary.get("target_scores") or []}
         if est.get("candidate") in measured:
             out.append(f"  measured accuracy:  {measured[est['candidate']]:.3f} on the target's own labels (held out: "
                        "no stage but evaluation read them)")
-    classes, predicted = summary.get("classes") or [], (summary.get("predicted_classes") or {}).get(sel["chosen"])
-    if predicted is not None and len(predicted) == 1 and len(classes) > 1 and not summary.get("recalibration"):
-        out.append(f"  note:              {sel['chosen']} predicts {classes[predicted[0]]!r} for every target row: "
-                   "its accuracy is that class's share (a rare class is never found; see --undersample)")
+    out += [f"  note:              {c}" for c in cautions(summary)]
     if skipped := summary.get("skipped_candidates"):
         out.append(f"  skipped:           {', '.join(skipped)} (could not be fitted here; why: the log, and the "
                    "MLflow tag shiftflow.skipped_candidates)")

@@ -7,6 +7,26 @@ from typing import Any
 from shiftlib.selection.fewlabel import OVERCONFIDENT_BELOW
 from tasks.estimation import summary_lines
 
+#: an interval at least this wide says little about the served model's accuracy; the summary says so
+WIDE_INTERVAL = 0.5
+
+
+def cautions(s: dict[str, Any]) -> list[str]:
+    """Sentences the closing report and the run summary add under the estimate: an interval at least
+    ``WIDE_INTERVAL`` wide, and a chosen candidate that predicts one class for every target row (before any
+    recalibration; its accuracy is then that class's share)."""
+    out = []
+    est = s.get("estimate") or {}
+    if est and est["ci_high"] - est["ci_low"] >= WIDE_INTERVAL:
+        out.append("a wide interval: the label-free estimators disagree on this shift; label a few target rows "
+                   "(--label-budget 50) to know more")
+    chosen, classes = s["selection"]["chosen"], s.get("classes") or []
+    predicted = (s.get("predicted_classes") or {}).get(chosen)
+    if predicted is not None and len(predicted) == 1 and len(classes) > 1 and not s.get("recalibration"):
+        out.append(f"{chosen} predicts {classes[predicted[0]]!r} for every target row: its accuracy is that class's "
+                   "share (a rare class is never found; see --undersample)")
+    return out
+
 
 def summary_markdown(s: dict[str, Any], scores: list[dict[str, Any]]) -> str:
     """The run's one-page summary (Prefect artifact): drift, weights, selection table, choice, ids."""
@@ -16,6 +36,7 @@ def summary_markdown(s: dict[str, Any], scores: list[dict[str, Any]]) -> str:
              f"- **choice: {s['selection']['chosen']}** (selector `{s['selection']['selector']}`)",
              *_fewlabel_bullet(s["selection"]),
              *est_bullet,
+             *(f"- **note**: {c}" for c in cautions(s)),
              f"- drift: {'**detected**' if d['drifted'] else 'not detected'} (domain AUC {d['domain_auc']:.3f}, "
              f"MMD p = {d['mmd_pvalue']:.3g}); drifting features: {', '.join(d['drifted_features'][:5]) or 'none'}",
              f"- weighting: {s['weighting']}"]
