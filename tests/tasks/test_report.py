@@ -41,12 +41,12 @@ def test_summary_without_labels_has_no_label_line() -> None:
 
 def test_summary_notes_a_wide_interval_and_a_one_class_choice() -> None:
     sel = {"chosen": "LR", "selector": "scv", "agreement": None}
-    est = {"candidate": "LR", "accuracy": 0.6, "ci_low": 0.2, "ci_high": 0.7, "method": "median", "confidence": 0.95,
+    est = {"candidate": "LR", "accuracy": 0.6, "ci_low": 0.2, "ci_high": 0.75, "method": "median", "confidence": 0.95,
            "alert": False, "min_accuracy": None}
     md = summary_markdown(SUMMARY | {"selection": sel, "estimate": est, "classes": ["no", "yes"],
                                      "predicted_classes": {"LR": [1], "NB": [0, 1]}}, SCORES[2:])
-    assert "- **note**: a wide interval: the label-free estimators disagree on this shift" in md  # 0.5 wide
+    assert "- **note**: a wide interval: the label-free estimators disagree on this shift" in md  # 0.55 wide
     assert "- **note**: LR predicts 'yes' for every target row" in md
-    narrow = summary_markdown(SUMMARY | {"selection": sel, "estimate": est | {"ci_low": 0.21},
+    narrow = summary_markdown(SUMMARY | {"selection": sel, "estimate": est | {"ci_low": 0.3},
                                          "classes": ["no", "yes"], "predicted_classes": {"LR": [0, 1]}}, SCORES[2:])
     assert "**note**" not in narrow
