@@ -26,7 +26,9 @@ SHIFTLIB_DIR = str(Path(__file__).resolve().parent.parent / "shiftlib")
 # MLflow's hint on integer columns in an inferred schema is for a person writing a model by hand: the served
 # pipelines impute missing values themselves. Filtered for the process, by its text: ``catch_warnings`` around
 # each log call is not thread-safe (training logs from a thread pool), and the hint leaked into runs' output.
-warnings.filterwarnings("ignore", message="Hint: Inferred schema contains integer column", category=UserWarning)
+# The same for MLflow's notes on type hints it infers while logging a model (colour codes and all).
+warnings.filterwarnings("ignore", message=r".*Hint: Inferred schema contains integer column", category=UserWarning)
+warnings.filterwarnings("ignore", message=r".*Any type hint is inferred as AnyType", category=UserWarning)
 
 
 def pip_requirements() -> list[str]:
