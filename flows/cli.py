@@ -328,12 +328,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return evaluate(ns)
     from pydantic import ValidationError
 
-    from flows.stack.procs import sigterm_as_interrupt
+    from flows.stack.procs import stop_as_interrupt
     from shiftlib.errors import ShiftflowInputError
 
     debug = debug_enabled(ns)
     try:
-        with sigterm_as_interrupt():  # a stop request ends the run as Ctrl-C does: the temporary API is stopped
+        with stop_as_interrupt():  # a stop request ends the run as Ctrl-C does: the temporary API is stopped
             return _retrain(ns)
     except (ShiftflowInputError, ValidationError) as exc:
         if debug:

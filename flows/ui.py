@@ -27,7 +27,7 @@ from flows.stack.procs import (
     ServiceError,
     process_start_time,
     process_tree,
-    sigterm_as_interrupt,
+    stop_as_interrupt,
     stop_process,
 )
 
@@ -137,7 +137,7 @@ def serve(tracking_uri: str | None = None, *, port: int = DEFAULT_PORT, timeout_
           echo: Callable[[str], None] = print) -> int:
     """Run the UI until Ctrl-C or SIGTERM (both stop it cleanly, exit code 0); returns the exit code."""
     try:
-        with sigterm_as_interrupt(), running_ui(tracking_uri, port=port, timeout_s=timeout_s) as ui:
+        with stop_as_interrupt(), running_ui(tracking_uri, port=port, timeout_s=timeout_s) as ui:
             echo(f"MLflow UI: {ui.url}  (store {local_store(tracking_uri)}; switch the UI to \"Model training\")")
             echo("Ctrl-C stops it.")
             while ui.proc.poll() is None:

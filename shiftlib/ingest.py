@@ -176,8 +176,8 @@ def _coerce(s: pd.Series, column: Any, which: str) -> pd.Series:
     if pd.api.types.is_complex_dtype(s):
         raise IngestError(f"column {column!r} holds complex numbers in the {which}; split it into real "
                           "columns (e.g. real and imaginary parts) or drop it")
-    # infer_dtype (C speed) says 'mixed' for any object column holding non-scalars; only then look at the cells
-    if s.dtype == object and pd.api.types.infer_dtype(s, skipna=True) == "mixed":
+    # infer_dtype (C speed) says 'mixed…' for any object column holding non-scalars; only then look at the cells
+    if s.dtype == object and pd.api.types.infer_dtype(s, skipna=True).startswith("mixed"):
         nested = s[s.map(lambda v: isinstance(v, _NESTED))]
         if len(nested):
             raise IngestError(f"column {column!r} holds nested values ({type(nested.iloc[0]).__name__}, e.g. "
@@ -454,7 +454,7 @@ def _code_labels(source: pd.DataFrame, target: pd.DataFrame, label: str, positiv
         t_lab = target[label]
         if t_lab.isna().all():
             notes.append(f"the target's label column {label!r} is empty: the candidates are not evaluated on the "
-                         "target (a batch without labels; drop the column to silence this)")
+                         "target (a batch without labels; remove the column from the target table to silence this)")
         elif t_lab.isna().any():
             notes.append(f"the target's label column {label!r} is empty in {int(t_lab.isna().sum())} of {len(t_lab)} "
                          "rows, so its labels are not used to evaluate the candidates (the labeled rows may not be "

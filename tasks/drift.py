@@ -55,7 +55,7 @@ def drift(store: StageStore, *, seed: int, alpha: float, tracking_uri: str, pare
     else:
         X_s, _, X_t = load_xy(store)
         i_s = subsample(len(X_s), rows, random_state=seed)
-        i_t = subsample(len(X_t), rows, random_state=seed + 1)
+        i_t = subsample(len(X_t), rows, random_state=(seed + 1) % 2**32)  # numpy/sklearn seeds stop at 2**32 - 1
         report: DriftReport = detect_drift(X_s.iloc[i_s], X_t.iloc[i_t], alpha=alpha, random_state=seed)
         summary = report.to_dict()
         summary["rows_tested"] = {"source": len(i_s), "target": len(i_t)}

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["DEFAULT_STOP_TIMEOUT_S", "ServiceError", "is_alive", "process_start_time", "process_tree",
-           "sigterm_as_interrupt", "stop_process"]
+           "stop_as_interrupt", "stop_process"]
 
 DEFAULT_STOP_TIMEOUT_S = 20.0
 
@@ -27,20 +27,27 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+#: the stop requests a run turns into KeyboardInterrupt: SIGTERM (kill, a scheduler's timeout, systemd's stop)
+#: and SIGHUP (the terminal or ssh session closed)
+STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
 @contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block, SIGTERM (``kill``, a scheduler's timeout, systemd's stop) raises ``KeyboardInterrupt``
-    in the main thread as Ctrl-C does, so ``finally`` blocks and exit hooks run (the servers this process
-    started are stopped) instead of the process dying on the spot. Outside the main thread it does nothing."""
+def stop_as_interrupt() -> Iterator[None]:
+    """Within the block, a stop request (``STOP_SIGNALS``) raises ``KeyboardInterrupt`` in the main thread as
+    Ctrl-C does, so ``finally`` blocks and exit hooks run (the servers this process started are stopped)
+    instead of the process dying on the spot. The previous handlers come back after the block. Outside the
+    main thread it does nothing."""
     try:
-        previous = signal.signal(signal.SIGTERM, _interrupt)
+        previous = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS}
     except ValueError:  # not the main thread: signals cannot be handled here
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def _proc_stat(pid: int) -> list[str] | None:

@@ -181,12 +181,12 @@ def test_the_early_api_serves_prefect_and_stops(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # a CLI run in a subprocess up to its training stage: ~20-40 s
-@pytest.mark.parametrize("how", ["SIGTERM to the run", "SIGINT to its process group"])
+@pytest.mark.parametrize("how", ["SIGTERM to the run", "SIGHUP to the run", "SIGINT to its process group"])
 def test_a_stopped_run_stops_its_temporary_api_and_says_so(how: str, tmp_path: Path) -> None:
-    """``kill`` (SIGTERM) or Ctrl-C (SIGINT to the terminal's process group) during a run: the run ends as
-    interrupted (exit 130) and the temporary Prefect API it started is gone. Before, SIGTERM killed the run on
-    the spot and left the API's uvicorn process running; a group signal killed the API first and the run spent
-    minutes retrying it before reporting an internal error."""
+    """``kill`` (SIGTERM), a closed terminal (SIGHUP) or Ctrl-C (SIGINT to the terminal's process group) during a
+    run: the run ends as interrupted (exit 130) and the temporary Prefect API it started is gone. Before, SIGTERM
+    killed the run on the spot and left the API's uvicorn process running; a group signal killed the API first
+    and the run spent minutes retrying it before reporting an internal error."""
     import signal
     import subprocess
     import sys
@@ -208,8 +208,8 @@ def test_a_stopped_run_stops_its_temporary_api_and_says_so(how: str, tmp_path: P
             break
     assert url is not None and healthy(f"{url}/health"), "".join(lines)
     time.sleep(3)  # into the stages
-    if how.startswith("SIGTERM"):
-        proc.send_signal(signal.SIGTERM)
+    if how.endswith("to the run"):  # kill, a scheduler's timeout; a closed terminal or ssh session
+        proc.send_signal(getattr(signal, how.split()[0]))
     else:
         os.killpg(proc.pid, signal.SIGINT)
     rest, _ = proc.communicate(timeout=120)

@@ -126,6 +126,20 @@ RUN_TIMEOUT_S = 600  # a shared, loaded 2-core box: seen ~100 s for one LR+NB ru
 CONFIG = {"learners": ["LR", "NB"], "seed": 3, "cv_folds": 3, "experiment": "services-e2e"}
 
 
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_stop_request_is_an_interrupt_inside_the_block_only(signame: str) -> None:
+    """``stop_as_interrupt``: kill (SIGTERM) or a closed terminal (SIGHUP) raises KeyboardInterrupt in the block,
+    so exit hooks run (the temporary API is stopped); the previous handler is back after it."""
+    from flows.stack.procs import stop_as_interrupt
+
+    sig = getattr(signal, signame)
+    before = signal.getsignal(sig)
+    with pytest.raises(KeyboardInterrupt), stop_as_interrupt():
+        os.kill(os.getpid(), sig)
+        time.sleep(5)  # the handler runs at the next bytecode: never reached
+    assert signal.getsignal(sig) is before
+
+
 @pytest.mark.slow
 def test_up_starts_three_services_and_is_idempotent(stack: dict[str, Any]) -> None:
     record = stack["record"]

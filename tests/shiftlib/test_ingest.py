@@ -119,6 +119,7 @@ def test_nested_cells_are_refused_by_name(cell):
     drop_columns (before, pandas' 'unhashable type' escaped as an internal error)."""
     src, tgt = _tables()
     src["tags"] = pd.Series([cell] * len(src), dtype=object)
+    src.loc[::2, "tags"] = pd.Series([1] * len(src.loc[::2]), index=src.index[::2], dtype=object)  # as JSON Lines mix
     tgt["tags"] = "x"
     with pytest.raises(IngestError, match=f"column 'tags' holds nested values \\({type(cell).__name__}.*"
                                           "--drop-columns tags"):
