@@ -443,7 +443,7 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
         out.append(f"  estimated accuracy: {est['accuracy']:.3f} [{est['ci_low']:.3f}, {est['ci_high']:.3f}] "
                    f"({est['method']}, {est['confidence']:.0%} interval){alert}")
         measured = {r["learner"]: r["target_accuracy"] for r in summary.get("target_scores") or []}
-        if est.get("candidate") in measured:
+        if est.get("candidate") in measured and not summary.get("recalibration"):  # else a refit is served
             out.append(f"  measured accuracy:  {measured[est['candidate']]:.3f} on the target's own labels (held out: "
                        "no stage but evaluation read them)")
     out += [f"  note:              {c}" for c in cautions(summary)]

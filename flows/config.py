@@ -156,12 +156,19 @@ class RetrainConfig(_Strict):
     @classmethod
     def _comma_list(cls, v: Any, info: ValidationInfo) -> Any:
         """A list field given as one string in a config file (``learners: LR,RF``) reads as the CLI reads it;
-        learner names in any case (``nb,lr``) read as the registry spells them."""
+        learner and selector names in any case (``nb,lr``, ``RT``) read as the registries spell them."""
         v = [x.strip() for x in v.split(",") if x.strip()] if isinstance(v, str) else v
         if info.field_name == "learners" and isinstance(v, list):
             names = {n.casefold(): n for n in get_args(LearnerName)}
             v = [names.get(x.casefold(), x) if isinstance(x, str) else x for x in v]
+        if info.field_name == "selectors" and isinstance(v, list):
+            v = [x.lower() if isinstance(x, str) else x for x in v]
         return v
+
+    @field_validator("selector", mode="before")
+    @classmethod
+    def _selector_case(cls, v: Any) -> Any:
+        return v.strip().lower() if isinstance(v, str) else v
 
     @field_validator("learners")
     @classmethod

@@ -421,17 +421,29 @@ def check_labels(source: pd.DataFrame, label: str) -> list[Any]:
     return classes
 
 
+def _spelled(v: Any) -> Any:
+    """A text label as spelling-blind comparison sees it: without surrounding spaces, case folded."""
+    return v.strip().casefold() if isinstance(v, str) else v
+
+
+def _spelling(groups: list[list[str]]) -> str:
+    """How the spellings within each group (one label each) differ: 'case', 'surrounding spaces', both, or ''."""
+    case = any(len({w.strip() for w in g}) > 1 for g in groups)
+    spaces = any(w != w.strip() for g in groups for w in g)
+    return " and ".join(["case"] * case + ["surrounding spaces"] * spaces)
+
+
 def _one_spelling(classes: list[Any], label: str) -> None:
     """Refuse text labels that spell one class several ways ('yes' and 'yes ', 'Yes' and 'yes'): each spelling
     would become a class of its own, and the models would be trained and scored on the split classes."""
     groups: dict[str, list[str]] = {}
     for c in classes:
         if isinstance(c, str):
-            groups.setdefault(c.strip().casefold(), []).append(c)
+            groups.setdefault(_spelled(c), []).append(c)
     split = [g for g in groups.values() if len(g) > 1]
     if split:
         shown = "; ".join(" and ".join(repr(v) for v in g) for g in split[:3])
-        what = "surrounding spaces" if all(len({v.strip() for v in g}) == 1 for g in split) else "case or spaces"
+        what = _spelling(split)
         raise IngestError(f"label column {label!r} spells a class in several ways in the source ({shown}: they differ "
                           f"only in {what}); give each class one spelling in the table")
 
@@ -471,14 +483,13 @@ def _code_labels(source: pd.DataFrame, target: pd.DataFrame, label: str, positiv
 
 
 def spelling_hint(values: list[Any], classes: list[Any]) -> str:
-    """': they differ from the source's only in case' (or surrounding spaces) when that is all that tells label
-    ``values`` from the source's ``classes``; '' otherwise. For refusals: the labels are not respelled."""
-    def norm(v: Any, f: Any) -> Any:
-        return f(v) if isinstance(v, str) else v
-    for what, f in (("surrounding spaces", str.strip), ("case", lambda v: v.strip().casefold())):
-        if {norm(v, f) for v in values} <= {norm(c, f) for c in classes}:
-            return f": they differ from the source's only in {what}"
-    return ""
+    """': they differ from the source's only in case' (or surrounding spaces, or both) when that is all that
+    tells label ``values`` from the source's ``classes``; '' otherwise. For refusals: labels are not respelled."""
+    source = {_spelled(c): c for c in classes}
+    if not values or any(_spelled(v) not in source for v in values):
+        return ""
+    what = _spelling([[v, source[_spelled(v)]] for v in values if isinstance(v, str) and isinstance(source[_spelled(v)], str)])
+    return f": they differ from the source's only in {what}" if what else ""
 
 
 @dataclass(frozen=True)

@@ -34,14 +34,25 @@ PREPROCESSOR_STAGE = "ingest_preprocessor"
 PREPROCESSOR, RAW_EXAMPLE = "preprocessor.pkl", "raw_example.pkl"
 
 
+def _cell_bytes(v: Any) -> Any:
+    """A cell pandas cannot hash (a list, array or dict) as the hex of its pickle; other cells as they are."""
+    try:
+        hash(v)
+        return v
+    except TypeError:
+        return pickle.dumps(v, protocol=4).hex()
+
+
 def frame_hash(df: pd.DataFrame) -> str:
     """Content hash of a raw table (values, column names and dtypes)."""
     h = hashlib.sha256()
     h.update(repr([(str(c), str(t)) for c, t in df.dtypes.items()]).encode())
     try:
         values = pd.util.hash_pandas_object(df, index=False)
-    except TypeError:  # unhashable cells (Parquet lists, structs) in a column drop_columns removes: hash their text
-        values = pd.util.hash_pandas_object(df.apply(lambda c: c.map(repr) if c.dtype == object else c), index=False)
+    except TypeError:  # unhashable cells (Parquet lists, structs) in a column drop_columns removes: their pickled bytes
+        # (repr would shorten a long array, so two tables could share a hash)
+        values = pd.util.hash_pandas_object(df.apply(lambda c: c.map(_cell_bytes) if c.dtype == object else c),
+                                            index=False)
     h.update(values.to_numpy().tobytes())
     return h.hexdigest()
 

@@ -22,7 +22,7 @@ from shiftlib.ingest import (
     check_tables,
     spelling_hint,
 )
-from tasks.sources import SourceSpecError, read_table, split_options
+from tasks.sources import SourceSpecError, read_file, read_table, split_options
 
 ROW, LABEL = "_row", "_label"
 
@@ -190,22 +190,33 @@ def check_label_budget(budget: Any, n_target: int) -> None:
         raise LabelsInputError(str(err)) from None
 
 
+def _labels_spec(spec: str) -> tuple[Path, dict[str, str]]:
+    """``file:PATH?options`` (the options as for ``file:`` tables), or a plain PATH taken literally."""
+    if not spec.startswith("file:"):
+        return Path(spec).expanduser(), {}
+    try:
+        path_text, opts = split_options(spec.removeprefix("file:"), spec)
+    except SourceSpecError as err:
+        raise LabelsInputError(f"target labels: {err}") from None
+    return Path(path_text).expanduser(), opts
+
+
 def labels_path(spec: str) -> Path:
-    """The path of a filled labels file: ``file:PATH`` or a plain PATH (what the resume form accepts), without
-    the reading options a ``file:`` spec may carry (``?sep=;``)."""
-    return Path(split_options(spec.removeprefix("file:"), spec)[0]).expanduser()
+    """The path of a filled labels file: ``file:PATH`` (without the reading options it may carry, ``?sep=;``)
+    or a plain PATH (what the resume form accepts), taken literally."""
+    return _labels_spec(spec)[0]
 
 
 def read_labels_file(spec: str) -> pd.DataFrame:
     """The rows of a filled labels file, read as a ``file:`` table is (``tasks.sources``): a to_label.csv that a
     spreadsheet saved back with ``;``, a BOM or cp1252, as .xlsx, or as Parquet; lines with no cell filled
     (a spreadsheet's trailing blank rows) are dropped."""
-    path = labels_path(spec)
+    path, opts = _labels_spec(spec)
     if not path.exists():
         raise LabelsInputError(f"target labels file {path} does not exist: pass file:PATH of the filled "
                                "to_label.csv (or a Parquet or .xlsx file with the same columns)")
     try:
-        df = read_table("file:" + spec.removeprefix("file:")).frame
+        df = read_file(path, opts, spec, other_as_csv=True).frame
     except SourceSpecError as err:
         raise LabelsInputError(f"target labels {err}") from None  # "file '…' is not …; <the fix>"
     return df.dropna(how="all")
@@ -231,6 +242,7 @@ def read_filled(spec: str, label: str, classes: list[Any], n_target: int) -> tup
                                "more than once; keep one line per row")
     filled = df[label].notna() & (df[label].astype(str).str.strip() != "")
     code = {str(c): i for i, c in enumerate(classes)}
+    code |= {str(c).strip(): i for i, c in enumerate(classes)}  # cells are stripped; source spellings are unique
     values = df.loc[filled, label].astype(str).str.strip()
     # numbers read from CSV may come back as floats ("1.0"): compare through the source's spelling too
     values = values.map(lambda v: v if v in code else (str(int(float(v))) if _is_int(v) else v))

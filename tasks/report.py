@@ -13,11 +13,13 @@ WIDE_INTERVAL = 0.5
 
 def cautions(s: dict[str, Any]) -> list[str]:
     """Sentences the closing report and the run summary add under the estimate: an interval at least
-    ``WIDE_INTERVAL`` wide, and a chosen candidate that predicts one class for every target row (before any
-    recalibration; its accuracy is then that class's share)."""
+    ``WIDE_INTERVAL`` wide (unless target labels were given, to choose or to evaluate: then they are the better
+    word), and a chosen candidate that predicts one class for every target row (before any recalibration; its
+    accuracy is then that class's share)."""
     out = []
     est = s.get("estimate") or {}
-    if est and est["ci_high"] - est["ci_low"] >= WIDE_INTERVAL:
+    labeled = s["selection"].get("fewlabel") or s.get("target_scores")
+    if est and est["ci_high"] - est["ci_low"] >= WIDE_INTERVAL and not labeled:
         out.append("a wide interval: the label-free estimators disagree on this shift; label a few target rows "
                    "(--label-budget 50) to know more")
     chosen, classes = s["selection"]["chosen"], s.get("classes") or []

@@ -110,7 +110,7 @@ def read_table(spec: str, *, label: str | None = None) -> LoadedTable:
     kind, _, rest = spec.partition(":")
     if kind == "file":
         path_text, opts = split_options(rest, spec)
-        return _read_file(Path(path_text).expanduser(), opts, spec)
+        return read_file(Path(path_text).expanduser(), opts, spec)
     if kind == "sklearn":
         import sklearn.datasets as skd
 
@@ -168,7 +168,9 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
-def _read_file(path: Path, opts: dict[str, str], spec: str) -> LoadedTable:
+def read_file(path: Path, opts: dict[str, str], spec: str, *, other_as_csv: bool = False) -> LoadedTable:
+    """The table in ``path`` by its suffix (module docstring); ``spec`` names it in errors. ``other_as_csv``:
+    a suffix this module does not know (.txt) is read as delimited text, as a spreadsheet's "text" export is."""
     name = str(path)
     if not path.exists():
         raise SourceSpecError(f"file {name!r} does not exist; check the path in {spec!r}")
@@ -189,6 +191,8 @@ def _read_file(path: Path, opts: dict[str, str], spec: str) -> LoadedTable:
             return LoadedTable(_read_excel(path, opts))
         if fmt in _JSONL:
             return LoadedTable(_read_jsonl(path, opener))
+        if other_as_csv and fmt not in (*_PARQUET, *_EXCEL, ".xls"):
+            return _read_csv(path, opener, opts, default_sep=None)
     except SourceSpecError:
         raise
     except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:  # permissions, a cut or corrupt compressed file

@@ -78,6 +78,7 @@ def test_config_file_json_or_yaml_and_flags_win(tmp_path: Path) -> None:
     cfg = _config("--config", str(tmp_path / "commas.yaml"))
     assert (cfg.learners, cfg.selectors, cfg.drop_columns) == (["LR", "NB"], ["scv"], ["a", "b"])
     assert _config("--learners", "nb,knn,cslr-RBF").learners == ["NB", "kNN", "CSLR-rbf"]  # any case
+    assert (lambda c: (c.selectors, c.selector))(_config("--selectors", "RT,scv", "--selector", "Rt")) == (["rt", "scv"], "rt")
 
 
 def test_a_seed_numpy_cannot_take_is_refused_at_the_door() -> None:
@@ -141,7 +142,10 @@ def test_closing_report_says_what_happened(monkeypatch: pytest.MonkeyPatch, tmp_
                       "estimate": SUMMARY["estimate"] | {"candidate": "LR+kmm", "ci_low": 0.25, "ci_high": 0.75}}
     text_w = "\n".join(report_lines(wide))
     assert "measured accuracy:  0.613 on the target's own labels" in text_w
-    assert "note:              a wide interval: the label-free estimators disagree" in text_w
+    assert "a wide interval" not in text_w  # the measured accuracy says more than advice to label rows
+    assert "measured accuracy" not in "\n".join(report_lines(wide | {"recalibration": {"metrics": {}}}))  # a refit
+    assert "note:              a wide interval: the label-free estimators disagree" in "\n".join(
+        report_lines(wide | {"target_scores": None}))
     assert "predicts" not in text_w
     one = wide | {"classes": ["no", "yes"], "predicted_classes": {"LR+kmm": [0], "NB": [0, 1]}}
     assert "note:              LR+kmm predicts 'no' for every target row" in "\n".join(report_lines(one))

@@ -97,7 +97,7 @@ def test_class_never_seen_in_the_source_is_refused(planned: tuple[StageStore, Pa
     assert "['a', 'b']" in msg and "differ" not in msg
     _filled(csv, tmp_path / "f.csv", value="B")  # typed by hand: only the case differs from the source's 'b'
     msg = _refused(_next_run(store, "run-3"), "never occur in the source", target_labels=f"file:{tmp_path / 'f.csv'}")
-    assert "['B'] never occur in the source labels ['a', 'b']: they differ from the source's only in case" in msg
+    assert "['B'] never occur in the source labels ['a', 'b']: they differ from the source's only in case:" in msg
 
 
 @pytest.mark.parametrize("budget", [0, -3, N + 1])
@@ -192,3 +192,19 @@ def test_a_larger_budget_with_a_filled_file_plans_the_next_round(planned: tuple[
     assert list(done["plan"].rows) == list(plan.rows)  # the continued plan, found by its rows
     # the same budget again without a filled file is a new one-round plan, not the continued one
     assert len(write_plan(_next_run(store, "run-4"), budget=BUDGET + 8, seed=0, label="y").rows) == BUDGET + 8
+
+
+def test_read_filled_takes_spreadsheet_text_odd_paths_and_the_sources_spelling(tmp_path: Path) -> None:
+    """``read_filled`` on its own: a tab-separated .txt (a spreadsheet's text export), a plain path holding '?'
+    (taken literally: only a file: spec carries reading options), and source classes spelled with a trailing space
+    ('no ', 'yes ') matched by the filled cells, which are read stripped."""
+    from tasks.inputs import read_filled
+
+    df = pd.DataFrame({ROW: [0, 3, 5], "y": ["yes ", "no", None]})
+    df.to_csv(tmp_path / "lab.txt", sep="\t", index=False)
+    df.to_csv(tmp_path / "q?v=2.csv", index=False)
+    for spec in (f"file:{tmp_path / 'lab.txt'}", str(tmp_path / "q?v=2.csv")):
+        labels, n_empty, _ = read_filled(spec, "y", ["no ", "yes "], 10)
+        assert (labels, n_empty) == ({0: 1, 3: 0}, 1)
+    with pytest.raises(LabelsInputError, match="unknown reading option 'v'"):
+        read_filled(f"file:{tmp_path / 'lab.txt'}?v=2", "y", ["no ", "yes "], 10)

@@ -135,7 +135,8 @@ def test_target_labels_are_split_off_and_never_features():
 
 
 @pytest.mark.parametrize("respell, what", [(lambda v: v + " ", "only in surrounding spaces"),
-                                           (str.upper, "only in case or spaces")])
+                                           (str.upper, "only in case\\)"),
+                                           (lambda v: f" {v.upper()}", "only in case and surrounding spaces")])
 def test_source_labels_spelling_one_class_two_ways_are_refused(respell, what):
     """A third of the source labels 'yes ' beside 'yes' made four classes and a four-class model, silently."""
     src, tgt = _tables()
@@ -145,7 +146,8 @@ def test_source_labels_spelling_one_class_two_ways_are_refused(respell, what):
 
 
 @pytest.mark.parametrize("respell, hint", [(lambda v: v, ""), (lambda v: v + " ", "only in surrounding spaces"),
-                                           (str.upper, "only in case"), (lambda v: f" {v.title()}", "only in case")])
+                                           (str.upper, "only in case;"),
+                                           (lambda v: f" {v.title()}", "only in case and surrounding spaces")])
 def test_target_label_unseen_in_source_is_refused(respell, hint):
     """Refused, not respelled; when only spaces or case tell the values from the source's ('no'/'yes'), it says so."""
     src, tgt = _tables()

@@ -232,13 +232,16 @@ def test_target_column_names_to_label_csv_cannot_write_are_refused_at_the_door()
             prepare_inputs(s, t, "y", encode=False)  # the preflight's call: refused before any server starts
 
 
-def test_frame_hash_reads_nested_cells_by_their_text():
-    """A raw table may still hold a Parquet list column that drop_columns removes later: its hash is that of the
-    cells' text (pandas cannot hash arrays), equal for equal tables and different when a list changes."""
+def test_frame_hash_reads_nested_cells_by_their_bytes():
+    """A raw table may still hold a Parquet list column that drop_columns removes later: its hash reads the cells'
+    pickled bytes (pandas cannot hash arrays), equal for equal tables and different when a list changes anywhere
+    (also in the middle of a 2,000-element array, which repr would shorten to '...')."""
     from tasks.ingest import frame_hash
 
-    def table(last: int) -> pd.DataFrame:
-        return pd.DataFrame({"x": [1.0, 2.0], "tags": pd.Series([np.array([1, 2]), np.array([3, last])], dtype=object)})
+    def table(mid: int) -> pd.DataFrame:
+        long = np.arange(2000)
+        long[1000] = mid
+        return pd.DataFrame({"x": [1.0, 2.0], "tags": pd.Series([np.array([1, 2]), long], dtype=object)})
 
     assert frame_hash(table(4)) == frame_hash(table(4)) != frame_hash(table(5))
     plain = pd.DataFrame({"x": [1.0, 2.0], "t": ["a", "b"]})
