@@ -220,3 +220,35 @@ def test_a_stopped_run_stops_its_temporary_api_and_says_so(how: str, tmp_path: P
     assert proc.returncode == 130, "".join(lines) + rest
     assert "shiftflow: interrupted" in rest and "internal error" not in rest
     assert not healthy(f"{url}/health")  # the API was stopped with the run
+
+
+@pytest.mark.slow  # boots the temporary API in a child process: ~10-20 s
+def test_the_temporary_api_exits_when_its_run_is_killed_outright(tmp_path: Path) -> None:
+    """The API runs in its own session, so a SIGKILL to the run's process group does not reach it; it exits by
+    itself when the process that started it is gone (tests/flows/test_faults.py's SIGKILL left one running)."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    from flows.stack.http import healthy
+
+    env = dict(os.environ, PREFECT_HOME=str(tmp_path / "prefect"))
+    run = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import time
+        from flows.stack.temporary import start_temporary_api
+        api = start_temporary_api()
+        assert api is not None and api.wait(180)
+        print(api.url, api.process.pid, flush=True)
+        time.sleep(600)
+    """)], env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert run.stdout is not None
+    url, pid = run.stdout.readline().split()
+    assert healthy(f"{url}/health")
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    deadline = time.monotonic() + 15
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not Path(f"/proc/{pid}").exists(), "the API outlived the killed run"
