@@ -29,6 +29,9 @@ SHIFTLIB_DIR = str(Path(__file__).resolve().parent.parent / "shiftlib")
 # The same for MLflow's notes on type hints it infers while logging a model (colour codes and all).
 warnings.filterwarnings("ignore", message=r".*Hint: Inferred schema contains integer column", category=UserWarning)
 warnings.filterwarnings("ignore", message=r".*Any type hint is inferred as AnyType", category=UserWarning)
+# We choose cloudpickle knowingly (skops refuses our types): MLflow's per-model caution about it is quiet for the
+# process (set and restored around each call, a logger level raced between training threads and leaked).
+logging.getLogger("mlflow.sklearn").setLevel(logging.ERROR)
 
 
 def pip_requirements() -> list[str]:
@@ -117,16 +120,9 @@ def log_sklearn_model(
     """
     example = X_example.head(5)
     out = getattr(model, predict_fn)(example)
-    # we choose cloudpickle knowingly (skops refuses our types); keep MLflow's per-model notices quiet
-    quiet = logging.getLogger("mlflow.sklearn")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            info = _log(model, name, example, out, predict_fn, input_schema)
-    finally:
-        quiet.setLevel(level)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        info = _log(model, name, example, out, predict_fn, input_schema)
     return info.model_uri
 
 
