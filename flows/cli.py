@@ -423,7 +423,7 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
     sel, champ, drift = summary["selection"], summary["champion"], summary.get("drift") or {}
     est = summary.get("estimate") or {}
     out = [f"  chosen model:      {sel['chosen']} (selector {sel['selector']}, weighting {summary['weighting']})"]
-    from tasks.report import cautions, fewlabel_sentence
+    from tasks.report import cautions, fewlabel_sentence, target_accuracies
 
     if (sentence := fewlabel_sentence(sel)) is not None:
         out.append(f"  target labels:     {sentence}")
@@ -442,7 +442,7 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
         alert = "  ALERT: below min_accuracy, champion alias held" if est.get("alert") else ""
         out.append(f"  estimated accuracy: {est['accuracy']:.3f} [{est['ci_low']:.3f}, {est['ci_high']:.3f}] "
                    f"({est['method']}, {est['confidence']:.0%} interval){alert}")
-        measured = {r["learner"]: r["target_accuracy"] for r in summary.get("target_scores") or []}
+        measured = target_accuracies(summary)
         if est.get("candidate") in measured and not summary.get("recalibration"):  # else a refit is served
             out.append(f"  measured accuracy:  {measured[est['candidate']]:.3f} on the target's own labels (held out: "
                        "no stage but evaluation read them)")

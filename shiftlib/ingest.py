@@ -209,15 +209,16 @@ def _is_id_like(s: pd.Series, t: pd.Series | None, min_rows: int) -> bool:
 _ID_NAME = re.compile(r"(?:^|[^A-Za-z])(?:id|ID|Id)(?:$|[^A-Za-z])|[a-z](?:ID|Id)$")
 
 
-def _named_like_id(name: Any, s: pd.Series) -> bool:
-    """Not every value distinct (else it is dropped as id-like), but a name that says identifier and mostly
-    distinct integer or text codes (MASS biopsy's sample ``ID`` repeats for re-measured samples): warned of,
-    not dropped, because only the user knows whether the codes carry information."""
+def _id_named_codes(name: Any, s: pd.Series) -> int | None:
+    """How many distinct codes a column holds when its name says identifier and at least half its integer or
+    text values are distinct (MASS biopsy's sample ``ID`` repeats for re-measured samples, so it is not id-like);
+    else None. Such a column is warned of, not dropped: only the user knows whether the codes carry information."""
     if not isinstance(name, str) or not _ID_NAME.search(name) or len(s) == 0:
-        return False
+        return None
     if not (pd.api.types.is_integer_dtype(s) or _is_text(s)):
-        return False
-    return s.nunique() >= 0.5 * len(s)
+        return None
+    n = int(s.nunique())
+    return n if n >= 0.5 * len(s) else None
 
 
 class _Names:
@@ -309,8 +310,8 @@ def plan_encoding(source: pd.DataFrame, target: pd.DataFrame | None = None, *, m
     dropped |= ids
     kept = [c for c in cols if c not in dropped]
     for c in kept:
-        if _named_like_id(c, source[c]):
-            warnings.warn(f"column {c!r} is named like an identifier and holds {source[c].nunique()} distinct "
+        if (n_codes := _id_named_codes(c, source[c])) is not None:
+            warnings.warn(f"column {c!r} is named like an identifier and holds {n_codes} distinct "
                           f"codes in {len(source)} source rows: it is used as a feature; if it is a key, "
                           f"pass --drop-columns {c} (drop_columns)", UserWarning, stacklevel=3)
     if not kept:
@@ -488,7 +489,8 @@ def spelling_hint(values: list[Any], classes: list[Any]) -> str:
     source = {_spelled(c): c for c in classes}
     if not values or any(_spelled(v) not in source for v in values):
         return ""
-    what = _spelling([[v, source[_spelled(v)]] for v in values if isinstance(v, str) and isinstance(source[_spelled(v)], str)])
+    pairs = [[v, source[_spelled(v)]] for v in values]
+    what = _spelling([p for p in pairs if all(isinstance(w, str) for w in p)])
     return f": they differ from the source's only in {what}" if what else ""
 
 

@@ -11,6 +11,11 @@ from tasks.estimation import summary_lines
 WIDE_INTERVAL = 0.5
 
 
+def target_accuracies(s: dict[str, Any]) -> dict[str, float]:
+    """Each candidate's accuracy on the target's held-out labels (evaluation stage); empty without them."""
+    return {r["learner"]: r["target_accuracy"] for r in s.get("target_scores") or []}
+
+
 def cautions(s: dict[str, Any]) -> list[str]:
     """Sentences the closing report and the run summary add under the estimate: an interval at least
     ``WIDE_INTERVAL`` wide (unless target labels were given, to choose or to evaluate: then they are the better
@@ -58,7 +63,7 @@ def summary_markdown(s: dict[str, Any], scores: list[dict[str, Any]]) -> str:
               f"- reused stages: {', '.join(s['reused_stages']) or 'none'}",
              "- time per stage: " + ", ".join(f"{k} {v:.1f} s" for k, v in s.get("timings", {}).items()), ""]
     selectors = sorted({r["selector"] for r in scores})
-    truth = {r["learner"]: r["target_accuracy"] for r in (s["target_scores"] or [])}
+    truth = target_accuracies(s)
     head = ["candidate", "source-CV acc"] + [f"{x} score (rank)" for x in selectors]
     if truth:
         head.append("target accuracy (held out)")

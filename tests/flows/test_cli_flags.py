@@ -78,7 +78,8 @@ def test_config_file_json_or_yaml_and_flags_win(tmp_path: Path) -> None:
     cfg = _config("--config", str(tmp_path / "commas.yaml"))
     assert (cfg.learners, cfg.selectors, cfg.drop_columns) == (["LR", "NB"], ["scv"], ["a", "b"])
     assert _config("--learners", "nb,knn,cslr-RBF").learners == ["NB", "kNN", "CSLR-rbf"]  # any case
-    assert (lambda c: (c.selectors, c.selector))(_config("--selectors", "RT,scv", "--selector", "Rt")) == (["rt", "scv"], "rt")
+    cased = _config("--selectors", "RT,scv", "--selector", "Rt")
+    assert (cased.selectors, cased.selector) == (["rt", "scv"], "rt")
 
 
 def test_a_seed_numpy_cannot_take_is_refused_at_the_door() -> None:
