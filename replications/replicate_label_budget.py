@@ -10,6 +10,7 @@ Run from the repository root::
     nice python -m replications.replicate_label_budget --fresh ninth    # the ninth rule's, both designs
     nice python -m replications.replicate_label_budget --fresh tenth    # the tenth measurement (fullbatch)
     nice python -m replications.replicate_label_budget --intervals      # coverage of the shipped intervals
+    nice python -m replications.replicate_label_budget --detectability  # how many pairs labels can order
 
 **Rule, fixed before any result of this script was seen** (written here and at the top of the report):
 
@@ -233,6 +234,26 @@ Run from the repository root::
   ``fewlabel_oneround``, the same posterior over a plan of b rows drawn in **one** round, as the flow's
   ``--label-budget b`` draws them (``fewlabel_now``'s plans are nested rounds 10, 25, 50, …, each weighing
   the pairs by the labels before it, which the flow does not do).
+* Detectability, added 2026-11-27 04:35 UTC: a **measurement, not a rule** (nothing is adopted or changed
+  by it), written and committed before any result of it was seen (``--detectability``). Why: every rule so
+  far misses 0.90 at b = 100 on the TrCV pairs, and the misses look like near-ties; this measures how many
+  pairs labels *can* order at each budget, whatever the method. Per (case, seed) of the fresh fullbatch draws
+  pooled in ``label_budget_fresh10.md`` (eighth, ninth and tenth seeds; feature_bias_large only in the
+  tenth) and per pair (a, b) of learners: the true gap Δ_ab = θ_a − θ_b on the batch (all its rows: the
+  issue's truth leaves out the labeled rows, a difference of at most b of N rows), the pair's disagreement
+  rows D_ab (|D_ab| = m) and the contrast z_i = c_ia − c_ib on them. An estimate that spends **all** b
+  labels on this one pair, drawn uniformly without replacement from D_ab, is the variance-optimal design
+  for the pair's Horvitz–Thompson contrast (Sawade et al. 2012, Thm. 1: q ∝ sqrt(E[z²|x]), which is 1 on
+  D_ab in a binary task); its design s.d. is (m/N)·S_z/√n·√(1 − n/m) with n = min(b, m) and S_z the s.d.
+  of z over D_ab (exact for this design, given the batch's labels). With the shipped difference estimate's
+  surrogate (ẑ_i = p̄(ŷ_a|x_i) − p̄(ŷ_b|x_i)) the same design has S_r, the s.d. of z − ẑ, in place of
+  S_z. A pair with |Δ| ≥ 0.005 (counted, as in the issue's measure) is then ordered rightly with
+  probability about Φ(|Δ|/sd) (normal approximation; 1 where sd = 0, i.e. b ≥ m). The mean over counted
+  pairs, pooled per group, is a **per-pair ceiling of labels alone**: no plan can give every pair all b
+  labels at once, but the posterior's CV prior can add what the labels lack. Reported per group at
+  b = 10 … 200, with the share of counted pairs whose |Δ| < 0.02, beside what the shipped method ordered on
+  the same draws (``fewlabel_bayes_dm`` of the eighth, ``fewlabel_now`` of the ninth and tenth: the same
+  method). Outputs ``label_budget_detectability.{md,csv}``.
 * Second design, fixed with the fifth rule and before any result of it was seen (reported beside the
   first; it decides nothing): ``--design fullbatch`` follows the issue's definition, "truth is each
   learner's accuracy on the target rows that were not labeled". For natural and trcv_pairs the batch is
@@ -265,6 +286,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import combinations
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -640,6 +662,98 @@ def batch_ceiling(case: Case, args: argparse.Namespace) -> dict:
     return {"group": case.group, "case": case.name, "seed": case.seed, "n_batch": len(case.batch),
             "n_rest": len(rest), "pairwise_correct": ag.pairwise_correct, "pairwise_counted": ag.pairwise_counted,
             "oracle_prior_correct": ag_o.pairwise_correct, "oracle_prior_counted": ag_o.pairwise_counted}
+
+
+def pair_detectability(case: Case, args: argparse.Namespace) -> list[dict]:
+    """Per learner pair on one (case, seed): the true gap on the batch, the pair's disagreement rows and the
+    s.d. of its contrast over them, raw (S_z) and less the shipped surrogate (S_r) (the detectability
+    measurement, module docstring)."""
+    cands = candidates(case.seed, args.rf_trees)
+    XT, yT = case.Xt[case.batch], case.yt[case.batch]
+    tp = target_predictions(cands, case.Xs, case.ys, XT, random_state=case.seed)
+    C = (tp.predictions == yT[:, None]).astype(float)
+    right = tp.right_proba()
+    out = []
+    for a, b in combinations(range(len(tp.names)), 2):
+        D = tp.predictions[:, a] != tp.predictions[:, b]
+        z = C[D, a] - C[D, b]
+        r = z - (right[D, a] - right[D, b])
+        m = int(D.sum())
+        out.append({"group": case.group, "case": case.name, "seed": case.seed, "a": tp.names[a], "b": tp.names[b],
+                    "n_batch": len(yT), "m": m, "delta": float(np.mean(C[:, a] - C[:, b])),
+                    "s_z": float(np.std(z, ddof=1)) if m > 1 else 0.0,
+                    "s_r": float(np.std(r, ddof=1)) if m > 1 else 0.0})
+    return out
+
+
+def detect_probability(d: pd.DataFrame, budget: int, s_col: str) -> pd.Series:
+    """Φ(|Δ|/sd) per pair for all ``budget`` labels drawn uniformly without replacement from the pair's
+    disagreement rows (1 where they are all labeled)."""
+    m = d.m.to_numpy(float)
+    n = np.minimum(budget, m)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sd = (m / d.n_batch) * d[s_col] / np.sqrt(n) * np.sqrt(np.clip(1 - n / m, 0, None))
+        zscore = np.where(sd > 0, d.delta.abs() / sd, np.inf)
+    return pd.Series([_phi(x) for x in zscore], index=d.index)
+
+
+def _phi(x: float) -> float:
+    return 1.0 if math.isinf(x) else NormalDist().cdf(x)
+
+
+def detectability_main(args: argparse.Namespace, out: Path, t0: float) -> int:
+    """The detectability measurement (module docstring): per-pair ceilings of labels alone on the fresh
+    fullbatch draws, beside the shipped method on the same draws."""
+    args.design = "fullbatch"
+    rows = []
+    for rule in ("eighth", "ninth", "tenth"):
+        args.fresh = rule
+        groups = dict(GROUPS)
+        if rule == "tenth":
+            groups["feature_bias_large"] = [f"{t}_{m}" for t in LARGE_BIAS_TABLES for m in BIAS_MECHANISMS]
+        makers, _ = case_makers(args, groups, [])
+        with _quiet_single_thread():
+            for name, seed, mk in makers:
+                rows += pair_detectability(mk(), args)
+                print(f"{rule} {name} seed {seed}", file=sys.stderr, flush=True)
+    d = pd.DataFrame(rows)
+    d.to_csv(out / "label_budget_detectability.csv", index=False)
+    counted = d[d.delta.abs() >= TIE_TOL].copy()
+    table = []
+    for g in dict.fromkeys(counted.group):
+        cg = counted[counted.group == g]
+        line = {"group": g, "counted pairs": len(cg), "share gap < 0.02": round(float((cg.delta.abs() < 0.02).mean()), 3)}
+        for col, tag in (("s_z", "HT"), ("s_r", "difference")):
+            for b in BUDGETS:
+                line[f"{tag} b={b}"] = round(float(detect_probability(cg, b, col).mean()), 3)
+        table.append(line)
+    shipped = []
+    for f, sel in (("label_budget_fresh8_fullbatch.csv", "fewlabel_bayes_dm"), ("label_budget_fresh9_fullbatch.csv",
+                   "fewlabel_now"), ("label_budget_fresh10.csv", "fewlabel_now")):
+        x = pd.read_csv(out / f)
+        shipped.append(x[x.selector.isin([sel, "cv"])].assign(selector=lambda v: v.selector.where(v.selector == "cv",
+                                                                                                   "shipped")))
+    sh = summary(pd.concat(shipped), ["group", "budget", "selector"])
+    tw = sh.pivot_table(index=["group", "selector"], columns="budget", values="pairwise_acc", sort=False)
+    tw.columns = [f"b={c}" for c in tw.columns]
+    t = pd.DataFrame(table)
+    md = ["# A label budget: how many pairs can labels order at all?", "",
+          "## Measurement (committed before any result of it was seen)", "",
+          "* Detectability" + __doc__.split("* Detectability")[1].split("* Second design")[0].rstrip(), "",
+          f"Produced by `python -m replications.replicate_label_budget --detectability` (RF {args.rf_trees} trees) in "
+          f"{time.perf_counter() - t0:.0f} s wall time; {d.groupby(['case', 'seed']).ngroups} (case, seed) draws, "
+          f"{len(d)} pairs, {len(counted)} counted (|Δ| ≥ {TIE_TOL}).", "",
+          "## Per-pair ceiling of labels alone (mean Φ(|Δ|/sd) over counted pairs)", "",
+          "HT: the Horvitz–Thompson contrast; difference: the same design with the shipped surrogate.", "",
+          md_table(t[["group", "counted pairs", "share gap < 0.02", *[f"HT b={b}" for b in BUDGETS]]]), "",
+          md_table(t[["group", *[f"difference b={b}" for b in BUDGETS]]]), "",
+          "## The shipped method and CV on the same draws (pooled pairwise-order accuracy, from the fresh reports' CSVs)",
+          "", md_table(tw.reset_index()), "",
+          "Files: `label_budget_detectability.csv` (one row per case × seed × learner pair: Δ, m, S_z, S_r).", ""]
+    text = "\n".join(md)
+    (out / "label_budget_detectability.md").write_text(text)
+    print(text)
+    return 0
 
 
 def _rule_verdict(rule: str, variants: tuple[str, ...], s: pd.DataFrame, groups: Any, meets: Any, n_guard: int,
@@ -1142,6 +1256,8 @@ def main(argv: list[str] | None = None) -> int:
                          "method on seeds 12-14 and 8-9 and on whole-table feature bias, fullbatch only")
     ap.add_argument("--intervals", action="store_true",
                     help="coverage of the shipped posterior's intervals on the eighth rule's fresh fullbatch draws")
+    ap.add_argument("--detectability", action="store_true",
+                    help="per-pair ceilings of labels alone on the fresh fullbatch draws (a measurement)")
     ap.add_argument("--ceiling", action="store_true",
                     help="only the batch-sampling reference (all batch rows labeled): writes <prefix>_ceiling.csv")
     args = ap.parse_args(argv)
@@ -1155,6 +1271,8 @@ def main(argv: list[str] | None = None) -> int:
     t0, c0 = time.perf_counter(), time.process_time()
     if args.intervals:
         return intervals_main(args, groups, out, t0)
+    if args.detectability:
+        return detectability_main(args, out, t0)
     if args.fresh == "eighth":
         return fresh_eighth(args, groups, out, t0, c0)
     if args.fresh == "ninth":
