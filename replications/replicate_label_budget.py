@@ -254,6 +254,17 @@ Run from the repository root::
   b = 10 … 200, with the share of counted pairs whose |Δ| < 0.02, beside what the shipped method ordered on
   the same draws (``fewlabel_bayes_dm`` of the eighth, ``fewlabel_now`` of the ninth and tenth: the same
   method). Outputs ``label_budget_detectability.{md,csv}``.
+  **Added after that first result** (the per-pair ceiling at b = 100: 0.94 on the TrCV pairs, above what the
+  shipped method orders) and after a development run of this very computation on the tenth seeds' natural and
+  TrCV cases at b = 50 and 100 (reported only; it decides nothing either): the **design value** of one round
+  of b labels shared by all pairs. For a distribution q over the disagreement rows D, the Horvitz–Thompson
+  contrast of every pair has the with-replacement variance (1/b)·(Σ_{i∈D} (z_i/N)²/q_i − Δ²); with the true
+  variance and no prior, the expected share of counted pairs ordered rightly is the mean of Φ(|Δ|/sd). It is
+  computed for the shipped first-round q (all pair weights 1), the uniform distribution over D, and the best
+  q of the shipped family (q ∝ sqrt(Σ_ab w_ab·1[ŷ_a ≠ ŷ_b]), mixed with 0.1 uniform) with the pair weights
+  w_ab chosen **knowing the truth** (Powell's method from w = 1, on the log scale). The last is an oracle: no
+  plan can know the z it samples, so it bounds what re-weighting the pairs could gain. Output
+  ``label_budget_detectability_design.csv`` (one row per case × seed × budget).
 * Second design, fixed with the fifth rule and before any result of it was seen (reported beside the
   first; it decides nothing): ``--design fullbatch`` follows the issue's definition, "truth is each
   learner's accuracy on the target rows that were not labeled". For natural and trcv_pairs the batch is
@@ -312,7 +323,7 @@ from shiftlib.selection import (
     trcv_labeled_select,
     trcv_select,
 )
-from shiftlib.selection.fewlabel import CONFIDENCE, decide, guarded_select
+from shiftlib.selection.fewlabel import CONFIDENCE, DEFENSIVE_MIX, _draw_distribution, decide, guarded_select
 from shiftlib.selection.labelshift import label_shift_cv, labeled_class_prior, with_class_prior
 
 BUDGETS = (10, 25, 50, 100, 200)
@@ -686,6 +697,48 @@ def pair_detectability(case: Case, args: argparse.Namespace) -> list[dict]:
     return out
 
 
+def design_values(case: Case, args: argparse.Namespace) -> list[dict]:
+    """Per budget on one (case, seed): the expected number of counted pairs a one-round Horvitz–Thompson design
+    orders rightly with the true variance and no prior, for the shipped first-round q, uniform over D and the
+    oracle pair weights (the design value, module docstring)."""
+    from scipy.optimize import minimize
+
+    cands = candidates(case.seed, args.rf_trees)
+    XT, yT = case.Xt[case.batch], case.yt[case.batch]
+    tp = target_predictions(cands, case.Xs, case.ys, XT, random_state=case.seed)
+    N, D = len(yT), tp.disagreement
+    C = (tp.predictions[D] == yT[D, None]).astype(float)
+    pairs = list(combinations(range(len(tp.names)), 2))
+    Z = np.column_stack([C[:, a] - C[:, b] for a, b in pairs])
+    A = np.column_stack([tp.predictions[D, a] != tp.predictions[D, b] for a, b in pairs]).astype(float)
+    delta = Z.sum(axis=0) / N
+    counted = np.abs(delta) >= TIE_TOL
+
+    def right(q: np.ndarray, n: int) -> float:
+        v = ((Z / N) ** 2 / q[:, None]).sum(axis=0) - delta ** 2
+        sd = np.sqrt(np.clip(v, 0, None) / n)
+        with np.errstate(divide="ignore"):
+            zs = np.where(sd > 0, np.abs(delta) / sd, np.inf)
+        return float(sum(_phi(x) for x in zs[counted]))
+
+    def q_of(logw: np.ndarray) -> np.ndarray:
+        u = np.sqrt(A @ np.exp(logw))
+        return (1 - DEFENSIVE_MIX) * u / u.sum() + DEFENSIVE_MIX / len(D)
+
+    out = []
+    for b in BUDGETS:
+        row = {"group": case.group, "case": case.name, "seed": case.seed, "budget": b,
+               "counted": int(counted.sum()), "n_disagreement": len(D)}
+        if len(D) == 0 or not counted.any():
+            out.append({**row, "shipped": 0.0, "uniform": 0.0, "oracle_weights": 0.0})
+            continue
+        best = minimize(lambda lw, b=b: -right(q_of(lw), b), np.zeros(len(pairs)), method="Powell",
+                        options={"xtol": 1e-2, "ftol": 1e-4, "maxiter": 3000})
+        out.append({**row, "shipped": right(_draw_distribution(tp, D, dict.fromkeys(pairs, 1.0)), b),
+                    "uniform": right(np.full(len(D), 1 / len(D)), b), "oracle_weights": -float(best.fun)})
+    return out
+
+
 def detect_probability(d: pd.DataFrame, budget: int, s_col: str) -> pd.Series:
     """Φ(|Δ|/sd) per pair for all ``budget`` labels drawn uniformly without replacement from the pair's
     disagreement rows (1 where they are all labeled)."""
@@ -705,7 +758,7 @@ def detectability_main(args: argparse.Namespace, out: Path, t0: float) -> int:
     """The detectability measurement (module docstring): per-pair ceilings of labels alone on the fresh
     fullbatch draws, beside the shipped method on the same draws."""
     args.design = "fullbatch"
-    rows = []
+    rows, designs = [], []
     for rule in ("eighth", "ninth", "tenth"):
         args.fresh = rule
         groups = dict(GROUPS)
@@ -714,10 +767,20 @@ def detectability_main(args: argparse.Namespace, out: Path, t0: float) -> int:
         makers, _ = case_makers(args, groups, [])
         with _quiet_single_thread():
             for name, seed, mk in makers:
-                rows += pair_detectability(mk(), args)
+                case = mk()
+                rows += pair_detectability(case, args)
+                designs += design_values(case, args)
                 print(f"{rule} {name} seed {seed}", file=sys.stderr, flush=True)
     d = pd.DataFrame(rows)
     d.to_csv(out / "label_budget_detectability.csv", index=False)
+    dv = pd.DataFrame(designs)
+    dv.to_csv(out / "label_budget_detectability_design.csv", index=False)
+    dg = dv.groupby(["group", "budget"], sort=False)[["counted", "shipped", "uniform", "oracle_weights"]].sum()
+    for k in ("shipped", "uniform", "oracle_weights"):
+        dg[k] = (dg[k] / dg.counted).round(3)
+    dt = dg.reset_index().pivot_table(index="group", columns="budget", values=["shipped", "oracle_weights"],
+                                      sort=False)
+    dt.columns = [f"{k} b={b}" for k, b in dt.columns]
     counted = d[d.delta.abs() >= TIE_TOL].copy()
     table = []
     for g in dict.fromkeys(counted.group):
@@ -730,7 +793,7 @@ def detectability_main(args: argparse.Namespace, out: Path, t0: float) -> int:
     shipped = []
     for f, sel in (("label_budget_fresh8_fullbatch.csv", "fewlabel_bayes_dm"), ("label_budget_fresh9_fullbatch.csv",
                    "fewlabel_now"), ("label_budget_fresh10.csv", "fewlabel_now")):
-        x = pd.read_csv(out / f)
+        x = pd.read_csv(Path(__file__).resolve().parents[1] / "reports" / f)  # the fresh reports, wherever --out is
         shipped.append(x[x.selector.isin([sel, "cv"])].assign(selector=lambda v: v.selector.where(v.selector == "cv",
                                                                                                    "shipped")))
     sh = summary(pd.concat(shipped), ["group", "budget", "selector"])
@@ -747,9 +810,15 @@ def detectability_main(args: argparse.Namespace, out: Path, t0: float) -> int:
           "HT: the Horvitz–Thompson contrast; difference: the same design with the shipped surrogate.", "",
           md_table(t[["group", "counted pairs", "share gap < 0.02", *[f"HT b={b}" for b in BUDGETS]]]), "",
           md_table(t[["group", *[f"difference b={b}" for b in BUDGETS]]]), "",
+          "## Design value of one round shared by all pairs (true variance, no prior)", "",
+          "Expected share of counted pairs ordered rightly: `shipped` = the flow's first-round q, `oracle_weights` ="
+          " the best pair weights of the same family chosen knowing the truth (uniform over D: the CSV).", "",
+          md_table(dt[[c for k in ("shipped", "oracle_weights") for c in dt.columns if c.startswith(k + " ")]]
+                   .reset_index()), "",
           "## The shipped method and CV on the same draws (pooled pairwise-order accuracy, from the fresh reports' CSVs)",
           "", md_table(tw.reset_index()), "",
-          "Files: `label_budget_detectability.csv` (one row per case × seed × learner pair: Δ, m, S_z, S_r).", ""]
+          "Files: `label_budget_detectability.csv` (one row per case × seed × learner pair: Δ, m, S_z, S_r), "
+          "`label_budget_detectability_design.csv` (one row per case × seed × budget: expected pairs ordered).", ""]
     text = "\n".join(md)
     (out / "label_budget_detectability.md").write_text(text)
     print(text)
