@@ -701,6 +701,18 @@ def pair_detectability(case: Case, args: argparse.Namespace) -> list[dict]:
     return out
 
 
+def design_expected_right(Z: np.ndarray, q: np.ndarray, n: int, n_batch: int) -> float:
+    """Expected number of pairs (columns of the contrasts ``Z`` on the disagreement rows) that ``n`` labels drawn
+    with probabilities ``q`` order rightly: Σ Φ(|Δ|/sd), sd² = (Σ (z/N)²/q − Δ²)/n · (1 − n/|D|) (Hansen–Hurwitz
+    with the without-repeats factor; the design value, module docstring)."""
+    delta = Z.sum(axis=0) / n_batch
+    v = ((Z / n_batch) ** 2 / q[:, None]).sum(axis=0) - delta ** 2
+    sd = np.sqrt(np.clip(v, 0, None) / n * max(0.0, 1 - n / len(Z)))
+    with np.errstate(divide="ignore"):
+        zs = np.where(sd > 0, np.abs(delta) / sd, np.inf)
+    return float(sum(_phi(x) for x in zs))
+
+
 def design_values(case: Case, args: argparse.Namespace) -> list[dict]:
     """Per budget on one (case, seed): the expected number of counted pairs a one-round Horvitz–Thompson design
     orders rightly with the true variance and no prior, for the shipped first-round q, uniform over D and the
@@ -719,11 +731,7 @@ def design_values(case: Case, args: argparse.Namespace) -> list[dict]:
     counted = np.abs(delta) >= TIE_TOL
 
     def right(q: np.ndarray, n: int) -> float:
-        v = ((Z / N) ** 2 / q[:, None]).sum(axis=0) - delta ** 2
-        sd = np.sqrt(np.clip(v, 0, None) / n * max(0.0, 1 - n / len(D)))  # drawn without repeats: fpc
-        with np.errstate(divide="ignore"):
-            zs = np.where(sd > 0, np.abs(delta) / sd, np.inf)
-        return float(sum(_phi(x) for x in zs[counted]))
+        return design_expected_right(Z[:, counted], q, n, N)
 
     def q_of(logw: np.ndarray) -> np.ndarray:
         u = np.sqrt(A @ np.exp(logw))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -101,3 +102,24 @@ def test_quick_fresh_ninth_rule_judges_from_its_own_rows(tmp_path):
     mean = acc.xs("fewlabel_modelvar", level="selector").loc[(slice(None), [25, 50, 100])].mean()
     assert f"fewlabel_modelvar {mean:.4f}" in report
     assert "Ninth rule (d)" in report
+
+
+def test_detectability_formulas_worked_by_hand():
+    """The detectability measurement's two formulas on one pair with 4 disagreement rows of a 10-row batch,
+    z = (1, 1, −1, 1), so Δ = 0.2, worked by hand (module docstring of the script)."""
+    from statistics import NormalDist
+
+    from replications.replicate_label_budget import design_expected_right, detect_probability
+
+    phi = NormalDist().cdf
+    Z = np.array([[1.0], [1.0], [-1.0], [1.0]])
+    # design value, uniform q = 1/4, n = 2: Σ(z/N)²/q = 4·0.01/0.25 = 0.16; − Δ² → 0.12; /n → 0.06; ·(1 − 2/4) → 0.03
+    assert design_expected_right(Z, np.full(4, 0.25), 2, 10) == pytest.approx(phi(0.2 / 0.03 ** 0.5))
+    # a q that puts more mass on the −1 row: Σ = 0.01·(3/0.2 + 1/0.4) = 0.175; − 0.04 → 0.135; /2 · 0.5 → 0.03375
+    assert design_expected_right(Z, np.array([0.2, 0.2, 0.4, 0.2]), 2, 10) == pytest.approx(phi(0.2 / 0.03375 ** 0.5))
+    # all rows labeled: the order is known
+    assert design_expected_right(Z, np.full(4, 0.25), 4, 10) == 1.0
+    # per-pair ceiling: sd = (m/N)·S_z/√n·√(1 − n/m), S_z = 1 (ddof 1: ((3·0.25) + 2.25)/3), n = 2 → 0.4·0.5 = 0.2
+    d = pd.DataFrame({"m": [4, 4], "n_batch": [10, 10], "delta": [0.2, -0.2], "s_z": [1.0, 1.0]})
+    assert detect_probability(d, 2, "s_z").tolist() == pytest.approx([phi(1.0)] * 2)
+    assert detect_probability(d, 4, "s_z").tolist() == [1.0, 1.0]  # the budget covers the pair's rows
