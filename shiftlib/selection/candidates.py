@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from sklearn.base import BaseEstimator, clone
 
 from shiftlib.learners import fit_learner, make_learner
@@ -33,6 +34,8 @@ class Candidate:
     name: str
     estimator: BaseEstimator
     sample_weight: np.ndarray | None = None
+    #: built from a registry name (``"LR"``, …): such learners take numeric features only
+    registry: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -76,7 +79,7 @@ def resolve_candidates(learners: Any, *, random_state: int | None = None) -> lis
                     raise ValueError(f"candidate named {value.name!r} is stored under key {key!r}: use one name")
                 out.append(value)
             elif isinstance(value, str):
-                out.append(Candidate(str(key), make_learner(value, random_state=random_state)))
+                out.append(Candidate(str(key), make_learner(value, random_state=random_state), registry=True))
             else:
                 out.append(Candidate(str(key), value))
     elif isinstance(learners, Sequence):
@@ -84,7 +87,7 @@ def resolve_candidates(learners: Any, *, random_state: int | None = None) -> lis
             if isinstance(value, Candidate):
                 out.append(value)
             elif isinstance(value, str):
-                out.append(Candidate(value, make_learner(value, random_state=random_state)))
+                out.append(Candidate(value, make_learner(value, random_state=random_state), registry=True))
             else:
                 raise TypeError(
                     "a list of learners may hold registry names or Candidate objects; pass a dict "
@@ -118,6 +121,8 @@ def fit_candidate(
     ``rows`` selects source rows (positions into X/y and into the candidate's weights); ``weighted``
     is False for fits on target rows. ``X_target`` is the set the model will be scored on / label.
     """
+    if candidate.registry:
+        _check_numeric(candidate.name, X)
     est = clone(candidate.estimator)
     w = None
     if weighted and candidate.sample_weight is not None:
@@ -127,3 +132,17 @@ def fit_candidate(
     if rows is not None:
         X, y = take(X, rows), np.asarray(y)[rows]
     return fit_learner(est, X, y, sample_weight=w, X_target=X_target)
+
+
+def _check_numeric(name: str, X: Any) -> None:
+    """A registry learner needs numeric features: a text, date or category column of a DataFrame raises a
+    ``TypeError`` naming it (not caught as a per-learner fit failure: it is the input, not the learner)."""
+    if not isinstance(X, pd.DataFrame):
+        return
+    for col in X.columns:
+        dt = X[col].dtype
+        if not (pd.api.types.is_numeric_dtype(dt) or pd.api.types.is_bool_dtype(dt)):
+            raise TypeError(
+                f"column {col!r} is {dt} (not numeric), and the registry learner {name!r} needs numbers: encode "
+                "the tables first (shiftlib.preprocessor.prepare_tables(source, target, label) encodes both alike), "
+                "or pass your own scikit-learn Pipeline that encodes them as the candidate")

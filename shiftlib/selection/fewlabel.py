@@ -195,7 +195,10 @@ def target_predictions(learners: Any, X_source: Any, y_source: Any, X_target: An
     classes = np.unique(y_s)
     preds, proba = [], np.zeros((len(X_t), len(classes)))
     for c in cands:
-        model = fit_candidate(c, X_s, y_s, X_target=X_t)
+        try:
+            model = fit_candidate(c, X_s, y_s, X_target=X_t)
+        except ValueError as err:
+            raise ValueError(f"candidate {c.name!r} could not be fitted on the source rows: {err}") from err
         yhat = np.asarray(model.predict(X_t))
         preds.append(yhat)
         if hasattr(model, "predict_proba"):

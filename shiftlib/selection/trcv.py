@@ -368,6 +368,9 @@ def trcv(
     """
     if isinstance(learner, Candidate | str):
         cand = resolve_candidates([learner], random_state=random_state)[0]
+    elif isinstance(learner, list | tuple | dict):
+        raise TypeError(f"trcv scores one learner, got a {type(learner).__name__} of them: to score several, call "
+                        "trcv_select(learners, X_source, y_source, X_target)")
     else:
         cand = Candidate(type(learner).__name__, learner)
     setup = trcv_setup([cand], X_source, y_source, X_target, X_target_labeled=X_target_labeled,

@@ -189,3 +189,47 @@ def test_scores_from_fold_scores_are_their_means():
     res = SelectorScores.from_fold_scores("scv", {"A": [0.5, 1.0], "B": [0.6, 0.6]}, {"k": 2}, n_fits=4)
     assert res.scores.to_dict() == {"A": 0.75, "B": 0.6} and res.best == ("A",) and res.n_fits == 4
     np.testing.assert_array_equal(res.details["fold_scores"]["A"], [0.5, 1.0])
+
+
+def _text_frames() -> tuple:
+    """A source and target DataFrame with one numeric and one text column (both classes in the source)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    def frame(n: int) -> pd.DataFrame:
+        return pd.DataFrame({"x": rng.normal(size=n), "colour": rng.choice(["red", "blue"], n)})
+    Xs, Xt = frame(60), frame(30)
+    return Xs, (Xs.x > 0).astype(int).to_numpy(), Xt
+
+
+def test_a_registry_learner_refuses_a_text_column_by_name():
+    """Before: source_cv scored the learner NaN with a pandas conversion message, and plan_labels raised that
+    message from deep inside pandas. A text column is the input's problem, not the learner's: it raises."""
+    from shiftlib.selection import plan_labels
+
+    Xs, ys, Xt = _text_frames()
+    for call in (lambda: source_cv(["LR", "NB"], Xs, ys, k=3, random_state=0),
+                 lambda: plan_labels(["LR", "NB"], Xs, ys, Xt, budget=5, random_state=0)):
+        with pytest.raises(TypeError, match=r"column 'colour' is .*registry learner 'LR'.*prepare_tables"):
+            call()
+
+
+def test_a_pipeline_that_encodes_text_is_not_refused():
+    """A user's own Pipeline may take text columns: only registry learners are checked; its CV accuracy
+    equals scikit-learn's cross_val_score on the same folds."""
+    from sklearn.compose import make_column_transformer
+    from sklearn.preprocessing import OneHotEncoder
+
+    Xs, ys, _ = _text_frames()
+    pipe = make_pipeline(make_column_transformer((OneHotEncoder(), ["colour"]), remainder="passthrough"),
+                         LogisticRegression())
+    res = source_cv({"mine": pipe}, Xs, ys, k=3, random_state=0)
+    folds = StratifiedKFold(3, shuffle=True, random_state=0)
+    assert res.scores["mine"] == pytest.approx(cross_val_score(pipe, Xs, ys, cv=folds).mean())
+
+
+def test_trcv_given_a_list_says_it_scores_one_learner():
+    from shiftlib.selection import trcv
+
+    with pytest.raises(TypeError, match="trcv scores one learner.*trcv_select"):
+        trcv(["LR", "NB"], X, Y, X_T)
