@@ -619,15 +619,29 @@ def _p_better(est: _Estimate, names: list[str]) -> pd.DataFrame:
     return pd.DataFrame(M, index=names, columns=names)
 
 
-def _p_best(est: _Estimate, rng: np.random.Generator, draws: int = 2000) -> np.ndarray:
-    """P(each candidate is the best) by draws from the normal posterior of the contrasts."""
+def _p_best(est: _Estimate, rng: np.random.Generator, draws: int = 2000,
+            same: np.ndarray | None = None) -> np.ndarray:
+    """P(each candidate is the best) by draws from the normal posterior of the contrasts.
+
+    ``same[j]`` (optional) is the first candidate whose batch predictions equal j's: such candidates are one
+    model on this batch (their contrast is exactly 0), so they share one probability, that one of them is the
+    best (the values then sum to more than 1); without it, rounding noise would split it among them."""
     ell = len(est.theta)
     C = est.cov - est.cov.mean(axis=0, keepdims=True) - est.cov.mean(axis=1, keepdims=True) + est.cov.mean()
     w, V = np.linalg.eigh((C + C.T) / 2)
     L = V * np.sqrt(np.clip(w, 0, None))
     samples = est.theta + rng.standard_normal((draws, ell)) @ L.T
-    best = samples.argmax(axis=1)
-    return np.bincount(best, minlength=ell) / draws
+    if same is None:
+        return np.bincount(samples.argmax(axis=1), minlength=ell) / draws
+    reps = np.unique(same)
+    best = reps[samples[:, reps].argmax(axis=1)]
+    return (np.bincount(best, minlength=ell) / draws)[same]
+
+
+def _same_predictions(tp: TargetPredictions) -> np.ndarray:
+    """For each candidate, the first candidate with the same predicted class on every batch row."""
+    P = tp.predictions
+    return np.array([next(i for i in range(j + 1) if np.array_equal(P[:, i], P[:, j])) for j in range(P.shape[1])])
 
 
 def fewlabel_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[int, Any],
@@ -805,7 +819,7 @@ def fewlabel_select(
     there, without labels and without a variance; under shift that common level can be off by several points
     (``reports/label_budget_intervals.md``), while the contrasts θ_a − θ_b and ``p_better`` do not depend on
     it. ``details['p_better']`` holds P(row learner beats column learner), ``details['p_best']``
-    the probability of being the best, ``details['tau2']`` the learned shift variance of the prior and
+    the probability of being the best (candidates with the same predictions on every batch row share theirs), ``details['tau2']`` the learned shift variance of the prior and
     ``details['prior_weight']`` the prior's share (0 = labels only, 1 = prior only). ``estimator``:
     the label estimate, ``'ht'`` (Horvitz–Thompson over the drawn rows), ``'difference'`` (the default;
     model-assisted: the candidates' mean probability p̄ as a surrogate on every disagreement row, corrected
@@ -840,7 +854,7 @@ def fewlabel_select(
                              index=names)
     rng = np.random.default_rng(seed_sequence(random_state))
     details = {
-        **est.details, "p_better": _p_better(est, names), "p_best": pd.Series(_p_best(est, rng), index=names),
+        **est.details, "p_better": _p_better(est, names), "p_best": pd.Series(_p_best(est, rng, same=_same_predictions(tp)), index=names),
         "cov": est.cov, "n_labels": len(labels), "n_disagreement": int(len(tp.disagreement)),
         "params": {"prior": prior if isinstance(prior, str | None) else getattr(prior, "selector", "given"),
                    "confidence": confidence, "random_state": random_state, "pair_floor": PAIR_FLOOR,

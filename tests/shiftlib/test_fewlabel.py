@@ -654,3 +654,24 @@ def test_model_floor_hand_worked_and_tau_keeps_the_hansen_hurwitz_moments() -> N
     d = np.array([1.0, -1.0])
     assert d @ e_m.cov @ d > d @ e_hh.cov @ d
     assert "_cov_moments" not in e_m.details
+
+
+
+def test_candidates_with_the_same_batch_predictions_share_their_p_best():
+    """Two copies of one model (a, b: the same predictions on the batch, contrast 0 up to rounding) against c,
+    θ = (0.80, 0.80, 0.79), each with variance 10⁻⁴ and a, b fully correlated: P(a or b is the best) =
+    Φ(0.01/√(2·10⁻⁴)) = Φ(0.707) = 0.760. Before, rounding noise split that between a and b at random (a
+    chosen candidate could show 0.08 while its copy showed 0.26); now both show it, and a's and c's sum to 1."""
+    from statistics import NormalDist
+
+    from shiftlib.selection.fewlabel import _Estimate, _p_best
+
+    v = 1e-4
+    cov = np.array([[v, v, 0], [v, v, 0], [0, 0, v]]) + 1e-12 * np.eye(3)
+    est = _Estimate(np.array([0.80, 0.80, 0.79]), cov, {})
+    split = _p_best(est, np.random.default_rng(0))
+    shared = _p_best(est, np.random.default_rng(0), same=np.array([0, 0, 2]))
+    expected = NormalDist().cdf(0.01 / (2 * v) ** 0.5)
+    assert shared[0] == shared[1] == pytest.approx(expected, abs=0.04)  # 2000 draws: MC s.d. 0.01
+    assert shared[0] + shared[2] == pytest.approx(1.0)
+    assert split[0] + split[1] == pytest.approx(shared[0]) and min(split[:2]) < shared[0] - 0.2  # the old split
