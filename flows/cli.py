@@ -418,11 +418,20 @@ def ui_command(tracking_uri: str) -> str:
     return cmd if tracking_uri == local_store() else f"{cmd} --tracking-uri {tracking_uri}"
 
 
+def _weighting_words(chosen: str, summary: dict[str, Any]) -> str:
+    """How the chosen candidate was trained: weighted by the run's method only if it is one of the ``+method``
+    candidates (an unweighted candidate can win a weighted run)."""
+    method = summary.get("weighting") or "none"
+    if method == "none":
+        return "unweighted"
+    return f"weighting {method}" if chosen.endswith(f"+{method}") else f"unweighted; weighting {method} is for the +{method} candidates"
+
+
 def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: str | None = None) -> list[str]:
     """The closing report: what was chosen and decided, the drift verdict, the estimate, where things are."""
     sel, champ, drift = summary["selection"], summary["champion"], summary.get("drift") or {}
     est = summary.get("estimate") or {}
-    out = [f"  chosen model:      {sel['chosen']} (selector {sel['selector']}, weighting {summary['weighting']})"]
+    out = [f"  chosen model:      {sel['chosen']} (selector {sel['selector']}, {_weighting_words(sel['chosen'], summary)})"]
     from tasks.report import cautions, fewlabel_sentence, target_accuracies
 
     if (sentence := fewlabel_sentence(sel)) is not None:
@@ -435,8 +444,10 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
         verdict = "drift" if drift.get("drifted") else "no drift"
         detail = f"domain AUC {drift['domain_auc']:.3f}, p {drift['domain_pvalue']:.3g}" \
             if drift.get("domain_auc") is not None else ""
+        # the per-feature tests can flag columns when the whole-table test does not: say which test says what
+        flagged = "features" if drift.get("drifted") else "yet the per-feature tests flag"
         out.append(f"  drift:             {verdict} ({detail}"
-                   + (f"; features {', '.join(map(str, feats[:5]))}{' …' if len(feats) > 5 else ''}" if feats else "")
+                   + (f"; {flagged} {', '.join(map(str, feats[:5]))}{' …' if len(feats) > 5 else ''}" if feats else "")
                    + ")")
     if est:
         alert = "  ALERT: below min_accuracy, champion alias held" if est.get("alert") else ""

@@ -121,6 +121,14 @@ def test_closing_report_says_what_happened(monkeypatch: pytest.MonkeyPatch, tmp_
     default = f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}"
     text = "\n".join(report_lines(SUMMARY | {"tracking_uri": default}, bias="none"))
     assert "chosen model:      LR+kmm (selector scv, weighting kmm)" in text
+    # an unweighted winner of a weighted run, and a run without weighting, are not called weighted
+    nb = SUMMARY | {"selection": {"chosen": "NB", "selector": "scv"}, "tracking_uri": default}
+    assert "chosen model:      NB (selector scv, unweighted; weighting kmm is for the +kmm candidates)" in "\n".join(report_lines(nb))
+    assert "NB (selector scv, unweighted)" in "\n".join(report_lines(nb | {"weighting": "none"}))
+    # the whole-table test says no drift while per-feature tests flag columns: the line says which says what
+    calm = SUMMARY["drift"] | {"drifted": False, "domain_auc": 0.541, "domain_pvalue": 0.136, "drifted_features": ["f0"]}
+    assert "drift:             no drift (domain AUC 0.541, p 0.136; yet the per-feature tests flag f0)" in \
+        "\n".join(report_lines(SUMMARY | {"drift": calm, "tracking_uri": default}))
     assert "m v1 → unchanged, no new version" in text
     assert "drift:             drift (domain AUC 0.712, p 0.001; features npreg)" in text
     assert "estimated accuracy: 0.750 [0.700, 0.800] (iwcv, 95% interval)" in text
