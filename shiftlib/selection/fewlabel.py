@@ -263,7 +263,8 @@ class LabelPlan:
     ``rows``: positions in X_target, no repeats, ≤ ``budget`` (all rounds so far, oldest first);
     ``probabilities``: each row's inclusion probability π_i in its round (weight 1/π_i keeps the
     estimates unbiased); ``rounds``: the round of each row (1, 2, …; 0 = a label that was not requested,
-    used as a uniform draw); ``new_rows``: the rows to label now (the last round).
+    used as a uniform draw); ``new_rows``: the rows to label now (the round this plan drew; none when it drew
+    none, e.g. every disagreement row is labeled already: ``details['note']`` says why).
     """
 
     rows: np.ndarray
@@ -277,6 +278,8 @@ class LabelPlan:
     @property
     def new_rows(self) -> np.ndarray:
         last = int(self.rounds.max()) if len(self.rounds) else 0
+        if self.details.get("note") is not None:  # this call drew no round: nothing new to label
+            last = 0
         return self.rows[self.rounds == last] if last > 0 else self.rows[:0]
 
     def to_frame(self) -> pd.DataFrame:
@@ -766,6 +769,8 @@ def plan_labels(
     remaining = np.array([i for i in D if i not in done], int)
     if n_new <= 0 or len(remaining) == 0:
         details["note"] = ("budget already used by the labeled rows" if n_new <= 0
+                           else "the candidates predict the same class on every batch row: labels cannot change "
+                           "their order" if len(D) == 0
                            else "every disagreement row is labeled already: more labels cannot change the order")
         return LabelPlan(rows_old, probs_old, rounds_old, int(budget), N, tp.names, details)
     # pair weights: how much each comparison is still in doubt (all 1 before any label)

@@ -675,3 +675,15 @@ def test_candidates_with_the_same_batch_predictions_share_their_p_best():
     assert shared[0] == shared[1] == pytest.approx(expected, abs=0.04)  # 2000 draws: MC s.d. 0.01
     assert shared[0] + shared[2] == pytest.approx(1.0)
     assert split[0] + split[1] == pytest.approx(shared[0]) and min(split[:2]) < shared[0] - 0.2  # the old split
+
+
+def test_a_plan_that_draws_nothing_has_no_new_rows(data):
+    """Continuing a plan whose disagreement rows are all labeled draws no round: new_rows is empty (it returned
+    the last round's rows, already labeled), and the note says why; with no disagreement at all it says that."""
+    Xs, ys, Xt, yt = data
+    first = plan_labels(LEARNERS, Xs, ys, Xt, budget=len(Xt), random_state=0)  # every disagreement row
+    assert len(first.new_rows) == len(first.rows) > 0
+    again = plan_labels(LEARNERS, Xs, ys, Xt, budget=len(Xt), already_labeled=(first, yt[first.rows]), random_state=0)
+    assert len(again.new_rows) == 0 and "labeled already" in again.details["note"]
+    agree = plan_labels({"a": "NB", "b": "NB"}, Xs, ys, Xt, budget=5, random_state=0)
+    assert len(agree.new_rows) == 0 and "same class on every batch row" in agree.details["note"]
