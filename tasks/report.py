@@ -25,8 +25,9 @@ def cautions(s: dict[str, Any]) -> list[str]:
     est = s.get("estimate") or {}
     labeled = s["selection"].get("fewlabel") or s.get("target_scores")
     if est and est["ci_high"] - est["ci_low"] >= WIDE_INTERVAL and not labeled:
+        budget = min(50, s.get("n_target") or 50)  # a budget the batch can hold (1 ≤ b ≤ its rows)
         out.append("a wide interval: the label-free estimators disagree on this shift; label a few target rows "
-                   "(--label-budget 50) to know more")
+                   f"(--label-budget {budget}) to know more")
     chosen, classes = s["selection"]["chosen"], s.get("classes") or []
     predicted = (s.get("predicted_classes") or {}).get(chosen)
     if predicted is not None and len(predicted) == 1 and len(classes) > 1 and not s.get("recalibration"):

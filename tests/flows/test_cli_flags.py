@@ -155,6 +155,9 @@ def test_closing_report_says_what_happened(monkeypatch: pytest.MonkeyPatch, tmp_
     assert "measured accuracy" not in "\n".join(report_lines(wide | {"recalibration": {"metrics": {}}}))  # a refit
     assert "note:              a wide interval: the label-free estimators disagree" in "\n".join(
         report_lines(wide | {"target_scores": None}))
+    # the advice asks for a budget the batch can hold (a 12-row batch refuses --label-budget 50)
+    assert "(--label-budget 50)" in "\n".join(report_lines(wide | {"target_scores": None, "n_target": 400}))
+    assert "(--label-budget 12)" in "\n".join(report_lines(wide | {"target_scores": None, "n_target": 12}))
     assert "predicts" not in text_w
     one = wide | {"classes": ["no", "yes"], "predicted_classes": {"LR+kmm": [0], "NB": [0, 1]}}
     assert "note:              LR+kmm predicts 'no' for every target row" in "\n".join(report_lines(one))
