@@ -454,7 +454,7 @@ def _align(X_source: Any, X_target: Any, min_rows: int) -> tuple[pd.DataFrame, p
     for side, F in (("source", S), ("target", T)):
         if F.shape[0] < min_rows:
             raise ValueError(
-                f"the {side} set has {F.shape[0]} rows; detect_drift needs at least {min_rows} on each side"
+                f"the {side} set has {F.shape[0]} row{'s' if F.shape[0] != 1 else ''}; detect_drift needs at least {min_rows} on each side"
             )
     for c in S.columns:
         kinds = []

@@ -82,7 +82,7 @@ def check_sizes(
     for side, n in (("source", n_source), ("target", n_target)):
         if n < min_rows:
             raise IngestError(
-                f"the {side} table has {n} rows; the drift stage needs at least {min_rows} rows on each side "
+                f"the {side} table has {n} row{'s' if n != 1 else ''}; the drift stage needs at least {min_rows} rows on each side "
                 "(source and target) — add rows"
             )
     if n_source + n_target < 2 * n_splits:
