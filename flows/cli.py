@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 # flows.runners is light: prefect and prefect_dask are imported only when a runner is made
 from flows.runners import KINDS, make_task_runner
 
-_RUN_OPTIONS = ("sep", "decimal", "encoding", "debug", "config", "task_runner", "dask_address", "dask_workers")
+_RUN_OPTIONS = ("sep", "decimal", "thousands", "encoding", "debug", "config", "task_runner", "dask_address", "dask_workers")
 
 
 def _literal_choices(annotation: Any) -> list[str]:
@@ -100,6 +100,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--config", help="a JSON or YAML file of RetrainConfig fields (flags override it)")
     r.add_argument("--sep", help="CSV separator of file: tables (default: sniffed from the header)")
     r.add_argument("--decimal", help="decimal mark of file: CSV tables (default '.'; ',' is sniffed for ';' files)")
+    r.add_argument("--thousands", help="mark between groups of thousands in file: CSV tables, e.g. ',' for 48,412 "
+                   "(default: none; sniffed when a text column is all such numbers)")
     r.add_argument("--encoding", help="text encoding of file: CSV tables (default: UTF-8, else cp1252, else latin-1)")
     r.add_argument("--debug", action="store_true", help="show the full traceback of an input error "
                    "(or set SHIFTFLOW_DEBUG=1)")
@@ -228,7 +230,7 @@ def config_from_args(ns: argparse.Namespace) -> RetrainConfig:  # noqa: F821
         text = getattr(ns, name, None)
         if text is not None:
             data[name] = _flag_value(name, field, text)
-    options = {"sep": ns.sep, "decimal": ns.decimal, "encoding": ns.encoding}
+    options = {"sep": ns.sep, "decimal": ns.decimal, "thousands": ns.thousands, "encoding": ns.encoding}
     for key in ("source", "target"):
         if isinstance(data.get(key), str):
             data[key] = with_options(data[key], **options)
@@ -505,6 +507,8 @@ def _quiet_output() -> None:
         os.environ.setdefault("PREFECT_LOGGING_COLORS", "false")
         os.environ.setdefault("NO_COLOR", "1")
     warnings.simplefilter("once")
+    # MLflow's note that it creates (or migrates) its SQLite tables on a new home is for its own maintainers
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
     for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning):
         warnings.filterwarnings("ignore", category=category, module=r"(mlflow|sqlalchemy|prefect|pydantic)(\.|$)")
 

@@ -20,7 +20,7 @@ Files (``file:PATH``) are read by their suffix: ``.csv`` / ``.tsv`` (optionally 
 ``.csv.bz2``, ``.csv.xz``), ``.parquet`` / ``.pq``, ``.xlsx`` / ``.xlsm`` (first sheet; needs openpyxl) and
 JSON Lines ``.jsonl`` / ``.ndjson`` (also compressed). Reading options ride on the spec as a query string,
 so the same string works from the CLI, a ``--config`` file and the Prefect UI form:
-``file:batch.csv?sep=;&decimal=,&encoding=cp1252`` (``sheet=NAME`` for Excel).
+``file:batch.csv?sep=;&decimal=,&thousands=.&encoding=cp1252`` (``sheet=NAME`` for Excel).
 
 CSV rules, stated once:
 
@@ -30,7 +30,10 @@ CSV rules, stated once:
   ``, ; TAB |`` (``,`` when it cannot tell). A separator other than ``,`` is reported in the read notes — we
   read with the sniffed separator rather than refuse, because a ``;`` file read with ``,`` is one useless
   column, never what the user meant. With ``;`` and no ``decimal=``, text columns that are all
-  ``123,45``-style numbers make us re-read with ``decimal=,`` (reported too).
+  ``123,45``-style numbers make us re-read with ``decimal=,`` (reported too). Likewise, without
+  ``thousands=``, text columns that are all numbers with grouped thousands (``48,412``; ``48.896,12``) make
+  us re-read with ``thousands=,`` (``thousands=.`` and ``decimal=,``), reported: read as text they would be
+  refused for too many levels, or one-hot encoded.
 * **Duplicate column names** are refused, naming them, from the raw header (pandas would rename them
   ``x.1`` and train on the copy).
 """
@@ -63,7 +66,7 @@ from shiftlib.errors import ShiftflowInputError
 SKLEARN_SETS = ("breast_cancer", "wine", "iris", "digits")
 ENCODINGS = ("utf-8-sig", "cp1252", "latin-1")
 SNIFF_DELIMITERS = ",;\t|"
-OPTIONS = ("sep", "decimal", "encoding", "sheet")
+OPTIONS = ("sep", "decimal", "thousands", "encoding", "sheet")
 _COMPRESSION: dict[str, Callable[..., IO[bytes]]] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 _CSV, _PARQUET, _EXCEL, _JSONL = (".csv", ".tsv"), (".parquet", ".pq"), (".xlsx", ".xlsm"), (".jsonl", ".ndjson")
 
@@ -160,6 +163,9 @@ def split_options(rest: str, spec: str) -> tuple[str, dict[str, str]]:
             raise SourceSpecError(f"unknown reading option {key!r} in {spec!r}; {hint}options are {list(OPTIONS)}")
     if opts.get("sep", "").lower() in ("\\t", "tab"):
         opts["sep"] = "\t"
+    if "thousands" in opts and (len(opts["thousands"]) != 1 or opts["thousands"] == opts.get("decimal", ".")):
+        raise SourceSpecError(f"thousands={opts['thousands']!r} in {spec!r}: give the one character between groups "
+                              "of thousands, other than the decimal mark (e.g. ?thousands=, or ?thousands=.&decimal=,)")
     return path_text, opts
 
 
@@ -267,6 +273,21 @@ def _read_jsonl(path: Path, opener: Callable[..., IO[bytes]] | None) -> pd.DataF
 
 
 _DECIMAL_COMMA = re.compile(r"^[+-]?\d+(,\d+)?$")
+#: numbers with thousands grouped: (thousands mark, decimal mark) → (a grouped number, any number in that form)
+_GROUPED = {(",", "."): (re.compile(r"^[+-]?\d{1,3}(,\d{3})+(\.\d+)?$"), re.compile(r"^[+-]?\d{1,3}(,\d{3})*(\.\d+)?$")),
+            (".", ","): (re.compile(r"^[+-]?\d{1,3}(\.\d{3})+(,\d+)?$"), re.compile(r"^[+-]?\d{1,3}(\.\d{3})*(,\d+)?$"))}
+
+
+def _grouped_marks(df: pd.DataFrame) -> tuple[tuple[str, str], list[str]] | None:
+    """The (thousands, decimal) marks of text columns that are all numbers written with grouped thousands
+    ('48,412' or '48.896,12'), with those columns; None when no column is."""
+    text = [c for c in df.columns if df[c].dtype == object or pd.api.types.is_string_dtype(df[c])]
+    for marks, (grouped, number) in _GROUPED.items():
+        cols = [c for c in text if len(v := df[c].dropna().astype(str).str.strip()) and v.str.match(number).all()
+                and v.str.match(grouped).any()]
+        if cols:
+            return marks, cols
+    return None
 
 
 def _read_csv(path: Path, opener: Callable[..., IO[bytes]] | None, opts: dict[str, str],
@@ -306,8 +327,9 @@ def _parse_csv(path: Path, head: bytes, encoding: str, opts: dict[str, str],
             notes.append(f"{path.name}: the header looks {sep!r}-separated; read with sep={sep!r} "
                          "(pass ?sep=... or --sep to choose)")
     kw: dict[str, Any] = {"sep": sep, "encoding": encoding, "compression": "infer"}
-    if "decimal" in opts:
-        kw["decimal"] = opts["decimal"]
+    for key in ("decimal", "thousands"):
+        if key in opts:
+            kw[key] = opts[key]
     try:
         header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False, **kw)
         _refuse_duplicates(path, header.iloc[0].tolist() if len(header) else [])
@@ -323,8 +345,17 @@ def _parse_csv(path: Path, head: bytes, encoding: str, opts: dict[str, str],
                  and df[c].dropna().astype(str).str.contains(",").any()]
         if comma:
             df = pd.read_csv(path, decimal=",", **kw)
+            kw["decimal"] = ","
             notes.append(f"{path.name}: numbers like '1,5' in {comma[:3]} read with decimal=',' "
                          "(pass ?decimal=. to choose)")
+    if "thousands" not in opts and (found := _grouped_marks(df)) is not None:
+        (thousands, decimal), cols = found
+        if kw.get("decimal", ".") == decimal or "decimal" not in opts:  # an explicit decimal mark is kept
+            kw.update(thousands=thousands, decimal=decimal)
+            df = pd.read_csv(path, **kw)
+            example = "48,412" if thousands == "," else "48.896,12"
+            notes.append(f"{path.name}: numbers with grouped thousands like {example!r} in {cols[:3]} read with "
+                         f"thousands={thousands!r}, decimal={decimal!r} (pass ?thousands=... to choose)")
     return LoadedTable(df, tuple(notes))
 
 

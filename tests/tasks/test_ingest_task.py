@@ -129,6 +129,29 @@ def test_reading_options_on_the_spec_and_their_errors(tmp_path):
     assert with_options("sklearn:iris", sep=";") == "sklearn:iris"  # only files take reading options
 
 
+
+def test_numbers_with_grouped_thousands_are_read_as_numbers(tmp_path):
+    """'48,412' (quoted in a ',' file) and '48.896,12' (a ';' file) are numbers a spreadsheet wrote with grouped
+    thousands: read as text they were refused for 654 levels, or one-hot encoded once max_levels was raised.
+    Read as numbers with a note; '1,5' (not a group of 3) stays the decimal-comma case; an explicit option is
+    taken as given, and a thousands mark equal to the decimal mark is refused."""
+    from tasks.sources import read_table
+
+    (tmp_path / "us.csv").write_text('income,y\n"48,412",0\n"1,207,000",1\n950,0\n')
+    got = read_table(f"file:{tmp_path / 'us.csv'}")
+    assert got.frame["income"].tolist() == [48412, 1207000, 950]
+    assert any("thousands=','" in n and "['income']" in n for n in got.notes)
+    (tmp_path / "eu.csv").write_text("income;age;y\n48.896,12;3,0;0\n37.579,07;4,5;1\n999,5;2,0;0\n")
+    got = read_table(f"file:{tmp_path / 'eu.csv'}")
+    assert got.frame["income"].tolist() == [48896.12, 37579.07, 999.5] and got.frame["age"].tolist() == [3.0, 4.5, 2.0]
+    assert any("thousands='.'" in n for n in got.notes)
+    explicit = read_table(f"file:{tmp_path / 'us.csv'}?thousands=,")
+    assert explicit.notes == () and explicit.frame["income"].tolist() == [48412, 1207000, 950]
+    (tmp_path / "codes.csv").write_text('code,y\n"12,5",0\n"3,75",1\n')  # not groups of three: left as text
+    assert read_table(f"file:{tmp_path / 'codes.csv'}").frame["code"].tolist() == ["12,5", "3,75"]
+    with pytest.raises(SourceSpecError, match="thousands=','.*other than the decimal mark"):
+        read_table(f"file:{tmp_path / 'us.csv'}?thousands=,&decimal=,")
+
 @pytest.mark.parametrize(
     "name, content, needle",
     [("dup.csv", b"a,b,a,y\n1,2,3,0\n", "duplicate column names ['a']"),
