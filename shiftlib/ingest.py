@@ -511,6 +511,33 @@ class CheckedTables:
         return self.plan.feature_columns
 
 
+#: a column is said to separate the classes only when every class has at least this many rows with a value
+LEAK_MIN_ROWS = 5
+
+
+def _separating_columns(src: pd.DataFrame, y: np.ndarray, plan: EncodingPlan) -> list[Any]:
+    """Numeric feature columns whose values put every source class in a range of its own (no two classes'
+    [min, max] overlap), each class with at least ``LEAK_MIN_ROWS`` values: a threshold on the column alone
+    predicts the label perfectly, which in real data usually means it was recorded after the outcome."""
+    out = []
+    for c in plan.kept:
+        if plan.kinds[c] != "numeric":
+            continue
+        v = _numbers(src[c], c, "source")
+        ok = ~np.isnan(v)
+        ranges = []
+        for k in np.unique(y):
+            vk = v[ok & (y == k)]
+            if len(vk) < LEAK_MIN_ROWS:
+                break
+            ranges.append((vk.min(), vk.max()))
+        else:
+            ranges.sort()
+            if len(ranges) > 1 and all(hi < lo for (_, hi), (lo, _) in zip(ranges, ranges[1:], strict=False)):
+                out.append(c)
+    return out
+
+
 def check_tables(
     source: pd.DataFrame,
     target: pd.DataFrame,
@@ -539,5 +566,10 @@ def check_tables(
     for c, levels in plan.encodings.items():
         unseen = sorted(set(_levels(_coerce(tgt[c], c, "target")).dropna().tolist()) - set(levels))
         if unseen:
-            notes.append(f"column {c!r}: target levels {unseen[:5]} not in the source encode as all zeros")
+            more = f" ({len(unseen)} levels)" if len(unseen) > 5 else ""
+            notes.append(f"column {c!r}: target levels {unseen[:5]}{more} not in the source encode as all zeros")
+    for c in _separating_columns(src, source_y, plan):
+        notes.append(f"column {c!r} alone separates the source classes (each class in a range of values of its own): "
+                     "if it is recorded after the outcome, it leaks the label and every estimate will look perfect; "
+                     f"then drop it (--drop-columns {c})")
     return CheckedTables(classes, source_y, target_y, plan, notes, len(source), len(target))

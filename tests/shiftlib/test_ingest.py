@@ -231,3 +231,25 @@ def test_an_infinite_label_is_named_as_such():
     src, tgt = _tables()
     with pytest.raises(IngestError, match="label column 'y' holds infinite values"):
         prepare_tables(src.assign(y=np.where(np.arange(len(src)) == 0, np.inf, np.arange(len(src)) % 2)), tgt, "y")
+
+
+def test_a_column_that_alone_separates_the_classes_is_named():
+    """Mroz's hours are 0 exactly when the wife does not work: the column predicts the label perfectly and every
+    estimate read 1.000 without a word. Now a note names it (it is kept: only the user knows when it was
+    recorded). An overlapping column is not named, nor a separating one with under 5 rows in a class; the
+    unseen-levels note counts the levels when it lists only five."""
+    from shiftlib.ingest import LEAK_MIN_ROWS, check_tables
+
+    rng = np.random.default_rng(0)
+    works = np.array(["yes"] * 30 + ["no"] * 30)
+    src = pd.DataFrame({"lfp": works, "hours": np.r_[rng.uniform(100, 2000, 30), np.zeros(30)],
+                        "age": rng.uniform(20, 60, 60), "city": [f"c{i % 4}" for i in range(60)]})
+    tgt = src.drop(columns="lfp").assign(city=[f"n{i % 8}" for i in range(60)])
+    notes = check_tables(src, tgt, "lfp").notes
+    assert [n for n in notes if "alone separates" in n] == [
+        "column 'hours' alone separates the source classes (each class in a range of values of its own): if it is "
+        "recorded after the outcome, it leaks the label and every estimate will look perfect; then drop it "
+        "(--drop-columns hours)"]
+    assert any("target levels ['n0', 'n1', 'n2', 'n3', 'n4'] (8 levels) not in the source" in n for n in notes)
+    few = src.iloc[: 30 + LEAK_MIN_ROWS - 1]  # 4 'no' rows: too few to call it separation
+    assert not any("alone separates" in n for n in check_tables(few, tgt, "lfp").notes)
