@@ -305,6 +305,12 @@ def plan_encoding(source: pd.DataFrame, target: pd.DataFrame | None = None, *, m
     ids = {c: "id-like: every value is distinct" for c in cols if c not in dropped
            and _is_id_like(source[c], None if target is None else target[c], min_rows_for_id)}
     for c in ids:
+        if _is_text(source[c]) and _looks_like_dates(sorted(source[c].dropna().astype(str).unique())):
+            ids[c] = DATETIME_REASON  # dates written as text, one per row: say dates, not a row id
+            warnings.warn(f"dropping column {c!r}: it holds dates/times as text, which place a row in time rather "
+                          "than describe it (add month or weekday as number columns to use them)", UserWarning,
+                          stacklevel=3)
+            continue
         warnings.warn(f"dropping column {c!r}: it looks like a row id (every value is distinct)",
                       UserWarning, stacklevel=3)
     dropped |= ids

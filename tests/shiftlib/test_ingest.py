@@ -253,3 +253,16 @@ def test_a_column_that_alone_separates_the_classes_is_named():
     assert any("target levels ['n0', 'n1', 'n2', 'n3', 'n4'] (8 levels) not in the source" in n for n in notes)
     few = src.iloc[: 30 + LEAK_MIN_ROWS - 1]  # 4 'no' rows: too few to call it separation
     assert not any("alone separates" in n for n in check_tables(few, tgt, "lfp").notes)
+
+
+def test_daily_dates_written_as_text_are_called_dates_not_a_row_id():
+    """A text column of one date per row was dropped as 'a row id (every value is distinct)'; it is still
+    dropped, and the warning says dates (as for a datetime column). A text key stays a row id."""
+    days = pd.date_range("2021-01-01", periods=40).strftime("%Y-%m-%d")
+    src = pd.DataFrame({"y": [0, 1] * 20, "x": np.arange(40.0), "day": days, "key": [f"k{i}" for i in range(40)]})
+    with pytest.warns(UserWarning) as rec:
+        p = prepare_tables(src, src.drop(columns="y"), "y")
+    said = [str(w.message) for w in rec]
+    assert any("dropping column 'day': it holds dates/times as text" in m for m in said)
+    assert any("dropping column 'key': it looks like a row id" in m for m in said)
+    assert "day" not in p.feature_columns and "key" not in p.feature_columns
