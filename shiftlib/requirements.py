@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from shiftlib.ingest import IngestError
 
 __all__ = ["DRIFT_MIN_ROWS", "DRIFT_SPLITS", "INNER_FOLDS", "SizePlan", "check_sizes", "inner_folds"]
@@ -90,8 +92,9 @@ def check_sizes(
                           f"domain classifier needs at least {2 * n_splits} — add rows")
     small = {c: n for c, n in class_counts.items() if n < 2}
     if small:
+        shown = sorted((c.item() if isinstance(c, np.generic) else c for c in small), key=str)  # 9, not '9'
         raise IngestError(
-            f"class(es) {sorted(map(str, small))} have only 1 source row; cross-validation needs at least 2 "
+            f"class(es) {shown} have only 1 source row; cross-validation needs at least 2 "
             "rows of every class — add rows or merge the rare class"
         )
     ks = [min(cv_folds, min(counts))]  # cv_metrics lowers its folds to the smallest class
