@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -373,3 +374,15 @@ def test_an_input_error_found_during_the_run_is_logged_without_its_traceback():
     assert logging.Formatter().format(refused) == "failed"
     assert _NoInputErrorTraceback().filter(bug) and bug.exc_info is not None
     assert "Traceback" in logging.Formatter().format(bug)
+
+
+def test_a_one_row_class_is_named_as_its_label():
+    """An integer class is shown as the label the user wrote (9), not as text ('9'); a text class keeps its quotes."""
+    import numpy as np
+
+    from shiftlib.ingest import IngestError
+    from shiftlib.requirements import check_sizes
+
+    for counts, shown in (({np.int64(9): 1, np.int64(1): 50}, "[9]"), ({"yes": 1, "no": 50}, "['yes']")):
+        with pytest.raises(IngestError, match=rf"class\(es\) {re.escape(shown)} have only 1 source row"):
+            check_sizes(counts, 100, ["LR"], cv_folds=5, selection_folds=10, selectors=["scv"])
