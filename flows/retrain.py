@@ -26,6 +26,7 @@ from tasks.estimation import estimation, served_estimate
 from tasks.evaluation import evaluate
 from tasks.ingest import ingest
 from tasks.labels import labels, labels_form
+from tasks.limits import task_threads
 from tasks.recalibration import recalibration
 from tasks.report import summary_markdown
 from tasks.selection import cv_candidate, rt_row, selection, selection_plan, trcv_fold_task
@@ -277,7 +278,7 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
                     tags={"prefect.flow_run_id": flow_run_id, "shiftflow.run_dir": str(store.run_dir),
                           "shiftflow.simulate_bias": checked.bias},
                     params=flat_params("", config.model_dump(mode="json"))) as parent, \
-            threadpool_limits(limits=conc.threads_per_task):
+            threadpool_limits(limits=conc.threads_per_task), task_threads(conc.threads_per_task):
         run = _Run(config, store, RunContext(uri, experiment, parent, flow_run_id, config.seed), conc.max_workers, log)
         log.info("concurrency: %d tasks at once, %d BLAS/OpenMP thread(s) each, %d cores",
                  conc.max_workers, conc.threads_per_task, conc.cores)

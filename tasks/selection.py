@@ -48,6 +48,7 @@ from shiftlib.selection import (
 from shiftlib.selection.trcv import FoldResidual
 from tasks.ingest import ingest_inputs, load_target_labels, load_xy
 from tasks.labels import stage_predictions
+from tasks.limits import limited
 from tasks.logs import run_logger
 from tasks.store import MANIFEST, StageStore, stage_key
 from tasks.tracking import log_metrics, with_retries
@@ -206,6 +207,7 @@ def selection_plan(store: StageStore, selectors: list[str], primary: str, *, see
 
 
 @task(name="cv-candidate", cache_policy=NO_CACHE)
+@limited
 def cv_candidate(store: StageStore, selector: str, name: str, beta: np.ndarray | None, *, seed: int, k: int,
                  rows: int | None = None) -> Any:
     """SCV or WCV (``selector``) of one candidate on every source row, the same folds for all candidates:
@@ -216,6 +218,7 @@ def cv_candidate(store: StageStore, selector: str, name: str, beta: np.ndarray |
 
 
 @task(name="rt-row", cache_policy=NO_CACHE)
+@limited
 def rt_row(store: StageStore, labeler: str, *, seed: int,
            rows: int | None = None) -> tuple[TargetLabels, list[ReverseCell]]:
     """ReverseTesting row M[labeler, ·]: 1 + ℓ fits (RT Fig. 3 steps 1–4)."""
@@ -225,6 +228,7 @@ def rt_row(store: StageStore, labeler: str, *, seed: int,
 
 
 @task(name="trcv-fold", cache_policy=NO_CACHE)
+@limited
 def trcv_fold_task(store: StageStore, fold: int, beta: np.ndarray, *, seed: int,
                    k: int, rows: int | None = None) -> dict[str, FoldResidual | str]:
     """TrCV Fig. 1 for fold ``fold`` for every candidate (2 fits each); a failed fit gives its message."""

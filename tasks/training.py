@@ -34,6 +34,7 @@ from tasks.ingest import (
     raw_input_schema,
     served_pipeline,
 )
+from tasks.limits import limited
 from tasks.logs import run_logger
 from tasks.store import StageStore, stage_key
 from tasks.tracking import log_sklearn_model, with_retries
@@ -65,6 +66,7 @@ def _nested_run(name: str, *, experiment_id: str, parent_run_id: str, tags: dict
 
 
 @task(name="train-learner", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 8])
+@limited
 def train_learner(
     store: StageStore,
     learner: str,

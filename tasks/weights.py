@@ -28,6 +28,7 @@ from shiftlib.weights import (
     weights_caution,
 )
 from tasks.ingest import ROW, ingest_inputs, load_xy
+from tasks.limits import limited
 from tasks.logs import run_logger
 from tasks.store import MANIFEST, StageStore, stage_key
 from tasks.tracking import log_metrics, with_retries
@@ -46,6 +47,7 @@ def _standardized(store: StageStore) -> tuple[np.ndarray, np.ndarray, float]:
 
 
 @task(name="kmm-chunk", cache_policy=NO_CACHE)
+@limited
 def kmm_chunk_task(store: StageStore, rows: np.ndarray) -> np.ndarray:
     """One ensemble-KMM chunk: KMM eq. 12 for the source ``rows`` against the whole target, independent
     of every other chunk (the flow maps this over ``weights_plan``'s chunks)."""
