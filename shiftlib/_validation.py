@@ -98,7 +98,8 @@ def as_2d_float(X: Any, what: str) -> tuple[np.ndarray, np.ndarray | None]:
         for col in X.columns:
             if not (pd.api.types.is_numeric_dtype(X[col]) or pd.api.types.is_bool_dtype(X[col])):
                 raise ValueError(
-                    f"column {col!r} of {what} is {X[col].dtype} (not numeric); encode it as numbers first"
+                    f"column {col!r} of {what} is {X[col].dtype} (not numeric); encode it as numbers first "
+                    "(shiftlib.preprocessor.prepare_tables(source, target, label) encodes both alike)"
                 )
         names = np.asarray([str(c) for c in X.columns], dtype=object)
         arr = X.to_numpy(dtype=float, na_value=np.nan)

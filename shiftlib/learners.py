@@ -53,6 +53,8 @@ from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from shiftlib.errors import UnknownNameError
+
 __all__ = [
     "LEARNERS",
     "PositiveWeightCalibratedClassifierCV",
@@ -242,7 +244,7 @@ def make_learner(
     number of rows it will be fitted on, picks the size-aware route (module docstring); None = exact.
     """
     if name not in LEARNERS:
-        raise KeyError(f"unknown learner {name!r}; choose one of {sorted(LEARNERS)}")
+        raise UnknownNameError(f"unknown learner {name!r}; choose one of {sorted(LEARNERS)}")
     return LEARNERS[name](random_state=random_state, n_rows=n_rows, **params)
 
 

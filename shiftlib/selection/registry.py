@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from shiftlib.errors import UnknownNameError
+
 from .baselines import source_cv, weighted_cv
 from .reverse_testing import reverse_testing
 from .trcv import trcv_select
@@ -98,5 +100,5 @@ def make_selector(name: str, **params: Any) -> Selector:
     Selector
     """
     if name not in SELECTORS:
-        raise KeyError(f"unknown selector {name!r}; choose one of {sorted(SELECTORS)}")
+        raise UnknownNameError(f"unknown selector {name!r}; choose one of {sorted(SELECTORS)}")
     return Selector(name, **params)

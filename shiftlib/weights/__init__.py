@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from shiftlib.errors import UnknownNameError
+
 from ._base import (
     LOW_ESS_SHARE,
     BaseWeighter,
@@ -95,5 +97,5 @@ WEIGHTERS: dict[str, type[BaseWeighter]] = {
 def make_weighter(name: str, **params: Any) -> BaseWeighter:
     """Build an unfitted weighter by registry name (see ``WEIGHTERS``), e.g. ``make_weighter("kmm", B=10)``."""
     if name not in WEIGHTERS:
-        raise KeyError(f"unknown weighter {name!r}; choose one of {sorted(WEIGHTERS)}")
+        raise UnknownNameError(f"unknown weighter {name!r}; choose one of {sorted(WEIGHTERS)}")
     return WEIGHTERS[name](**params)

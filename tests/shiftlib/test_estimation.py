@@ -179,8 +179,10 @@ def test_bad_data_names_the_problem(shifted) -> None:
         estimate_accuracy("NB", Xs, ys, Xt[:0])
     with pytest.raises(ValueError, match="labels but"):
         estimate_accuracy("NB", Xs, ys[:-1], Xt)
-    with pytest.raises(KeyError, match="unknown learner"):
+    with pytest.raises(KeyError, match="unknown learner") as err:
         estimate_accuracy("XGB", Xs, ys, Xt)
+    assert str(err.value).startswith("unknown learner 'XGB'; choose one of")  # the sentence, not its repr
+    assert isinstance(err.value, ValueError)  # a bad argument, also for code that catches ValueError
     P = stored_predictions("NB", Xs, ys, Xt, need_weights=False, k=5, random_state=0)[0]
     with pytest.raises(ValueError, match="needs importance weights"):
         point_estimate(P, "iwcv")
