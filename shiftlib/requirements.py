@@ -64,6 +64,11 @@ def _smallest_train_class(counts: Sequence[int], k: int) -> int:
     return min(c - math.ceil(c / k) for c in counts)
 
 
+def _why_folds(k: int, cv_folds: int, counts: list[int]) -> str:
+    """Why the source CV has fewer folds than asked: its folds are lowered to the smallest class."""
+    return f", lowered from {cv_folds} because the smallest class has {k} rows" if k < cv_folds and k == min(counts) else ""
+
+
 def check_sizes(
     class_counts: Mapping[Any, int],
     n_target: int,
@@ -113,7 +118,7 @@ def check_sizes(
             dropped[name] = (
                 f"learner {name!r} dropped: it runs a {need}-fold stratified CV inside fit, which needs {need} "
                 f"rows of each class in every set it is fitted on, and the smallest has {have} "
-                f"(a training fold of {k}-fold CV); add rows to use it"
+                f"(a training fold of {k}-fold CV{_why_folds(k, cv_folds, counts)}); add rows to use it"
             )
         else:
             kept.append(name)

@@ -386,3 +386,14 @@ def test_a_one_row_class_is_named_as_its_label():
     for counts, shown in (({np.int64(9): 1, np.int64(1): 50}, "[9]"), ({"yes": 1, "no": 50}, "['yes']")):
         with pytest.raises(IngestError, match=rf"class\(es\) {re.escape(shown)} have only 1 source row"):
             check_sizes(counts, 100, ["LR"], cv_folds=5, selection_folds=10, selectors=["scv"])
+
+
+def test_a_dropped_learner_says_why_its_cv_has_so_few_folds():
+    """The source CV lowers its folds to the smallest class (2 rows → 2-fold): SVM's drop note says so, where it
+    said only '2-fold CV'. Worked by hand: a 2-fold training fold keeps 2 − ⌈2/2⌉ = 1 row of that class."""
+    from shiftlib.requirements import check_sizes
+
+    plan = check_sizes({0: 2, 1: 50}, 100, ["LR", "SVM"], cv_folds=10, selection_folds=10, selectors=["scv"])
+    assert plan.learners == ["LR"]
+    assert "the smallest has 1 (a training fold of 2-fold CV, lowered from 10 because the smallest class has 2 rows)" \
+        in plan.dropped["SVM"]
