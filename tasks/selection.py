@@ -369,10 +369,13 @@ def _whole_target(store: StageStore, data: SelectionData) -> pd.DataFrame:
 
 
 def _agreement_table(store: StageStore, results: dict[str, Any]) -> pd.DataFrame | None:
-    """Each selector's agreement with the held-out target labels (None without them)."""
+    """Each selector's agreement with the held-out target labels (None without them, or with one candidate:
+    there is no order to agree with)."""
     if load_target_labels(store) is None:
         return None
     truth = store.read_table("evaluation", "target_scores").set_index("learner")["target_accuracy"]
+    if len(truth) < 2:
+        return None
     agree = pd.DataFrame([{"selector": s} | agreement(truth, r).to_dict() for s, r in results.items()])
     agree["selected"] = agree["selected"].map(lambda v: ",".join(v))
     agree["true_best"] = agree["true_best"].map(lambda v: ",".join(v))

@@ -292,3 +292,17 @@ def test_every_logged_model_has_a_signature_and_an_input_example(two_runs):
         assert info.saved_input_example_info is not None, names[m.source_run_id]
         # the signature's inputs are the served rows' columns (the ingest features, no _row or _label)
         assert info.signature.inputs.input_names() == ["npreg", "glu", "bp", "skin", "bmi", "ped", "age"]
+
+
+def test_one_candidate_with_a_labeled_target_finishes(prefect_harness, tmp_path):
+    """One learner and a target that carries labels (Pima.te): the selection stage compared the selectors'
+    order with the held-out truth and raised 'agreement needs at least two learners' (an internal error).
+    With one candidate there is no order: the run finishes, serves it, and writes no agreement table."""
+    from flows.config import RetrainConfig
+    from flows.retrain import retrain
+
+    cfg = RetrainConfig(learners=["LR"], weighting="none", run_root=str(tmp_path / "runs"),
+                        tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", experiment="one", cv_folds=3)
+    out = retrain(cfg)
+    assert out["selection"]["chosen"] == "LR" and out["selection"]["agreement"] is None
+    assert [r["learner"] for r in out["target_scores"]] == ["LR"]  # it was evaluated on the held-out labels
