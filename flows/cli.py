@@ -203,6 +203,11 @@ def hide_sql_passwords(data: dict[str, Any]) -> dict[str, Any]:
             url = sa.engine.make_url(url_text)
         except sa.exc.ArgumentError:
             continue  # the reader names the problem
+        except ValueError:  # a port that is not a number; SQLAlchemy's message (not chained) may quote the password
+            raise ConfigError(
+                f"the {key}'s SQL URL cannot be read: its port is not a number; write it as "
+                "dialect+driver://user:password@host:port/database and percent-encode any ':', '@' or '/' in the "
+                "password (%3A, %40, %2F): a ':' there reads as the start of the port") from None
         if url.password:
             found[key] = url.password
             at = spec.index(url_text)

@@ -101,6 +101,11 @@ def test_sql_password_leaves_the_flow_parameters(monkeypatch: pytest.MonkeyPatch
     assert os.environ["SHIFTFLOW_SQL_PASSWORD"] == "pw@x"  # decoded from the URL's percent-encoding
     with pytest.raises(ConfigError, match="different passwords"):
         hide_sql_passwords({"source": src, "target": "sql:postgresql+psycopg://bob:other@h/db::t"})
+    # a ':' in the password (or a port that is not a number): one line, and no part of the password in it
+    for bad in ("sql:postgresql+psycopg://alice:s3cr::et@127.0.0.1:5999/shop::t", "sql:postgresql+psycopg://a:s3cr@h:54x2/db::t"):
+        with pytest.raises(ConfigError, match="the source's SQL URL cannot be read: its port is not a number") as err:
+            hide_sql_passwords({"source": bad})
+        assert "s3cr" not in str(err.value) and err.value.__cause__ is None
 
 
 SUMMARY = {
