@@ -171,8 +171,23 @@ def _check_same_columns(s_cols: list[Any], t_cols: list[Any]) -> None:
 _NESTED = (list, tuple, dict, set, frozenset, np.ndarray)
 
 
+def plain_numbers(s: pd.Series) -> pd.Series | None:
+    """A decimal column (Parquet and SQL money columns) as floats, a duration column as its seconds (a duration is
+    a quantity); None for any other column."""
+    if pd.api.types.is_timedelta64_dtype(s):
+        return s.dt.total_seconds()
+    if s.dtype == object and pd.api.types.infer_dtype(s, skipna=True) == "decimal":
+        return s.astype(float)
+    if isinstance(s.dtype, pd.ArrowDtype) and (pa_type := str(s.dtype.pyarrow_dtype)).startswith(("decimal", "duration")):
+        return s.dt.total_seconds() if pa_type.startswith("duration") else s.astype(float)
+    return None
+
+
 def _coerce(s: pd.Series, column: Any, which: str) -> pd.Series:
-    """Refuse complex numbers and nested cells (lists, structs); read integers beyond int64 as numbers."""
+    """Refuse complex numbers and nested cells (lists, structs); read integers beyond int64, decimals and durations
+    as numbers (``plain_numbers``)."""
+    if (plain := plain_numbers(s)) is not None:
+        return plain
     if pd.api.types.is_complex_dtype(s):
         raise IngestError(f"column {column!r} holds complex numbers in the {which}; split it into real "
                           "columns (e.g. real and imaginary parts) or drop it")

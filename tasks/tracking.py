@@ -19,6 +19,7 @@ import pandas as pd
 from mlflow.models import ModelSignature, infer_signature
 from mlflow.tracking import MlflowClient
 
+from shiftlib.ingest import plain_numbers
 from tasks.locks import store_lock
 from tasks.sources import mask_secrets
 
@@ -118,12 +119,22 @@ def log_sklearn_model(
     ``input_schema`` (an ``mlflow.types.Schema``), when given, replaces the input schema inferred from the
     example.
     """
-    example = X_example.head(5)
+    example = _json_safe(X_example.head(5))
     out = getattr(model, predict_fn)(example)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         info = _log(model, name, example, out, predict_fn, input_schema)
     return info.model_uri
+
+
+def _json_safe(example: pd.DataFrame) -> pd.DataFrame:
+    """The input example with decimal and duration columns as the numbers the preprocessor reads them as: MLflow
+    writes the example as JSON, which has no Timedelta or Decimal (the run failed on a Parquet duration column)."""
+    out = example.copy()
+    for c in out.columns:
+        if (plain := plain_numbers(out[c])) is not None:
+            out[c] = plain
+    return out
 
 
 def _log(model: Any, name: str, example: pd.DataFrame, out: Any, predict_fn: str, input_schema: Any) -> Any:

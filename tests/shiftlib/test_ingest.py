@@ -266,3 +266,19 @@ def test_daily_dates_written_as_text_are_called_dates_not_a_row_id():
     assert any("dropping column 'day': it holds dates/times as text" in m for m in said)
     assert any("dropping column 'key': it looks like a row id" in m for m in said)
     assert "day" not in p.feature_columns and "key" not in p.feature_columns
+
+
+def test_decimal_and_duration_columns_are_numbers():
+    """Parquet/SQL decimals (money) and durations were read as text: refused for 200 levels, or one-hot encoded.
+    They are numbers: a decimal as its float, a duration as its seconds (worked by hand below), in the source
+    and in a served batch alike."""
+    import decimal
+
+    src = pd.DataFrame({"y": [0, 1] * 15,
+                        "price": [decimal.Decimal(f"{i}.25") for i in range(30)],
+                        "wait": pd.to_timedelta(np.arange(30) * 90, unit="s")})
+    p = prepare_tables(src, src.drop(columns="y"), "y")
+    assert p.source_X["price"].tolist()[:3] == [0.25, 1.25, 2.25]
+    assert p.source_X["wait"].tolist()[:3] == [0.0, 90.0, 180.0]
+    served = p.preprocessor.transform(src.drop(columns="y").head(3))
+    assert served["wait"].tolist() == [0.0, 90.0, 180.0] and served["price"].tolist() == [0.25, 1.25, 2.25]
