@@ -61,7 +61,7 @@ class RetrainConfig(_Strict):
         "empty: simulate_bias splits the source into a biased source and an unbiased target",
     )
     label: str = Field("type", description="name of the label column")
-    positive_label: str | int | None = Field(None, description="the positive class (default: the larger label)")
+    positive_label: str | bool | int | None = Field(None, description="the positive class (default: the larger label)")
     drop_columns: list[str] = Field(default_factory=list, description="feature columns to ignore")
     id_column: str | None = Field(
         None, description="row key of the target table (one distinct value per row): not a feature, kept in "

@@ -478,7 +478,9 @@ def _code_labels(source: pd.DataFrame, target: pd.DataFrame, label: str, positiv
         if len(classes) != 2:
             raise IngestError("positive_label only applies to two-class labels")
         if positive_label not in classes:
-            raise IngestError(f"positive_label {positive_label!r} is not one of the source labels {classes}")
+            yaml = (" (YAML reads an unquoted yes, no, on, off, true or false as a boolean: quote the label, e.g. "
+                    "positive_label: \"Yes\")" if isinstance(positive_label, bool) else "")
+            raise IngestError(f"positive_label {positive_label!r} is not one of the source labels {classes}{yaml}")
         classes = [c for c in classes if c != positive_label] + [positive_label]
     code = {c: i for i, c in enumerate(classes)}
     source_y = source[label].map(code).to_numpy(dtype=np.int64)

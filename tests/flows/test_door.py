@@ -397,3 +397,17 @@ def test_a_dropped_learner_says_why_its_cv_has_so_few_folds():
     assert plan.learners == ["LR"]
     assert "the smallest has 1 (a training fold of 2-fold CV, lowered from 10 because the smallest class has 2 rows)" \
         in plan.dropped["SVM"]
+
+
+def test_an_unquoted_yes_in_a_yaml_config_is_named_as_yaml_s_boolean(tmp_path, capsys):
+    """YAML reads `positive_label: Yes` as true, which the config turned into the integer 1: the refusal said
+    'positive_label 1 is not one of the source labels'. The boolean is kept and the refusal says to quote it."""
+    src = _frame().assign(target=lambda d: np.where(d.target == 1, "Yes", "No"))
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"source: {_write(src, tmp_path / 's.csv')}\ntarget: {_write(src.drop(columns='target'), tmp_path / 't.csv')}\n"
+                   "label: target\npositive_label: Yes\nlearners: LR\nselection_folds: 5\n")
+    code = main(["retrain", "--config", str(cfg), "--run-root", str(tmp_path / "runs")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == ["shiftflow: error: positive_label True is not one of the source labels ['No', 'Yes'] "
+                                 "(YAML reads an unquoted yes, no, on, off, true or false as a boolean: quote the label, "
+                                 "e.g. positive_label: \"Yes\")"]
