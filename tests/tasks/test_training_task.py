@@ -131,3 +131,15 @@ def test_a_candidate_that_cannot_be_fitted_is_skipped_and_named(trained, tmp_pat
     few = train_learner.fn(store3, "SVM", "kmm", **kw)
     assert few["skipped"].endswith(f"(the kmm weights are positive on 33 of {len(y_s)} source rows, 3 of them in "
                                    "the smallest class)")
+    # weights positive on one row of class yes: the fit could use it, but a CV training fold holds none of it; the
+    # reason says so (it said the weighting found almost no rows like the target, which was not the case)
+    w = np.ones(len(y_s))
+    w[np.flatnonzero(y_s == y_s.max())[1:]] = 0.0
+    store4 = StageStore(tmp_path / "runs", "r4")
+    for stage in (PREPROCESSOR_STAGE, "ingest"):
+        shutil.copytree(store0.stage_dir(stage), store4.stage_dir(stage))
+    store4.write_stage("weights", {"weights": pd.DataFrame({"_row": np.arange(len(y_s)), "kmm": w})},
+                       key="test", params={}, inputs={})
+    fold = train_learner.fn(store4, "NB", "kmm", **kw)
+    assert fold["skipped"] == ("in a training fold of its 3-fold source CV the kmm weights are 0 on every row of class "
+                               "yes (they are positive on only 1 of its rows), so its source-CV accuracy cannot be measured")
