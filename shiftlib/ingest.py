@@ -587,6 +587,10 @@ def check_tables(
     src, tgt = source.drop(columns=[label]), target.drop(columns=[label], errors="ignore")
     plan = plan_encoding(src, tgt, max_levels=max_levels, min_rows_for_id=min_rows_for_id)
     for c, levels in plan.encodings.items():
+        if levels and _looks_like_dates([str(v) for v in levels]):  # SQLite, CSV: dates arrive as text
+            notes.append(f"column {c!r} holds dates or times as text ({len(levels)} values, e.g. {levels[0]!r}), "
+                         "encoded as levels: a later batch's dates will be levels the source never had; drop it "
+                         f"(--drop-columns {c}) or add the numbers you mean (month, weekday) as columns")
         unseen = sorted(set(_levels(_coerce(tgt[c], c, "target")).dropna().tolist()) - set(levels))
         if unseen:
             more = f" ({len(unseen)} levels)" if len(unseen) > 5 else ""

@@ -282,3 +282,17 @@ def test_decimal_and_duration_columns_are_numbers():
     assert p.source_X["wait"].tolist()[:3] == [0.0, 90.0, 180.0]
     served = p.preprocessor.transform(src.drop(columns="y").head(3))
     assert served["wait"].tolist() == [0.0, 90.0, 180.0] and served["price"].tolist() == [0.25, 1.25, 2.25]
+
+
+def test_a_few_dates_written_as_text_are_named():
+    """SQLite gives DATETIME columns as text: three batch days were one-hot encoded without a word. They still
+    are (the user may mean them as levels), and a note says what a later batch will look like."""
+    from shiftlib.ingest import check_tables
+
+    src = pd.DataFrame({"y": [0, 1] * 15, "x": np.arange(30.0),
+                        "day": ["2024-01-01 00:00:00.000000", "2024-01-02 00:00:00.000000", "2024-01-03 00:00:00.000000"] * 10})
+    notes = check_tables(src, src.drop(columns="y"), "y").notes
+    assert any(n.startswith("column 'day' holds dates or times as text (3 values, e.g. '2024-01-01 00:00:00.000000')")
+               for n in notes)
+    plain = src.assign(day=["red", "green", "blue"] * 10)
+    assert not any("dates" in n for n in check_tables(plain, plain.drop(columns="y"), "y").notes)
