@@ -212,12 +212,15 @@ def _dup_names(names: list[Any]) -> list[str]:
     return [str(n) for n, c in Counter(str(n) for n in names).items() if c > 1]
 
 
-def _refuse_duplicates(path: Path, names: list[Any]) -> None:
+def _refuse_duplicates(path: Path | str, names: list[Any]) -> None:
+    """A table with two columns of one name is refused (``path``: a file, or a ``sql:`` spec as shown)."""
     dup = _dup_names(names)
     if dup:
+        what = f"file {str(path)!r}" if isinstance(path, Path) else f"the query {path!r}"
+        fix = "give each column its own name (SELECT a.x AS x_a, …)" if isinstance(path, str) else \
+            "rename them so each column is unique"
         raise SourceSpecError(
-            f"file {str(path)!r} has duplicate column names {dup}; rename them so each column is unique "
-            "(pandas would silently rename the copies to 'NAME.1')"
+            f"{what} has duplicate column names {dup}; {fix} (pandas would silently rename the copies to 'NAME.1')"
         )
 
 
@@ -529,7 +532,7 @@ def read_sql_table(spec: str, *, chunk_rows: int = SQL_CHUNK_ROWS) -> LoadedTabl
         try:
             for i, chunk in enumerate(pd.read_sql(stmt, conn, params=sql.params or None, chunksize=chunk_rows)):
                 if len(chunk):
-                    _refuse_duplicates(Path(shown), list(chunk.columns))
+                    _refuse_duplicates(shown, list(chunk.columns))
                     part = Path(tmp) / f"part-{i:05d}.parquet"
                     pq.write_table(pa.Table.from_pandas(chunk, preserve_index=False), part)
                     parts.append(part)

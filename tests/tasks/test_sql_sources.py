@@ -100,6 +100,9 @@ def test_select_forms_that_are_allowed() -> None:
     ("SELECT * FROM nothere", r"the query on the SQLite file .* failed \(no such table: nothere\)"),
     ("SELECT * FROM pima_train WHERE age > 200", r"the SELECT on the SQLite file .* returned no rows"),
     ("SELECT * FROM pima_train::{oops", r"are not a JSON object"),
+    # a join that returns one name twice: called a query (it was called a 'file', its URL's '////' cut to '/')
+    ("SELECT a.*, b.age FROM pima_train a JOIN pima_train b ON a.rowid = b.rowid",
+     r"the query 'sql:sqlite:////.*' has duplicate column names \['age'\]; give each column its own name"),
 ])
 def test_bad_sqlite_inputs(warehouse: Path, what: str, message: str) -> None:
     with pytest.raises(SourceSpecError, match=message):
