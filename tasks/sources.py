@@ -364,6 +364,12 @@ def _parse_csv(path: Path, head: bytes, encoding: str, opts: dict[str, str],
 
 # --------------------------------------------------------------------------------------------------- SQL
 
+#: the usual driver package per SQLAlchemy backend (the hint of a missing driver)
+_DRIVERS = {"postgresql": "psycopg (pip install 'psycopg[binary]', URL postgresql+psycopg://…)",
+            "mysql": "a MySQL driver (pip install pymysql, URL mysql+pymysql://…)",
+            "mariadb": "a MySQL driver (pip install pymysql, URL mariadb+pymysql://…)",
+            "mssql": "pyodbc (pip install pyodbc, URL mssql+pyodbc://…) and an ODBC driver",
+            "oracle": "oracledb (pip install oracledb, URL oracle+oracledb://…)"}
 _TABLE_NAME = re.compile(r'^(?:[A-Za-z_][\w$]*|"[^"]+")(?:\.(?:[A-Za-z_][\w$]*|"[^"]+"))?$')
 
 
@@ -479,8 +485,8 @@ def _engine(spec: SqlSpec, shown: str) -> tuple[Any, Any]:
     try:
         return sa.create_engine(url, connect_args=connect_args, poolclass=sa.pool.NullPool), url
     except (NoSuchModuleError, ModuleNotFoundError, ImportError) as exc:
-        raise SourceSpecError(f"no database driver for {url.drivername!r} ({_driver_line(exc)}); install it, "
-                              "e.g. pip install 'psycopg[binary]' for postgresql+psycopg") from None
+        raise SourceSpecError(f"no database driver for {url.drivername!r} ({_driver_line(exc)}); install "
+                              f"{_DRIVERS.get(url.get_backend_name(), 'the driver SQLAlchemy names for it')}") from None
 
 
 def _where(url: Any) -> str:

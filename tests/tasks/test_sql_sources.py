@@ -253,3 +253,9 @@ def test_ingest_manifest_records_the_masked_query_and_a_digest(postgres: dict, t
     assert man["inputs"]["source"] == frame_hash(read_table(src).frame)  # a digest of what was read
     again = ingest.fn(StageStore(tmp_path / "runs", "r2"), src, tgt, "type")
     assert again.get("reused_from") == "r1"  # unchanged rows: the same ingest
+
+
+def test_a_missing_driver_names_the_package_for_its_database() -> None:
+    """A mysql:// URL was told to install psycopg (PostgreSQL's driver)."""
+    with pytest.raises(SourceSpecError, match=r"no database driver for 'mysql' .*install a MySQL driver \(pip install pymysql"):
+        read_table("sql:mysql://u@127.0.0.1/db::t")
