@@ -175,6 +175,7 @@ def _check_y(y: Any, n: int) -> np.ndarray:
     if labels.size != 2:
         raise ValueError(
             f"y must be binary (exactly 2 distinct labels); it has {labels.size}: {labels[:5].tolist()}"
+            f"{' …' if labels.size > 5 else ''} (the simulated biases are the papers' two-class recipes)"
         )
     return y
 
