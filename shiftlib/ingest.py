@@ -343,10 +343,10 @@ def plan_encoding(source: pd.DataFrame, target: pd.DataFrame | None = None, *, m
     indicators: list[Any] = []
     for c in kept:
         s, t = source[c], None if target is None else target[c]
+        if empty[c]:  # of any kind (a SQL column of NULLs arrives as text): it would be a constant indicator
+            raise IngestError(f"column {c!r} is empty (all missing) in the source; drop it (--drop-columns {c})")
         if kinds[c] == "numeric":
             sv = _numbers(s, c, "source")
-            if np.isnan(sv).all():
-                raise IngestError(f"column {c!r} is empty (all missing) in the source; drop it (--drop-columns {c})")
             tv = None if t is None else _numbers(t, c, "target")
             if np.isnan(sv).any() or (tv is not None and np.isnan(tv).any()):
                 imputed[c] = float(np.nanmedian(sv))
@@ -595,6 +595,11 @@ def check_tables(
         if unseen:
             more = f" ({len(unseen)} levels)" if len(unseen) > 5 else ""
             notes.append(f"column {c!r}: target levels {unseen[:5]}{more} not in the source encode as all zeros")
+    for c in plan.kept:
+        if len(tgt) and c in tgt.columns and tgt[c].isna().all():
+            notes.append(f"column {c!r} is empty (all missing) in the target: every target row gets the source's "
+                         f"fill-in value, and the drift stage will find this column changed; if that is a fault of "
+                         f"the batch, fix it, or drop the column (--drop-columns {c})")
     for c in _separating_columns(src, source_y, plan):
         notes.append(f"column {c!r} alone separates the source classes (each class in a range of values of its own): "
                      "if it is recorded after the outcome, it leaks the label and every estimate will look perfect; "

@@ -296,3 +296,20 @@ def test_a_few_dates_written_as_text_are_named():
                for n in notes)
     plain = src.assign(day=["red", "green", "blue"] * 10)
     assert not any("dates" in n for n in check_tables(plain, plain.drop(columns="y"), "y").notes)
+
+
+def test_columns_empty_in_the_source_or_the_target():
+    """A SQL column of NULLs arrives as text: it was kept as a constant 'allnull__missing' feature, while an empty
+    number column was refused. Both are refused now. A column empty in the target only is kept (imputed), with a
+    note: the drift stage will find it changed."""
+    from shiftlib.ingest import check_tables
+
+    src = pd.DataFrame({"y": [0, 1] * 15, "x": np.arange(30.0), "allnull": [None] * 30})
+    with pytest.raises(IngestError, match=r"column 'allnull' is empty \(all missing\) in the source; drop it"):
+        check_tables(src, src.drop(columns="y"), "y")
+    src = src.drop(columns="allnull").assign(z=np.arange(30.0) % 7)
+    notes = check_tables(src, src.drop(columns="y").assign(x=np.nan), "y").notes
+    assert [n for n in notes if "empty" in n] == [
+        "column 'x' is empty (all missing) in the target: every target row gets the source's fill-in value, and the "
+        "drift stage will find this column changed; if that is a fault of the batch, fix it, or drop the column "
+        "(--drop-columns x)"]
