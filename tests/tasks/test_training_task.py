@@ -101,13 +101,18 @@ def test_a_candidate_that_cannot_be_fitted_is_skipped_and_named(trained, tmp_pat
     import shutil
 
     store0, kw, res, _ = trained
-    store = StageStore(tmp_path / "runs", "r2")
-    shutil.copytree(store0.stage_dir(PREPROCESSOR_STAGE), store.stage_dir(PREPROCESSOR_STAGE))
-    shutil.copytree(store0.stage_dir("ingest"), store.stage_dir("ingest"))
-    _, y_s, _ = load_xy(store)
-    w = np.where(y_s == y_s.max(), 0.0, 1.0)  # the positive class gets no weight
-    store.write_stage("weights", {"weights": pd.DataFrame({"_row": np.arange(len(y_s)), "kmm": w})},
+    _, y_s, _ = load_xy(store0)
+
+    def weighted(run: str, w: np.ndarray) -> StageStore:
+        """A run folder with the trained run's ingest and these kmm weights."""
+        s = StageStore(tmp_path / "runs", run)
+        for stage in (PREPROCESSOR_STAGE, "ingest"):
+            shutil.copytree(store0.stage_dir(stage), s.stage_dir(stage))
+        s.write_stage("weights", {"weights": pd.DataFrame({"_row": np.arange(len(y_s)), "kmm": w})},
                       key="test", params={}, inputs={})
+        return s
+
+    store = weighted("r2", np.where(y_s == y_s.max(), 0.0, 1.0))  # the positive class gets no weight
     ok = train_learner.fn(store, "NB", **kw)
     bad = train_learner.fn(store, "NB", "kmm", **kw)
     assert "skipped" not in ok and bad["name"] == "NB+kmm"
@@ -123,23 +128,13 @@ def test_a_candidate_that_cannot_be_fitted_is_skipped_and_named(trained, tmp_pat
     w = np.zeros(len(y_s))
     w[np.flatnonzero(y_s == y_s.max())[:3]] = 1.0
     w[np.flatnonzero(y_s != y_s.max())[:30]] = 1.0
-    store3 = StageStore(tmp_path / "runs", "r3")
-    for stage in (PREPROCESSOR_STAGE, "ingest"):
-        shutil.copytree(store0.stage_dir(stage), store3.stage_dir(stage))
-    store3.write_stage("weights", {"weights": pd.DataFrame({"_row": np.arange(len(y_s)), "kmm": w})},
-                       key="test", params={}, inputs={})
-    few = train_learner.fn(store3, "SVM", "kmm", **kw)
+    few = train_learner.fn(weighted("r3", w), "SVM", "kmm", **kw)
     assert few["skipped"].endswith(f"(the kmm weights are positive on 33 of {len(y_s)} source rows, 3 of them in "
                                    "the smallest class)")
     # weights positive on one row of class yes: the fit could use it, but a CV training fold holds none of it; the
     # reason says so (it said the weighting found almost no rows like the target, which was not the case)
     w = np.ones(len(y_s))
     w[np.flatnonzero(y_s == y_s.max())[1:]] = 0.0
-    store4 = StageStore(tmp_path / "runs", "r4")
-    for stage in (PREPROCESSOR_STAGE, "ingest"):
-        shutil.copytree(store0.stage_dir(stage), store4.stage_dir(stage))
-    store4.write_stage("weights", {"weights": pd.DataFrame({"_row": np.arange(len(y_s)), "kmm": w})},
-                       key="test", params={}, inputs={})
-    fold = train_learner.fn(store4, "NB", "kmm", **kw)
+    fold = train_learner.fn(weighted("r4", w), "NB", "kmm", **kw)
     assert fold["skipped"] == ("in a training fold of its 3-fold source CV the kmm weights are 0 on every row of class "
                                "yes (they are positive on only 1 of its rows), so its source-CV accuracy cannot be measured")
