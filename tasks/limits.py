@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from threadpoolctl import threadpool_limits
 
-__all__ = ["TASK_THREADS", "limited", "task_threads"]
+__all__ = ["TASK_THREADS", "current_threads", "limited", "task_threads"]
 
 TASK_THREADS: ContextVar[int | None] = ContextVar("shiftflow_task_threads", default=None)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -34,12 +34,20 @@ def task_threads(n: int) -> Iterator[None]:
         TASK_THREADS.reset(token)
 
 
+def current_threads() -> int | None:
+    """The thread limit of the flow that submitted the running task, or None (no flow limit, or another process)."""
+    return TASK_THREADS.get()
+
+
 def limited(fn: F) -> F:
-    """Run ``fn`` under the submitting flow's thread limit (``TASK_THREADS``), in whatever thread it runs."""
+    """Run ``fn`` under the submitting flow's thread limit (``TASK_THREADS``), in whatever thread it runs.
+
+    The wrapper reaches the variable only through ``current_threads``: a Dask runner pickles the task's function by
+    value, and a ContextVar cannot be pickled, while a module-level function is pickled by reference."""
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
-        n = TASK_THREADS.get()
+        n = current_threads()
         if n is None:
             return fn(*args, **kwargs)
         with threadpool_limits(limits=n):

@@ -27,3 +27,14 @@ def test_a_limited_task_in_a_worker_thread_runs_on_the_flows_threads():
     assert TASK_THREADS.get() is None  # the block resets the variable
     with ThreadPoolExecutor(1) as ex:  # no flow limit set (a Dask worker process): the task runs as it is
         assert ex.submit(copy_context().run, limited_omp).result() >= 2
+
+
+def test_a_limited_task_pickles_for_a_dask_worker():
+    """Dask's runner pickles a task's function by value (its name points at the Prefect Task, not at it). The
+    wrapper once held the ContextVar, which cannot be pickled, and every Dask run failed before its first task."""
+    import cloudpickle
+
+    from tasks.training import train_learner
+
+    again = cloudpickle.loads(cloudpickle.dumps(train_learner.fn))
+    assert again.__name__ == "train_learner" and again.__wrapped__ is not None
