@@ -23,11 +23,24 @@ __all__ = [
     "check_pair",
     "check_probabilities",
     "check_row_weights",
+    "counted",
+    "first_non_numeric",
 ]
 
 
+def counted(n: int, noun: str) -> str:
+    """``'1 row'``, ``'2 rows'``: a count with its noun in the right number, for messages."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _cols(k: int) -> str:
-    return f"{k} column{'' if k == 1 else 's'}"
+    return counted(k, "column")
+
+
+def first_non_numeric(X: pd.DataFrame) -> Any:
+    """The first column of ``X`` that is neither numeric nor boolean (text, dates, categories), or None."""
+    return next((c for c in X.columns
+                 if not (pd.api.types.is_numeric_dtype(X[c]) or pd.api.types.is_bool_dtype(X[c]))), None)
 
 
 def align_columns(X_source: Any, X_target: Any, *, names: tuple[str, str] = ("X_source", "X_target")) -> Any:
@@ -95,12 +108,11 @@ def as_2d_float(X: Any, what: str) -> tuple[np.ndarray, np.ndarray | None]:
     if isinstance(X, pd.Series):
         raise ValueError(f"{what} is a pandas Series; pass a DataFrame (e.g. {what}.to_frame())")
     if isinstance(X, pd.DataFrame):
-        for col in X.columns:
-            if not (pd.api.types.is_numeric_dtype(X[col]) or pd.api.types.is_bool_dtype(X[col])):
-                raise ValueError(
-                    f"column {col!r} of {what} is {X[col].dtype} (not numeric); encode it as numbers first "
-                    "(shiftlib.preprocessor.prepare_tables(source, target, label) encodes both alike)"
-                )
+        if (col := first_non_numeric(X)) is not None:
+            raise ValueError(
+                f"column {col!r} of {what} is {X[col].dtype} (not numeric); encode it as numbers first "
+                "(shiftlib.preprocessor.prepare_tables(source, target, label) encodes both alike)"
+            )
         names = np.asarray([str(c) for c in X.columns], dtype=object)
         arr = X.to_numpy(dtype=float, na_value=np.nan)
     else:
@@ -142,8 +154,7 @@ def check_pair(X_source: Any, X_target: Any, *, min_rows: int = 1) -> CheckedPai
     Xt, names_t = as_2d_float(X_target, "X_target")
     for X, label in ((Xs, "source"), (Xt, "target")):
         if X.shape[0] < min_rows:
-            rows = f"{X.shape[0]} row{'' if X.shape[0] == 1 else 's'}"
-            raise ValueError(f"{label} set has {rows}; at least {min_rows} needed")
+            raise ValueError(f"{label} set has {counted(X.shape[0], 'row')}; at least {min_rows} needed")
     align_columns(Xs, Xt)
     if Xs.shape[1] == 0:
         raise ValueError("X_source has 0 columns; pass at least one feature")

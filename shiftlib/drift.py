@@ -61,7 +61,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import KFold, cross_val_predict
 
 from shiftlib._random import seed_sequence as _seed_sequence
-from shiftlib._validation import align_columns
+from shiftlib._validation import align_columns, counted
 from shiftlib.kernels import DIAG_MAX_ROWS, DIAG_SEED, mmd2_splits, shared_kernel, subsample_rows
 
 __all__ = [
@@ -454,7 +454,7 @@ def _align(X_source: Any, X_target: Any, min_rows: int) -> tuple[pd.DataFrame, p
     for side, F in (("source", S), ("target", T)):
         if F.shape[0] < min_rows:
             raise ValueError(
-                f"the {side} set has {F.shape[0]} row{'s' if F.shape[0] != 1 else ''}; detect_drift needs at least {min_rows} on each side"
+                f"the {side} set has {counted(F.shape[0], 'row')}; detect_drift needs at least {min_rows} on each side"
             )
     for c in S.columns:
         kinds = []

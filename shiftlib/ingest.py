@@ -546,7 +546,7 @@ def _separating_columns(src: pd.DataFrame, y: np.ndarray, plan: EncodingPlan) ->
     for c in plan.kept:
         if plan.kinds[c] != "numeric":
             continue
-        v = _numbers(src[c], c, "source")
+        v = _numbers(_coerce(src[c], c, "source"), c, "source")
         ok = ~np.isnan(v)
         ranges = []
         for k in np.unique(y):
@@ -596,7 +596,7 @@ def check_tables(
             more = f" ({len(unseen)} levels)" if len(unseen) > 5 else ""
             notes.append(f"column {c!r}: target levels {unseen[:5]}{more} not in the source encode as all zeros")
     for c in plan.kept:
-        if len(tgt) and c in tgt.columns and tgt[c].isna().all():
+        if tgt[c].isna().all():  # (the target has rows and the source's columns: checked above)
             notes.append(f"column {c!r} is empty (all missing) in the target: every target row gets the source's "
                          f"fill-in value, and the drift stage will find this column changed; if that is a fault of "
                          f"the batch, fix it, or drop the column (--drop-columns {c})")

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from shiftlib._validation import counted
 from shiftlib.ingest import IngestError
 
 __all__ = ["DRIFT_MIN_ROWS", "DRIFT_SPLITS", "INNER_FOLDS", "SizePlan", "check_sizes", "inner_folds"]
@@ -89,7 +90,7 @@ def check_sizes(
     for side, n in (("source", n_source), ("target", n_target)):
         if n < min_rows:
             raise IngestError(
-                f"the {side} table has {n} row{'s' if n != 1 else ''}; the drift stage needs at least {min_rows} rows on each side "
+                f"the {side} table has {counted(n, 'row')}; the drift stage needs at least {min_rows} rows on each side "
                 "(source and target) — add rows"
             )
     if n_source + n_target < 2 * n_splits:

@@ -120,12 +120,14 @@ def train_learner(
         why = str(err)
         if isinstance(err, WeightlessClassError) and err.classes is not None:  # name the user's classes
             labels = store.manifest("ingest")["extra"]["classes"]
-            why = WeightlessClassError.describe([labels[int(c)] for c in err.classes])
-            pos = [int((np.asarray(w)[sub][y_s[sub] == int(c)] > 0).sum()) for c in err.classes] if w is not None else []
-            if pos and min(pos) > 0:  # the whole set has such rows: one CV training fold lost them all
+            names = [labels[int(c)] for c in err.classes]
+            pos = [int((np.asarray(w)[sub][y_s[sub] == int(c)] > 0).sum()) for c in err.classes]
+            if min(pos) > 0:  # the whole set has such rows: one CV training fold lost them all
                 why = (f"in a training fold of its {cv_folds}-fold source CV the {weighting} weights are 0 on every row "
-                       f"of class {', '.join(str(labels[int(c)]) for c in err.classes)} (they are positive on only "
+                       f"of class {', '.join(map(str, names))} (they are positive on only "
                        f"{', '.join(map(str, pos))} of its rows), so its source-CV accuracy cannot be measured")
+            else:
+                why = WeightlessClassError.describe(names)
         elif w is not None:  # the usual cause: weights that rest on few rows (a learner's inner folds need more)
             on = np.asarray(w) > 0
             fewest = int(np.bincount(np.asarray(y_s)[on], minlength=int(np.max(y_s)) + 1).min())

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, clone
 
+from shiftlib._validation import first_non_numeric
 from shiftlib.learners import fit_learner, make_learner
 
 from ._validation import check_row_weights, take
@@ -137,12 +138,8 @@ def fit_candidate(
 def _check_numeric(name: str, X: Any) -> None:
     """A registry learner needs numeric features: a text, date or category column of a DataFrame raises a
     ``TypeError`` naming it (not caught as a per-learner fit failure: it is the input, not the learner)."""
-    if not isinstance(X, pd.DataFrame):
-        return
-    for col in X.columns:
-        dt = X[col].dtype
-        if not (pd.api.types.is_numeric_dtype(dt) or pd.api.types.is_bool_dtype(dt)):
-            raise TypeError(
-                f"column {col!r} is {dt} (not numeric), and the registry learner {name!r} needs numbers: encode "
-                "the tables first (shiftlib.preprocessor.prepare_tables(source, target, label) encodes both alike), "
-                "or pass your own scikit-learn Pipeline that encodes them as the candidate")
+    if isinstance(X, pd.DataFrame) and (col := first_non_numeric(X)) is not None:
+        raise TypeError(
+            f"column {col!r} is {X[col].dtype} (not numeric), and the registry learner {name!r} needs numbers: encode "
+            "the tables first (shiftlib.preprocessor.prepare_tables(source, target, label) encodes both alike), "
+            "or pass your own scikit-learn Pipeline that encodes them as the candidate")

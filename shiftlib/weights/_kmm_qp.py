@@ -18,6 +18,7 @@ from scipy.linalg import LinAlgError, cho_factor, cho_solve
 from scipy.optimize import Bounds, minimize
 from threadpoolctl import threadpool_limits
 
+from shiftlib._validation import counted
 from shiftlib.kernels import kernel_row_sums
 
 Solver = Literal["auto", "lbfgsb", "cvxpy"]
@@ -173,7 +174,7 @@ def duality_gap(grad: np.ndarray, beta: np.ndarray, *, B: float, eps: float) -> 
 def _check_params(m: int, B: float, eps: float) -> None:
     if m < 2:
         raise ValueError(
-            f"source set has {m} row{'s' if m != 1 else ''}; KMM needs at least 2 (with m = 1 the paper's "
+            f"source set has {counted(m, 'row')}; KMM needs at least 2 (with m = 1 the paper's "
             "ε = (√m − 1)/√m is 0 and the single weight is fixed by the constraints)"
         )
     if not np.isfinite(B) or B <= 0:
