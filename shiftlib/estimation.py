@@ -120,6 +120,7 @@ __all__ = [
     "needs_calibration",
     "em_prior",
     "model_variance",
+    "paired_draws",
     "prior_shift_posteriors",
     "estimate_accuracies",
     "estimate_accuracy",
@@ -788,6 +789,66 @@ def estimate_methods(
         out[req] = AccuracyEstimate(float(acc), float(max(0.0, acc - z * se)), float(min(1.0, acc + z * se)), m,
                                     details)
     return out
+
+
+def paired_draws(
+    A: StoredPredictions,
+    B: StoredPredictions,
+    method: str = "auto",
+    *,
+    shared_source: bool = False,
+    n_boot: int = N_BOOT,
+    random_state: int | None = None,
+) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """Two learners' estimates of ``method`` on the **same** target batch, resampled jointly: ``(estimate of
+    A, estimate of B, A's n_boot draws, B's n_boot draws)``.
+
+    Every resample draws the target rows once for both (so what the two share, the batch, cancels in their
+    difference) and the source rows once for both when ``shared_source`` (the two were calibrated on the same
+    source rows), else independently for each. Every method redraws the target rows here, not only the
+    label-shift ones: the question is which learner is more accurate on rows like these, and the rows where
+    the two disagree are a sample of them. This is :func:`estimate_methods`' bootstrap with the two learners'
+    resamples paired; the decisions gate (``shiftlib.decisions.p_better``) reads P(B > A) off the draws."""
+    if len(A.proba_target) != len(B.proba_target):
+        raise ValueError(f"paired draws need the same target batch: {len(A.proba_target)} and "
+                         f"{len(B.proba_target)} target rows")
+    if shared_source and len(A.y_source) != len(B.y_source):
+        raise ValueError("shared_source=True needs the same source rows for both learners")
+    if not isinstance(n_boot, int | np.integer) or n_boot < 2:
+        raise ValueError(f"n_boot must be an integer ≥ 2 bootstrap resamples; got {n_boot!r}")
+    m = _resolve_method(method)
+    fa = {c: _target_rows_fn(c, A) for c in _components(m, A)}
+    fb = {c: _target_rows_fn(c, B) for c in _components(m, B)}
+    n_a, n_b, n_t = len(A.y_source), len(B.y_source), len(A.proba_target)
+    all_t = np.arange(n_t)
+    est_a = _combine(m, {c: f(np.arange(n_a), all_t) for c, f in fa.items()}, A)
+    est_b = _combine(m, {c: f(np.arange(n_b), all_t) for c, f in fb.items()}, B)
+    rng = np.random.default_rng(random_state)
+    da, db = np.empty(int(n_boot)), np.empty(int(n_boot))
+    for i in range(int(n_boot)):
+        t = rng.integers(0, n_t, n_t)
+        ra = rng.integers(0, n_a, n_a)
+        rb = ra if shared_source else rng.integers(0, n_b, n_b)
+        da[i] = _combine(m, {c: f(ra, t) for c, f in fa.items()}, A)
+        db[i] = _combine(m, {c: f(rb, t) for c, f in fb.items()}, B)
+    return est_a, est_b, da, db
+
+
+def _target_rows_fn(method: str, P: StoredPredictions) -> Fn:
+    """f(source rows r, target rows t) → the method's estimate on target rows ``t``: the method of
+    :func:`_method_fn` evaluated on the batch restricted (with repeats) to ``t``. The label-shift methods
+    estimate their prior from ``t`` as well."""
+    cache: dict[bytes, StoredPredictions] = {}
+
+    def fn(r: np.ndarray, t: np.ndarray) -> float:
+        key = t.tobytes()
+        if key not in cache:
+            cache.clear()
+            cache[key] = StoredPredictions(P.learner, P.classes, P.y_source, P.proba_source, P.proba_target[t],
+                                           P.folds, P.weights, P.trcv_residuals, P.trcv_error)
+        return _method_fn(method, cache[key])(r)
+
+    return fn
 
 
 # ----------------------------------------------------------------------------------------------------

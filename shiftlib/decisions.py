@@ -1,0 +1,297 @@
+"""Decisions safe to leave unattended: the champion gate, the overlap verdict, the majority-class baseline,
+and estimates that take the target labels that have arrived.
+
+Every function reads stored predictions (``shiftlib.estimation.StoredPredictions``) and numbers the run has
+already computed; nothing here is fitted again.
+
+* :func:`majority_baseline` — the label-free accuracy of the rule that always predicts the source's largest
+  class: its share of the target batch, estimated as :data:`shiftlib.estimation.AUTO_METHOD` estimates an
+  accuracy (the median of the no-shift, covariate-shift and label-shift estimates of that share).
+* :func:`overlap_verdict` — ``"ok"`` or ``"poor"`` from the domain classifier's AUC, the effective sample
+  size of the importance weights (Kish) and the share of target rows the source does not reach.
+  Importance-weighted estimates rest on the ratio p_t(x)/p_s(x) being bounded (Cortes, Mansour & Mohri,
+  NIPS 2010); where the source has no rows, no label-free method can say how the model does.
+* :func:`widen_for_overlap` — the interval widened to what the source cannot rule out: on the unreached
+  share s of the batch the accuracy may be anything in [0, 1] (Manski's worst-case bounds, *Partial
+  Identification of Probability Distributions*, 2003, ch. 1), so [low·(1 − s), high·(1 − s) + s].
+* :func:`gate` — the champion decision: P(new version more accurate than the served champion on this batch)
+  from the joint resampling of both estimates (``shiftlib.estimation.paired_draws``), guards against a model
+  no better than the majority rule or one that predicts one class, and ``undecided`` between the two
+  confidence levels.
+* :func:`with_labels` — a candidate's accuracy once target labels have arrived: the label estimate
+  (the model-assisted difference estimator of ``shiftlib.selection.fewlabel``) combined with the label-free
+  estimate as a prior whose variance grows by the squared disagreement the two show (the moment estimator
+  of a between-study variance, DerSimonian & Laird, Controlled Clinical Trials 1986), so a label-free
+  estimate the labels contradict loses its weight.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from shiftlib.estimation import (
+    AUTO_METHOD,
+    N_BOOT,
+    StoredPredictions,
+    bbse_prior,
+    calibrated_posteriors,
+    em_prior,
+    paired_draws,
+)
+
+__all__ = [
+    "DECISIONS",
+    "LOW_ESS_SHARE",
+    "OVERLAP_AUC",
+    "OUTSIDE_SHARE",
+    "ONE_CLASS_SHARE",
+    "PROMOTE_CONFIDENCE",
+    "GateDecision",
+    "OverlapVerdict",
+    "champion_predictions",
+    "gate",
+    "majority_baseline",
+    "one_class_share",
+    "outside_share",
+    "overlap_verdict",
+    "p_better",
+    "widen_for_overlap",
+    "with_labels",
+]
+
+#: default confidence to promote (P ≥ it) or keep (P ≤ 1 − it); between the two the decision is ``undecided``
+PROMOTE_CONFIDENCE = 0.9
+#: a model that predicts one class on at least this share of the batch is never promoted
+ONE_CLASS_SHARE = 0.99
+#: domain-classifier AUC at or above which source and target barely overlap (the issue's no-overlap cases)
+OVERLAP_AUC = 0.95
+#: Kish effective sample size of the weights, as a share of the source rows, below which the weighted
+#: estimates rest on too few rows (a twentieth: 7 rows of 150)
+LOW_ESS_SHARE = 0.05
+#: share of target rows the source does not reach (scored by the domain classifier above the source's 99th
+#: percentile; about 0.01 without shift) at or above which the overlap is poor
+OUTSIDE_SHARE = 0.10
+#: the decisions the gate takes
+DECISIONS = ("promoted", "kept", "undecided", "refused")
+
+
+@dataclass(frozen=True)
+class OverlapVerdict:
+    """Whether the source covers the target batch well enough for a label-free estimate.
+
+    Attributes
+    ----------
+    verdict : str
+        ``"ok"`` or ``"poor"``.
+    reasons : list of str
+        Each criterion that made it poor, in words (empty when ``ok``).
+    domain_auc, ess_share, outside_share : float
+        The three numbers it rests on (NaN where not known).
+    """
+
+    verdict: str
+    reasons: list[str]
+    domain_auc: float
+    ess_share: float
+    outside_share: float
+
+    def sentence(self) -> str:
+        """One line for the closing report: the verdict and what to do."""
+        if self.verdict == "ok":
+            return (f"overlap ok (domain AUC {self.domain_auc:.3f}, weights' ESS {self.ess_share:.0%} of the "
+                    f"source, {self.outside_share:.0%} of the batch beyond the source)")
+        return ("overlap POOR: " + "; ".join(self.reasons) + ". The estimates cannot be trusted on the rows the "
+                "source does not reach and their intervals are widened to say so; label some target rows "
+                "(--label-budget) to know")
+
+
+def outside_share(source_scores: Any, target_scores: Any, *, quantile: float = 0.99) -> float:
+    """Share of target rows the source does not reach: scored more target-like by the domain classifier
+    (out-of-fold, ``shiftlib.drift.domain_classifier_test``) than ``quantile`` of the source rows. Without
+    shift the scores are exchangeable and the share is about 1 − ``quantile``."""
+    s, t = np.asarray(source_scores, float), np.asarray(target_scores, float)
+    if len(s) == 0 or len(t) == 0:
+        raise ValueError("outside_share needs source and target scores")
+    return float(np.mean(t > np.quantile(s, quantile)))
+
+
+def overlap_verdict(domain_auc: float, ess: float | None, n_source: int, outside: float) -> OverlapVerdict:
+    """``poor`` when the domain classifier separates the batch from the source (AUC ≥ :data:`OVERLAP_AUC`),
+    when the importance weights rest on under :data:`LOW_ESS_SHARE` of the source rows, or when at least
+    :data:`OUTSIDE_SHARE` of the batch lies beyond the source (:func:`outside_share`); else ``ok``. The
+    thresholds were fixed before any decision replication ran (``reports/decisions.md``)."""
+    ess_share = float("nan") if ess is None or n_source <= 0 else float(ess) / n_source
+    reasons = []
+    if np.isfinite(domain_auc) and domain_auc >= OVERLAP_AUC:
+        reasons.append(f"the domain classifier tells batch from source (AUC {domain_auc:.3f} ≥ {OVERLAP_AUC})")
+    if np.isfinite(ess_share) and ess_share < LOW_ESS_SHARE:
+        reasons.append(f"the weights rest on an effective {ess_share:.1%} of the source rows (< {LOW_ESS_SHARE:.0%})")
+    if outside >= OUTSIDE_SHARE:
+        reasons.append(f"{outside:.0%} of the batch lies beyond the source (≥ {OUTSIDE_SHARE:.0%})")
+    return OverlapVerdict("poor" if reasons else "ok", reasons, float(domain_auc), ess_share, float(outside))
+
+
+def widen_for_overlap(ci_low: float, ci_high: float, share: float) -> tuple[float, float]:
+    """The interval widened to what the source cannot rule out: on ``share`` of the batch the accuracy may
+    be anything in [0, 1], on the rest it is in [ci_low, ci_high] (Manski 2003, ch. 1: worst-case bounds
+    of a mixture). ``share`` 0 leaves the interval; 1 gives [0, 1]."""
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"share must be in [0, 1]; got {share!r}")
+    return float(ci_low * (1.0 - share)), float(ci_high * (1.0 - share) + share)
+
+
+def one_class_share(P: StoredPredictions) -> float:
+    """The largest share of the batch that the served model gives one class."""
+    pred = np.argmax(P.proba_target, axis=1)
+    return float(np.bincount(pred, minlength=len(P.classes)).max() / len(pred))
+
+
+def majority_baseline(P: StoredPredictions) -> float:
+    """Label-free accuracy on the batch of the rule that always predicts the source's largest class c: the
+    median of the estimates of π_t(c) under no shift (π_s(c)), covariate shift (the importance-weighted
+    π_s(c), when ``P`` carries weights) and label shift (EM, Saerens et al. 2002, and BBSE, Lipton et al.
+    2018, from ``P``'s calibrated posteriors and predictions) — :data:`AUTO_METHOD`'s rule applied to the
+    constant rule's accuracy, which is π_t(c)."""
+    if AUTO_METHOD != "median":  # the baseline follows the shipped estimate; revisit it when that changes
+        raise NotImplementedError(f"majority_baseline follows AUTO_METHOD='median'; got {AUTO_METHOD!r}")
+    y, n_cls = P.y_source, len(P.classes)
+    prior_s = np.bincount(y, minlength=n_cls) / len(y)
+    c = int(np.argmax(prior_s))
+    _, post_t = calibrated_posteriors(P.proba_source, y, P.proba_target)
+    values = [prior_s[c], em_prior(post_t, prior_s)[c],
+              bbse_prior(np.argmax(P.proba_source, axis=1), y, np.argmax(P.proba_target, axis=1), n_cls)[c]]
+    if P.weights is not None:
+        values.append(float(np.bincount(y, weights=P.weights, minlength=n_cls)[c] / P.weights.sum()))
+    return float(np.median(values))
+
+
+def champion_predictions(stored: StoredPredictions, proba_target: Any, X_source: Any, X_target: Any, *,
+                         random_state: int | None = None) -> StoredPredictions:
+    """The served champion's stored predictions on today's batch: the out-of-fold source predictions it was
+    chosen with (``stored``, kept with the version), its own probabilities on today's rows (``proba_target``,
+    columns in ``stored.classes`` order), and importance weights of its source rows (``X_source``, encoded as
+    the champion encodes) for today's rows (``X_target``, encoded the same way) from
+    ``DiscriminativeWeights`` (DL eq. 7), fitted as the estimation stage fits them. So the champion is
+    estimated as the model it is, on today's batch, not as its recipe refitted."""
+    from shiftlib.selection.importance import importance_weights
+    from shiftlib.weights import DiscriminativeWeights
+
+    proba_target = np.asarray(proba_target, float)
+    if proba_target.ndim != 2 or proba_target.shape[1] != len(stored.classes):
+        raise ValueError(f"proba_target needs one column per class {list(stored.classes)}; got shape "
+                         f"{proba_target.shape}")
+    if len(X_source) != len(stored.y_source):
+        raise ValueError(f"X_source has {len(X_source)} rows; the stored predictions have {len(stored.y_source)}")
+    seed = 0 if random_state is None else int(random_state)
+    w = importance_weights(DiscriminativeWeights(random_state=seed), X_source, X_target)
+    return StoredPredictions(stored.learner, stored.classes, stored.y_source, stored.proba_source, proba_target,
+                             stored.folds, w)
+
+
+def p_better(champion: StoredPredictions, new: StoredPredictions, *, shared_source: bool = False,
+             n_boot: int = N_BOOT, random_state: int | None = None) -> tuple[float, float, float]:
+    """P(``new`` is more accurate than ``champion`` on this batch): the share of joint resamples
+    (``shiftlib.estimation.paired_draws``, method ``auto``) in which new's estimate exceeds the champion's,
+    ties counted half. Returns (P, champion's estimate, new's estimate). Two models that predict the same
+    class on every batch row are equally accurate on it: P = 0.5."""
+    est_c, est_n, dc, dn = paired_draws(champion, new, "auto", shared_source=shared_source, n_boot=n_boot,
+                                        random_state=random_state)
+    if np.array_equal(np.argmax(champion.proba_target, axis=1), np.argmax(new.proba_target, axis=1)):
+        return 0.5, est_c, est_n
+    return float(np.mean(dn > dc) + 0.5 * np.mean(dn == dc)), est_c, est_n
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """What the gate decided about a new version against the served champion.
+
+    Attributes
+    ----------
+    decision : str
+        One of :data:`DECISIONS`: ``promoted`` (the new version becomes champion), ``kept`` (the champion
+        stays and the new version is a challenger), ``undecided`` (the evidence is not enough either way: the
+        champion stays, the new version is a challenger, and labels would decide), ``refused`` (the new
+        version may not serve: a challenger, with ``reason``).
+    p_better : float
+        P(new more accurate than the champion on this batch); NaN without a champion to compare.
+    reason : str
+        One sentence.
+    details : dict
+        The numbers the decision rests on.
+    """
+
+    decision: str
+    p_better: float
+    reason: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
+         new_estimate: float | None = None, confidence: float = PROMOTE_CONFIDENCE, shared_source: bool = False,
+         n_boot: int = N_BOOT, random_state: int | None = None) -> GateDecision:
+    """Decide whether ``new`` replaces the served ``champion`` (both as stored predictions on today's batch).
+
+    1. ``refused`` when new predicts one class on ≥ :data:`ONE_CLASS_SHARE` of the batch, or when its
+       estimate (``new_estimate``, default the ``auto`` point estimate) is no better than the
+       :func:`majority_baseline`'s: a model that does not beat the constant rule must not serve.
+    2. ``promoted`` without a champion.
+    3. ``kept`` when new predicts the champion's class on every batch row (equally accurate on it).
+    4. Else P = :func:`p_better`: ``promoted`` when P ≥ ``confidence``, ``kept`` when P ≤ 1 − ``confidence``,
+       else ``undecided``.
+    """
+    if not 0.5 < float(confidence) < 1.0:
+        raise ValueError(f"promote_confidence must be in (0.5, 1), e.g. {PROMOTE_CONFIDENCE}; got {confidence!r}")
+    from shiftlib.estimation import point_estimate
+
+    est = float(point_estimate(new, "auto") if new_estimate is None else new_estimate)
+    base, share = majority_baseline(new), one_class_share(new)
+    details: dict[str, Any] = {"new_estimate": est, "majority_baseline": base, "one_class_share": share,
+                               "confidence": float(confidence)}
+    if share >= ONE_CLASS_SHARE:
+        return GateDecision("refused", float("nan"), f"it predicts one class for {share:.1%} of the batch "
+                            f"(≥ {ONE_CLASS_SHARE:.0%})", details)
+    if est <= base:
+        return GateDecision("refused", float("nan"), f"its estimated accuracy {est:.3f} is no better than the "
+                            f"majority-class rule's {base:.3f}", details)
+    if champion is None:
+        return GateDecision("promoted", float("nan"), "no champion to compare with", details)
+    if np.array_equal(np.argmax(champion.proba_target, axis=1), np.argmax(new.proba_target, axis=1)):
+        return GateDecision("kept", 0.5, "it predicts the champion's class on every batch row: nothing to gain",
+                            details)
+    p, est_c, est_n = p_better(champion, new, shared_source=shared_source, n_boot=n_boot,
+                               random_state=random_state)
+    details |= {"champion_estimate": est_c, "new_estimate_paired": est_n}
+    said = f"P(new more accurate than the champion on this batch) = {p:.2f} ({est_n:.3f} vs {est_c:.3f})"
+    if p >= confidence:
+        return GateDecision("promoted", p, f"{said} ≥ {confidence}", details)
+    if p <= 1.0 - confidence:
+        return GateDecision("kept", p, f"{said} ≤ {1.0 - confidence:.2g}", details)
+    return GateDecision("undecided", p, f"{said}: not sure either way; labels would decide", details)
+
+
+def with_labels(prior: float, prior_se: float, label: float, label_se: float, *, confidence: float = 0.95
+                ) -> tuple[float, float, float, float]:
+    """A candidate's accuracy from its label-free estimate (``prior`` ± ``prior_se``) and the estimate from
+    the target labels that arrived (``label`` ± ``label_se``, e.g. the difference estimator): returns
+    (estimate, ci_low, ci_high, weight of the prior).
+
+    The label-free estimate may be biased by a shift it does not model, so its variance is increased by
+    τ² = max(0, (prior − label)² − prior_se² − label_se²), the moment estimate of the squared bias the two
+    disagree by (DerSimonian & Laird 1986); the two are then combined by inverse variance. A prior the
+    labels agree with narrows the interval; one they contradict loses its weight."""
+    if label_se <= 0:
+        raise ValueError(f"label_se must be > 0; got {label_se!r}")
+    z = NormalDist().inv_cdf((1 + confidence) / 2)
+    tau2 = max(0.0, (prior - label) ** 2 - prior_se ** 2 - label_se ** 2)
+    v_prior = prior_se ** 2 + tau2
+    if v_prior <= 0:
+        return float(prior), float(prior), float(prior), 1.0
+    w_p, w_l = 1.0 / v_prior, 1.0 / label_se ** 2
+    est = (w_p * prior + w_l * label) / (w_p + w_l)
+    se = math.sqrt(1.0 / (w_p + w_l))
+    return float(est), float(max(0.0, est - z * se)), float(min(1.0, est + z * se)), float(w_p / (w_p + w_l))

@@ -1,0 +1,224 @@
+"""shiftlib.decisions: the gate, the overlap verdict, the majority baseline and the label combination.
+
+Every number is worked by hand in the comment beside it, or is a property that must hold."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from shiftlib.decisions import (
+    LOW_ESS_SHARE,
+    ONE_CLASS_SHARE,
+    OUTSIDE_SHARE,
+    OVERLAP_AUC,
+    PROMOTE_CONFIDENCE,
+    champion_predictions,
+    gate,
+    majority_baseline,
+    one_class_share,
+    outside_share,
+    overlap_verdict,
+    p_better,
+    widen_for_overlap,
+    with_labels,
+)
+from shiftlib.estimation import StoredPredictions, estimate_from_predictions, paired_draws
+
+
+def _onehot(codes: np.ndarray, n_cls: int = 2, conf: float = 1.0) -> np.ndarray:
+    out = np.full((len(codes), n_cls), (1.0 - conf) / (n_cls - 1))
+    out[np.arange(len(codes)), codes] = conf
+    return out
+
+
+def _P(y: list[int], proba_s: np.ndarray, proba_t: np.ndarray, weights: np.ndarray | None = None,
+       name: str = "m") -> StoredPredictions:
+    y = np.asarray(y)
+    folds = np.arange(len(y)) % 2
+    return StoredPredictions(name, np.array([0, 1]), y, np.asarray(proba_s, float), np.asarray(proba_t, float),
+                             folds, weights)
+
+
+def test_the_shipped_thresholds():
+    # what ships: promote at P ≥ 0.9, one class on ≥ 99 % of the batch, AUC ≥ 0.95, ESS < 5 %, 10 % beyond
+    assert (PROMOTE_CONFIDENCE, ONE_CLASS_SHARE, OVERLAP_AUC, LOW_ESS_SHARE, OUTSIDE_SHARE) == (
+        0.9, 0.99, 0.95, 0.05, 0.10)
+
+
+def test_widen_for_overlap_is_the_worst_case_mixture():
+    # [0.7, 0.8] on 75 % of the batch, anything on 25 %: [0.7·0.75, 0.8·0.75 + 0.25] = [0.525, 0.85]
+    assert widen_for_overlap(0.7, 0.8, 0.25) == pytest.approx((0.525, 0.85))
+    assert widen_for_overlap(0.7, 0.8, 0.0) == pytest.approx((0.7, 0.8))
+    assert widen_for_overlap(0.7, 0.8, 1.0) == pytest.approx((0.0, 1.0))
+    with pytest.raises(ValueError, match="share"):
+        widen_for_overlap(0.7, 0.8, 1.5)
+
+
+def test_outside_share_counts_target_rows_above_the_sources_99th_percentile():
+    source = np.arange(101.0)  # 99th percentile of 0..100 = 99.0
+    target = np.array([50.0, 99.0, 99.5, 100.0, 200.0])  # above 99.0: 99.5, 100, 200 → 3/5
+    assert outside_share(source, target) == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize(("auc", "ess", "outside", "poor_because"), [
+    (0.70, 50.0, 0.02, None),
+    (0.95, 50.0, 0.02, "AUC 0.950"),
+    (0.70, 4.9, 0.02, "4.9%"),      # ESS 4.9 of 100 rows < 5 %
+    (0.70, 50.0, 0.10, "10% of the batch"),
+])
+def test_overlap_verdict_each_criterion(auc, ess, outside, poor_because):
+    v = overlap_verdict(auc, ess, 100, outside)
+    if poor_because is None:
+        assert v.verdict == "ok" and v.reasons == []
+        assert "overlap ok" in v.sentence()
+    else:
+        assert v.verdict == "poor"
+        assert len(v.reasons) == 1 and poor_because in v.reasons[0]
+        assert "--label-budget" in v.sentence()
+    assert v.ess_share == pytest.approx(ess / 100)
+
+
+def test_one_class_share():
+    P = _P([0, 1], _onehot(np.array([0, 1])), _onehot(np.array([1, 1, 1, 0])))
+    assert one_class_share(P) == pytest.approx(0.75)
+
+
+def test_majority_baseline_without_shift_is_the_source_share():
+    # target rows = source rows: EM's fixed point and BBSE's solution are π_s, so every component is 0.6
+    y = np.array([0] * 6 + [1] * 4)
+    proba = np.c_[np.linspace(0.9, 0.1, 10), 1 - np.linspace(0.9, 0.1, 10)]
+    assert majority_baseline(_P(list(y), proba, proba)) == pytest.approx(0.6)
+
+
+def test_majority_baseline_takes_the_median_of_the_shift_models():
+    # a perfect classifier: source 6 of class 0 (the majority), 4 of class 1; every target row predicted 1
+    # with certainty. π_s(0) = 0.6; EM and BBSE both find π_t(0) = 0; median(0.6, 0, 0) = 0
+    y = np.array([0] * 6 + [1] * 4)
+    src, tgt = _onehot(y), _onehot(np.ones(8, int))
+    assert majority_baseline(_P(list(y), src, tgt)) == pytest.approx(0.0)
+    # with (uniform) weights the weighted share 0.6 joins: median(0.6, 0, 0, 0.6) = 0.3
+    assert majority_baseline(_P(list(y), src, tgt, weights=np.ones(10))) == pytest.approx(0.3)
+
+
+def test_with_labels_a_contradicted_prior_loses_its_weight():
+    # prior 0.85 ± 0.02, labels 0.70 ± 0.05: τ² = 0.15² − 0.02² − 0.05² = 0.0196, prior variance 0.02 (weight
+    # 50), labels 1/0.0025 = 400: estimate (50·0.85 + 400·0.70)/450 = 0.71667, se √(1/450) = 0.047140
+    est, lo, hi, w = with_labels(0.85, 0.02, 0.70, 0.05)
+    z = 1.959964
+    assert est == pytest.approx(322.5 / 450)
+    assert (lo, hi) == pytest.approx((322.5 / 450 - z * math.sqrt(1 / 450), 322.5 / 450 + z * math.sqrt(1 / 450)))
+    assert w == pytest.approx(50 / 450)
+
+
+def test_with_labels_an_agreeing_prior_narrows_the_interval():
+    # prior 0.80 ± 0.02, labels 0.81 ± 0.05: 0.01² < 0.02² + 0.05², so τ² = 0; weights 2500 and 400:
+    # estimate (2000 + 324)/2900 = 0.801379, se √(1/2900) = 0.018570 (narrower than either alone)
+    est, lo, hi, w = with_labels(0.80, 0.02, 0.81, 0.05)
+    assert est == pytest.approx(2324 / 2900)
+    assert (hi - lo) / 2 == pytest.approx(1.959964 * math.sqrt(1 / 2900), rel=1e-5)
+    assert w == pytest.approx(2500 / 2900)
+    with pytest.raises(ValueError, match="label_se"):
+        with_labels(0.8, 0.02, 0.8, 0.0)
+
+
+def _pair() -> tuple[StoredPredictions, StoredPredictions]:
+    """A champion that predicts class 0 with 60 % confidence everywhere and a new model that is right with
+    90 % confidence on every source row; the batch is class 1 on half its rows."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 60)
+    y[:5], y[5:10] = 0, 1
+    champ = _P(list(y), _onehot(np.zeros(60, int), conf=0.6), _onehot(np.zeros(40, int), conf=0.6), name="c")
+    t = np.r_[np.zeros(20, int), np.ones(20, int)]
+    new = _P(list(y), _onehot(y, conf=0.9), _onehot(t, conf=0.9), name="n")
+    return champ, new
+
+
+def test_p_better_sees_a_clearly_better_model_and_is_antisymmetric():
+    champ, new = _pair()
+    p, est_c, est_n = p_better(champ, new, shared_source=True, n_boot=30, random_state=1)
+    assert p == 1.0 and est_n > est_c
+    q, _, _ = p_better(new, champ, shared_source=True, n_boot=30, random_state=1)
+    assert p + q == pytest.approx(1.0)  # the same paired draws, roles swapped
+
+
+def test_paired_draws_point_estimates_are_the_shipped_estimates():
+    champ, new = _pair()
+    est_c, est_n, dc, dn = paired_draws(champ, new, "auto", shared_source=True, n_boot=5, random_state=0)
+    assert est_c == pytest.approx(estimate_from_predictions(champ, "auto", n_boot=2).accuracy)
+    assert est_n == pytest.approx(estimate_from_predictions(new, "auto", n_boot=2).accuracy)
+    assert dc.shape == dn.shape == (5,)
+    # the same source rows and target rows for both: a learner paired with itself draws identical values
+    y = np.array([0, 1] * 20)
+    conf = np.linspace(0.5, 1.0, 40)
+    src = np.c_[conf, 1 - conf]  # predicts 0 everywhere: right on half the rows, more often where surer
+    var = _P(list(y), src, np.c_[conf, 1 - conf], name="v")
+    a, b, da, db = paired_draws(var, var, "cbpe", shared_source=True, n_boot=5, random_state=0)
+    assert a == b and np.array_equal(da, db)
+    assert np.std(da) > 0
+    with pytest.raises(ValueError, match="same target batch"):
+        paired_draws(new, _P([0, 1], _onehot(np.array([0, 1])), _onehot(np.array([0]))))
+
+
+def test_gate_promotes_keeps_and_refuses():
+    champ, new = _pair()
+    d = gate(new, champ, shared_source=True, n_boot=30, random_state=1)
+    assert d.decision == "promoted" and d.p_better == 1.0
+    assert gate(champ, new, shared_source=True, n_boot=30, random_state=1).decision in ("kept", "refused")
+    first = gate(new, None)
+    assert first.decision == "promoted" and math.isnan(first.p_better)
+    same = gate(new, new)
+    assert same.decision == "kept" and "every batch row" in same.reason
+
+
+def test_gate_refuses_a_one_class_model():
+    y = [0] * 30 + [1] * 30
+    one = _P(y, _onehot(np.array(y)), _onehot(np.r_[np.zeros(99, int), np.ones(1, int)]))  # 99 % class 0
+    d = gate(one, None)
+    assert d.decision == "refused" and "one class" in d.reason
+    assert d.details["one_class_share"] == pytest.approx(0.99)
+
+
+def test_gate_refuses_a_model_no_better_than_the_majority_rule():
+    # the given estimate 0.55 ≤ the majority rule's 0.6 (target rows = source rows: its share, see above)
+    y = np.array([0] * 6 + [1] * 4)
+    proba = np.c_[np.linspace(0.9, 0.1, 10), 1 - np.linspace(0.9, 0.1, 10)]
+    d = gate(_P(list(y), proba, proba), None, new_estimate=0.55)
+    assert d.decision == "refused" and "majority-class rule" in d.reason
+    assert gate(_P(list(y), proba, proba), None, new_estimate=0.61).decision == "promoted"
+
+
+def test_gate_undecided_between_the_levels():
+    champ, new = _pair()
+    # the same evidence, asked for more confidence than 1.0 − 1e-9 allows: P = 1 ≥ it, still promoted; a
+    # coin-flip pair (new = champion with one row changed and no signal) is undecided
+    flip = StoredPredictions("f", champ.classes, champ.y_source, champ.proba_source,
+                             np.r_[champ.proba_target[:-1], [[0.4, 0.6]]], champ.folds)
+    d = gate(flip, champ, shared_source=True, n_boot=40, random_state=0, new_estimate=0.9)
+    assert d.decision in ("undecided", "kept")
+    assert 0.0 <= d.p_better <= 1.0
+
+
+@pytest.mark.parametrize("bad", [0.5, 1.0, 0.2, 1.5])
+def test_promote_confidence_outside_the_open_interval_is_refused(bad):
+    champ, new = _pair()
+    with pytest.raises(ValueError, match=r"promote_confidence must be in \(0.5, 1\)"):
+        gate(new, champ, confidence=bad)
+
+
+def test_champion_predictions_takes_the_champions_own_target_probabilities():
+    champ, _ = _pair()
+    rng = np.random.default_rng(3)
+    Xs, Xt = rng.normal(size=(60, 2)), rng.normal(1.0, size=(40, 2))
+    proba = _onehot(np.ones(40, int), conf=0.7)
+    P = champion_predictions(champ, proba, Xs, Xt, random_state=0)
+    assert np.array_equal(P.proba_target, proba) and np.array_equal(P.proba_source, champ.proba_source)
+    assert P.weights is not None and P.weights.mean() == pytest.approx(1.0)
+    # the target sits at +1 in both features: source rows there weigh more
+    assert np.corrcoef(Xs.sum(axis=1), P.weights)[0, 1] > 0.5
+    with pytest.raises(ValueError, match="one column per class"):
+        champion_predictions(champ, proba[:, :1], Xs, Xt)
+    with pytest.raises(ValueError, match="rows"):
+        champion_predictions(champ, proba, Xs[:10], Xt)
