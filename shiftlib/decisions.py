@@ -54,6 +54,7 @@ __all__ = [
     "GateDecision",
     "OverlapVerdict",
     "champion_predictions",
+    "ess_share",
     "gate",
     "majority_baseline",
     "one_class_share",
@@ -193,6 +194,16 @@ def champion_predictions(stored: StoredPredictions, proba_target: Any, X_source:
                              stored.folds, w)
 
 
+def ess_share(P: StoredPredictions) -> float:
+    """Kish's effective sample size of ``P``'s importance weights as a share of its source rows (1 without
+    weights): how much of its source vouches for the batch (Cortes et al. 2010 bound a weighted estimate's
+    error by n/ESS)."""
+    w = P.weights
+    if w is None:
+        return 1.0
+    return float(w.sum() ** 2 / np.sum(w ** 2) / len(w))
+
+
 def p_better(champion: StoredPredictions, new: StoredPredictions, *, shared_source: bool = False,
              n_boot: int = N_BOOT, random_state: int | None = None) -> tuple[float, float, float]:
     """P(``new`` is more accurate than ``champion`` on this batch): the share of joint resamples
@@ -241,8 +252,11 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
        :func:`majority_baseline`'s: a model that does not beat the constant rule must not serve.
     2. ``promoted`` without a champion.
     3. ``kept`` when new predicts the champion's class on every batch row (equally accurate on it).
-    4. Else P = :func:`p_better`: ``promoted`` when P ≥ ``confidence``, ``kept`` when P ≤ 1 − ``confidence``,
-       else ``undecided``.
+    4. ``promoted`` when the champion's own source does not reach the batch (its weights' :func:`ess_share`
+       below :data:`LOW_ESS_SHARE`) and the new version's does: no evidence vouches for the champion here.
+    5. Else P = :func:`p_better`: ``promoted`` when P ≥ ``confidence``, ``kept`` when P ≤ 1 − ``confidence``,
+       else ``undecided`` — and ``undecided`` instead of ``promoted`` when the new version's own source does
+       not reach the batch either.
     """
     if not 0.5 < float(confidence) < 1.0:
         raise ValueError(f"promote_confidence must be in (0.5, 1), e.g. {PROMOTE_CONFIDENCE}; got {confidence!r}")
@@ -263,10 +277,20 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     if np.array_equal(np.argmax(champion.proba_target, axis=1), np.argmax(new.proba_target, axis=1)):
         return GateDecision("kept", 0.5, "it predicts the champion's class on every batch row: nothing to gain",
                             details)
+    reach_c, reach_n = ess_share(champion), ess_share(new)
+    details |= {"champion_ess_share": reach_c, "new_ess_share": reach_n}
+    if reach_c < LOW_ESS_SHARE <= reach_n:
+        return GateDecision("promoted", float("nan"), (
+            f"the champion's own source does not reach this batch (its weights' ESS {reach_c:.1%} of its rows "
+            f"< {LOW_ESS_SHARE:.0%}), so nothing vouches for it here; the new version's source does ({reach_n:.0%})"),
+            details)
     p, est_c, est_n = p_better(champion, new, shared_source=shared_source, n_boot=n_boot,
                                random_state=random_state)
     details |= {"champion_estimate": est_c, "new_estimate_paired": est_n}
     said = f"P(new more accurate than the champion on this batch) = {p:.2f} ({est_n:.3f} vs {est_c:.3f})"
+    if p >= confidence and reach_n < LOW_ESS_SHARE:
+        return GateDecision("undecided", p, f"{said}, but the new version's source does not reach this batch "
+                            f"either (ESS {reach_n:.1%}): labels would decide", details)
     if p >= confidence:
         return GateDecision("promoted", p, f"{said} ≥ {confidence}", details)
     if p <= 1.0 - confidence:

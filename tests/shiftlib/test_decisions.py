@@ -16,6 +16,7 @@ from shiftlib.decisions import (
     OVERLAP_AUC,
     PROMOTE_CONFIDENCE,
     champion_predictions,
+    ess_share,
     gate,
     majority_baseline,
     one_class_share,
@@ -222,3 +223,47 @@ def test_champion_predictions_takes_the_champions_own_target_probabilities():
         champion_predictions(champ, proba[:, :1], Xs, Xt)
     with pytest.raises(ValueError, match="rows"):
         champion_predictions(champ, proba, Xs[:10], Xt)
+
+
+def test_ess_share_is_kish_over_rows():
+    champ, _ = _pair()
+    assert ess_share(champ) == 1.0  # no weights
+    w = np.r_[np.full(30, 2.0), np.zeros(30)]  # half the rows carry everything: (60)²/(30·4)/60 = 0.5
+    assert ess_share(StoredPredictions("w", champ.classes, champ.y_source, champ.proba_source, champ.proba_target,
+                                       champ.folds, w)) == pytest.approx(0.5)
+
+
+def _weighted(P: StoredPredictions, share: float) -> StoredPredictions:
+    """``P`` with weights whose Kish ESS is about ``share`` of its rows: the weight on the first share·n rows
+    (1e-6 elsewhere: discriminative weights are never exactly 0)."""
+    n = len(P.y_source)
+    w = np.full(n, 1e-6)
+    w[: int(round(share * n))] = 1.0
+    return StoredPredictions(P.learner, P.classes, P.y_source, P.proba_source, P.proba_target, P.folds, w)
+
+
+def _meh() -> StoredPredictions:
+    """Right on 70 % of the source rows with 70 % confidence; predicts both classes on the batch."""
+    champ, new = _pair()
+    right = np.arange(60) % 10 < 7
+    pred = np.where(right, new.y_source, 1 - new.y_source)
+    t = np.r_[np.zeros(20, int), np.ones(20, int)][::-1]
+    return _P(list(new.y_source), _onehot(pred, conf=0.7), _onehot(t, conf=0.7), name="meh")
+
+
+def test_gate_promotes_when_only_the_new_source_reaches_the_batch():
+    # a weaker new version (70 %) against a champion that looks better (90 %) but whose weights rest on 1 of 60
+    # rows (ESS 1.7 % < 5 %): nothing vouches for the champion on this batch, the new version's source does
+    _, good = _pair()
+    stale = _weighted(good, 1 / 60)
+    d = gate(_meh(), stale, n_boot=10, random_state=0)
+    assert d.decision == "promoted" and "does not reach" in d.reason
+    assert d.details["champion_ess_share"] == pytest.approx(1 / 60, rel=1e-3)
+    # both reach the batch: the ordinary comparison keeps the better champion
+    assert gate(_meh(), _weighted(good, 0.5), n_boot=10, random_state=0).decision == "kept"
+
+
+def test_gate_does_not_promote_a_new_version_whose_source_does_not_reach_the_batch():
+    champ, new = _pair()
+    d = gate(_weighted(new, 1 / 60), _weighted(champ, 1 / 60), shared_source=True, n_boot=30, random_state=1)
+    assert d.decision == "undecided" and d.p_better >= 0.9 and "either" in d.reason
