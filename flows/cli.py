@@ -439,12 +439,14 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
     sel, champ, drift = summary["selection"], summary["champion"], summary.get("drift") or {}
     est = summary.get("estimate") or {}
     out = [f"  chosen model:      {sel['chosen']} (selector {sel['selector']}, {_weighting_words(sel['chosen'], summary)})"]
-    from tasks.report import cautions, fewlabel_sentence, target_accuracies
+    from tasks.estimation import baseline_words, labeled_line, overlap_line
+    from tasks.report import cautions, fewlabel_sentence, gate_words, target_accuracies
 
     if (sentence := fewlabel_sentence(sel)) is not None:
         out.append(f"  target labels:     {sentence}")
     new = "" if champ.get("new_version", True) else ", no new version"
-    out.append(f"  registry:          {champ['registered_model']} v{champ['version']} → {champ['decision']}{new}")
+    out.append(f"  registry:          {champ['registered_model']} v{champ['version']} → {champ['decision']}{new}"
+               f"{gate_words(champ)}")
     out.append(f"                     {champ['reason']}")
     if drift:
         feats = drift.get("drifted_features") or []
@@ -459,7 +461,11 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
     if est:
         alert = "  ALERT: below min_accuracy, champion alias held" if est.get("alert") else ""
         out.append(f"  estimated accuracy: {est['accuracy']:.3f} [{est['ci_low']:.3f}, {est['ci_high']:.3f}] "
-                   f"({est['method']}, {est['confidence']:.0%} interval){alert}")
+                   f"({est['method']}, {est['confidence']:.0%} interval){baseline_words(est)}{alert}")
+        if (line := labeled_line(est)) is not None:
+            out.append(f"  with labels:       {line.removeprefix('accuracy with ')}")
+        if (line := overlap_line(est)) is not None:
+            out.append(f"  overlap:           {line.removeprefix('overlap ')}")
         measured = target_accuracies(summary)
         if est.get("candidate") in measured and not summary.get("recalibration"):  # else a refit is served
             out.append(f"  measured accuracy:  {measured[est['candidate']]:.3f} on the target's own labels (held out: "

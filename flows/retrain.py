@@ -20,7 +20,7 @@ from flows.paths import default_run_root, shiftflow_home
 from flows.preflight import preflight
 from shiftlib.budget import auto_weighting, concurrency, fan_out
 from shiftlib.learners import make_learner, needs_target
-from tasks.champion import champion
+from tasks.champion import champion, check_model_name, default_model_name, input_schema
 from tasks.drift import drift
 from tasks.estimation import estimation, served_estimate
 from tasks.evaluation import evaluate
@@ -136,6 +136,8 @@ def _prepare(run: _Run) -> dict[str, Any]:
                      seed=config.seed, drop_columns=config.drop_columns, max_levels=config.max_levels,
                      id_column=config.id_column)
     _tag_data(uri, ctx.parent_run_id, ing)
+    if config.model_name:  # a name whose versions take other inputs is refused now, not after training
+        check_model_name(_client(uri), config.model_name, input_schema(store))
     with run.stage("drift"):
         drift_summary = drift(store, seed=config.seed, alpha=config.drift_alpha, tracking_uri=uri,
                               parent_run_id=ctx.parent_run_id)
@@ -175,17 +177,28 @@ def _decide(run: _Run, prep: dict[str, Any], labeled: dict[str, Any] | None) -> 
                                   cv_folds=config.cv_folds, tracking_uri=ctx.tracking_uri,
                                   experiment_id=ctx.experiment_id, parent_run_id=ctx.parent_run_id,
                                   flow_run_id=ctx.flow_run_id)
+    model_name = registered_name(run)
     served = served_estimate(prep["estimates"], chosen["chosen"], min_accuracy=config.min_accuracy,
-                             tracking_uri=ctx.tracking_uri, parent_run_id=ctx.parent_run_id)
-    model_name = config.model_name or (f"shiftflow-{runtime.deployment.name}" if runtime.deployment.name
-                                       else f"{config.experiment}-{config.label}")
+                             tracking_uri=ctx.tracking_uri, parent_run_id=ctx.parent_run_id, model_name=model_name,
+                             labeled=chosen.get("fewlabel"))
     with run.stage("champion"):
         decision = champion(run.store, chosen, model_name=model_name, seed=config.seed, k=config.selection_folds,
                             tracking_uri=ctx.tracking_uri, parent_run_id=ctx.parent_run_id,
                             flow_run_id=ctx.flow_run_id, rows=config.selection_rows,
                             served_model_uri=None if recal is None else recal["model_uri"],
-                            hold_champion="accuracy alert" if served["alert"] else None)
+                            hold_champion="accuracy alert" if served["alert"] else None,
+                            promote_confidence=config.promote_confidence)
     return {"chosen": chosen, "recalibration": recal, "served": served, "champion": decision}
+
+
+def registered_name(run: _Run) -> str:
+    """The registered model's name: ``model_name``, or the default that carries the input schema
+    (``tasks.champion.default_model_name``)."""
+    config = run.config
+    if config.model_name:
+        return config.model_name
+    base = f"shiftflow-{runtime.deployment.name}" if runtime.deployment.name else f"{config.experiment}-{config.label}"
+    return default_model_name(base, input_schema(run.store))
 
 
 def _summary(run: _Run, prep: dict[str, Any], dec: dict[str, Any]) -> dict[str, Any]:

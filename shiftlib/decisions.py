@@ -30,19 +30,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shiftlib.estimation import (
-    AUTO_METHOD,
-    N_BOOT,
-    StoredPredictions,
-    bbse_prior,
-    calibrated_posteriors,
-    em_prior,
-    paired_draws,
-)
+if TYPE_CHECKING:
+    from shiftlib.estimation import StoredPredictions
+
+# shiftlib.estimation (scikit-learn, SciPy) is imported inside the functions: flows.config reads this module's
+# defaults, and a refusal at the door must not pay for those imports
 
 __all__ = [
     "DECISIONS",
@@ -54,9 +50,13 @@ __all__ = [
     "GateDecision",
     "OverlapVerdict",
     "champion_predictions",
+    "domain_auc",
     "ess_share",
     "gate",
+    "BASELINE_PAIRS",
+    "baseline_components",
     "majority_baseline",
+    "majority_margin",
     "one_class_share",
     "outside_share",
     "overlap_verdict",
@@ -152,23 +152,51 @@ def one_class_share(P: StoredPredictions) -> float:
     return float(np.bincount(pred, minlength=len(P.classes)).max() / len(pred))
 
 
-def majority_baseline(P: StoredPredictions) -> float:
-    """Label-free accuracy on the batch of the rule that always predicts the source's largest class c: the
-    median of the estimates of π_t(c) under no shift (π_s(c)), covariate shift (the importance-weighted
-    π_s(c), when ``P`` carries weights) and label shift (EM, Saerens et al. 2002, and BBSE, Lipton et al.
-    2018, from ``P``'s calibrated posteriors and predictions) — :data:`AUTO_METHOD`'s rule applied to the
-    constant rule's accuracy, which is π_t(c)."""
-    if AUTO_METHOD != "median":  # the baseline follows the shipped estimate; revisit it when that changes
-        raise NotImplementedError(f"majority_baseline follows AUTO_METHOD='median'; got {AUTO_METHOD!r}")
+#: the estimators whose estimate of the majority-class rule's accuracy :func:`baseline_components` pairs with
+#: them: each under the same shift model (none, covariate or label shift)
+BASELINE_PAIRS: tuple[str, ...] = ("cv", "iwcv", "cbpe", "weighted-cbpe", "em", "bbse", "weighted-em")
+
+
+def baseline_components(P: StoredPredictions) -> dict[str, float]:
+    """The majority-class rule's accuracy on the batch, π_t(c) for the source's largest class c, as each
+    estimator of :data:`BASELINE_PAIRS` would see it, from ``P``'s stored predictions: ``cv`` π_s(c);
+    ``iwcv`` the importance-weighted π_s(c); ``cbpe`` / ``weighted-cbpe`` the mean over the batch of the
+    (weighted) calibrated posterior p(c|x) (covariate shift: P(y|x) as on the source); ``em`` / ``bbse`` /
+    ``weighted-em`` the label-shift priors (Saerens et al. 2002; Lipton et al. 2018). The weighted ones only
+    when ``P`` carries weights."""
+    from shiftlib.estimation import bbse_prior, calibrated_posteriors, em_prior
+
     y, n_cls = P.y_source, len(P.classes)
     prior_s = np.bincount(y, minlength=n_cls) / len(y)
     c = int(np.argmax(prior_s))
     _, post_t = calibrated_posteriors(P.proba_source, y, P.proba_target)
-    values = [prior_s[c], em_prior(post_t, prior_s)[c],
-              bbse_prior(np.argmax(P.proba_source, axis=1), y, np.argmax(P.proba_target, axis=1), n_cls)[c]]
+    out = {"cv": float(prior_s[c]), "cbpe": float(post_t[:, c].mean()), "em": float(em_prior(post_t, prior_s)[c]),
+           "bbse": float(bbse_prior(np.argmax(P.proba_source, axis=1), y, np.argmax(P.proba_target, axis=1),
+                                    n_cls)[c])}
     if P.weights is not None:
-        values.append(float(np.bincount(y, weights=P.weights, minlength=n_cls)[c] / P.weights.sum()))
-    return float(np.median(values))
+        prior_w = np.bincount(y, weights=P.weights, minlength=n_cls) / P.weights.sum()
+        _, post_w = calibrated_posteriors(P.proba_source, y, P.proba_target, P.weights)
+        out |= {"iwcv": float(prior_w[c]), "weighted-cbpe": float(post_w[:, c].mean()),
+                "weighted-em": float(em_prior(post_w, prior_w)[c])}
+    return out
+
+
+def majority_baseline(P: StoredPredictions) -> float:
+    """Label-free accuracy on the batch of the rule that always predicts the source's largest class: the
+    median of :func:`baseline_components`, as :data:`shiftlib.estimation.AUTO_METHOD` takes the median of its
+    estimators."""
+    return float(np.median(list(baseline_components(P).values())))
+
+
+def majority_margin(P: StoredPredictions) -> float:
+    """How much more accurate than the majority-class rule ``P``'s model is estimated to be: the median over
+    :data:`BASELINE_PAIRS` of (the model's estimate − the rule's estimate), each pair under the same shift
+    model. Under the shift that holds both members of its pair are right, and a shift model that misreads the
+    batch moves both the same way, so the paired margin is steadier than the gap between two medians."""
+    from shiftlib.estimation import point_estimate
+
+    base = baseline_components(P)
+    return float(np.median([point_estimate(P, m) - b for m, b in base.items()]))
 
 
 def champion_predictions(stored: StoredPredictions, proba_target: Any, X_source: Any, X_target: Any, *,
@@ -179,6 +207,7 @@ def champion_predictions(stored: StoredPredictions, proba_target: Any, X_source:
     the champion encodes) for today's rows (``X_target``, encoded the same way) from
     ``DiscriminativeWeights`` (DL eq. 7), fitted as the estimation stage fits them. So the champion is
     estimated as the model it is, on today's batch, not as its recipe refitted."""
+    from shiftlib.estimation import StoredPredictions
     from shiftlib.selection.importance import importance_weights
     from shiftlib.weights import DiscriminativeWeights
 
@@ -205,13 +234,15 @@ def ess_share(P: StoredPredictions) -> float:
 
 
 def p_better(champion: StoredPredictions, new: StoredPredictions, *, shared_source: bool = False,
-             n_boot: int = N_BOOT, random_state: int | None = None) -> tuple[float, float, float]:
+             n_boot: int | None = None, random_state: int | None = None) -> tuple[float, float, float]:
     """P(``new`` is more accurate than ``champion`` on this batch): the share of joint resamples
     (``shiftlib.estimation.paired_draws``, method ``auto``) in which new's estimate exceeds the champion's,
     ties counted half. Returns (P, champion's estimate, new's estimate). Two models that predict the same
     class on every batch row are equally accurate on it: P = 0.5."""
-    est_c, est_n, dc, dn = paired_draws(champion, new, "auto", shared_source=shared_source, n_boot=n_boot,
-                                        random_state=random_state)
+    from shiftlib.estimation import N_BOOT, paired_draws
+
+    est_c, est_n, dc, dn = paired_draws(champion, new, "auto", shared_source=shared_source,
+                                        n_boot=N_BOOT if n_boot is None else n_boot, random_state=random_state)
     if np.array_equal(np.argmax(champion.proba_target, axis=1), np.argmax(new.proba_target, axis=1)):
         return 0.5, est_c, est_n
     return float(np.mean(dn > dc) + 0.5 * np.mean(dn == dc)), est_c, est_n
@@ -242,55 +273,99 @@ class GateDecision:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+def domain_auc(X_source: Any, X_target: Any, *, random_state: int | None = None) -> float:
+    """How well a model's source rows can be told from the batch: the out-of-fold ROC AUC (5 stratified folds)
+    of a standardised logistic regression of "batch row" on the features, the discriminator of DL eq. 7. 0.5:
+    the source reaches the batch as well as it reaches itself; near 1: the batch lies where the source has no
+    rows (:data:`OVERLAP_AUC`)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    Xs, Xt = np.asarray(X_source, float), np.asarray(X_target, float)
+    if Xs.shape[1] != Xt.shape[1]:
+        raise ValueError(f"source and batch have {Xs.shape[1]} and {Xt.shape[1]} feature columns: encode both alike")
+    X, d = np.vstack([Xs, Xt]), np.r_[np.zeros(len(Xs)), np.ones(len(Xt))]
+    folds = StratifiedKFold(5, shuffle=True, random_state=0 if random_state is None else int(random_state))
+    clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))
+    p = cross_val_predict(clf, np.nan_to_num(X), d, cv=folds, method="predict_proba")[:, 1]
+    return float(roc_auc_score(d, p))
+
+
+def _unvouched(P: StoredPredictions, auc: float | None) -> str | None:
+    """Why nothing vouches for ``P``'s model on this batch (its source does not reach it, it predicts one class,
+    or it is estimated no better than the majority-class rule), or None."""
+    if auc is not None and auc >= OVERLAP_AUC:
+        return f"its source does not reach this batch (domain AUC {auc:.3f} ≥ {OVERLAP_AUC})"
+    share = one_class_share(P)
+    if share >= ONE_CLASS_SHARE:
+        return f"it predicts one class for {share:.1%} of the batch (≥ {ONE_CLASS_SHARE:.0%})"
+    margin = majority_margin(P)
+    if margin <= 0:
+        return (f"it is estimated no more accurate than the majority-class rule (margin {margin:+.3f}, the median "
+                f"over the shift models of its estimate minus the rule's; the rule's accuracy "
+                f"{majority_baseline(P):.3f})")
+    return None
+
+
 def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
          new_estimate: float | None = None, confidence: float = PROMOTE_CONFIDENCE, shared_source: bool = False,
-         n_boot: int = N_BOOT, random_state: int | None = None) -> GateDecision:
+         new_auc: float | None = None, champion_auc: float | None = None,
+         n_boot: int | None = None, random_state: int | None = None) -> GateDecision:
     """Decide whether ``new`` replaces the served ``champion`` (both as stored predictions on today's batch).
 
-    1. ``refused`` when new predicts one class on ≥ :data:`ONE_CLASS_SHARE` of the batch, or when its
-       estimate (``new_estimate``, default the ``auto`` point estimate) is no better than the
-       :func:`majority_baseline`'s: a model that does not beat the constant rule must not serve.
+    ``new_auc`` / ``champion_auc``: :func:`domain_auc` of each model's source rows against today's batch
+    (None: not known, the reach test is skipped for that model).
+
+    1. ``refused`` when new predicts one class on ≥ :data:`ONE_CLASS_SHARE` of the batch, or when it is
+       estimated no more accurate than the majority-class rule (:func:`majority_margin` ≤ 0): a model that
+       does not beat the constant rule must not serve. ``new_estimate`` (default the ``auto`` point
+       estimate) is reported in ``details``.
     2. ``promoted`` without a champion.
     3. ``kept`` when new predicts the champion's class on every batch row (equally accurate on it).
-    4. ``promoted`` when the champion's own source does not reach the batch (its weights' :func:`ess_share`
-       below :data:`LOW_ESS_SHARE`) and the new version's does: no evidence vouches for the champion here.
+    4. ``promoted`` when nothing vouches for the champion on this batch and the new version's source reaches it:
+       the champion's source does not reach the batch (``champion_auc`` ≥ :data:`OVERLAP_AUC`), it predicts
+       one class on it, or it is estimated no better than the majority-class rule — the guards of step 1,
+       applied to the model that serves (its label-free estimate cannot be trusted where its source has no rows).
     5. Else P = :func:`p_better`: ``promoted`` when P ≥ ``confidence``, ``kept`` when P ≤ 1 − ``confidence``,
        else ``undecided`` — and ``undecided`` instead of ``promoted`` when the new version's own source does
-       not reach the batch either.
+       not reach the batch (``new_auc`` ≥ :data:`OVERLAP_AUC`).
+
+    Revision 2 (``reports/decisions.md``): revision 1 judged reach by the weights' :func:`ess_share` < 5 %,
+    which the replication found almost never fires when source and batch are separated, and guarded the new
+    version only.
     """
     if not 0.5 < float(confidence) < 1.0:
         raise ValueError(f"promote_confidence must be in (0.5, 1), e.g. {PROMOTE_CONFIDENCE}; got {confidence!r}")
     from shiftlib.estimation import point_estimate
 
     est = float(point_estimate(new, "auto") if new_estimate is None else new_estimate)
-    base, share = majority_baseline(new), one_class_share(new)
-    details: dict[str, Any] = {"new_estimate": est, "majority_baseline": base, "one_class_share": share,
-                               "confidence": float(confidence)}
-    if share >= ONE_CLASS_SHARE:
-        return GateDecision("refused", float("nan"), f"it predicts one class for {share:.1%} of the batch "
-                            f"(≥ {ONE_CLASS_SHARE:.0%})", details)
-    if est <= base:
-        return GateDecision("refused", float("nan"), f"its estimated accuracy {est:.3f} is no better than the "
-                            f"majority-class rule's {base:.3f}", details)
+    base, margin, share = majority_baseline(new), majority_margin(new), one_class_share(new)
+    details: dict[str, Any] = {"new_estimate": est, "majority_baseline": base, "majority_margin": margin,
+                               "one_class_share": share, "confidence": float(confidence), "new_auc": new_auc,
+                               "champion_auc": champion_auc}
+    refusal = _unvouched(new, None)
+    if refusal is not None:
+        return GateDecision("refused", float("nan"), refusal, details)
     if champion is None:
         return GateDecision("promoted", float("nan"), "no champion to compare with", details)
     if np.array_equal(np.argmax(champion.proba_target, axis=1), np.argmax(new.proba_target, axis=1)):
         return GateDecision("kept", 0.5, "it predicts the champion's class on every batch row: nothing to gain",
                             details)
-    reach_c, reach_n = ess_share(champion), ess_share(new)
-    details |= {"champion_ess_share": reach_c, "new_ess_share": reach_n}
-    if reach_c < LOW_ESS_SHARE <= reach_n:
-        return GateDecision("promoted", float("nan"), (
-            f"the champion's own source does not reach this batch (its weights' ESS {reach_c:.1%} of its rows "
-            f"< {LOW_ESS_SHARE:.0%}), so nothing vouches for it here; the new version's source does ({reach_n:.0%})"),
-            details)
+    new_reaches = new_auc is None or new_auc < OVERLAP_AUC
+    stale = _unvouched(champion, champion_auc)
+    if stale is not None and new_reaches:
+        return GateDecision("promoted", float("nan"), f"nothing vouches for the champion on this batch: {stale}",
+                            details)
     p, est_c, est_n = p_better(champion, new, shared_source=shared_source, n_boot=n_boot,
                                random_state=random_state)
     details |= {"champion_estimate": est_c, "new_estimate_paired": est_n}
     said = f"P(new more accurate than the champion on this batch) = {p:.2f} ({est_n:.3f} vs {est_c:.3f})"
-    if p >= confidence and reach_n < LOW_ESS_SHARE:
+    if p >= confidence and not new_reaches:
         return GateDecision("undecided", p, f"{said}, but the new version's source does not reach this batch "
-                            f"either (ESS {reach_n:.1%}): labels would decide", details)
+                            f"either (domain AUC {new_auc:.3f}): labels would decide", details)
     if p >= confidence:
         return GateDecision("promoted", p, f"{said} ≥ {confidence}", details)
     if p <= 1.0 - confidence:

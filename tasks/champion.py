@@ -1,13 +1,21 @@
 """Stage ``champion``: register the chosen model in the MLflow Model Registry (one registered model per
-deployment) and decide its alias.
+deployment and input schema) and decide its alias with the gate of ``shiftlib.decisions``.
 
-The new model takes alias ``champion`` only if, on the *current* target batch, it beats the current
-champion under the same selector; otherwise it becomes ``challenger``. Selectors score learning
-recipes (learner + weighting) on the current source/target, so the incumbent is re-scored as its
-recipe (stored in the model version's tags) on the current batch: taken from this run's selection
-table when the recipe is among this run's candidates (the same computation), otherwise scored now by
-the same selector beside the new choice. Ties keep the incumbent. The first registered model is
-champion. Decision, both scores and the selector are logged on the parent run.
+The gate compares the served champion *as it is* with the new version on the current batch: each version
+carries the evidence its estimate needs (artifact ``gate/<candidate>/evidence.parquet`` of the run that
+registered it: the out-of-fold source predictions it was chosen with and those source rows as it encodes
+them; tag ``shiftflow.evidence``), the champion's own model scores today's rows, and P(new more accurate on
+this batch) comes from resampling both estimates jointly (``shiftlib.decisions.gate``). ``promoted`` when
+P ≥ ``promote_confidence``, ``kept`` when P ≤ 1 − it, else ``undecided`` (the champion stays, the new
+version is ``challenger``); a new version that predicts one class or is estimated no better than the
+majority-class rule is ``refused`` (a challenger, with the reason). A champion registered before versions
+carried evidence is compared as its recipe re-scored on the current batch (the earlier gate). Each decision
+is the tag ``shiftflow.decision`` with ``champion.p_better``, and a Prefect event (``tasks.events``).
+
+A registered model never mixes input schemas: a version's tag ``shiftflow.schema`` digests its input
+columns (names and types, from the signature), its label and classes; a run that names an existing model of
+another schema is refused (:func:`check_model_name`). The default name carries that digest
+(:func:`default_model_name`), so two unrelated tables never share one.
 
 A rerun that would register the same model again registers nothing: each version carries a fingerprint
 (tag ``shiftflow.fingerprint``) of the served model's recipe (candidate, learner, weighting, seed,
@@ -27,11 +35,16 @@ from typing import Any
 
 import mlflow
 import numpy as np
+import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from shiftlib.decisions import PROMOTE_CONFIDENCE, GateDecision, champion_predictions, domain_auc, gate
+from shiftlib.errors import ShiftflowInputError
+from shiftlib.estimation import StoredPredictions
+from tasks.events import emit
 from tasks.locks import registry_lock
 from tasks.logs import run_logger
 from tasks.selection import make_candidates, run_selector, selection_beta, selector_data
@@ -39,6 +52,50 @@ from tasks.store import code_version
 from tasks.tracking import link_model_output, log_metrics, mask_secrets, with_retries
 
 FINGERPRINT = "shiftflow.fingerprint"
+SCHEMA, EVIDENCE, DECISION = "shiftflow.schema", "shiftflow.evidence", "shiftflow.decision"
+#: what a selector's score is, in the recipe gate's reason: only source CV's is an accuracy as measured
+SCORE_WORDS = {"scv": "source-CV accuracy", "fewlabel": "fewlabel posterior score (not an accuracy)"}
+#: the alias each gate decision leaves the new version with
+ALIAS = {"promoted": "champion", "kept": "challenger", "undecided": "challenger", "refused": "challenger"}
+
+
+def input_schema(store: Any) -> dict[str, Any]:
+    """What a served model takes and returns: its input columns and types (the signature's input schema), the
+    label and the classes in code order; ``digest`` (16 hex digits) names it."""
+    from tasks.ingest import raw_input_schema
+
+    ingest = store.manifest("ingest")["extra"]
+    facts = {"inputs": raw_input_schema(store).to_dict(), "label": str(ingest.get("label")),
+             "classes": [str(c) for c in ingest.get("classes", [])]}
+    return facts | {"digest": hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]}
+
+
+def default_model_name(base: str, schema: dict[str, Any]) -> str:
+    """``<base>-<first 8 hex digits of the schema digest>``: two tables with other input columns, label or
+    classes never share a registered model (and so a champion), whatever their label is called."""
+    return f"{base}-{schema['digest'][:8]}"
+
+
+def _columns_words(schema_inputs: list[dict[str, Any]], limit: int = 6) -> str:
+    names = [str(c.get("name")) for c in schema_inputs]
+    return ", ".join(names[:limit]) + (f" … ({len(names)} in all)" if len(names) > limit else "")
+
+
+def check_model_name(client: MlflowClient, name: str, schema: dict[str, Any]) -> None:
+    """Refuse ``name`` when one of its versions takes other inputs (tag ``shiftflow.schema``): one line with the
+    fix. A model that does not exist yet, or whose versions predate the tag, passes."""
+    try:
+        versions = client.search_model_versions(f"name = '{name}'")
+    except MlflowException:
+        return
+    for v in versions:
+        other = v.tags.get(SCHEMA)
+        if other is not None and other != schema["digest"]:
+            cols = v.tags.get("shiftflow.input_columns", "?")
+            raise ShiftflowInputError(
+                f"registered model {name!r} serves other input columns, label or classes (v{v.version}: {cols}; "
+                f"this run: {_columns_words(schema['inputs'])}, label {schema['label']!r}); give another "
+                "--model-name (model_name), or leave it unset: the default name carries the input schema")
 
 
 def _incumbent(client: MlflowClient, name: str) -> Any:
@@ -125,6 +182,67 @@ def version_description(*, selector: str, score: float, n_candidates: int, facts
     return "\n\n".join(lines)
 
 
+def evidence_table(store: Any, new: StoredPredictions, source_rows: Any) -> pd.DataFrame:
+    """What the served version's estimate needs later (kept with the version): its out-of-fold source
+    predictions (``_y``, ``_fold``, ``_p<code>``) and those source rows as it encodes them (``x:<feature>``)."""
+    from tasks.ingest import LABEL, ROW
+
+    src = store.read_table("ingest", "source").drop(columns=[ROW, LABEL]).iloc[np.asarray(source_rows)]
+    out = pd.DataFrame({"_y": new.y_source, "_fold": new.folds})
+    for c in range(new.proba_source.shape[1]):
+        out[f"_p{c}"] = new.proba_source[:, c]
+    return pd.concat([out, src.reset_index(drop=True).add_prefix("x:")], axis=1)
+
+
+def _from_evidence(table: pd.DataFrame, classes: np.ndarray) -> tuple[StoredPredictions, pd.DataFrame]:
+    probs = [c for c in table.columns if c.startswith("_p")]
+    X = table[[c for c in table.columns if c.startswith("x:")]]
+    X.columns = [c[2:] for c in X.columns]
+    P = StoredPredictions("champion", classes, table["_y"].to_numpy(), table[probs].to_numpy(float),
+                          np.zeros((0, len(probs))), table["_fold"].to_numpy())
+    return P, X
+
+
+def _today_rows(store: Any, seed: int, rows: int | None) -> pd.DataFrame:
+    """Today's raw target rows (as the user gave them) on the estimation stage's target rows."""
+    from shiftlib.budget import subsample
+    from tasks.ingest import ROW
+
+    raw = store.read_table("ingest", "target_rows")
+    id_col = store.manifest("ingest")["params"].get("id_column")
+    raw = raw.drop(columns=[ROW] + ([id_col] if id_col in raw.columns else []))
+    return raw.iloc[subsample(len(raw), rows, random_state=seed)].reset_index(drop=True)
+
+
+def champion_evidence(client: MlflowClient, name: str, inc: Any, store: Any, *, seed: int,
+                      rows: int | None) -> tuple[StoredPredictions, float] | str:
+    """The served champion's stored predictions on today's batch (``shiftlib.decisions.champion_predictions``)
+    and how well its source rows are told from today's (``shiftlib.decisions.domain_auc``), or why they cannot
+    be had (a version registered before versions carried evidence, a model without its encoder step)."""
+    import tempfile
+
+    import mlflow.artifacts
+    import mlflow.sklearn
+
+    where = inc.tags.get(EVIDENCE)
+    if not where:
+        return f"v{inc.version} carries no evidence for an estimate (registered before the gate kept it)"
+    classes = np.arange(len(store.manifest("ingest")["extra"]["classes"]))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = with_retries(mlflow.artifacts.download_artifacts, artifact_uri=where, dst_path=tmp)
+        stored, X_old = _from_evidence(pd.read_parquet(path), classes)
+    model = with_retries(mlflow.sklearn.load_model, f"models:/{name}/{inc.version}")
+    prepare = getattr(model, "named_steps", {}).get("prepare")
+    if prepare is None:
+        return f"v{inc.version}'s model has no 'prepare' step to encode today's rows"
+    raw = _today_rows(store, seed, rows)
+    proba = np.zeros((len(raw), len(classes)))
+    proba[:, np.searchsorted(classes, model.classes_)] = model.predict_proba(raw)
+    X_today = prepare.transform(raw)
+    return (champion_predictions(stored, proba, X_old, X_today, random_state=seed),
+            domain_auc(X_old, X_today, random_state=seed))
+
+
 def _decide(store: Any, inc: Any, scores: dict[str, float], selector: str, chosen: str, new_score: float,
             features_sha: str, seed: int, k: int, rows: int | None) -> tuple[str, Any, Any, str, float]:
     """Champion or challenger against the incumbent ``inc``: ``(decision, incumbent score, incumbent
@@ -139,7 +257,7 @@ def _decide(store: Any, inc: Any, scores: dict[str, float], selector: str, chose
               "weighting": tags.get("weighting", "none")}
     if recipe["candidate"] in scores and tags.get("seed") == str(seed):
         inc_score = float(scores[recipe["candidate"]])
-        how = "its recipe is a candidate of this run"
+        how, by = "its recipe is a candidate of this run", selector
     else:
         # fewlabel's labels were drawn for this run's candidates only: re-score both with source CV then
         by = selector if selector in ("rt", "trcv", "scv", "wcv") else "scv"
@@ -147,19 +265,93 @@ def _decide(store: Any, inc: Any, scores: dict[str, float], selector: str, chose
         inc_score, new_score = both["incumbent"], both["new"]
         how = "re-scored beside the new choice" + ("" if by == selector else f" with {by}")
     better = np.isfinite(new_score) and (not np.isfinite(inc_score) or new_score > inc_score)
-    reason = (f"{selector} score {new_score:.4f} vs incumbent v{inc.version} ({recipe['candidate']}) "
-              f"{inc_score:.4f} on the current batch; {how}")
+    reason = (f"{SCORE_WORDS.get(by, by + ' score')} {new_score:.4f} vs incumbent v{inc.version} "
+              f"({recipe['candidate']}) {inc_score:.4f} on the current batch; {how}")
     return ("champion" if better else "challenger"), inc_score, inc.version, reason, new_score
+
+
+def _today_encoded(store: Any, seed: int, rows: int | None) -> pd.DataFrame:
+    """Today's encoded target rows (the ingest stage's table) on the estimation stage's target rows."""
+    from shiftlib.budget import subsample
+    from tasks.ingest import load_xy
+
+    X_t = load_xy(store)[2]
+    return X_t.iloc[subsample(len(X_t), rows, random_state=seed)].reset_index(drop=True)
+
+
+def _new_evidence(store: Any, chosen: str) -> tuple[StoredPredictions | None, pd.DataFrame | None]:
+    """The new version's stored predictions and the evidence table to keep with it; (None, None) when the
+    estimation stage kept no predictions (a stage written before it did)."""
+    from tasks.estimation import OOF, read_predictions
+
+    try:
+        P = read_predictions(store, chosen, np.arange(len(store.manifest("ingest")["extra"]["classes"])))
+        oof = store.read_table("estimation", OOF, columns=["candidate", "source_row"])
+    except (FileNotFoundError, KeyError):
+        return None, None
+    return P, evidence_table(store, P, oof.loc[oof["candidate"] == chosen, "source_row"].to_numpy())
+
+
+def _log_evidence(tracking_uri: str, parent_run_id: str, chosen: str, table: pd.DataFrame) -> str:
+    """Log the evidence table as an artifact of the parent run; returns its URI (the version's tag)."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "evidence.parquet"
+        table.to_parquet(path, index=False)
+        with_retries(MlflowClient(tracking_uri).log_artifact, parent_run_id, str(path), f"gate/{chosen}")
+    return f"runs:/{parent_run_id}/gate/{chosen}/evidence.parquet"
+
+
+def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPredictions | None,
+          evidence: pd.DataFrame | None, estimate: dict[str, Any] | None, source_sha: str, *, seed: int,
+          rows: int | None, confidence: float) -> tuple[GateDecision | None, str]:
+    """The gate's decision on the new version against the served champion ``inc``, or (None, why) when the
+    champion's evidence is missing and the earlier recipe gate must decide (guards still apply)."""
+    if new_P is None or evidence is None:
+        return None, "the estimation stage kept no predictions"
+    est = None if estimate is None else float(estimate["estimate"])
+    first = gate(new_P, None, new_estimate=est, confidence=confidence, random_state=seed)
+    if first.decision == "refused" or inc is None:
+        return first, ""
+    found = champion_evidence(client, name, inc, store, seed=seed, rows=rows)
+    if isinstance(found, str):
+        return None, found
+    champ, champ_auc = found
+    X_new = evidence[[c for c in evidence.columns if c.startswith("x:")]]
+    new_auc = domain_auc(X_new, _today_encoded(store, seed, rows), random_state=seed)
+    return gate(new_P, champ, new_estimate=est, confidence=confidence, random_state=seed, new_auc=new_auc,
+                champion_auc=champ_auc, shared_source=inc.tags.get("source_sha256") == source_sha), ""
+
+
+def _version_tags(facts: dict[str, str], info: dict[str, Any], chosen: str, seed: int, selector: str,
+                  new_score: float, flow_run_id: str, parent_run_id: str, estimate: dict[str, Any] | None,
+                  schema: dict[str, Any]) -> dict[str, str]:
+    tags = {"recalibrated": facts["recalibrated"], "candidate": chosen, "learner": info["learner"],
+            "weighting": info["weighting"], "seed": str(seed), "selector": selector,
+            "selector_score": repr(new_score), "prefect.flow_run_id": flow_run_id,
+            "mlflow_parent_run_id": parent_run_id, "features_sha256": facts["features_sha256"],
+            "source_sha256": facts["source_sha256"], "target_sha256": facts["target_sha256"],
+            "code_version": facts["code_version"], FINGERPRINT: facts["fingerprint"], SCHEMA: schema["digest"],
+            "shiftflow.input_columns": _columns_words(schema["inputs"])}
+    if facts["recalibrated"] == "true":
+        tags["beta"] = facts["beta"]
+    if estimate is not None:
+        tags |= {"estimate.accuracy": repr(float(estimate["estimate"])), "estimate.method": str(estimate["method"]),
+                 "estimate.ci_low": repr(float(estimate["ci_low"])), "estimate.ci_high": repr(float(estimate["ci_high"]))}
+    return tags
 
 
 @task(name="champion", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 8])
 def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, seed: int, k: int,
              tracking_uri: str, parent_run_id: str, flow_run_id: str = "",
              served_model_uri: str | None = None, rows: int | None = None,
-             hold_champion: str | None = None) -> dict[str, Any]:
-    """Register the chosen model (or ``served_model_uri``, e.g. its recalibrated version) and set
-    ``champion`` or ``challenger``; returns the decision record. ``hold_champion`` (a reason, e.g. an
-    accuracy alert) keeps the ``champion`` alias where it is: the new model is then ``challenger``.
+             hold_champion: str | None = None, promote_confidence: float = PROMOTE_CONFIDENCE) -> dict[str, Any]:
+    """Register the chosen model (or ``served_model_uri``, e.g. its recalibrated version) and let the gate
+    (module docstring) decide ``champion`` or ``challenger``; returns the decision record. ``hold_champion`` (a
+    reason, e.g. an accuracy alert) keeps the ``champion`` alias where it is: the new model is then
+    ``challenger``.
 
     No new version is registered when one with the same fingerprint (``served_fingerprint``) exists: the
     record's ``new_version`` is False, and the decision is ``unchanged`` when that version is the champion."""
@@ -167,30 +359,24 @@ def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, s
     mlflow.set_tracking_uri(tracking_uri)
     client = MlflowClient(tracking_uri)
     selector, chosen = selection_result["selector"], selection_result["chosen"]
-    models = store.manifest("training")["extra"]["models"]
-    info = models[chosen]
+    info = store.manifest("training")["extra"]["models"][chosen]
     scores = {r["learner"]: r["score"] for r in selection_result["scores"] if r["selector"] == selector}
     new_score = float(scores[chosen])
     served_uri = served_model_uri or info["model_uri"]
     facts = served_fingerprint(store, chosen, seed=seed, recalibrated=served_model_uri is not None)
-    features_sha = facts["features_sha256"]
+    schema = input_schema(store)
+    estimate = _estimate(store, chosen)
+    new_P, evidence = _new_evidence(store, chosen)
     # one decision at a time per registered model on this machine: a concurrent run sees this one's alias
     with registry_lock(tracking_uri, model_name) as waited:
+        check_model_name(client, model_name, schema)
         inc = _incumbent(client, model_name)
         twin = _registered_twin(client, model_name, facts["fingerprint"])
         if twin is None:
-            estimate = _estimate(store, chosen)
-            tags = {"recalibrated": facts["recalibrated"], "candidate": chosen, "learner": info["learner"],
-                    "weighting": info["weighting"], "seed": str(seed), "selector": selector,
-                    "selector_score": repr(new_score), "prefect.flow_run_id": flow_run_id,
-                    "mlflow_parent_run_id": parent_run_id, "features_sha256": features_sha,
-                    "source_sha256": facts["source_sha256"], "target_sha256": facts["target_sha256"],
-                    "code_version": facts["code_version"], FINGERPRINT: facts["fingerprint"]}
-            if facts["recalibrated"] == "true":
-                tags["beta"] = facts["beta"]
-            if estimate is not None:
-                tags |= {"estimate.accuracy": repr(float(estimate["estimate"])), "estimate.method": str(estimate["method"]),
-                         "estimate.ci_low": repr(float(estimate["ci_low"])), "estimate.ci_high": repr(float(estimate["ci_high"]))}
+            tags = _version_tags(facts, info, chosen, seed, selector, new_score, flow_run_id, parent_run_id,
+                                 estimate, schema)
+            if evidence is not None and served_model_uri is None:  # a recalibrated model scores otherwise
+                tags[EVIDENCE] = _log_evidence(tracking_uri, parent_run_id, chosen, evidence)
             mv = with_retries(mlflow.register_model, served_uri, model_name, tags=tags)
             experiment_id = with_retries(client.get_run, parent_run_id).info.experiment_id
             description = version_description(
@@ -204,27 +390,50 @@ def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, s
             same = (f"no new version: v{mv.version} already holds this model (same recipe, data digests and code "
                     f"version, fingerprint {facts['fingerprint'][:12]})")
         new_version = twin is None
+        p_better = float("nan")
         if inc is not None and not new_version and str(inc.version) == str(mv.version):
-            decision, inc_score, inc_version = "unchanged", None, inc.version
+            decision, gate_decision, inc_score, inc_version = "unchanged", "kept", None, inc.version
             reason = f"{same}; it stays champion" + (f" ({hold_champion} on this run)" if hold_champion else "")
         else:
-            decision, inc_score, inc_version, reason, new_score = _decide(
-                store, inc, scores, selector, chosen, new_score, features_sha, seed, k, rows)
+            g, why = _gate(client, store, model_name, inc, new_P, evidence, estimate, facts["source_sha256"],
+                           seed=seed, rows=rows, confidence=promote_confidence)
+            if g is None:  # the champion's evidence is missing: its recipe is re-scored (the earlier gate)
+                decision, inc_score, inc_version, reason, new_score = _decide(
+                    store, inc, scores, selector, chosen, new_score, facts["features_sha256"], seed, k, rows)
+                gate_decision = "promoted" if decision == "champion" else "kept"
+                reason = f"{reason} ({why})"
+            else:
+                gate_decision, p_better, reason = g.decision, g.p_better, g.reason
+                decision, inc_score = ALIAS[g.decision], g.details.get("champion_estimate")
+                inc_version = None if inc is None else inc.version
             if hold_champion and decision == "champion":
-                decision, reason = "challenger", f"{hold_champion} (else champion: {reason})"
+                decision, gate_decision, reason = "challenger", "kept", f"{hold_champion} (else champion: {reason})"
             if same:
                 reason = f"{same}; {reason}"
             with_retries(client.set_registered_model_alias, model_name, decision, mv.version)
+        with_retries(client.set_model_version_tag, model_name, mv.version, DECISION, gate_decision)
     link_model_output(tracking_uri, parent_run_id, served_uri)  # the parent run's "Logged models"
     record = {"registered_model": model_name, "version": str(mv.version), "decision": decision,
+              "gate_decision": gate_decision, "p_better": p_better, "promote_confidence": promote_confidence,
               "new_version": new_version, "selector": selector, "new_score": new_score,
               "incumbent_score": inc_score, "incumbent_version": None if inc_version is None else str(inc_version),
               "reason": reason, "candidate": chosen, "fingerprint": facts["fingerprint"]}
-    with_retries(client.set_tag, parent_run_id, "champion.decision", decision)
-    with_retries(client.set_tag, parent_run_id, "champion.registered_model", f"{model_name} v{mv.version}")
-    with_retries(client.set_tag, parent_run_id, "champion.new_version", str(new_version).lower())
-    with_retries(client.set_tag, parent_run_id, "champion.reason", reason)
-    log_metrics(client, parent_run_id, {"champion.new_score": new_score, "champion.lock_wait_s": waited}
-                | ({} if inc_score is None or not np.isfinite(inc_score) else {"champion.incumbent_score": inc_score}))
-    log.info("champion: %s v%s is %s (%s)", model_name, mv.version, decision, reason)
+    _log_decision(client, parent_run_id, record, waited)
+    emit(f"shiftflow.champion.{gate_decision}", model_name,
+         {"version": record["version"], "champion_version": record["incumbent_version"], "p_better": p_better,
+          "decision": gate_decision, "reason": reason, "candidate": chosen, "mlflow_run_id": parent_run_id})
+    log.info("champion: %s v%s is %s, %s (%s)", model_name, mv.version, decision, gate_decision, reason)
     return record
+
+
+def _log_decision(client: MlflowClient, parent_run_id: str, record: dict[str, Any], waited: float) -> None:
+    """The decision on the parent run: tags ``champion.*`` and ``shiftflow.decision``, metrics."""
+    tags = {"champion.decision": record["decision"], DECISION: record["gate_decision"],
+            "champion.registered_model": f"{record['registered_model']} v{record['version']}",
+            "champion.new_version": str(record["new_version"]).lower(), "champion.reason": record["reason"]}
+    for key, value in tags.items():
+        with_retries(client.set_tag, parent_run_id, key, value)
+    inc = record["incumbent_score"]
+    log_metrics(client, parent_run_id, {"champion.new_score": record["new_score"], "champion.lock_wait_s": waited,
+                                        "champion.p_better": record["p_better"],
+                                        "champion.incumbent_score": inc}, skip_missing=True)

@@ -15,12 +15,22 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from shiftlib.estimation import N_BOOT, estimate_each, shared_source_cv, stored_predictions
+from shiftlib.decisions import (
+    OverlapVerdict,
+    majority_baseline,
+    one_class_share,
+    outside_share,
+    overlap_verdict,
+    widen_for_overlap,
+    with_labels,
+)
+from shiftlib.estimation import N_BOOT, StoredPredictions, estimate_each, shared_source_cv, stored_predictions
 from tasks.ingest import ingest_inputs
 from tasks.logs import run_logger
 from tasks.selection import make_candidates, selection_data
@@ -29,7 +39,10 @@ from tasks.tracking import log_metrics, with_retries
 
 STAGE = "estimation"
 COLUMNS = ["candidate", "method", "estimate", "ci_low", "ci_high", "confidence", "interval", "se_source",
-           "se_target", "se_shift", "se_model"]
+           "se_target", "se_shift", "se_model", "overlap", "outside_share", "ci_low_source", "ci_high_source",
+           "majority_baseline", "one_class_share"]
+#: the stage tables that hold every candidate's stored predictions (what the champion gate reads)
+OOF, TARGET_PROBA = "oof", "target_proba"
 
 
 def _specs(store: StageStore) -> list[tuple[str, str, str]]:
@@ -46,10 +59,11 @@ def compute_estimates(store: StageStore, *, method: str, seed: int, k: int, conf
 
 
 def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: float, n_boot: int,
-             rows: int | None, n_jobs: int = 1) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """The stage table, and the source-CV fold scores (``fold_scores``: candidate, fold, accuracy) when the
-    estimates were computed on every source row by learners that ignore the target rows: the selection
-    stage's SCV then reads them instead of refitting (``shiftlib.estimation.shared_source_cv``)."""
+             rows: int | None, n_jobs: int = 1) -> tuple[pd.DataFrame, pd.DataFrame | None, dict[str, pd.DataFrame]]:
+    """The stage table, the source-CV fold scores (``fold_scores``: candidate, fold, accuracy) when the
+    estimates were computed on every source row by learners that ignore the target rows (the selection
+    stage's SCV then reads them instead of refitting, ``shiftlib.estimation.shared_source_cv``), and the
+    stored predictions as tables (:func:`prediction_tables`)."""
     log, t0 = run_logger(), time.monotonic()
     data = selection_data(store, seed, rows)
     specs = _specs(store)
@@ -63,17 +77,78 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
     if scv is not None:
         folds = pd.DataFrame([{"candidate": name, "fold": i, "accuracy": float(a)}
                               for name, f in scv.details["fold_scores"].items() for i, a in enumerate(f)])
+    overlap = stage_overlap(store, preds[0]) if preds else None
+    if overlap is not None:
+        log.info("estimation: %s", overlap.sentence())
     rows = []
     log.info("estimation: %d candidates fitted on %d folds (%.1f s); bootstrapping each estimate (%d process%s)",
              len(preds), k, time.monotonic() - t0, n_jobs, "es" if n_jobs > 1 else "")
     each = estimate_each(preds, method, confidence=confidence, n_boot=n_boot, random_state=seed, n_jobs=n_jobs)
     for i, (P, e) in enumerate(zip(preds, each, strict=True), 1):
         log.info("estimation: %d/%d done (%s, %.1f s)", i, len(preds), P.learner, time.monotonic() - t0)
-        rows.append({"candidate": P.learner, "method": e.method, "estimate": e.accuracy, "ci_low": e.ci_low,
-                     "ci_high": e.ci_high, "confidence": confidence, "interval": e.details["interval"],
+        lo, hi = e.ci_low, e.ci_high
+        if overlap is not None and overlap.verdict == "poor":  # what the source cannot rule out
+            lo, hi = widen_for_overlap(lo, hi, overlap.outside_share)
+        rows.append({"candidate": P.learner, "method": e.method, "estimate": e.accuracy, "ci_low": lo,
+                     "ci_high": hi, "confidence": confidence, "interval": e.details["interval"],
                      "se_source": e.details["se_source"], "se_target": e.details["se_target"],
-                     "se_shift": e.details["se_shift"], "se_model": e.details["se_model"]})
-    return pd.DataFrame(rows, columns=COLUMNS), folds
+                     "se_shift": e.details["se_shift"], "se_model": e.details["se_model"],
+                     "overlap": "unknown" if overlap is None else overlap.verdict,
+                     "outside_share": float("nan") if overlap is None else overlap.outside_share,
+                     "ci_low_source": e.ci_low, "ci_high_source": e.ci_high,
+                     "majority_baseline": majority_baseline(P), "one_class_share": one_class_share(P)})
+    return pd.DataFrame(rows, columns=COLUMNS), folds, prediction_tables(preds, data.source_rows)
+
+
+def stage_overlap(store: StageStore, P: StoredPredictions) -> OverlapVerdict | None:
+    """The overlap verdict (``shiftlib.decisions.overlap_verdict``) from the drift stage's domain AUC and row
+    scores and the effective sample size of the estimation's importance weights; None without a drift stage."""
+    if not (store.stage_dir("drift") / MANIFEST).exists():
+        return None
+    import json
+
+    auc = float(json.loads(store.path("drift", "summary.json").read_text())["domain_auc"])
+    scores = store.read_table("drift", "row_scores")
+    share = outside_share(scores.loc[scores["side"] == "source", "target_score"],
+                          scores.loc[scores["side"] == "target", "target_score"])
+    w = P.weights
+    ess = None if w is None else float(w.sum() ** 2 / (w ** 2).sum())
+    return overlap_verdict(auc, ess, len(P.y_source), share)
+
+
+def prediction_tables(preds: list[StoredPredictions], source_rows: np.ndarray) -> dict[str, pd.DataFrame]:
+    """Every candidate's stored predictions as two long tables: ``oof`` (candidate, source row position in the
+    ingested source, fold, class code, importance weight, ``p_<code>`` per class) and ``target_proba``
+    (candidate, target row position in the estimation rows, ``p_<code>``); :func:`read_predictions` reads
+    one candidate back."""
+    oof, tgt = [], []
+    for P in preds:
+        o = pd.DataFrame(P.proba_source, columns=[f"p_{c}" for c in range(len(P.classes))])
+        o.insert(0, "candidate", P.learner)
+        o.insert(1, "source_row", np.asarray(source_rows, dtype=np.int64))
+        o.insert(2, "fold", P.folds.astype(np.int64))
+        o.insert(3, "y", P.y_source.astype(np.int64))
+        o.insert(4, "weight", np.nan if P.weights is None else P.weights)
+        t = pd.DataFrame(P.proba_target, columns=[f"p_{c}" for c in range(len(P.classes))])
+        t.insert(0, "candidate", P.learner)
+        t.insert(1, "target_row", np.arange(len(t), dtype=np.int64))
+        oof.append(o)
+        tgt.append(t)
+    return {OOF: pd.concat(oof, ignore_index=True), TARGET_PROBA: pd.concat(tgt, ignore_index=True)} if preds else {}
+
+
+def read_predictions(store: StageStore, candidate: str, classes: Any) -> StoredPredictions:
+    """One candidate's ``StoredPredictions`` from the estimation stage's tables (``classes``: the class codes'
+    labels, in code order)."""
+    oof = store.read_table(STAGE, OOF)
+    tgt = store.read_table(STAGE, TARGET_PROBA)
+    o, t = oof[oof["candidate"] == candidate], tgt[tgt["candidate"] == candidate]
+    if o.empty:
+        raise KeyError(f"the estimation stage has no stored predictions for {candidate!r}")
+    cols = [c for c in o.columns if c.startswith("p_")]
+    w = o["weight"].to_numpy(float)
+    return StoredPredictions(candidate, np.asarray(classes), o["y"].to_numpy(), o[cols].to_numpy(float),
+                             t[cols].to_numpy(float), o["fold"].to_numpy(), None if np.isnan(w).all() else w)
 
 
 @task(name="estimation", cache_policy=NO_CACHE)
@@ -87,7 +162,10 @@ def estimation(store: StageStore, *, seed: int, k: int, tracking_uri: str, run_i
     inputs = ingest_inputs(store) | {"training": store.manifest("training")["files"]["learners.parquet"]["sha256"]}
     if (store.stage_dir("weights") / MANIFEST).exists():
         inputs["weights"] = store.manifest("weights")["files"]["weights.parquet"]["sha256"]
-    params = {"method": method, "seed": seed, "k": k, "confidence": confidence, "n_boot": n_boot, "rows": rows}
+    params = {"method": method, "seed": seed, "k": k, "confidence": confidence, "n_boot": n_boot, "rows": rows,
+              "keeps": "predictions,overlap"}
+    if (store.stage_dir("drift") / MANIFEST).exists():  # the overlap verdict reads the drift stage
+        inputs["drift"] = store.manifest("drift")["files"]["row_scores.parquet"]["sha256"]
     key = stage_key(STAGE, params, inputs)
     found = store.find_reusable(STAGE, key)
     if found is not None:
@@ -95,9 +173,9 @@ def estimation(store: StageStore, *, seed: int, k: int, tracking_uri: str, run_i
         store.adopt(STAGE, found)
         table = store.read_table(STAGE, "estimates")
     else:
-        table, folds = _compute(store, method=method, seed=seed, k=k, confidence=confidence, n_boot=n_boot,
-                                rows=rows, n_jobs=n_jobs)
-        tables = {"estimates": table} | ({} if folds is None else {"fold_scores": folds})
+        table, folds, preds = _compute(store, method=method, seed=seed, k=k, confidence=confidence, n_boot=n_boot,
+                                       rows=rows, n_jobs=n_jobs)
+        tables = {"estimates": table} | ({} if folds is None else {"fold_scores": folds}) | preds
         store.write_stage(STAGE, tables, key=key, params=params, inputs=inputs)
     client = MlflowClient(tracking_uri)
     for r in table.to_dict("records"):
@@ -112,29 +190,76 @@ def estimation(store: StageStore, *, seed: int, k: int, tracking_uri: str, run_i
     return table
 
 
+def labeled_estimate(r: Mapping[str, Any], labeled: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The served candidate's accuracy once target labels have arrived: the labels' estimate (the fewlabel
+    posterior θ and its standard deviation, ``labeled``'s ``accuracy`` / ``se``) combined with the label-free
+    estimate ``r`` as the prior (``shiftlib.decisions.with_labels``); None without labels for it."""
+    cand = r["candidate"]
+    if not labeled or cand not in (labeled.get("accuracy") or {}):
+        return None
+    theta, se = float(labeled["accuracy"][cand]), float(labeled["se"][cand])
+    if not (np.isfinite(theta) and np.isfinite(se) and se > 0):
+        return None
+    from statistics import NormalDist
+
+    conf = float(r["confidence"])
+    prior_se = (float(r["ci_high"]) - float(r["ci_low"])) / (2 * NormalDist().inv_cdf((1 + conf) / 2))
+    est, lo, hi, weight = with_labels(float(r["estimate"]), prior_se, theta, se, confidence=conf)
+    return {"accuracy": est, "ci_low": lo, "ci_high": hi, "n_labels": int(labeled["n_labels"]),
+            "prior_weight": weight, "labels_only": theta}
+
+
 @task(name="served-estimate", cache_policy=NO_CACHE)
 def served_estimate(table: pd.DataFrame, served: str, *, min_accuracy: float | None, tracking_uri: str,
-                    parent_run_id: str) -> dict[str, Any]:
-    """The served candidate's estimate on the parent run (``estimate.*``); ``alert`` is True (and the parent
-    is tagged ``shiftflow.alert=accuracy``) when its ``ci_high`` is below ``min_accuracy``."""
+                    parent_run_id: str, model_name: str | None = None,
+                    labeled: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The served candidate's estimate on the parent run (``estimate.*``, ``estimate.majority_baseline``, the
+    tag ``shiftflow.estimate.overlap``, and with target labels ``estimate.labeled.*``: the estimate that
+    combines them with the label-free one, :func:`labeled_estimate`). ``alert`` is True (the parent is tagged
+    ``shiftflow.alert=accuracy`` and the event ``shiftflow.alert.accuracy`` is emitted) when the upper end of
+    the interval — the labeled one when there are labels — is below ``min_accuracy``; an interval that
+    straddles ``min_accuracy`` is a warning."""
     rows = table[table["candidate"] == served]
     if rows.empty:
         raise ValueError(f"no accuracy estimate for the served candidate {served!r}; "
                          f"the estimation stage has {list(table['candidate'])}")
     r = rows.iloc[0].to_dict()
-    alert = min_accuracy is not None and float(r["ci_high"]) < float(min_accuracy)
+    lab = labeled_estimate(r, labeled)
+    final = lab or {"ci_low": float(r["ci_low"]), "ci_high": float(r["ci_high"])}
+    alert = min_accuracy is not None and final["ci_high"] < float(min_accuracy)
+    straddles = min_accuracy is not None and not alert and final["ci_low"] < float(min_accuracy)
     client = MlflowClient(tracking_uri)
-    log_metrics(client, parent_run_id, {"estimate.accuracy": r["estimate"], "estimate.ci_low": r["ci_low"],
-                                        "estimate.ci_high": r["ci_high"]})
+    baseline = float(r.get("majority_baseline", float("nan")))
+    metrics = {"estimate.accuracy": r["estimate"], "estimate.ci_low": r["ci_low"], "estimate.ci_high": r["ci_high"],
+               "estimate.majority_baseline": baseline}
+    if lab is not None:
+        metrics |= {f"estimate.labeled.{k}": lab[k] for k in ("accuracy", "ci_low", "ci_high", "n_labels",
+                                                              "prior_weight")}
+    log_metrics(client, parent_run_id, metrics, skip_missing=True)
     with_retries(client.set_tag, parent_run_id, "estimate.method", r["method"])
     with_retries(client.set_tag, parent_run_id, "estimate.candidate", served)
+    overlap = str(r.get("overlap", "unknown"))
+    with_retries(client.set_tag, parent_run_id, "shiftflow.estimate.overlap", overlap)
+    log = run_logger()
     if alert:
         with_retries(client.set_tag, parent_run_id, "shiftflow.alert", "accuracy")
-        run_logger().warning("accuracy alert: %s's estimated accuracy %.3f has upper bound %.3f < min_accuracy %.3f",
-                             served, r["estimate"], r["ci_high"], min_accuracy)
+        log.warning("accuracy alert: %s's estimated accuracy has upper bound %.3f < min_accuracy %.3f",
+                    served, final["ci_high"], min_accuracy)
+        from tasks.events import emit
+
+        emit("shiftflow.alert.accuracy", model_name or served,
+             {"candidate": served, "estimate": float((lab or r).get("accuracy", r["estimate"])),
+              "ci_low": final["ci_low"], "ci_high": final["ci_high"], "min_accuracy": float(min_accuracy),
+              "mlflow_run_id": parent_run_id})
+    elif straddles:
+        log.warning("accuracy: %s's interval [%.3f, %.3f] straddles min_accuracy %.3f: it may be below; label "
+                    "some target rows (--label-budget) to know", served, final["ci_low"], final["ci_high"],
+                    min_accuracy)
     return {"candidate": served, "method": r["method"], "accuracy": float(r["estimate"]),
             "ci_low": float(r["ci_low"]), "ci_high": float(r["ci_high"]), "confidence": float(r["confidence"]),
-            "min_accuracy": min_accuracy, "alert": bool(alert)}
+            "min_accuracy": min_accuracy, "alert": bool(alert), "straddles": bool(straddles),
+            "majority_baseline": baseline, "overlap": overlap, "labeled": lab,
+            "outside_share": float(r.get("outside_share", float("nan")))}
 
 
 def summary_lines(served: Mapping[str, Any] | None) -> tuple[list[str], list[str]]:
@@ -144,10 +269,43 @@ def summary_lines(served: Mapping[str, Any] | None) -> tuple[list[str], list[str
         return [], []
     first = []
     if served["alert"]:
+        high = (served.get("labeled") or served)["ci_high"]
         first = [f"**ALERT (accuracy): {served['candidate']}'s estimated target accuracy is at most "
-                 f"{served['ci_high']:.3f} < min_accuracy {served['min_accuracy']}; the champion alias was not "
+                 f"{high:.3f} < min_accuracy {served['min_accuracy']}; the champion alias was not "
                  "moved.**", ""]
     bullet = [f"- estimated target accuracy of {served['candidate']}: {served['accuracy']:.3f} "
               f"[{served['ci_low']:.3f}, {served['ci_high']:.3f}] ({served['method']}, "
-              f"{served['confidence']:.0%} interval)"]
+              f"{served['confidence']:.0%} interval){baseline_words(served)}"]
+    if (line := labeled_line(served)) is not None:
+        bullet.append(f"- {line}")
+    if (line := overlap_line(served)) is not None:
+        bullet.append(f"- {line}")
     return first, bullet
+
+
+def labeled_line(served: Mapping[str, Any]) -> str | None:
+    """The estimate that takes the target labels, and how many it rests on, or None without labels."""
+    lab = served.get("labeled")
+    if not lab:
+        return None
+    return (f"accuracy with {lab['n_labels']} target labels: {lab['accuracy']:.3f} [{lab['ci_low']:.3f}, "
+            f"{lab['ci_high']:.3f}] (the labels' own estimate {lab['labels_only']:.3f}, combined with the label-free "
+            f"estimate, whose weight is {lab['prior_weight']:.2f})")
+
+
+def baseline_words(served: Mapping[str, Any]) -> str:
+    """``; majority-class rule 0.650`` beside an estimate (empty when unknown)."""
+    b = served.get("majority_baseline")
+    return "" if b is None or b != b else f"; majority-class rule {b:.3f}"
+
+
+def overlap_line(served: Mapping[str, Any]) -> str | None:
+    """The overlap verdict in one line that says what to do, or None when the run has none."""
+    overlap = served.get("overlap")
+    if overlap == "poor":
+        share = served.get("outside_share", float("nan"))
+        return (f"overlap POOR: the source does not reach {share:.0%} of the batch, so the interval is widened to "
+                "what the source cannot rule out; label some target rows (--label-budget) to know")
+    if overlap == "ok":
+        return "overlap ok: the source reaches the batch"
+    return None

@@ -59,7 +59,7 @@ def summary_markdown(s: dict[str, Any], scores: list[dict[str, Any]]) -> str:
                      f"p′ {m['calibration.brier_corrected']:.4f}; AUC {m['calibration.auc']:.3f}; "
                      f"τ′ = {m['calibration.tau_prime']:.3f}")
     c = s["champion"]
-    lines += [f"- registry: `{c['registered_model']}` v{c['version']} → **{c['decision']}** ({c['reason']})",
+    lines += [f"- registry: `{c['registered_model']}` v{c['version']} → **{c['decision']}**{gate_words(c)} ({c['reason']})",
               f"- run folder: `{s['run_dir']}`", f"- MLflow parent run: `{s['mlflow_parent_run_id']}`",
               f"- reused stages: {', '.join(s['reused_stages']) or 'none'}",
              "- time per stage: " + ", ".join(f"{k} {v:.1f} s" for k, v in s.get("timings", {}).items()), ""]
@@ -93,6 +93,15 @@ def summary_markdown(s: dict[str, Any], scores: list[dict[str, Any]]) -> str:
         for a in s["selection"]["agreement"]:
             lines.append(f"| {a['selector']} | {a['pairwise_accuracy']} | {a['kendall_tau']} | {a['regret']} |")
     return "\n".join(lines)
+
+
+def gate_words(champion: dict[str, Any]) -> str:
+    """`` (undecided, P = 0.62)``: the gate's decision and the probability it rests on, after the alias."""
+    gate = champion.get("gate_decision")
+    if not gate:
+        return ""
+    p = champion.get("p_better")
+    return f" ({gate}" + (f", P(new more accurate) = {p:.2f}" if p is not None and p == p else "") + ")"
 
 
 def fewlabel_sentence(selection: dict[str, Any]) -> str | None:

@@ -290,6 +290,9 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
     if posterior is not None:
         fewlabel = {"p_best": dict(zip(posterior["learner"], posterior["p_best"].astype(float), strict=True)),
                     "n_labels": int(posterior["n_labels"].iloc[0])}
+        if "accuracy" in posterior.columns:  # a stage written before the posterior kept them has none
+            fewlabel |= {"accuracy": dict(zip(posterior["learner"], posterior["accuracy"].astype(float), strict=True)),
+                         "se": dict(zip(posterior["learner"], posterior["se"].astype(float), strict=True))}
         log.info("selection: fewlabel posterior: P(%s is the best) = %.2f from %d labels", chosen,
                  fewlabel["p_best"].get(chosen, float("nan")), fewlabel["n_labels"])
     _log_selection(MlflowClient(tracking_uri), scores, run_ids, parent_run_id, primary, chosen, agree, rt,
@@ -305,9 +308,15 @@ def _fewlabel_table(res: Any) -> pd.DataFrame | None:
     if res is None or "p_best" not in res.details:
         return None
     p_best = res.details["p_best"]
-    return pd.DataFrame({"learner": list(p_best.index), "p_best": p_best.to_numpy(float),
+    names = list(p_best.index)
+    # the posterior accuracy θ and its standard deviation: the labels' estimate of each candidate's accuracy
+    theta = pd.Series(res.details.get("accuracy", res.scores), dtype=float).reindex(names)
+    sd = np.sqrt(np.clip(np.diag(np.asarray(res.details["cov"], float)), 0.0, None)) if "cov" in res.details \
+        else np.full(len(names), np.nan)
+    return pd.DataFrame({"learner": names, "p_best": p_best.to_numpy(float),
                          "n_labels": int(res.details.get("n_labels", 0)),
-                         "decision": str(res.details.get("decision", ""))})
+                         "decision": str(res.details.get("decision", "")),
+                         "accuracy": theta.to_numpy(float), "se": sd})
 
 
 def _results(store: StageStore, selectors: list[str], *, seed: int, k: int, rows: int | None,

@@ -4,6 +4,7 @@ MLflow store."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -27,7 +28,7 @@ def two_runs(prefect_harness, tmp_path_factory):
     root = tmp_path_factory.mktemp("e2e")
     cfg = RetrainConfig(learners=LEARNERS, run_root=str(root / "runs"),
                         tracking_uri=f"sqlite:///{root / 'mlflow.db'}", experiment="e2e", cv_folds=3,
-                        selectors=["rt", "scv"], selector="rt", selection_folds=5)
+                        selectors=["rt", "scv"], selector="scv", selection_folds=5)
     first = retrain(cfg)
     second = retrain(cfg)
     return cfg, first, second
@@ -51,7 +52,7 @@ def test_one_parent_and_one_nested_run_per_learner(two_runs):
         assert r.data.tags["prefect.flow_run_id"] == first["flow_run_id"]
     parent = client.get_run(first["mlflow_parent_run_id"])
     assert parent.data.tags["shiftflow.selected_learner"] == first["selection"]["chosen"]
-    assert parent.data.tags["shiftflow.selector"] == "rt"
+    assert parent.data.tags["shiftflow.selector"] == "scv"
     assert {"drift.domain_auc", "weights.kmm.ess", "selection.rt.kendall_tau"} <= set(parent.data.metrics)
     # one kernel, one MMD² (shiftlib.kernels): drift's statistic is the weighters' "before" on the same tables
     m = parent.data.metrics
@@ -141,8 +142,11 @@ def test_rerun_on_identical_data_registers_no_new_version(two_runs):
 
     cfg, first, second = two_runs
     client = MlflowClient(cfg.tracking_uri)
-    name = "e2e-type"  # default name outside a deployment: <experiment>-<label>
+    # default name outside a deployment: <experiment>-<label>-<first 8 hex digits of the input schema's digest>
+    name = first["champion"]["registered_model"]
+    assert re.fullmatch(r"e2e-type-[0-9a-f]{8}", name), name
     assert first["champion"]["decision"] == "champion" and first["champion"]["version"] == "1"
+    assert first["champion"]["gate_decision"] == "promoted"
     # same data, recipe and code → the same model: v1 is found by its fingerprint, nothing is registered
     assert second["champion"]["decision"] == "unchanged" and second["champion"]["version"] == "1"
     assert second["champion"]["new_version"] is False
@@ -157,7 +161,7 @@ def test_rerun_on_identical_data_registers_no_new_version(two_runs):
     for role in ("source", "target"):
         assert v1.tags[f"{role}_sha256"] == sha256_file(run_dir / "ingest" / f"{role}.parquet")
         assert v1.tags[f"{role}_sha256"] in v1.description
-    assert "selector **rt**" in v1.description
+    assert "selector **scv**" in v1.description
     served = pd.read_parquet(run_dir / "estimation" / "estimates.parquet").set_index("candidate").loc[
         first["selection"]["chosen"]]
     assert float(v1.tags["estimate.accuracy"]) == served["estimate"]
@@ -195,7 +199,8 @@ def test_champion_scores_a_raw_csv_of_the_target_as_the_user_gave_it(two_runs, t
     batch = pd.read_csv(tmp_path / "batch.csv")
     assert batch["glu"].dtype == np.int64  # raw integers, not the stage's encoded floats
     mlflow.set_tracking_uri(cfg.tracking_uri)
-    served = mlflow.pyfunc.load_model("models:/e2e-type@champion")  # v1: the first run's choice (above)
+    name = first["champion"]["registered_model"]
+    served = mlflow.pyfunc.load_model(f"models:/{name}@champion")  # v1: the first run's choice (above)
     assert served.metadata.get_input_schema().input_names() == list(batch.columns)
     p = np.asarray(served.predict(batch))
     preds = pd.read_parquet(Path(first["run_dir"]) / "training" / "predictions.parquet")

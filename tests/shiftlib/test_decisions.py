@@ -15,10 +15,13 @@ from shiftlib.decisions import (
     OUTSIDE_SHARE,
     OVERLAP_AUC,
     PROMOTE_CONFIDENCE,
+    baseline_components,
     champion_predictions,
+    domain_auc,
     ess_share,
     gate,
     majority_baseline,
+    majority_margin,
     one_class_share,
     outside_share,
     overlap_verdict,
@@ -88,20 +91,39 @@ def test_one_class_share():
 
 
 def test_majority_baseline_without_shift_is_the_source_share():
-    # target rows = source rows: EM's fixed point and BBSE's solution are π_s, so every component is 0.6
+    # target rows = source rows: π_s, the mean calibrated posterior (isotonic keeps the class mean), EM's fixed
+    # point and BBSE's solution are all π_s(0) = 0.6
     y = np.array([0] * 6 + [1] * 4)
     proba = np.c_[np.linspace(0.9, 0.1, 10), 1 - np.linspace(0.9, 0.1, 10)]
+    comps = baseline_components(_P(list(y), proba, proba))
+    assert set(comps) == {"cv", "cbpe", "em", "bbse"}  # no weights: the weighted three are left out
+    assert all(v == pytest.approx(0.6) for v in comps.values())
     assert majority_baseline(_P(list(y), proba, proba)) == pytest.approx(0.6)
 
 
 def test_majority_baseline_takes_the_median_of_the_shift_models():
     # a perfect classifier: source 6 of class 0 (the majority), 4 of class 1; every target row predicted 1
-    # with certainty. π_s(0) = 0.6; EM and BBSE both find π_t(0) = 0; median(0.6, 0, 0) = 0
+    # with certainty. π_s(0) = 0.6; the calibrated posterior of 0 is 0 on every batch row, and EM and BBSE
+    # find π_t(0) = 0: median(0.6, 0, 0, 0) = 0
     y = np.array([0] * 6 + [1] * 4)
     src, tgt = _onehot(y), _onehot(np.ones(8, int))
     assert majority_baseline(_P(list(y), src, tgt)) == pytest.approx(0.0)
-    # with (uniform) weights the weighted share 0.6 joins: median(0.6, 0, 0, 0.6) = 0.3
-    assert majority_baseline(_P(list(y), src, tgt, weights=np.ones(10))) == pytest.approx(0.3)
+    # with uniform weights the weighted three join: iwcv 0.6, weighted-cbpe 0, weighted-em 0 → median of
+    # (0.6, 0, 0, 0, 0.6, 0, 0) = 0
+    comps = baseline_components(_P(list(y), src, tgt, weights=np.ones(10)))
+    assert comps == pytest.approx({"cv": 0.6, "cbpe": 0.0, "em": 0.0, "bbse": 0.0, "iwcv": 0.6,
+                                   "weighted-cbpe": 0.0, "weighted-em": 0.0})
+
+
+def test_majority_margin_pairs_each_estimator_with_the_rules_estimate_under_the_same_shift():
+    # target rows = source rows, a model right on 8 of 10 rows: cv 0.8 vs 0.6, and every other pair likewise
+    # (no shift); the median of the paired differences is 0.8 − 0.6 = 0.2
+    y = np.array([0] * 6 + [1] * 4)
+    pred = y.copy()
+    pred[[0, 9]] = 1 - pred[[0, 9]]
+    proba = _onehot(pred, conf=0.8)
+    P = _P(list(y), proba, proba)
+    assert majority_margin(P) == pytest.approx(0.2, abs=1e-9)
 
 
 def test_with_labels_a_contradicted_prior_loses_its_weight():
@@ -165,9 +187,10 @@ def test_paired_draws_point_estimates_are_the_shipped_estimates():
 
 def test_gate_promotes_keeps_and_refuses():
     champ, new = _pair()
-    d = gate(new, champ, shared_source=True, n_boot=30, random_state=1)
+    d = gate(new, _meh(), shared_source=True, n_boot=30, random_state=1)  # 90 % against 70 %
     assert d.decision == "promoted" and d.p_better == 1.0
-    assert gate(champ, new, shared_source=True, n_boot=30, random_state=1).decision in ("kept", "refused")
+    assert gate(_meh(), new, shared_source=True, n_boot=30, random_state=1).decision == "kept"
+    assert gate(champ, new, shared_source=True, n_boot=30, random_state=1).decision == "refused"  # one class
     first = gate(new, None)
     assert first.decision == "promoted" and math.isnan(first.p_better)
     same = gate(new, new)
@@ -183,23 +206,27 @@ def test_gate_refuses_a_one_class_model():
 
 
 def test_gate_refuses_a_model_no_better_than_the_majority_rule():
-    # the given estimate 0.55 ≤ the majority rule's 0.6 (target rows = source rows: its share, see above)
+    # right on 5 of 10 rows where always answering 0 is right on 6: every paired margin is −0.1
     y = np.array([0] * 6 + [1] * 4)
-    proba = np.c_[np.linspace(0.9, 0.1, 10), 1 - np.linspace(0.9, 0.1, 10)]
-    d = gate(_P(list(y), proba, proba), None, new_estimate=0.55)
+    pred = np.array([0, 0, 0, 1, 1, 1, 1, 1, 0, 0])  # right on rows 0–2 and 6–7: 5 of 10
+    proba = _onehot(pred, conf=0.8)
+    d = gate(_P(list(y), proba, proba), None)
     assert d.decision == "refused" and "majority-class rule" in d.reason
-    assert gate(_P(list(y), proba, proba), None, new_estimate=0.61).decision == "promoted"
+    assert d.details["majority_margin"] == pytest.approx(-0.1, abs=1e-9)
 
 
 def test_gate_undecided_between_the_levels():
-    champ, new = _pair()
-    # the same evidence, asked for more confidence than 1.0 − 1e-9 allows: P = 1 ≥ it, still promoted; a
-    # coin-flip pair (new = champion with one row changed and no signal) is undecided
-    flip = StoredPredictions("f", champ.classes, champ.y_source, champ.proba_source,
-                             np.r_[champ.proba_target[:-1], [[0.4, 0.6]]], champ.folds)
-    d = gate(flip, champ, shared_source=True, n_boot=40, random_state=0, new_estimate=0.9)
-    assert d.decision in ("undecided", "kept")
-    assert 0.0 <= d.p_better <= 1.0
+    # two models that differ only on 6 batch rows where both are 50/50 (class 0 by a hair, class 1 by a hair):
+    # nothing tells which is right there, P(new better) stays near 1/2, and the gate does not decide
+    _, new = _pair()
+    tie = new.proba_target.copy()
+    tie[:6] = [0.5 + 1e-6, 0.5 - 1e-6]
+    other = tie.copy()
+    other[:6] = [0.5 - 1e-6, 0.5 + 1e-6]
+    a = StoredPredictions("a", new.classes, new.y_source, new.proba_source, tie, new.folds)
+    b = StoredPredictions("b", new.classes, new.y_source, new.proba_source, other, new.folds)
+    d = gate(b, a, shared_source=True, n_boot=40, random_state=0)
+    assert d.decision == "undecided" and 0.1 < d.p_better < 0.9 and "not sure" in d.reason
 
 
 @pytest.mark.parametrize("bad", [0.5, 1.0, 0.2, 1.5])
@@ -252,18 +279,33 @@ def _meh() -> StoredPredictions:
 
 
 def test_gate_promotes_when_only_the_new_source_reaches_the_batch():
-    # a weaker new version (70 %) against a champion that looks better (90 %) but whose weights rest on 1 of 60
-    # rows (ESS 1.7 % < 5 %): nothing vouches for the champion on this batch, the new version's source does
+    # a weaker new version (70 %) against a champion that looks better (90 %) but whose source the batch is told
+    # apart from (domain AUC 0.97 ≥ 0.95): nothing vouches for the champion here, the new version's source does
     _, good = _pair()
-    stale = _weighted(good, 1 / 60)
-    d = gate(_meh(), stale, n_boot=10, random_state=0)
-    assert d.decision == "promoted" and "does not reach" in d.reason
-    assert d.details["champion_ess_share"] == pytest.approx(1 / 60, rel=1e-3)
+    d = gate(_meh(), good, champion_auc=0.97, new_auc=0.6, n_boot=10, random_state=0)
+    assert d.decision == "promoted" and "does not reach" in d.reason and "0.970" in d.reason
     # both reach the batch: the ordinary comparison keeps the better champion
-    assert gate(_meh(), _weighted(good, 0.5), n_boot=10, random_state=0).decision == "kept"
+    assert gate(_meh(), good, champion_auc=0.94, new_auc=0.6, n_boot=10, random_state=0).decision == "kept"
+    # neither reaches it: no promotion on the stale champion's account, the comparison decides
+    assert gate(_meh(), good, champion_auc=0.97, new_auc=0.97, n_boot=10, random_state=0).decision == "kept"
+
+
+def test_a_one_class_champion_yields_to_a_new_version_that_passes_the_guards():
+    champ, _ = _pair()  # predicts class 0 on every batch row
+    d = gate(_meh(), champ, n_boot=10, random_state=0)
+    assert d.decision == "promoted" and "nothing vouches for the champion" in d.reason and "one class" in d.reason
 
 
 def test_gate_does_not_promote_a_new_version_whose_source_does_not_reach_the_batch():
-    champ, new = _pair()
-    d = gate(_weighted(new, 1 / 60), _weighted(champ, 1 / 60), shared_source=True, n_boot=30, random_state=1)
+    _, new = _pair()
+    d = gate(new, _meh(), new_auc=0.99, shared_source=True, n_boot=30, random_state=1)
     assert d.decision == "undecided" and d.p_better >= 0.9 and "either" in d.reason
+
+
+def test_domain_auc_tells_separated_rows_and_not_exchangeable_ones():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(200, 3)), rng.normal(size=(200, 3))
+    assert abs(domain_auc(a, b, random_state=0) - 0.5) < 0.1  # the same distribution
+    assert domain_auc(a, b + 4.0, random_state=0) > 0.99  # four standard deviations apart
+    with pytest.raises(ValueError, match="feature columns"):
+        domain_auc(a, b[:, :2])

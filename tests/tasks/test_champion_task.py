@@ -1,5 +1,7 @@
-"""The champion stage against a real (temp sqlite) MLflow registry, on hand-made stage manifests: version
-descriptions and tags, the served model as a run output, and no new version on a rerun with identical data."""
+"""The champion stage against a real (temp sqlite) MLflow registry, on stages written by the real ingest,
+training and estimation tasks: version descriptions and tags, the served model as a run output, no new version
+on a rerun with identical data, the gate that scores the served champion as it is, registry safety (input
+schemas, a one-class model) and the decision events."""
 
 from __future__ import annotations
 
@@ -11,109 +13,177 @@ import numpy as np
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
-from sklearn.linear_model import LogisticRegression
-from sklearn.naive_bayes import GaussianNB
 
+from shiftlib.errors import ShiftflowInputError
+from tasks.estimation import estimation
+from tasks.ingest import ingest
 from tasks.store import StageStore, sha256_file
+from tasks.training import collect_training, train_learner
 
 SECRET = "s3cr3t-pw"
-SOURCE = f"sql:postgresql+psycopg://alice:{SECRET}@127.0.0.1:5432/shop::orders"
+NAMES = ("LR", "NB")
+
+
+def _table(rng: np.random.Generator, n: int, shift: float = 0.0, extra: bool = False) -> pd.DataFrame:
+    df = pd.DataFrame({"income": rng.normal(50 + shift, 10, n).round(2), "plan": rng.choice(["basic", "gold"], n)})
+    df["y"] = np.where(df["income"] + 15 * (df["plan"] == "gold") + rng.normal(0, 6, n) > 60, "yes", "no")
+    if extra:
+        df.insert(1, "region", rng.choice(["n", "s"], n))
+    return df
 
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
-    import mlflow
-
-    from tasks.tracking import ensure_experiment, log_sklearn_model, model_id
+    from tasks.tracking import ensure_experiment
 
     root = tmp_path_factory.mktemp("champion")
     uri = f"sqlite:///{root / 'mlflow.db'}"
     exp = ensure_experiment(uri, "champion-test", root / "artifacts")
     rng = np.random.default_rng(0)
-    X = pd.DataFrame({"a": rng.normal(size=60), "b": rng.normal(size=60)})
-    y = (X["a"] + 0.3 * rng.normal(size=60) > 0).astype(int)
-    uris = {}
-    with mlflow.start_run(experiment_id=exp, run_name="models"):
-        for name, est in (("LR", LogisticRegression()), ("NB", GaussianNB())):
-            uris[name] = log_sklearn_model(est.fit(X, y), f"model-{name}", X)
-    assert all(model_id(u) for u in uris.values())  # LoggedModels (models:/m-…)
-    return {"root": root, "uri": uri, "exp": exp, "X": X, "y": y, "model_uris": uris}
+    tables = {"src": _table(rng, 160), "tgt": _table(rng, 120), "tgt2": _table(rng, 120, shift=8.0),
+              "far": _table(rng, 120, shift=1000.0), "other_src": _table(rng, 160, extra=True),
+              "other_tgt": _table(rng, 120, extra=True)}
+    for name, df in tables.items():
+        (df if name.endswith("src") else df.drop(columns="y")).to_csv(root / f"{name}.csv", index=False)
+    return {"root": root, "uri": uri, "exp": exp}
 
 
-def _store(reg, run_id: str, target_shift: float) -> StageStore:
-    """Stage manifests as the flow writes them: ingest (source, target), training (two candidates), estimation."""
+def _store(reg, run_id: str, target: str = "tgt", source: str = "src") -> tuple[StageStore, str]:
+    """Ingest, train LR and NB, estimate: the stages the champion stage reads, as the flow writes them."""
+    client = MlflowClient(reg["uri"])
+    parent = client.create_run(reg["exp"], run_name=run_id).info.run_id
     store = StageStore(reg["root"] / "runs", run_id)
-    X, y = reg["X"], reg["y"]
-    src = X.assign(_label=y).reset_index(names="_row")
-    tgt = (X + target_shift).reset_index(names="_row")
-    store.write_stage("ingest", {"source": src, "target": tgt}, key=f"ingest-{run_id}",
-                      params={"source": SOURCE, "target": "file:/data/batch.csv"}, inputs={},
-                      extra={"feature_columns": ["a", "b"]})
-    models = {n: {"learner": n, "weighting": "none", "model_uri": u} for n, u in reg["model_uris"].items()}
-    store.write_stage("training", {}, key="training", params={}, inputs={}, extra={"models": models})
-    est = pd.DataFrame({"candidate": ["LR", "NB"], "method": ["iwcv", "iwcv"], "estimate": [0.81, 0.74],
-                        "ci_low": [0.70, 0.61], "ci_high": [0.90, 0.85], "confidence": [0.95, 0.95]})
-    store.write_stage("estimation", {"estimates": est}, key="estimation", params={}, inputs={})
-    return store
+    # a source given as a SQL URL would carry a password: the description masks it (the file is what is read)
+    ingest.fn(store, f"file:{reg['root'] / f'{source}.csv'}", f"file:{reg['root'] / f'{target}.csv'}", "y")
+    kw = {"seed": 0, "cv_folds": 3, "tracking_uri": reg["uri"], "experiment_id": reg["exp"], "parent_run_id": parent}
+    collect_training.fn(store, [train_learner.fn(store, n, **kw) for n in NAMES], 0, 3)
+    run_ids = {n: m["run_id"] for n, m in store.manifest("training")["extra"]["models"].items()}
+    estimation.fn(store, seed=0, k=5, tracking_uri=reg["uri"], run_ids=run_ids, n_boot=20)
+    return store, parent
 
 
-SELECTION = {"selector": "scv", "chosen": "LR",
-             "scores": [{"selector": "scv", "learner": "LR", "score": 0.8}, {"selector": "scv", "learner": "NB",
-                                                                            "score": 0.7}]}
+def _selection(chosen: str = "LR") -> dict:
+    return {"selector": "scv", "chosen": chosen,
+            "scores": [{"selector": "scv", "learner": "LR", "score": 0.8}, {"selector": "scv", "learner": "NB",
+                                                                           "score": 0.7}]}
 
 
-def _run(reg, store: StageStore, name: str = "shop-model") -> tuple[dict, str]:
+def _run(reg, store: StageStore, parent: str, name: str = "shop-model", chosen: str = "LR") -> dict:
     from tasks.champion import champion
 
-    parent = MlflowClient(reg["uri"]).create_run(reg["exp"], run_name=store.run_id).info.run_id
-    rec = champion.fn(store, SELECTION, model_name=name, seed=0, k=5, tracking_uri=reg["uri"],
-                      parent_run_id=parent, flow_run_id=store.run_id)
-    return rec, parent
+    return champion.fn(store, _selection(chosen), model_name=name, seed=0, k=5, tracking_uri=reg["uri"],
+                       parent_run_id=parent, flow_run_id=store.run_id)
 
 
-def test_versions_carry_description_and_tags_and_reruns_add_none(registry):
+def test_versions_carry_description_tags_and_evidence_and_reruns_add_none(registry):
+    from tasks.champion import EVIDENCE, SCHEMA, input_schema
     from tasks.tracking import model_id
 
     client = MlflowClient(registry["uri"])
-    first_store = _store(registry, "run-1", 0.0)
-    first, parent1 = _run(registry, first_store)
-    assert (first["decision"], first["version"], first["new_version"]) == ("champion", "1", True)
+    first_store, parent1 = _store(registry, "run-1")
+    first = _run(registry, first_store, parent1)
+    assert (first["decision"], first["gate_decision"], first["version"], first["new_version"]) == (
+        "champion", "promoted", "1", True)
 
     v1 = client.get_model_version("shop-model", "1")
-    ingest = Path(first_store.stage_dir("ingest"))
-    src_sha, tgt_sha = sha256_file(ingest / "source.parquet"), sha256_file(ingest / "target.parquet")
+    ingest_dir = Path(first_store.stage_dir("ingest"))
+    src_sha, tgt_sha = sha256_file(ingest_dir / "source.parquet"), sha256_file(ingest_dir / "target.parquet")
     assert v1.tags["source_sha256"] == src_sha and v1.tags["target_sha256"] == tgt_sha
-    assert v1.tags["features_sha256"] == hashlib.sha256(json.dumps(["a", "b"]).encode()).hexdigest()[:16]
-    assert v1.tags["selector"] == "scv" and v1.tags["candidate"] == "LR" and v1.tags["estimate.method"] == "iwcv"
-    assert float(v1.tags["estimate.accuracy"]) == 0.81 and float(v1.tags["selector_score"]) == 0.8
-    # the description: selector and score, the estimate and interval, both digests, a link to the run
+    features = first_store.manifest("ingest")["extra"]["feature_columns"]
+    assert v1.tags["features_sha256"] == hashlib.sha256(json.dumps(features).encode()).hexdigest()[:16]
+    assert v1.tags["selector"] == "scv" and v1.tags["candidate"] == "LR" and v1.tags["estimate.method"] == "median"
+    assert v1.tags[SCHEMA] == input_schema(first_store)["digest"] and v1.tags["shiftflow.decision"] == "promoted"
+    assert v1.tags[EVIDENCE] == f"runs:/{parent1}/gate/LR/evidence.parquet"
+    est = first_store.read_table("estimation", "estimates").set_index("candidate").loc["LR"]
+    assert float(v1.tags["estimate.accuracy"]) == pytest.approx(float(est["estimate"]))
     d = v1.description
     assert "selector **scv** (score 0.8000) among 2 candidates" in d
-    assert "0.810 [0.700, 0.900] (iwcv, 95% interval)" in d
+    assert f"{est['estimate']:.3f} [{est['ci_low']:.3f}, {est['ci_high']:.3f}] (median, 95% interval)" in d
     assert src_sha in d and tgt_sha in d
     assert f"[{parent1}](#/experiments/{registry['exp']}/runs/{parent1})" in d
-    assert SECRET not in d and "alice:***@127.0.0.1" in d  # the password of the table reference is masked
-    # the served model is an output of the parent run: the run page's "Logged models"
     outputs = client.get_run(parent1).outputs.model_outputs
-    assert [o.model_id for o in outputs] == [model_id(registry["model_uris"]["LR"])]
+    assert [o.model_id for o in outputs] == [model_id(first_store.manifest("training")["extra"]["models"]["LR"]["model_uri"])]
+    assert client.get_run(parent1).data.tags["shiftflow.decision"] == "promoted"
 
     # the same data again (another flow run, identical Parquet bytes): no new version, champion unchanged
-    again, parent2 = _run(registry, _store(registry, "run-2", 0.0))
+    again_store, parent2 = _store(registry, "run-2")
+    again = _run(registry, again_store, parent2)
     assert (again["decision"], again["version"], again["new_version"]) == ("unchanged", "1", False)
     assert again["reason"].startswith("no new version: v1 already holds this model")
     assert len(client.search_model_versions("name = 'shop-model'")) == 1
     tags = client.get_run(parent2).data.tags
     assert tags["champion.decision"] == "unchanged" and tags["champion.new_version"] == "false"
-    assert [o.model_id for o in client.get_run(parent2).outputs.model_outputs] == [model_id(registry["model_uris"]["LR"])]
 
-    # a new target batch: a new version; same recipe and score on it → a tie keeps the incumbent
-    batch, _ = _run(registry, _store(registry, "run-3", 1.0))
-    assert (batch["decision"], batch["version"], batch["new_version"]) == ("challenger", "2", True)
-    assert batch["new_score"] == batch["incumbent_score"] == 0.8
-    # that batch once more: v2 is found again, still loses the tie, and nothing is registered
-    batch2, _ = _run(registry, _store(registry, "run-4", 1.0))
-    assert (batch2["decision"], batch2["version"], batch2["new_version"]) == ("challenger", "2", False)
-    assert batch2["reason"].startswith("no new version: v2 already holds this model")
-    assert len(client.search_model_versions("name = 'shop-model'")) == 2
+    # a new target batch: a new version of the same recipe on the same source predicts as the champion does
+    batch_store, parent3 = _store(registry, "run-3", target="tgt2")
+    batch = _run(registry, batch_store, parent3)
+    assert (batch["decision"], batch["gate_decision"], batch["version"], batch["new_version"]) == (
+        "challenger", "kept", "2", True)
+    assert "champion's class on every batch row" in batch["reason"]
     aliases = client.get_registered_model("shop-model").aliases
     assert {k: str(v) for k, v in aliases.items()} == {"champion": "1", "challenger": "2"}
+
+
+def test_the_gate_scores_the_served_champion_as_it_is(registry):
+    """NB then LR on the shifted batch: the champion (NB v1, fitted on run-a's tables) is estimated from its
+    kept evidence and its own model's probabilities on today's rows; the gate's numbers equal that computation
+    done here independently."""
+    import mlflow.sklearn
+
+    from shiftlib.decisions import champion_predictions, domain_auc, gate
+    from shiftlib.estimation import StoredPredictions
+    from tasks.champion import _today_rows
+    from tasks.estimation import read_predictions
+
+    store_a, parent_a = _store(registry, "run-a", target="tgt2")
+    first = _run(registry, store_a, parent_a, name="gate-model", chosen="NB")
+    assert first["gate_decision"] == "promoted"
+    store_b, parent_b = _store(registry, "run-b", target="tgt2")  # same tables: shared source
+    rec = _run(registry, store_b, parent_b, name="gate-model", chosen="LR")
+    assert rec["gate_decision"] in ("promoted", "kept", "undecided") and 0.0 <= rec["p_better"] <= 1.0
+
+    nb_a = read_predictions(store_a, "NB", np.arange(2))
+    served = mlflow.sklearn.load_model("models:/gate-model/1")
+    raw = _today_rows(store_b, 0, None)
+    X_old = store_a.read_table("ingest", "source").drop(columns=["_row", "_label"])
+    champ = champion_predictions(StoredPredictions("champion", np.arange(2), nb_a.y_source, nb_a.proba_source,
+                                                   np.zeros((0, 2)), nb_a.folds),
+                                 served.predict_proba(raw), X_old, served.named_steps["prepare"].transform(raw),
+                                 random_state=0)
+    new = read_predictions(store_b, "LR", np.arange(2))
+    est = float(store_b.read_table("estimation", "estimates").set_index("candidate").loc["LR", "estimate"])
+    X_today = store_b.read_table("ingest", "target").drop(columns=["_row"])
+    # one table for both runs: the champion's source and the new version's are the same rows
+    auc = domain_auc(X_old, X_today, random_state=0)
+    ref = gate(new, champ, new_estimate=est, shared_source=True, random_state=0, new_auc=auc, champion_auc=auc)
+    assert (rec["gate_decision"], rec["p_better"]) == (ref.decision, pytest.approx(ref.p_better))
+    assert rec["incumbent_score"] == pytest.approx(ref.details["champion_estimate"])
+    tags = MlflowClient(registry["uri"]).get_run(parent_b).data
+    assert tags.tags["shiftflow.decision"] == ref.decision
+    assert tags.metrics["champion.p_better"] == pytest.approx(ref.p_better)
+
+
+def test_an_unrelated_table_with_the_same_label_never_takes_the_champion(registry):
+    from tasks.champion import default_model_name, input_schema
+
+    client = MlflowClient(registry["uri"])
+    store, parent = _store(registry, "run-s1")
+    _run(registry, store, parent, name="same-label")
+    other, parent_o = _store(registry, "run-o1", source="other_src", target="other_tgt")
+    # the default names differ: the input schema is in them, whatever the label is called
+    assert default_model_name("shiftflow-y", input_schema(store)) != default_model_name("shiftflow-y",
+                                                                                        input_schema(other))
+    with pytest.raises(ShiftflowInputError, match=r"registered model 'same-label' serves other input columns.*"
+                       r"--model-name"):
+        _run(registry, other, parent_o, name="same-label")
+    assert len(client.search_model_versions("name = 'same-label'")) == 1
+    assert {k: str(v) for k, v in client.get_registered_model("same-label").aliases.items()} == {"champion": "1"}
+
+
+def test_a_one_class_model_is_never_champion(registry):
+    client = MlflowClient(registry["uri"])
+    store, parent = _store(registry, "run-far", target="far")  # incomes 1000 above the source's: all "yes"
+    rec = _run(registry, store, parent, name="far-model")
+    assert (rec["decision"], rec["gate_decision"]) == ("challenger", "refused")
+    assert "one class" in rec["reason"]
+    assert {k: str(v) for k, v in client.get_registered_model("far-model").aliases.items()} == {"challenger": "1"}

@@ -82,3 +82,48 @@ def test_stage_numbers_equal_an_independent_shiftlib_computation(tmp_path, mlflo
     assert summary_lines(low)[0][0].startswith("**ALERT (accuracy)") and summary_lines(ok)[0] == []
     with pytest.raises(ValueError, match="no accuracy estimate for the served candidate 'RF'"):
         served_estimate.fn(table, "RF", min_accuracy=None, tracking_uri=uri, parent_run_id=parent)
+
+
+def test_labels_change_the_reported_accuracy_and_its_interval_covers_the_truth(tmp_path, mlflow_runs):
+    """The issue's case by hand: label-free 0.848 [0.797, 0.899] for a model whose accuracy is 0.715; 30 labels
+    estimate 0.715 ± 0.06. Prior se = 0.102/(2·1.959964) = 0.026021; τ² = 0.133² − 0.026021² − 0.06² = 0.013412;
+    prior variance 0.014089 (weight 70.98) against the labels' 0.0036 (277.78): estimate
+    (70.98·0.848 + 277.78·0.715)/348.76 = 0.7421, se √(1/348.76) = 0.05355, interval [0.637, 0.847] ∋ 0.715."""
+    from tasks.estimation import labeled_estimate, labeled_line
+
+    uri, client, parent, _ = mlflow_runs
+    r = {"candidate": "LR", "estimate": 0.848, "ci_low": 0.797, "ci_high": 0.899, "confidence": 0.95}
+    labeled = {"accuracy": {"LR": 0.715}, "se": {"LR": 0.06}, "n_labels": 30}
+    lab = labeled_estimate(r, labeled)
+    prior_se = 0.102 / (2 * 1.959964)
+    v_prior = prior_se ** 2 + (0.133 ** 2 - prior_se ** 2 - 0.06 ** 2)
+    w_p, w_l = 1 / v_prior, 1 / 0.06 ** 2
+    est = (w_p * 0.848 + w_l * 0.715) / (w_p + w_l)
+    assert lab["accuracy"] == pytest.approx(est, abs=1e-6) and est == pytest.approx(0.7421, abs=1e-4)
+    assert (lab["ci_low"], lab["ci_high"]) == pytest.approx((est - 1.959964 * (w_p + w_l) ** -0.5,
+                                                             est + 1.959964 * (w_p + w_l) ** -0.5), abs=1e-5)
+    assert lab["ci_low"] < 0.715 < lab["ci_high"] and not r["ci_low"] < 0.715
+    assert lab["n_labels"] == 30 and lab["prior_weight"] == pytest.approx(w_p / (w_p + w_l))
+    assert labeled_estimate(r, None) is None and labeled_estimate(r, {"accuracy": {"NB": 0.7}}) is None
+
+    # the served estimate reports it, logs it, and judges min_accuracy by it: 0.80 is above its upper end
+    table = pd.DataFrame([r | {"method": "median"}])
+    served = served_estimate.fn(table, "LR", min_accuracy=0.86, tracking_uri=uri, parent_run_id=parent,
+                                labeled=labeled)
+    assert served["labeled"] == lab and served["alert"]  # 0.847 < 0.86, though the label-free 0.899 is not
+    m = client.get_run(parent).data.metrics
+    assert m["estimate.labeled.accuracy"] == pytest.approx(est, abs=1e-6) and m["estimate.labeled.n_labels"] == 30
+    assert m["estimate.accuracy"] == 0.848
+    assert labeled_line(served).startswith("accuracy with 30 target labels: 0.742 [0.637, 0.847]")
+
+
+def test_an_interval_that_straddles_min_accuracy_is_a_warning_not_an_alert(tmp_path, mlflow_runs, caplog):
+    uri, client, parent, _ = mlflow_runs
+    table = pd.DataFrame([{"candidate": "LR", "method": "median", "estimate": 0.8, "ci_low": 0.7, "ci_high": 0.9,
+                           "confidence": 0.95, "majority_baseline": 0.6, "overlap": "ok"}])
+    served = served_estimate.fn(table, "LR", min_accuracy=0.75, tracking_uri=uri, parent_run_id=parent)
+    assert not served["alert"] and served["straddles"]
+    assert any("straddles min_accuracy 0.750" in r.getMessage() for r in caplog.records)
+    data = client.get_run(parent).data
+    assert data.metrics["estimate.majority_baseline"] == 0.6 and data.tags["shiftflow.estimate.overlap"] == "ok"
+    assert "shiftflow.alert" not in data.tags

@@ -1,0 +1,60 @@
+"""tasks.events: the decision events reach Prefect's API and are read back from it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tasks.events import EVENTS, emit, model_resource
+
+
+def test_unknown_event_is_refused():
+    with pytest.raises(ValueError, match="unknown event"):
+        emit("shiftflow.champion.maybe", "m", {})
+
+
+def test_outside_a_flow_run_nothing_is_sent():
+    assert emit("shiftflow.champion.kept", "m", {"p_better": 0.5}) is False
+
+
+def test_events_are_read_back_from_prefects_api(prefect_harness):
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
+
+    @flow
+    def decide() -> list[bool]:
+        return [emit(e, "events-model", {"version": "2", "champion_version": "1", "p_better": float("nan")})
+                for e in EVENTS]
+
+    assert decide() == [True] * len(EVENTS)
+    flt = EventFilter(event=EventNameFilter(prefix=["shiftflow."]),
+                      resource=EventResourceFilter(id=[model_resource("events-model")["prefect.resource.id"]]))
+    with get_client(sync_client=True) as client:
+        for _ in range(60):  # events are written asynchronously by the server
+            seen = client.read_events(filter=flt, limit=50).events
+            if len(seen) >= len(EVENTS):
+                break
+            time.sleep(0.5)
+    assert sorted(e.event for e in seen) == sorted(EVENTS)
+    e = next(e for e in seen if e.event == "shiftflow.champion.undecided")
+    assert e.payload == {"model_name": "events-model", "version": "2", "champion_version": "1", "p_better": None}
+    assert e.resource["prefect.resource.name"] == "events-model"
+    assert e.resource["shiftflow.deployment"] == ""  # not a deployment run
+
+
+def test_the_prefect_yaml_automation_reacts_to_a_shiftflow_event_of_retrain_nightly_only():
+    from pathlib import Path
+
+    import yaml
+    from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
+
+    spec = yaml.safe_load((Path(__file__).parents[2] / "prefect.yaml").read_text())
+    deps = {d["name"]: d for d in spec["deployments"]}
+    (trigger,) = [DeploymentEventTrigger(**t) for t in deps["retrain-labels"]["triggers"]]
+    assert trigger.expect == {"shiftflow.alert.accuracy"} and set(trigger.expect) <= set(EVENTS)
+    # its own runs are not retrain-nightly's: their alerts never start it again
+    assert trigger.match.root == {"shiftflow.deployment": "retrain-nightly"}
+    assert trigger.parameters["config"]["label_budget"] == 50
+    assert deps["retrain-nightly"]["parameters"]["config"]["min_accuracy"] == trigger.parameters["config"]["min_accuracy"]
