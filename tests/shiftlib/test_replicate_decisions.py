@@ -60,11 +60,55 @@ def test_quick_run_follows_each_gate_and_reports_its_own_rows(tmp_path):
     # a schema change is refused by both gates on the same night
     sc = n[n.schema_change]
     assert len(sc) == 2 and set(sc.decision) == {"refused"}
+    # the gate is given each model's domain AUC (revision 2) and the CSV records both
+    new_rows = comp[comp.gate == "new"]
+    assert new_rows[["new_auc", "champion_auc"]].notna().all().all()
+    assert new_rows[["new_auc", "champion_auc"]].apply(lambda s: s.between(0, 1)).all().all()
     # the answer's first two lines recount the CSV
-    for g, label in (("today", "today's gate"), ("new", "new gate")):
+    lines = report.split("## Answer")[1].split("\n")
+    for g, label in (("today", "today's gate"), ("new", "revision 2")):
         c = comp[comp.gate == g]
         harmful = int(((c.decision == "promoted") & (c.acc_after - c.acc_champion < -0.01)).sum())
         missed = int(((c.decision != "promoted") & (c.acc_new - c.acc_champion > 0.01)).sum())
-        assert f"{label} {100 * harmful / len(c):.1f} ({harmful}/{len(c)})" in report
-        assert f"{label} {100 * missed / len(c):.1f} ({missed})" in report
-    assert report.index("## Answer") < report.index("## The rule") < report.index("## Results")
+        assert f"{label} {100 * harmful / len(c):.1f} ({harmful}/{len(c)})" in next(x for x in lines if x.startswith("1."))
+        assert f"{label} {100 * missed / len(c):.1f} ({missed}/{len(c)})" in next(x for x in lines if x.startswith("2."))
+    assert report.index("## Answer") < report.index("## The rule") < report.index("## Revision 2") \
+        < report.index("## Results")
+    # with a previous run's rows kept as revision 1, the report sets them beside this run's and checks that the
+    # parts the revision does not touch (today's gate, the overlap cells) came out the same
+    import argparse
+
+    from replications.replicate_decisions import write_report
+
+    for name in ("nights", "overlap"):
+        (tmp_path / f"decisions_quick_{name}_rev1.csv").write_text((tmp_path / f"decisions_quick_{name}.csv").read_text())
+    cells = pd.read_csv(tmp_path / "decisions_quick_overlap.csv")
+    dedicated = cells[cells.source == "dedicated"].groupby("case").domain_auc.first().reset_index()
+    both = write_report(tmp_path, "decisions_quick_", n, cells, dedicated,
+                        argparse.Namespace(quick=True, seed=0, code="test"), 1.0)
+    first = next(x for x in both.split("\n") if x.startswith("1."))
+    assert "today's gate" in first and "revision 1" in first and "revision 2" in first
+    assert f"on {len(n[n.gate == 'today'])} of {len(n[n.gate == 'today'])} sequence nights" in both
+    assert f"this run's {len(cells)} cells are the same as revision 1's run's" in both
+    assert "## Notes on revision 1's run" in both
+
+
+def test_reason_kinds_of_both_revisions():
+    from replications.replicate_decisions import reason_kind
+
+    assert reason_kind("nothing vouches for the champion on this batch: its source does not reach this batch "
+                       "(domain AUC 0.970 ≥ 0.95)") == "champion's source does not reach the batch (domain AUC)"
+    assert reason_kind("nothing vouches for the champion on this batch: it predicts one class for 100.0% of the "
+                       "batch (≥ 99%)") == "champion predicts one class"
+    assert reason_kind("nothing vouches for the champion on this batch: it is estimated no more accurate than the "
+                       "majority-class rule (margin -0.010, …)") == "champion no better than the majority rule"
+    assert reason_kind("it predicts one class for 99.5% of the batch (≥ 99%)") == "one class"
+    assert reason_kind("it is estimated no more accurate than the majority-class rule (margin -0.010, …)") \
+        == "no better than the majority rule"
+    assert reason_kind("its estimated accuracy 0.643 is no better than the majority-class rule's 0.702") \
+        == "no better than the majority rule"
+    assert reason_kind("P(new more accurate than the champion on this batch) = 0.95 (0.8 vs 0.7), but the new "
+                       "version's source does not reach this batch either (domain AUC 0.990): labels would decide") \
+        == "new version's source does not reach the batch"
+    assert reason_kind("P(new more accurate than the champion on this batch) = 0.95 (0.8 vs 0.7) ≥ 0.9") \
+        == "P ≥ confidence"
