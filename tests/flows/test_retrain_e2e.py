@@ -311,3 +311,27 @@ def test_one_candidate_with_a_labeled_target_finishes(prefect_harness, tmp_path)
     out = retrain(cfg)
     assert out["selection"]["chosen"] == "LR" and out["selection"]["agreement"] is None
     assert [r["learner"] for r in out["target_scores"]] == ["LR"]  # it was evaluated on the held-out labels
+
+
+def test_a_model_name_of_another_input_schema_is_refused_after_ingest(two_runs, tmp_path):
+    """Another table whose label is also called 'type', named into the first runs' registered model: refused
+    right after ingest with the fix, and the registered model keeps its versions and its champion."""
+    from sklearn.datasets import load_breast_cancer
+
+    from flows.retrain import retrain
+    from shiftlib.errors import ShiftflowInputError
+
+    cfg, first, _ = two_runs
+    name = first["champion"]["registered_model"]
+    client = MlflowClient(cfg.tracking_uri)
+    before = sorted(v.version for v in client.search_model_versions(f"name = '{name}'"))
+    d = load_breast_cancer(as_frame=True).frame.iloc[:, [0, 1, 30]].rename(columns={"target": "type"})
+    d.iloc[:200].to_csv(tmp_path / "src.csv", index=False)
+    d.iloc[200:320].drop(columns="type").to_csv(tmp_path / "tgt.csv", index=False)
+    other = cfg.model_copy(update={"source": f"file:{tmp_path / 'src.csv'}", "target": f"file:{tmp_path / 'tgt.csv'}",
+                                   "simulate_bias": None, "model_name": name, "learners": ["LR"]})
+    with pytest.raises(ShiftflowInputError, match=rf"registered model '{name}' serves other input columns.*"
+                       r"--model-name"):
+        retrain(other)
+    assert sorted(v.version for v in client.search_model_versions(f"name = '{name}'")) == before
+    assert str(client.get_model_version_by_alias(name, "champion").version) == "1"
