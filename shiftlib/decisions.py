@@ -257,7 +257,7 @@ class GateDecision:
     decision : str
         One of :data:`DECISIONS`: ``promoted`` (the new version becomes champion), ``kept`` (the champion
         stays and the new version is a challenger), ``undecided`` (the evidence is not enough either way: the
-        champion stays, the new version is a challenger, and labels would decide), ``refused`` (the new
+        champion stays and the new version is a challenger; target labels on this batch are what would settle it), ``refused`` (the new
         version may not serve: a challenger, with ``reason``).
     p_better : float
         P(new more accurate than the champion on this batch); NaN without a champion to compare.
@@ -365,12 +365,12 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     said = f"P(new more accurate than the champion on this batch) = {p:.2f} ({est_n:.3f} vs {est_c:.3f})"
     if p >= confidence and not new_reaches:
         return GateDecision("undecided", p, f"{said}, but the new version's source does not reach this batch "
-                            f"either (domain AUC {new_auc:.3f}): labels would decide", details)
+                            f"either (domain AUC {new_auc:.3f}): the champion stays", details)
     if p >= confidence:
         return GateDecision("promoted", p, f"{said} ≥ {confidence}", details)
     if p <= 1.0 - confidence:
         return GateDecision("kept", p, f"{said} ≤ {1.0 - confidence:.2g}", details)
-    return GateDecision("undecided", p, f"{said}: not sure either way; labels would decide", details)
+    return GateDecision("undecided", p, f"{said}: not sure either way, the champion stays", details)
 
 
 def with_labels(prior: float, prior_se: float, label: float, label_se: float, *, confidence: float = 0.95

@@ -6,7 +6,7 @@ event                              when
 =================================  ================================================================
 ``shiftflow.champion.promoted``    the new version took the ``champion`` alias
 ``shiftflow.champion.kept``        the champion stays: the new version is not more accurate
-``shiftflow.champion.undecided``   the evidence is not enough either way: the champion stays, labels would decide
+``shiftflow.champion.undecided``   the evidence is not enough either way: the champion stays
 ``shiftflow.champion.refused``     the new version may not serve (one class, no better than the majority rule)
 ``shiftflow.alert.accuracy``       the served model's estimated accuracy is surely below ``min_accuracy``
 =================================  ================================================================
