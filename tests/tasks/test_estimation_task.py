@@ -127,3 +127,35 @@ def test_an_interval_that_straddles_min_accuracy_is_a_warning_not_an_alert(tmp_p
     data = client.get_run(parent).data
     assert data.metrics["estimate.majority_baseline"] == 0.6 and data.tags["shiftflow.estimate.overlap"] == "ok"
     assert "shiftflow.alert" not in data.tags
+
+
+def test_a_poor_overlap_widens_every_interval_to_what_the_source_cannot_rule_out(tmp_path, mlflow_runs):
+    """A drift stage whose domain classifier tells the batch from the source (AUC 0.99) and scores 30 % of the
+    batch above every source row: the verdict is poor, and each interval is [low·0.7, high·0.7 + 0.3] of the
+    unwidened one (kept as ci_*_source)."""
+    import json
+
+    from shiftlib.decisions import widen_for_overlap
+
+    uri, _, _, run_ids = mlflow_runs
+    store, X_s, _, X_t = _store(tmp_path / "runs", "poor")
+    src_scores = np.linspace(0.0, 1.0, len(X_s))
+    tgt_scores = np.r_[np.full(int(0.3 * len(X_t)), 5.0), np.full(len(X_t) - int(0.3 * len(X_t)), 0.5)]
+    share = int(0.3 * len(X_t)) / len(X_t)
+    rows = pd.DataFrame({"side": ["source"] * len(X_s) + ["target"] * len(X_t), "row": np.r_[np.arange(len(X_s)),
+                         np.arange(len(X_t))], "target_score": np.r_[src_scores, tgt_scores]})
+    store.write_stage("drift", {"row_scores": rows}, key="k-drift", params={}, inputs={},
+                      files={"summary.json": json.dumps({"domain_auc": 0.99}).encode()})
+    with threadpool_limits(1):
+        table = estimation.fn(store, seed=0, k=5, tracking_uri=uri, run_ids=run_ids, n_boot=20)
+    assert set(table["overlap"]) == {"poor"} and np.allclose(table["outside_share"], share)
+    for r in table.to_dict("records"):
+        assert (r["ci_low"], r["ci_high"]) == pytest.approx(widen_for_overlap(r["ci_low_source"], r["ci_high_source"],
+                                                                              share))
+        assert r["ci_high"] - r["ci_low"] > r["ci_high_source"] - r["ci_low_source"]
+    # the same tables without the drift stage: no verdict, the intervals as estimated
+    plain, *_ = _store(tmp_path / "runs", "plain")
+    with threadpool_limits(1):
+        t2 = estimation.fn(plain, seed=0, k=5, tracking_uri=uri, run_ids=run_ids, n_boot=20)
+    assert set(t2["overlap"]) == {"unknown"}
+    assert np.allclose(t2["ci_low"], t2["ci_low_source"]) and np.allclose(t2["ci_low_source"], table["ci_low_source"])
