@@ -9,7 +9,7 @@ __all__ = ["DATA_DIR", "PROJECT_DIR", "default_run_root", "missing_sqlite_store"
 
 #: the project folder (holds prefect.yaml)
 PROJECT_DIR = Path(__file__).resolve().parent.parent
-#: the house's ``data/`` folder (DESIGN.md); present in a checkout, absent in an installed wheel
+#: the house's ``data/`` folder (docs/architecture.md); present in a checkout, absent in an installed wheel
 DATA_DIR = PROJECT_DIR / "data"
 
 

@@ -127,7 +127,7 @@ class Selection:
     def oracle_weights(self, normalize: bool = True) -> np.ndarray:
         """Oracle importance weights ``1/P(s=1|x,y)`` of the selected rows (KMM Table 1, DL Prop. 2).
 
-        With ``normalize`` the weights have mean 1 over the selected rows (DESIGN.md convention).
+        With ``normalize`` the weights have mean 1 over the selected rows (docs/architecture.md convention).
         For ``depends_on == "x"`` this is ``p_pop(x)/p_source(x)`` up to a constant.
         """
         w = 1.0 / self.p_select

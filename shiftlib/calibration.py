@@ -1,6 +1,6 @@
 """Calibration after undersampling and under prior shift (US §III–IV, Saerens et al. 2002).
 
-Notation (DESIGN.md "Undersampling"): positives (``y = pos_label``) are the minority class and are all
+Notation (docs/architecture.md "Undersampling"): positives (``y = pos_label``) are the minority class and are all
 kept; negatives are kept at the rate ``beta = p(s=1 | y=−)`` (US §III-A). A model fitted on the
 undersampled rows estimates ``p_s = p(+ | x, s=1)``; eq. 9 maps it back to ``p' ≈ p(+ | x)``, and
 eq. 12 maps a threshold ``tau_s`` on ``p_s`` to the threshold ``tau'`` on ``p'`` that keeps every

@@ -1,4 +1,4 @@
-"""Accuracy of a learner on the unlabeled target batch, with an interval (DESIGN.md "Accuracy estimates").
+"""Accuracy of a learner on the unlabeled target batch, with an interval (docs/architecture.md "Accuracy estimates").
 
 One stratified k-fold split of the source rows gives every learner's out-of-fold (OOF) probabilities;
 one fit on all source rows gives the *served* model's probabilities on the target batch. Every method

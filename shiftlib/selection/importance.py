@@ -1,4 +1,4 @@
-"""Importance weights β(x) = p_target(x)/p_source(x) on source rows, normalised to mean 1 (DESIGN.md).
+"""Importance weights β(x) = p_target(x)/p_source(x) on source rows, normalised to mean 1 (docs/architecture.md).
 
 ``importance_weights(weights, X_source, X_target)`` accepts a ``shiftlib.weights`` estimator name
 (``"kmm"`` …, resolved lazily through ``make_weighter``), an estimator exposing

@@ -1,4 +1,4 @@
-"""Heatmap of the ReverseTesting matrix M[labeler, retrainer] (RT §4.2, DESIGN.md notation)."""
+"""Heatmap of the ReverseTesting matrix M[labeler, retrainer] (RT §4.2, docs/architecture.md notation)."""
 
 from __future__ import annotations
 

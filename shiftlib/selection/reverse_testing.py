@@ -1,4 +1,4 @@
-"""ReverseTesting (RT §4.2, Fig. 3) on the matrix M[labeler, retrainer] of DESIGN.md.
+"""ReverseTesting (RT §4.2, Fig. 3) on the matrix M[labeler, retrainer] of docs/architecture.md.
 
 ``M[i, j]`` is the score on the labeled training set D of the model that learner j fits on the test set
 T labeled by the model of learner i. Building it takes ℓ + ℓ² fits, each made once and independent of

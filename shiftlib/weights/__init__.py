@@ -1,4 +1,4 @@
-"""Importance-weight (density-ratio) estimators with one shared base (DESIGN.md "Importance weights").
+"""Importance-weight (density-ratio) estimators with one shared base (docs/architecture.md "Importance weights").
 
 Every estimator: ``fit(X_source, X_target) -> self``; ``weights_`` (one per source row, mean 1),
 ``ess_``, ``mmd2_before_``/``mmd2_after_`` under one shared kernel; ``predict_weights(X)`` where the

@@ -1,4 +1,4 @@
-"""Shared base and diagnostics for the importance-weight estimators (DESIGN.md "Importance weights").
+"""Shared base and diagnostics for the importance-weight estimators (docs/architecture.md "Importance weights").
 
 Every estimator estimates ``w(x) = p_target(x) / p_source(x)`` on the source rows and reports:
 
@@ -63,7 +63,7 @@ class WeightsUnavailableError(NotImplementedError):
 
 
 def normalize_weights(w: Any) -> np.ndarray:
-    """Rescale non-negative weights to mean 1 (DESIGN.md "Importance weights"). Returns a new array."""
+    """Rescale non-negative weights to mean 1 (docs/architecture.md "Importance weights"). Returns a new array."""
     w = np.asarray(w, dtype=float)
     if w.ndim != 1 or w.size == 0:
         raise ValueError("weights must be a non-empty 1-d array")
@@ -91,7 +91,7 @@ def weights_caution(ess: float, n: int, mmd2_before: float, mmd2_after: float) -
 
 
 def effective_sample_size(w: Any) -> float:
-    """Kish's effective sample size ``(Σw)² / Σw²`` (DESIGN.md "Importance weights")."""
+    """Kish's effective sample size ``(Σw)² / Σw²`` (docs/architecture.md "Importance weights")."""
     w = np.asarray(w, dtype=float)
     sq = float(np.dot(w, w))
     if sq == 0:

@@ -29,7 +29,7 @@ def test_reverse_testing_passes_the_scored_set_as_x_target():
     Xs, ys, Xt = _data()
     SEEN.clear()
     res = reverse_testing({"CSLR": _Spy(), "LR": make_learner("LR")}, Xs, ys, Xt)
-    assert res.n_fits == 2 + 4  # ℓ + ℓ² with ℓ = 2 (DESIGN.md)
+    assert res.n_fits == 2 + 4  # ℓ + ℓ² with ℓ = 2 (docs/architecture.md)
     # CSLR fits: once on D (scored on T: 90 rows) and twice on T_i (scored on D: 120 rows)
     assert sorted(SEEN) == [90, 120, 120]
     assert np.isfinite(res.matrix.to_numpy(dtype=float)).all()

@@ -1,4 +1,4 @@
-"""ReverseTesting (RT §4.2, Fig. 3; matrix notation of DESIGN.md) on hand-built cases.
+"""ReverseTesting (RT §4.2, Fig. 3; matrix notation of docs/architecture.md) on hand-built cases.
 
 The learners are ``BinMajority`` stubs: a fixed-bin histogram classifier on one feature whose every
 prediction can be worked out by hand (bin majority, ties → class 0, empty bin → overall majority of
@@ -124,7 +124,7 @@ def test_n_fits_is_l_plus_l_squared_counted_by_fit_calls(n_learners):
     learners = {f"L{i}": BinMajority(e) for i, e in enumerate(edges)}
     FIT_CALLS.clear()
     res = reverse_testing(learners, X_D, Y_D, X_T)
-    # RT §4.3 / DESIGN.md: ℓ fits on D plus ℓ² reverse fits (not the paper's 2ℓ² + 3ℓ).
+    # RT §4.3 / docs/architecture.md: ℓ fits on D plus ℓ² reverse fits (not the paper's 2ℓ² + 3ℓ).
     assert len(FIT_CALLS) == n_learners + n_learners**2
     assert res.n_fits == n_learners + n_learners**2
     # each learner is fitted once on D and once on each of the ℓ labelings

@@ -47,7 +47,7 @@ def _analytic_ratio(x: np.ndarray, mu_t: float) -> np.ndarray:
 
 
 def test_effective_sample_size_by_hand() -> None:
-    # (Σw)²/Σw² for w = [1, 2, 3, 4]: 10² / 30 (DESIGN.md "Importance weights")
+    # (Σw)²/Σw² for w = [1, 2, 3, 4]: 10² / 30 (docs/architecture.md "Importance weights")
     assert effective_sample_size([1, 2, 3, 4]) == pytest.approx(100 / 30, rel=1e-15)
     # scale-free: normalizing to mean 1 ([0.4, 0.8, 1.2, 1.6]) does not change it
     np.testing.assert_allclose(normalize_weights([1, 2, 3, 4]), [0.4, 0.8, 1.2, 1.6], rtol=1e-15)
