@@ -63,6 +63,7 @@ __all__ = [
     "p_better",
     "widen_for_overlap",
     "with_labels",
+    "with_labels_interval",
 ]
 
 #: default confidence to promote (P ≥ it) or keep (P ≤ 1 − it); between the two the decision is ``undecided``
@@ -227,10 +228,9 @@ def ess_share(P: StoredPredictions) -> float:
     """Kish's effective sample size of ``P``'s importance weights as a share of its source rows (1 without
     weights): how much of its source vouches for the batch (Cortes et al. 2010 bound a weighted estimate's
     error by n/ESS)."""
-    w = P.weights
-    if w is None:
-        return 1.0
-    return float(w.sum() ** 2 / np.sum(w ** 2) / len(w))
+    from shiftlib.weights import effective_sample_size
+
+    return 1.0 if P.weights is None else effective_sample_size(P.weights) / len(P.weights)
 
 
 def p_better(champion: StoredPredictions, new: StoredPredictions, *, shared_source: bool = False,
@@ -371,6 +371,14 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     if p <= 1.0 - confidence:
         return GateDecision("kept", p, f"{said} ≤ {1.0 - confidence:.2g}", details)
     return GateDecision("undecided", p, f"{said}: not sure either way, the champion stays", details)
+
+
+def with_labels_interval(estimate: float, ci_low: float, ci_high: float, label: float, label_se: float, *,
+                         confidence: float = 0.95) -> tuple[float, float, float, float]:
+    """:func:`with_labels` with the label-free estimate given as its two-sided interval at ``confidence``: its
+    standard error is the half-width over the normal quantile."""
+    z = NormalDist().inv_cdf((1 + confidence) / 2)
+    return with_labels(estimate, (ci_high - ci_low) / (2 * z), label, label_se, confidence=confidence)
 
 
 def with_labels(prior: float, prior_se: float, label: float, label_se: float, *, confidence: float = 0.95

@@ -47,7 +47,7 @@ from shiftlib.estimation import StoredPredictions
 from tasks.events import emit
 from tasks.locks import registry_lock
 from tasks.logs import run_logger
-from tasks.selection import make_candidates, run_selector, selection_beta, selector_data
+from tasks.selection import make_candidates, run_selector, selection_beta, selector_data, target_rows
 from tasks.store import code_version
 from tasks.tracking import link_model_output, log_metrics, mask_secrets, with_retries
 
@@ -205,13 +205,12 @@ def _from_evidence(table: pd.DataFrame, classes: np.ndarray) -> tuple[StoredPred
 
 def _today_rows(store: Any, seed: int, rows: int | None) -> pd.DataFrame:
     """Today's raw target rows (as the user gave them) on the estimation stage's target rows."""
-    from shiftlib.budget import subsample
     from tasks.ingest import ROW
 
     raw = store.read_table("ingest", "target_rows")
     id_col = store.manifest("ingest")["params"].get("id_column")
     raw = raw.drop(columns=[ROW] + ([id_col] if id_col in raw.columns else []))
-    return raw.iloc[subsample(len(raw), rows, random_state=seed)].reset_index(drop=True)
+    return raw.iloc[target_rows(len(raw), seed, rows)].reset_index(drop=True)
 
 
 def champion_evidence(client: MlflowClient, name: str, inc: Any, store: Any, *, seed: int,
@@ -270,13 +269,11 @@ def _decide(store: Any, inc: Any, scores: dict[str, float], selector: str, chose
     return ("champion" if better else "challenger"), inc_score, inc.version, reason, new_score
 
 
-def _today_encoded(store: Any, seed: int, rows: int | None) -> pd.DataFrame:
-    """Today's encoded target rows (the ingest stage's table) on the estimation stage's target rows."""
-    from shiftlib.budget import subsample
-    from tasks.ingest import load_xy
-
-    X_t = load_xy(store)[2]
-    return X_t.iloc[subsample(len(X_t), rows, random_state=seed)].reset_index(drop=True)
+def _today_encoded(store: Any, seed: int, rows: int | None, columns: list[str]) -> pd.DataFrame:
+    """Today's encoded target rows (the ingest stage's table, feature ``columns`` only) on the estimation
+    stage's target rows."""
+    X_t = store.read_table("ingest", "target", columns=columns)
+    return X_t.iloc[target_rows(len(X_t), seed, rows)].reset_index(drop=True)
 
 
 def _new_evidence(store: Any, chosen: str) -> tuple[StoredPredictions | None, pd.DataFrame | None]:
@@ -320,7 +317,8 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
         return None, found
     champ, champ_auc = found
     X_new = evidence[[c for c in evidence.columns if c.startswith("x:")]]
-    new_auc = domain_auc(X_new, _today_encoded(store, seed, rows), random_state=seed)
+    features = [c[2:] for c in X_new.columns]
+    new_auc = domain_auc(X_new, _today_encoded(store, seed, rows, features), random_state=seed)
     return gate(new_P, champ, new_estimate=est, confidence=confidence, random_state=seed, new_auc=new_auc,
                 champion_auc=champ_auc, shared_source=inc.tags.get("source_sha256") == source_sha), ""
 

@@ -28,9 +28,10 @@ from shiftlib.decisions import (
     outside_share,
     overlap_verdict,
     widen_for_overlap,
-    with_labels,
+    with_labels_interval,
 )
 from shiftlib.estimation import N_BOOT, StoredPredictions, estimate_each, shared_source_cv, stored_predictions
+from shiftlib.weights import effective_sample_size
 from tasks.ingest import ingest_inputs
 from tasks.logs import run_logger
 from tasks.selection import make_candidates, selection_data
@@ -111,8 +112,7 @@ def stage_overlap(store: StageStore, P: StoredPredictions) -> OverlapVerdict | N
     scores = store.read_table("drift", "row_scores")
     share = outside_share(scores.loc[scores["side"] == "source", "target_score"],
                           scores.loc[scores["side"] == "target", "target_score"])
-    w = P.weights
-    ess = None if w is None else float(w.sum() ** 2 / (w ** 2).sum())
+    ess = None if P.weights is None else effective_sample_size(P.weights)
     return overlap_verdict(auc, ess, len(P.y_source), share)
 
 
@@ -200,11 +200,8 @@ def labeled_estimate(r: Mapping[str, Any], labeled: Mapping[str, Any] | None) ->
     theta, se = float(labeled["accuracy"][cand]), float(labeled["se"][cand])
     if not (np.isfinite(theta) and np.isfinite(se) and se > 0):
         return None
-    from statistics import NormalDist
-
-    conf = float(r["confidence"])
-    prior_se = (float(r["ci_high"]) - float(r["ci_low"])) / (2 * NormalDist().inv_cdf((1 + conf) / 2))
-    est, lo, hi, weight = with_labels(float(r["estimate"]), prior_se, theta, se, confidence=conf)
+    est, lo, hi, weight = with_labels_interval(float(r["estimate"]), float(r["ci_low"]), float(r["ci_high"]),
+                                               theta, se, confidence=float(r["confidence"]))
     return {"accuracy": est, "ci_low": lo, "ci_high": hi, "n_labels": int(labeled["n_labels"]),
             "prior_weight": weight, "labels_only": theta}
 

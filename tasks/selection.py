@@ -73,11 +73,17 @@ class SelectionData:
 CV_SELECTORS = ("scv", "wcv")
 
 
+def target_rows(n_target: int, seed: int, rows: int | None) -> np.ndarray:
+    """Positions of the target rows the selection and estimation stages work on (every row when ``rows`` is
+    None): what a later stage must take to line up with their stored predictions."""
+    return subsample(n_target, rows, random_state=seed)
+
+
 def selection_data(store: StageStore, seed: int, rows: int | None) -> SelectionData:
     """A stratified subsample of this run's ingested tables (every row when ``rows`` is None)."""
     X_s, y_s, X_t = load_xy(store)
     i_s = subsample(len(y_s), rows, y=y_s, random_state=seed)
-    i_t = subsample(len(X_t), rows, random_state=seed)
+    i_t = target_rows(len(X_t), seed, rows)
     return SelectionData(X_s.iloc[i_s].reset_index(drop=True), y_s[i_s], X_t.iloc[i_t].reset_index(drop=True), i_s)
 
 
