@@ -107,6 +107,9 @@ def _spy_on_local_clusters(monkeypatch: pytest.MonkeyPatch, log: Path) -> list[d
     class SpyCluster(distributed.LocalCluster):
         def __init__(self, *a: Any, **kw: Any) -> None:
             super().__init__(*a, **kw)
+            # a loaded box can return from __init__ before the second worker registered (CI, stop 33): the
+            # scheduler's view is what the flow will submit to, so read it once every launched worker is up
+            self.wait_for_workers(len(self.workers), timeout=120)
             clusters.append({"workers": sorted(self.scheduler_info["workers"]), "kwargs": kw})
             self.scheduler.add_plugin(Recorder(), name="shiftflow-test-recorder")
 
