@@ -20,7 +20,7 @@ from flows.paths import default_run_root, shiftflow_home
 from flows.preflight import preflight
 from shiftlib.budget import auto_weighting, concurrency, fan_out
 from shiftlib.learners import make_learner, needs_target
-from tasks.champion import champion, check_model_name, default_model_name, input_schema
+from tasks.champion import champion, check_model_name, default_model_name, input_schema, served
 from tasks.drift import drift
 from tasks.estimation import estimation, served_estimate
 from tasks.evaluation import evaluate
@@ -178,17 +178,17 @@ def _decide(run: _Run, prep: dict[str, Any], labeled: dict[str, Any] | None) -> 
                                   experiment_id=ctx.experiment_id, parent_run_id=ctx.parent_run_id,
                                   flow_run_id=ctx.flow_run_id)
     model_name = registered_name(run)
-    served = served_estimate(prep["estimates"], chosen["chosen"], min_accuracy=config.min_accuracy,
-                             tracking_uri=ctx.tracking_uri, parent_run_id=ctx.parent_run_id, model_name=model_name,
-                             labeled=chosen.get("fewlabel"))
+    estimate = served_estimate(prep["estimates"], chosen["chosen"], min_accuracy=config.min_accuracy,
+                               tracking_uri=ctx.tracking_uri, parent_run_id=ctx.parent_run_id, model_name=model_name,
+                               labeled=chosen.get("fewlabel"))
     with run.stage("champion"):
         decision = champion(run.store, chosen, model_name=model_name, seed=config.seed, k=config.selection_folds,
                             tracking_uri=ctx.tracking_uri, parent_run_id=ctx.parent_run_id,
                             flow_run_id=ctx.flow_run_id, rows=config.selection_rows,
                             served_model_uri=None if recal is None else recal["model_uri"],
-                            hold_champion="accuracy alert" if served["alert"] else None,
-                            promote_confidence=config.promote_confidence)
-    return {"chosen": chosen, "recalibration": recal, "served": served, "champion": decision}
+                            hold_champion="accuracy alert" if estimate["alert"] else None,
+                            promote_confidence=config.promote_confidence, labeled=labeled)
+    return {"chosen": chosen, "recalibration": recal, "served": estimate, "champion": decision}
 
 
 def registered_name(run: _Run) -> str:
@@ -250,6 +250,10 @@ def _labels(run: _Run) -> dict[str, Any] | None:
     config, uri, parent = run.config, run.ctx.tracking_uri, run.ctx.parent_run_id
     if config.label_budget is None and config.target_labels is None:
         return None
+    with run.stage("served"):  # the champion is a contender of the plan: its labels decide an undecided gate
+        contender = served(run.store, model_name=registered_name(run), tracking_uri=uri)
+    if contender is not None:
+        run.log.info("labels: %s of %s is planned beside the candidates", contender["name"], contender["model_name"])
     labeled = labels(run.store, budget=config.label_budget, seed=config.seed, label=config.label,
                      target_labels=config.target_labels, tracking_uri=uri, parent_run_id=parent,
                      k=config.selection_folds)

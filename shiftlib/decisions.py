@@ -61,6 +61,7 @@ __all__ = [
     "outside_share",
     "overlap_verdict",
     "p_better",
+    "p_better_with_labels",
     "widen_for_overlap",
     "with_labels",
     "with_labels_interval",
@@ -239,13 +240,38 @@ def p_better(champion: StoredPredictions, new: StoredPredictions, *, shared_sour
     (``shiftlib.estimation.paired_draws``, method ``auto``) in which new's estimate exceeds the champion's,
     ties counted half. Returns (P, champion's estimate, new's estimate). Two models that predict the same
     class on every batch row are equally accurate on it: P = 0.5."""
-    from shiftlib.estimation import N_BOOT, paired_draws
-
-    est_c, est_n, dc, dn = paired_draws(champion, new, "auto", shared_source=shared_source,
-                                        n_boot=N_BOOT if n_boot is None else n_boot, random_state=random_state)
+    est_c, est_n, dc, dn = _paired(champion, new, shared_source, n_boot, random_state)
     if np.array_equal(np.argmax(champion.proba_target, axis=1), np.argmax(new.proba_target, axis=1)):
         return 0.5, est_c, est_n
     return float(np.mean(dn > dc) + 0.5 * np.mean(dn == dc)), est_c, est_n
+
+
+def _paired(champion: StoredPredictions, new: StoredPredictions, shared_source: bool, n_boot: int | None,
+            random_state: int | None) -> tuple[float, float, np.ndarray, np.ndarray]:
+    from shiftlib.estimation import N_BOOT, paired_draws
+
+    return paired_draws(champion, new, "auto", shared_source=shared_source,
+                        n_boot=N_BOOT if n_boot is None else n_boot, random_state=random_state)
+
+
+def p_better_with_labels(champion: StoredPredictions, new: StoredPredictions, label_difference: float,
+                         label_se: float, *, shared_source: bool = False, n_boot: int | None = None,
+                         random_state: int | None = None) -> tuple[float, float, float, float]:
+    """P(``new`` is more accurate than ``champion`` on this batch) once target labels have arrived: returns
+    (P, the pooled accuracy difference new − champion, its standard error, the label-free part's weight).
+
+    ``label_difference`` ± ``label_se`` is the labels' estimate of the difference (the fewlabel posterior
+    without a prior, ``shiftlib.selection.fewlabel``, whose plan drew rows where the two disagree). The
+    label-free difference and its standard error come from the joint resamples of :func:`p_better`; the two
+    are pooled as :func:`with_labels` pools an accuracy (inverse variance, the label-free variance grown by the
+    squared disagreement beyond both standard errors; DerSimonian & Laird 1986), and P = Φ(difference / se)."""
+    est_c, est_n, dc, dn = _paired(champion, new, shared_source, n_boot, random_state)
+    if np.array_equal(np.argmax(champion.proba_target, axis=1), np.argmax(new.proba_target, axis=1)):
+        return 0.5, 0.0, 0.0, 1.0
+    prior_se = float(np.std(dn - dc, ddof=1)) if len(dn) > 1 else 0.0
+    d, se, w = _pool(est_n - est_c, prior_se, float(label_difference), float(label_se))
+    p = 0.5 if d == 0 else (float(d > 0) if se <= 0 else NormalDist().cdf(d / se))
+    return float(p), d, se, w
 
 
 @dataclass(frozen=True)
@@ -313,6 +339,7 @@ def _unvouched(P: StoredPredictions, auc: float | None) -> str | None:
 def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
          new_estimate: float | None = None, confidence: float = PROMOTE_CONFIDENCE, shared_source: bool = False,
          new_auc: float | None = None, champion_auc: float | None = None,
+         labels: tuple[float, float, int] | None = None,
          n_boot: int | None = None, random_state: int | None = None) -> GateDecision:
     """Decide whether ``new`` replaces the served ``champion`` (both as stored predictions on today's batch).
 
@@ -332,6 +359,11 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     5. Else P = :func:`p_better`: ``promoted`` when P ≥ ``confidence``, ``kept`` when P ≤ 1 − ``confidence``,
        else ``undecided`` — and ``undecided`` instead of ``promoted`` when the new version's own source does
        not reach the batch (``new_auc`` ≥ :data:`OVERLAP_AUC`).
+
+    With ``labels`` = (difference, standard error, number of labels), the labels' estimate of new − champion
+    accuracy on this batch (the labels path: an undecided gate asks for labels where the two disagree), step
+    4 and the reach test of step 5 are skipped (the labels observe the batch itself) and P is
+    :func:`p_better_with_labels`.
 
     Revision 2 (``reports/decisions.md``): revision 1 judged reach by the weights' :func:`ess_share` < 5 %,
     which the replication found almost never fires when source and batch are separated, and guarded the new
@@ -354,6 +386,8 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     if np.array_equal(np.argmax(champion.proba_target, axis=1), np.argmax(new.proba_target, axis=1)):
         return GateDecision("kept", 0.5, "it predicts the champion's class on every batch row: nothing to gain",
                             details)
+    if labels is not None:
+        return _labeled_gate(new, champion, labels, confidence, shared_source, n_boot, random_state, details)
     new_reaches = new_auc is None or new_auc < OVERLAP_AUC
     stale = _unvouched(champion, champion_auc)
     if stale is not None and new_reaches:
@@ -371,6 +405,24 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     if p <= 1.0 - confidence:
         return GateDecision("kept", p, f"{said} ≤ {1.0 - confidence:.2g}", details)
     return GateDecision("undecided", p, f"{said}: not sure either way, the champion stays", details)
+
+
+def _labeled_gate(new: StoredPredictions, champion: StoredPredictions, labels: tuple[float, float, int],
+                  confidence: float, shared_source: bool, n_boot: int | None, random_state: int | None,
+                  details: dict[str, Any]) -> GateDecision:
+    difference, se_l, n = labels
+    p, d, se, w = p_better_with_labels(champion, new, difference, se_l, shared_source=shared_source, n_boot=n_boot,
+                                       random_state=random_state)
+    details |= {"labels": int(n), "label_difference": float(difference), "label_se": float(se_l),
+                "difference": d, "difference_se": se, "prior_weight": w}
+    said = (f"P(new more accurate than the champion on this batch) = {p:.2f} with {n} target labels "
+            f"(difference {d:+.3f} ± {se:.3f}; the label-free estimate weighs {w:.0%})")
+    if p >= confidence:
+        return GateDecision("promoted", p, f"{said} ≥ {confidence}", details)
+    if p <= 1.0 - confidence:
+        return GateDecision("kept", p, f"{said} ≤ {1.0 - confidence:.2g}", details)
+    return GateDecision("undecided", p, f"{said}: still not sure, the champion stays; a larger label budget "
+                        "continues the plan", details)
 
 
 def with_labels_interval(estimate: float, ci_low: float, ci_high: float, label: float, label_se: float, *,
@@ -394,11 +446,20 @@ def with_labels(prior: float, prior_se: float, label: float, label_se: float, *,
     if label_se <= 0:
         raise ValueError(f"label_se must be > 0; got {label_se!r}")
     z = NormalDist().inv_cdf((1 + confidence) / 2)
+    est, se, w = _pool(prior, prior_se, label, label_se)
+    return float(est), float(max(0.0, est - z * se)), float(min(1.0, est + z * se)), w
+
+
+def _pool(prior: float, prior_se: float, label: float, label_se: float) -> tuple[float, float, float]:
+    """(estimate, standard error, prior's weight): inverse-variance pooling with the prior's variance grown by
+    τ² = max(0, (prior − label)² − prior_se² − label_se²) (:func:`with_labels`). Labels with no variance
+    (every row that matters labeled) are the answer; so is a prior with none that they do not contradict."""
     tau2 = max(0.0, (prior - label) ** 2 - prior_se ** 2 - label_se ** 2)
     v_prior = prior_se ** 2 + tau2
+    if label_se <= 0:
+        return float(label), 0.0, 0.0
     if v_prior <= 0:
-        return float(prior), float(prior), float(prior), 1.0
+        return float(prior), 0.0, 1.0
     w_p, w_l = 1.0 / v_prior, 1.0 / label_se ** 2
     est = (w_p * prior + w_l * label) / (w_p + w_l)
-    se = math.sqrt(1.0 / (w_p + w_l))
-    return float(est), float(max(0.0, est - z * se)), float(min(1.0, est + z * se)), float(w_p / (w_p + w_l))
+    return float(est), math.sqrt(1.0 / (w_p + w_l)), float(w_p / (w_p + w_l))

@@ -48,7 +48,7 @@ from tasks.events import emit
 from tasks.locks import registry_lock
 from tasks.logs import run_logger
 from tasks.selection import make_candidates, run_selector, selection_beta, selector_data, target_rows
-from tasks.store import code_version
+from tasks.store import code_version, stage_key
 from tasks.tracking import link_model_output, log_metrics, mask_secrets, with_retries
 
 FINGERPRINT = "shiftflow.fingerprint"
@@ -213,6 +213,67 @@ def _today_rows(store: Any, seed: int, rows: int | None) -> pd.DataFrame:
     return raw.iloc[target_rows(len(raw), seed, rows)].reset_index(drop=True)
 
 
+def _served_proba(name: str, inc: Any, raw: pd.DataFrame, n_classes: int) -> tuple[np.ndarray, Any] | str:
+    """Version ``inc`` of ``name`` scoring the raw rows ``raw``: (class probabilities in code order, its
+    'prepare' step), or why it cannot (a model without its encoder step)."""
+    import mlflow.sklearn
+
+    model = with_retries(mlflow.sklearn.load_model, f"models:/{name}/{inc.version}")
+    prepare = getattr(model, "named_steps", {}).get("prepare")
+    if prepare is None:
+        return f"v{inc.version}'s model has no 'prepare' step to encode today's rows"
+    proba = np.zeros((len(raw), n_classes))
+    proba[:, np.searchsorted(np.arange(n_classes), model.classes_)] = model.predict_proba(raw)
+    return proba, prepare
+
+
+SERVED = "served"  # stage: the served champion's predictions on the whole batch, a contender for the labels
+
+
+def served_name(version: Any) -> str:
+    """The served champion's name among the contenders of a label plan (no candidate is called so)."""
+    return f"champion v{version}"
+
+
+@task(name="served", cache_policy=NO_CACHE)
+def served(store: Any, *, model_name: str, tracking_uri: str) -> dict[str, Any] | None:
+    """Stage ``served``: the registered model's champion scores every row of today's batch
+    (``served/predictions.parquet``: ``_row``, ``predicted``, ``proba_<code>``), so a label plan draws rows
+    where it disagrees with the candidates too and the gate can weigh labels (the undecided → labels path).
+    None, and nothing written, without a champion of this input schema."""
+    from tasks.ingest import ROW, ingest_inputs
+
+    client = MlflowClient(tracking_uri)
+    try:
+        check_model_name(client, model_name, input_schema(store))
+    except ShiftflowInputError:
+        return None  # the flow refuses this name right after ingest; nothing to compare here
+    inc = _incumbent(client, model_name)
+    if inc is None:
+        return None
+    inputs = ingest_inputs(store) | {"model": f"{model_name}/{inc.version}", "model_run": str(inc.run_id)}
+    params = {"model_name": model_name, "version": str(inc.version)}
+    key = stage_key(SERVED, params, inputs)
+    found = store.find_reusable(SERVED, key)
+    if found is not None:
+        store.adopt(SERVED, found)
+    else:
+        raw = store.read_table("ingest", "target_rows")
+        id_col = store.manifest("ingest")["params"].get("id_column")
+        rows = raw[ROW].to_numpy()
+        raw = raw.drop(columns=[ROW] + ([id_col] if id_col in raw.columns else []))
+        got = _served_proba(model_name, inc, raw, len(store.manifest("ingest")["extra"]["classes"]))
+        if isinstance(got, str):
+            run_logger().warning("served: %s; the label plan compares the candidates only", got)
+            return None
+        proba = got[0]
+        table = pd.DataFrame({ROW: rows, "predicted": proba.argmax(axis=1)})
+        for c in range(proba.shape[1]):
+            table[f"proba_{c}"] = proba[:, c]
+        store.write_stage(SERVED, {"predictions": table}, key=key, params=params, inputs=inputs)
+    return {"name": served_name(inc.version), "version": str(inc.version), "model_name": model_name}
+
+
 def champion_evidence(client: MlflowClient, name: str, inc: Any, store: Any, *, seed: int,
                       rows: int | None) -> tuple[StoredPredictions, float] | str:
     """The served champion's stored predictions on today's batch (``shiftlib.decisions.champion_predictions``)
@@ -221,7 +282,6 @@ def champion_evidence(client: MlflowClient, name: str, inc: Any, store: Any, *, 
     import tempfile
 
     import mlflow.artifacts
-    import mlflow.sklearn
 
     where = inc.tags.get(EVIDENCE)
     if not where:
@@ -230,13 +290,11 @@ def champion_evidence(client: MlflowClient, name: str, inc: Any, store: Any, *, 
     with tempfile.TemporaryDirectory() as tmp:
         path = with_retries(mlflow.artifacts.download_artifacts, artifact_uri=where, dst_path=tmp)
         stored, X_old = _from_evidence(pd.read_parquet(path), classes)
-    model = with_retries(mlflow.sklearn.load_model, f"models:/{name}/{inc.version}")
-    prepare = getattr(model, "named_steps", {}).get("prepare")
-    if prepare is None:
-        return f"v{inc.version}'s model has no 'prepare' step to encode today's rows"
     raw = _today_rows(store, seed, rows)
-    proba = np.zeros((len(raw), len(classes)))
-    proba[:, np.searchsorted(classes, model.classes_)] = model.predict_proba(raw)
+    got = _served_proba(name, inc, raw, len(classes))
+    if isinstance(got, str):
+        return got
+    proba, prepare = got
     X_today = prepare.transform(raw)
     return (champion_predictions(stored, proba, X_old, X_today, random_state=seed),
             domain_auc(X_old, X_today, random_state=seed))
@@ -301,9 +359,33 @@ def _log_evidence(tracking_uri: str, parent_run_id: str, chosen: str, table: pd.
     return f"runs:/{parent_run_id}/gate/{chosen}/evidence.parquet"
 
 
+def label_difference(store: Any, labeled: dict[str, Any] | None, chosen: str, version: Any
+                     ) -> tuple[float, float, int] | None:
+    """The labels' estimate of the chosen candidate's accuracy minus the served champion's (version
+    ``version``) on the whole batch, its standard error and the number of labels: the fewlabel label estimate
+    without a prior (``shiftlib.selection.fewlabel``) over the plan's contenders. None without labels or when
+    the plan did not have this champion as a contender (planned before it served)."""
+    from shiftlib.selection.fewlabel import DEFAULT_ESTIMATOR, DEFAULT_VARIANCE, fewlabel_estimate
+    from tasks.labels import stage_predictions
+
+    if not labeled or labeled.get("status") != "labeled" or not labeled.get("labels"):
+        return None
+    tp = stage_predictions(store)
+    plan = labeled["plan"]
+    champ = served_name(version)
+    if champ not in tp.served or list(plan.learners) != tp.names or chosen not in tp.names:
+        return None
+    labels = {int(r): c for r, c in labeled["labels"].items()}
+    est = fewlabel_estimate(tp, plan, labels, None, DEFAULT_ESTIMATOR, DEFAULT_VARIANCE)
+    a, b = tp.names.index(chosen), tp.names.index(champ)
+    var = est.cov[a, a] + est.cov[b, b] - 2 * est.cov[a, b]
+    return float(est.theta[a] - est.theta[b]), float(np.sqrt(max(var, 0.0))), len(labels)
+
+
 def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPredictions | None,
           evidence: pd.DataFrame | None, estimate: dict[str, Any] | None, source_sha: str, *, seed: int,
-          rows: int | None, confidence: float) -> tuple[GateDecision | None, str]:
+          rows: int | None, confidence: float, labeled: dict[str, Any] | None = None,
+          chosen: str = "") -> tuple[GateDecision | None, str]:
     """The gate's decision on the new version against the served champion ``inc``, or (None, why) when the
     champion's evidence is missing and the earlier recipe gate must decide (guards still apply)."""
     if new_P is None or evidence is None:
@@ -320,7 +402,8 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
     features = [c[2:] for c in X_new.columns]
     new_auc = domain_auc(X_new, _today_encoded(store, seed, rows, features), random_state=seed)
     return gate(new_P, champ, new_estimate=est, confidence=confidence, random_state=seed, new_auc=new_auc,
-                champion_auc=champ_auc, shared_source=inc.tags.get("source_sha256") == source_sha), ""
+                champion_auc=champ_auc, shared_source=inc.tags.get("source_sha256") == source_sha,
+                labels=label_difference(store, labeled, chosen, inc.version)), ""
 
 
 def _version_tags(facts: dict[str, str], info: dict[str, Any], chosen: str, seed: int, selector: str,
@@ -345,11 +428,13 @@ def _version_tags(facts: dict[str, str], info: dict[str, Any], chosen: str, seed
 def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, seed: int, k: int,
              tracking_uri: str, parent_run_id: str, flow_run_id: str = "",
              served_model_uri: str | None = None, rows: int | None = None,
-             hold_champion: str | None = None, promote_confidence: float = PROMOTE_CONFIDENCE) -> dict[str, Any]:
+             hold_champion: str | None = None, promote_confidence: float = PROMOTE_CONFIDENCE,
+             labeled: dict[str, Any] | None = None) -> dict[str, Any]:
     """Register the chosen model (or ``served_model_uri``, e.g. its recalibrated version) and let the gate
     (module docstring) decide ``champion`` or ``challenger``; returns the decision record. ``hold_champion`` (a
     reason, e.g. an accuracy alert) keeps the ``champion`` alias where it is: the new model is then
-    ``challenger``.
+    ``challenger``. ``labeled`` (the labels task's result) lets the gate weigh the target labels when their
+    plan had the served champion as a contender (:func:`label_difference`).
 
     No new version is registered when one with the same fingerprint (``served_fingerprint``) exists: the
     record's ``new_version`` is False, and the decision is ``unchanged`` when that version is the champion."""
@@ -388,13 +473,13 @@ def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, s
             same = (f"no new version: v{mv.version} already holds this model (same recipe, data digests and code "
                     f"version, fingerprint {facts['fingerprint'][:12]})")
         new_version = twin is None
-        p_better = float("nan")
+        p_better, g_labels = float("nan"), None
         if inc is not None and not new_version and str(inc.version) == str(mv.version):
             decision, gate_decision, inc_score, inc_version = "unchanged", "kept", None, inc.version
             reason = f"{same}; it stays champion" + (f" ({hold_champion} on this run)" if hold_champion else "")
         else:
             g, why = _gate(client, store, model_name, inc, new_P, evidence, estimate, facts["source_sha256"],
-                           seed=seed, rows=rows, confidence=promote_confidence)
+                           seed=seed, rows=rows, confidence=promote_confidence, labeled=labeled, chosen=chosen)
             if g is None:  # the champion's evidence is missing: its recipe is re-scored (the earlier gate)
                 decision, inc_score, inc_version, reason, new_score = _decide(
                     store, inc, scores, selector, chosen, new_score, facts["features_sha256"], seed, k, rows)
@@ -402,6 +487,7 @@ def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, s
                 reason = f"{reason} ({why})"
             else:
                 gate_decision, p_better, reason = g.decision, g.p_better, g.reason
+                g_labels = g.details.get("labels")
                 decision, inc_score = ALIAS[g.decision], g.details.get("champion_estimate")
                 inc_version = None if inc is None else inc.version
             if hold_champion and decision == "champion":
@@ -415,7 +501,8 @@ def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, s
               "gate_decision": gate_decision, "p_better": p_better, "promote_confidence": promote_confidence,
               "new_version": new_version, "selector": selector, "new_score": new_score,
               "incumbent_score": inc_score, "incumbent_version": None if inc_version is None else str(inc_version),
-              "reason": reason, "candidate": chosen, "fingerprint": facts["fingerprint"]}
+              "reason": reason, "candidate": chosen, "fingerprint": facts["fingerprint"],
+              "labels": None if g_labels is None else int(g_labels)}
     _log_decision(client, parent_run_id, record, waited)
     emit(f"shiftflow.champion.{gate_decision}", model_name,
          {"version": record["version"], "champion_version": record["incumbent_version"], "p_better": p_better,
@@ -434,4 +521,5 @@ def _log_decision(client: MlflowClient, parent_run_id: str, record: dict[str, An
     inc = record["incumbent_score"]
     log_metrics(client, parent_run_id, {"champion.new_score": record["new_score"], "champion.lock_wait_s": waited,
                                         "champion.p_better": record["p_better"],
-                                        "champion.incumbent_score": inc}, skip_missing=True)
+                                        "champion.incumbent_score": inc, "champion.labels": record.get("labels")},
+                skip_missing=True)

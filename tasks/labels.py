@@ -67,22 +67,52 @@ def labels_form(csv: str) -> type[FilledLabels]:
                                           "path: selection runs with 'fewlabel' deciding.", target_labels=csv)
 
 
-def stage_predictions(store: StageStore) -> TargetPredictions:
-    """The candidates' target predictions and mean class probabilities from the training stage (no refit)."""
+def _served(store: StageStore) -> tuple[str, pd.DataFrame] | None:
+    """This run's ``served`` stage (the champion's predictions on the batch): its contender name and table."""
+    from tasks.champion import SERVED, served_name
+
+    if not (store.stage_dir(SERVED) / "manifest.json").exists():
+        return None
+    return served_name(store.manifest(SERVED)["params"]["version"]), store.read_table(SERVED, "predictions")
+
+
+def _plan_has_served(store: StageStore) -> bool | None:
+    """Whether this run's labels stage planned with the served champion as a contender (None: no stage yet)."""
+    if not (store.stage_dir(STAGE) / "manifest.json").exists():
+        return None
+    served = _served(store)
+    return served is not None and served[0] in store.manifest(STAGE)["extra"].get("learners", [])
+
+
+def stage_predictions(store: StageStore, with_served: bool | None = None) -> TargetPredictions:
+    """The candidates' target predictions and mean class probabilities from the training stage (no refit),
+    and the served champion's (``served`` stage, when this run has one) as a contender that is compared but
+    never chosen (``TargetPredictions.served``). ``with_served`` None: the champion is a contender unless this
+    run's labels stage holds a plan made without it (labels filled before that version served)."""
+    if with_served is None:
+        with_served = _plan_has_served(store) is not False
     preds = store.read_table("training", "predictions")
     names = list(dict.fromkeys(preds["learner"]))
     proba_cols = sorted((c for c in preds.columns if c.startswith("proba_")), key=lambda c: int(c.split("_")[1]))
     classes = np.array([int(c.split("_")[1]) for c in proba_cols])
-    P, proba = [], 0.0
-    for n in names:
-        g = preds[preds["learner"] == n].sort_values(ROW)
-        P.append(g["predicted"].to_numpy())
-        proba = proba + g[proba_cols].fillna(0.0).to_numpy(float)
-    return TargetPredictions(names, np.column_stack(P), np.asarray(proba) / len(names), classes)
+    tables = [preds[preds["learner"] == n].sort_values(ROW) for n in names]
+    served = _served(store) if with_served else None
+    if served is not None:
+        names.append(served[0])
+        tables.append(served[1].sort_values(ROW).reindex(columns=[ROW, "predicted", *proba_cols]))
+    P = [g["predicted"].to_numpy() for g in tables]
+    proba = sum(g[proba_cols].fillna(0.0).to_numpy(float) for g in tables)
+    return TargetPredictions(names, np.column_stack(P), np.asarray(proba) / len(names), classes,
+                             served=() if served is None else (served[0],))
 
 
-def _keys(store: StageStore, budget: int | None, seed: int) -> tuple[str, str, dict[str, Any], dict[str, str]]:
+def _keys(store: StageStore, budget: int | None, seed: int, with_served: bool = True
+          ) -> tuple[str, str, dict[str, Any], dict[str, str]]:
     inputs = ingest_inputs(store) | {"training": store.manifest("training")["files"]["predictions.parquet"]["sha256"]}
+    from tasks.champion import SERVED
+
+    if with_served and _served(store) is not None:  # the champion is a contender: its predictions are an input
+        inputs["served"] = store.manifest(SERVED)["files"]["predictions.parquet"]["sha256"]
     params = {"budget": budget, "seed": seed}
     return stage_key(STAGE, params, inputs), stage_key(STAGE, {"seed": seed}, inputs), params, inputs
 
@@ -125,11 +155,27 @@ def _holding(store: StageStore, manifests: list[Path], rows: set[int] | None) ->
     return None
 
 
+def _served_options(store: StageStore) -> tuple[bool, ...]:
+    """The plans a filled file may answer: with the served champion as a contender first, then without it (a
+    plan made before that version served; its labels still choose among the candidates)."""
+    return (True, False) if _served(store) is not None else (True,)
+
+
 def _find_plan(store: StageStore, budget: int | None, seed: int, rows: set[int] | None = None
                ) -> dict[str, Any] | None:
+    """The stored plan a filled file answers (:func:`_find_plan_as`, with then without the served champion)."""
+    for with_served in _served_options(store):
+        found = _find_plan_as(store, budget, seed, rows, with_served)
+        if found is not None:
+            return found
+    return None
+
+
+def _find_plan_as(store: StageStore, budget: int | None, seed: int, rows: set[int] | None, with_served: bool
+                  ) -> dict[str, Any] | None:
     """The stored plan a filled file answers: this budget's (a one-round plan, else a continued plan that asked
     for the file's ``rows``), or with no budget given the newest plan of the same inputs and seed."""
-    key, base, _, _ = _keys(store, budget, seed)
+    key, base, _, _ = _keys(store, budget, seed, with_served)
     if budget is None:
         return _holding(store, _same_base(store, base), None)
     found = store.find_reusable(STAGE, key)
@@ -142,9 +188,13 @@ def _find_plan(store: StageStore, budget: int | None, seed: int, rows: set[int] 
 def _find_earlier(store: StageStore, budget: int, seed: int, rows: set[int]) -> dict[str, Any] | None:
     """A stored plan of the same inputs and seed with a smaller budget that asked for the file's ``rows``: the
     file answers an earlier round, and ``budget`` asks for the next one."""
-    _, base, _, _ = _keys(store, budget, seed)
-    return _holding(store, _same_base(store, base, lambda m: (m.get("params", {}).get("budget") or 0) < budget),
-                    rows)
+    for with_served in _served_options(store):
+        _, base, _, _ = _keys(store, budget, seed, with_served)
+        found = _holding(store, _same_base(store, base, lambda m: (m.get("params", {}).get("budget") or 0) < budget),
+                         rows)
+        if found is not None:
+            return found
+    return None
 
 
 def plan_from_stage(store: StageStore) -> LabelPlan:
@@ -162,7 +212,8 @@ def _plan(man: dict[str, Any], t: pd.DataFrame) -> LabelPlan:
 
 
 _INPUT_NAMES = {"source": "the source table", "target": "the target batch",
-                "training": "the candidates' target predictions (learners, weighting, seed or CV settings)"}
+                "training": "the candidates' target predictions (learners, weighting, seed or CV settings)",
+                "served": "the served champion (another version serves now)"}
 
 
 def _file_rows(spec: str, label: str) -> set[int]:
@@ -219,7 +270,7 @@ def write_plan(store: StageStore, *, budget: int, seed: int, label: str) -> Labe
         store.adopt(STAGE, found)
         return plan_from_stage(store)
     X_s, y_s, X_t = load_xy(store)
-    tp = stage_predictions(store)
+    tp = stage_predictions(store, with_served=True)
     plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, random_state=seed, prior=None, predictions=tp)
     return _write_stage(store, plan, label, {}, params, inputs, {"base_key": base})
 
@@ -270,7 +321,9 @@ def continue_plan(store: StageStore, earlier: dict[str, Any], *, budget: int, se
     classes = store.manifest("ingest")["extra"]["classes"]
     lab, _, digest = read_filled(target_labels, earlier["extra"].get("label", label), classes, plan0.n_target)
     X_s, y_s, X_t = load_xy(store)
-    tp = stage_predictions(store)
+    served = _served(store)  # the next round keeps the earlier round's contenders
+    with_served = served is not None and served[0] in plan0.learners
+    tp = stage_predictions(store, with_served)
     prior = scv_from_estimation(store, seed, k) if k is not None else None
     plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, already_labeled=(plan0, pd.Series(lab, dtype=object)),
                        random_state=seed, prior=prior, predictions=tp)
@@ -279,7 +332,7 @@ def continue_plan(store: StageStore, earlier: dict[str, Any], *, budget: int, se
         raise LabelsInputError(f"label_budget={budget} adds no row to the {len(plan0.rows)} already planned "
                                f"({plan.details.get('note', 'nothing left to draw')}): resume with "
                                f"--label-budget {plan0.budget} and the filled file")
-    _, base, params, inputs = _keys(store, budget, seed)
+    _, base, params, inputs = _keys(store, budget, seed, with_served)
     params = params | {"continues": earlier["key"], "labels_sha256": digest}
     extra = {"base_key": base, "continued_from": earlier.get("run_id"), "n_prefilled": len(lab)}
     filled = {r: classes[c] for r, c in lab.items()}

@@ -150,6 +150,8 @@ DEFAULT_DECISION = "posterior"
 #: and on the ninth rule's 0.52–0.93 at 10–50, with the domain pairs at 0.77 at 50 and 0.85 at 100
 #: (reports/label_budget_fresh9.md, fewlabel_now)
 OVERCONFIDENT_BELOW = 100
+#: prior variance of a contender the source estimate cannot score: p(1 − p) ≤ 1/4 for any accuracy p
+UNINFORMED_VAR = 0.25
 _NORMAL = NormalDist()
 
 
@@ -159,12 +161,17 @@ _NORMAL = NormalDist()
 @dataclass(frozen=True, eq=False)
 class TargetPredictions:
     """Each candidate's class on every target row, the candidates' mean class probabilities and the
-    disagreement rows D (where not every candidate predicts the same class)."""
+    disagreement rows D (where not every candidate predicts the same class).
+
+    ``served`` names contenders that are compared but never chosen: models already serving (the champion),
+    fitted on another source, so the source estimate (the prior) cannot score them. Labels are drawn where
+    they disagree too, and ``fewlabel_select`` reports their posterior beside the candidates'."""
 
     names: list[str]
     predictions: np.ndarray  # (N, ℓ) predicted classes
     proba: np.ndarray  # (N, K) mean predicted probability over candidates, columns = classes
     classes: np.ndarray
+    served: tuple[str, ...] = ()
 
     @property
     def n_target(self) -> int:
@@ -350,9 +357,11 @@ def _check_plan(plan: LabelPlan, tp: TargetPredictions) -> None:
 
 
 def _prior(prior: Any, learners: Any, X_source: Any, y_source: Any, X_target: Any,
-           random_state: int | None, names: list[str]) -> tuple[np.ndarray, np.ndarray, str] | None:
+           random_state: int | None, names: list[str], uninformed: tuple[str, ...] = ()
+           ) -> tuple[np.ndarray, np.ndarray, str] | None:
     """Source estimate θ_P and its covariance (fold scores, paired) for ``prior`` = 'cv' | 'iwcv' | None |
-    a SelectorScores with ``details['fold_scores']``."""
+    a SelectorScores with ``details['fold_scores']``; the contenders named in ``uninformed`` get no source
+    estimate (variance :data:`UNINFORMED_VAR`)."""
     if prior is None or (isinstance(prior, str) and prior == "none"):
         return None
     if isinstance(prior, str):
@@ -368,14 +377,23 @@ def _prior(prior: Any, learners: Any, X_source: Any, y_source: Any, X_target: An
     else:
         raise TypeError(f"prior must be 'cv', 'iwcv', None or a SelectorScores (got {type(prior).__name__})")
     folds = res.details.get("fold_scores")
-    if folds is None or any(n not in folds for n in names):
+    known = [n for n in names if folds is not None and n in folds and n not in uninformed]
+    if folds is None or len(known) + len([n for n in names if n in uninformed]) < len(names) or not known:
         raise ValueError(f"the prior {res.selector!r} has no fold scores for every candidate: use a k-fold "
                          "selector (source_cv, weighted_cv) over the same learners")
-    F = np.column_stack([np.asarray(folds[n], float) for n in names])  # (k, ℓ)
-    theta = F.mean(axis=0)
-    if not np.all(np.isfinite(theta)):
+    F = np.column_stack([np.asarray(folds[n], float) for n in known])  # (k, ℓ known)
+    theta_k = F.mean(axis=0)
+    if not np.all(np.isfinite(theta_k)):
         raise ValueError(f"the prior {res.selector!r} could not score every candidate: {res.errors}")
-    cov = np.cov(F, rowvar=False, ddof=1).reshape(len(names), len(names)) / F.shape[0]
+    cov_k = np.cov(F, rowvar=False, ddof=1).reshape(len(known), len(known)) / F.shape[0]
+    # a contender the prior cannot score (``uninformed``: e.g. the served champion, fitted on another source)
+    # enters at the known contenders' mean with the largest variance an accuracy can have, uncorrelated: the
+    # prior says nothing about it and the labels decide its contrasts
+    idx = [names.index(n) for n in known]
+    theta = np.full(len(names), float(theta_k.mean()))
+    theta[idx] = theta_k
+    cov = np.diag(np.full(len(names), UNINFORMED_VAR))
+    cov[np.ix_(idx, idx)] = cov_k
     return theta, cov, res.selector
 
 
@@ -641,9 +659,8 @@ def _p_best(est: _Estimate, rng: np.random.Generator, draws: int = 2000,
     return (np.bincount(best, minlength=ell) / draws)[same]
 
 
-def _same_predictions(tp: TargetPredictions) -> np.ndarray:
-    """For each candidate, the first candidate with the same predicted class on every batch row."""
-    P = tp.predictions
+def _same_predictions(P: np.ndarray) -> np.ndarray:
+    """For each candidate (column of ``P``, predicted classes), the first with the same class on every batch row."""
     return np.array([next(i for i in range(j + 1) if np.array_equal(P[:, i], P[:, j])) for j in range(P.shape[1])])
 
 
@@ -776,7 +793,8 @@ def plan_labels(
     # pair weights: how much each comparison is still in doubt (all 1 before any label)
     pairs = list(combinations(range(ell), 2))
     if labels:
-        pri = _prior(prior, learners, X_s, y_s, X_t, random_state, tp.names) if prior is not None else None
+        pri = (_prior(prior, learners, X_s, y_s, X_t, random_state, tp.names, tp.served)
+               if prior is not None else None)
         est = fewlabel_estimate(tp, old_plan, labels, pri, estimator, variance)
         pb = _p_better(est, tp.names).to_numpy()
         best = _p_best(est, rng)
@@ -849,17 +867,24 @@ def fewlabel_select(
     _check_two(tp)
     _check_plan(plan, tp)
     labels = _labels_map(plan, y_labeled, len(X_t), tp.classes)
-    pri = _prior(prior, learners, X_s, y_s, X_t, random_state, tp.names)
-    est = fewlabel_estimate(tp, plan, labels, pri, estimator, variance)
-    names = tp.names
+    pri = _prior(prior, learners, X_s, y_s, X_t, random_state, tp.names, tp.served)
+    full = fewlabel_estimate(tp, plan, labels, pri, estimator, variance)
+    p_better = _p_better(full, tp.names)  # every pair, the served contenders' too
+    keep = np.array([n not in tp.served for n in tp.names])  # the choice is among the candidates only
+    names = [n for n, k in zip(tp.names, keep, strict=True) if k]
+    est = _Estimate(full.theta[keep], full.cov[np.ix_(keep, keep)], full.details)
     zq = _NORMAL.inv_cdf((1 + confidence) / 2)
     sd = np.sqrt(np.clip(np.diag(est.cov), 0, None))
     scores = pd.Series(est.theta, index=names, dtype=float)
     intervals = pd.DataFrame({"low": np.clip(est.theta - zq * sd, 0, 1), "high": np.clip(est.theta + zq * sd, 0, 1)},
                              index=names)
     rng = np.random.default_rng(seed_sequence(random_state))
+    same = _same_predictions(tp.predictions[:, keep])
+    served = {n: {"accuracy": float(full.theta[i]), "se": float(math.sqrt(max(full.cov[i, i], 0.0)))}
+              for i, n in enumerate(tp.names) if n in tp.served}
     details = {
-        **est.details, "p_better": _p_better(est, names), "p_best": pd.Series(_p_best(est, rng, same=_same_predictions(tp)), index=names),
+        **est.details, "p_better": p_better, "p_best": pd.Series(_p_best(est, rng, same=same), index=names),
+        "served": served,
         "cov": est.cov, "n_labels": len(labels), "n_disagreement": int(len(tp.disagreement)),
         "params": {"prior": prior if isinstance(prior, str | None) else getattr(prior, "selector", "given"),
                    "confidence": confidence, "random_state": random_state, "pair_floor": PAIR_FLOOR,

@@ -309,3 +309,47 @@ def test_domain_auc_tells_separated_rows_and_not_exchangeable_ones():
     assert domain_auc(a, b + 4.0, random_state=0) > 0.99  # four standard deviations apart
     with pytest.raises(ValueError, match="feature columns"):
         domain_auc(a, b[:, :2])
+
+
+def test_p_better_with_labels_pools_the_label_free_difference_with_the_labels():
+    # hand-checked pooling: prior difference d0 ± s0 from the same paired draws, labels −0.10 ± 0.02;
+    # τ² = max(0, (d0 + 0.10)² − s0² − 0.02²), weights 1/(s0² + τ²) and 1/0.02², P = Φ(d/se)
+    from statistics import NormalDist
+
+    from shiftlib.decisions import p_better_with_labels
+
+    champ, new = _pair()
+    est_c, est_n, dc, dn = paired_draws(champ, new, "auto", shared_source=True, n_boot=30, random_state=1)
+    d0, s0 = est_n - est_c, float(np.std(dn - dc, ddof=1))
+    tau2 = max(0.0, (d0 + 0.10) ** 2 - s0 ** 2 - 0.02 ** 2)
+    w0, wl = 1 / (s0 ** 2 + tau2), 1 / 0.02 ** 2
+    d = (w0 * d0 + wl * -0.10) / (w0 + wl)
+    se = math.sqrt(1 / (w0 + wl))
+    p, got_d, got_se, w = p_better_with_labels(champ, new, -0.10, 0.02, shared_source=True, n_boot=30,
+                                               random_state=1)
+    assert d0 > 0.1 and tau2 > 0  # the label-free gate is sure new is better; the labels contradict it
+    assert (got_d, got_se, w) == pytest.approx((d, se, w0 / (w0 + wl)))
+    assert p == pytest.approx(NormalDist().cdf(d / se)) and p < 0.01
+
+
+def test_gate_with_labels_decides_by_them_and_exact_labels_settle_it():
+    champ, new = _pair()
+    sure = gate(new, _meh(), shared_source=True, n_boot=30, random_state=1)
+    assert sure.decision == "promoted"
+    # labels that say the champion is better by 0.05 with no sampling error (every row that matters labeled)
+    d = gate(new, _meh(), shared_source=True, n_boot=30, random_state=1, labels=(-0.05, 0.0, 40))
+    assert d.decision == "kept" and d.p_better == 0.0 and "with 40 target labels" in d.reason
+    assert d.details["difference"] == -0.05 and d.details["prior_weight"] == 0.0
+    # labels as unsure as they can be leave the label-free evidence in charge
+    d = gate(new, _meh(), shared_source=True, n_boot=30, random_state=1, labels=(0.0, 10.0, 3))
+    assert d.decision == "promoted" and d.details["prior_weight"] > 0.99
+    # labels that cannot tell the two apart (0 ± 0.05) and contradict the sure label-free difference: the prior
+    # loses its weight to τ² and P sits near 1/2 — undecided, and the reason says more labels help
+    tie = gate(new, _meh(), shared_source=True, n_boot=30, random_state=1, labels=(0.0, 0.05, 10))
+    assert tie.decision == "undecided" and 0.4 < tie.p_better < 0.7 and tie.details["prior_weight"] < 0.1
+    assert "larger label budget" in tie.reason
+    # the labels path skips the reach test: the labels observe the batch
+    far = gate(new, _meh(), shared_source=True, n_boot=30, random_state=1, new_auc=0.99, labels=(0.2, 0.01, 50))
+    assert far.decision == "promoted"
+    # the guards still come first
+    assert gate(champ, new, labels=(0.5, 0.01, 50)).decision == "refused"

@@ -687,3 +687,44 @@ def test_a_plan_that_draws_nothing_has_no_new_rows(data):
     assert len(again.new_rows) == 0 and "labeled already" in again.details["note"]
     agree = plan_labels({"a": "NB", "b": "NB"}, Xs, ys, Xt, budget=5, random_state=0)
     assert len(agree.new_rows) == 0 and "same class on every batch row" in agree.details["note"]
+
+
+# ----------------------------------------------------------------------------------------------------
+# a served contender (the champion): compared, labels drawn where it disagrees, never chosen
+# ----------------------------------------------------------------------------------------------------
+def test_a_served_contender_is_planned_and_compared_but_never_chosen(data: tuple) -> None:
+    Xs, ys, Xt, yt = data
+    cands = target_predictions(LEARNERS, Xs, ys, Xt, random_state=0)
+    # the "champion": right wherever the truth is class 1, wrong elsewhere — better than no candidate in order
+    champ = np.where(yt == 1, 1, 1 - cands.predictions[:, 0])
+    P = np.column_stack([cands.predictions, champ])
+    tp = TargetPredictions([*LEARNERS, "champion v1"], P, cands.proba, cands.classes, served=("champion v1",))
+    plan = plan_labels(LEARNERS, Xs, ys, Xt, budget=len(Xt), random_state=0, predictions=tp)
+    assert set(np.flatnonzero(champ != cands.predictions[:, 0])) <= set(plan.rows)  # its disagreements too
+    cv = source_cv(LEARNERS, Xs, ys, k=10, random_state=0)  # the prior cannot score the champion
+    res = fewlabel_select(LEARNERS, Xs, ys, Xt, plan=plan, y_labeled=yt[plan.rows], prior=cv, random_state=0,
+                          predictions=tp)
+    assert list(res.scores.index) == LEARNERS and list(res.details["p_best"].index) == LEARNERS
+    assert res.details["p_best"].sum() == pytest.approx(1.0)
+    true = (P == yt[:, None]).mean(axis=0)
+    # every disagreement row labeled with certainty: the champion's contrasts are exact, whatever the prior says
+    served = res.details["served"]["champion v1"]
+    assert served["accuracy"] - res.scores["NB"] == pytest.approx(true[3] - true[0], abs=1e-9)
+    pb = res.details["p_better"]
+    for j, n in enumerate(LEARNERS):
+        assert pb.loc["champion v1", n] == (1.0 if true[3] > true[j] else 0.0 if true[3] < true[j] else 0.5)
+    # a contender the prior lacks that is not named as served is still refused
+    plain = TargetPredictions([*LEARNERS, "x"], P, cands.proba, cands.classes)
+    plan2 = plan_labels(LEARNERS, Xs, ys, Xt, budget=len(Xt), random_state=0, predictions=plain)
+    with pytest.raises(ValueError, match="no fold scores for every candidate"):
+        fewlabel_select(LEARNERS, Xs, ys, Xt, plan=plan2, y_labeled=yt[plan2.rows], prior=cv, predictions=plain)
+
+
+def test_a_served_contender_without_labels_keeps_the_uninformed_prior_variance(data: tuple) -> None:
+    from shiftlib.selection.fewlabel import UNINFORMED_VAR, _prior
+
+    Xs, ys, Xt, _ = data
+    cv = source_cv(LEARNERS, Xs, ys, k=10, random_state=0)
+    theta, cov, _ = _prior(cv, LEARNERS, Xs, ys, Xt, 0, [*LEARNERS, "s"], ("s",))
+    assert theta[3] == pytest.approx(cv.scores[LEARNERS].mean()) and cov[3, 3] == UNINFORMED_VAR == 0.25
+    assert np.all(cov[3, :3] == 0) and np.allclose(theta[:3], cv.scores[LEARNERS])

