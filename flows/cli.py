@@ -315,7 +315,11 @@ def one_line(exc: BaseException) -> str:
 
         return config_error_sentence(exc)
     # lines joined, spaces inside a line kept: a message may quote a value whose spaces are the point ('yes  ')
-    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
+    from shiftlib.errors import MAX_MESSAGE, bounded
+
+    # an input error is bounded already (ShiftflowInputError); others (a service's error) are bounded here
+    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
+    return bounded(text, MAX_MESSAGE + 100)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,7 +7,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from shiftlib.budget import SELECTION_ROWS
+from shiftlib.budget import MAX_CLASSES, SELECTION_ROWS
 from shiftlib.decisions import PROMOTE_CONFIDENCE
 
 LearnerName = Literal["DT", "NB", "LR", "SVM", "kNN", "RF", "HGB", "CSLR", "CSLR-rbf"]
@@ -70,6 +70,14 @@ class RetrainConfig(_Strict):
         "known by their order)",
     )
     max_levels: int = Field(20, ge=2, description="most levels a text column may have before it is refused")
+    max_memory: float | None = Field(
+        None, gt=0, description="GiB the run may take; tables whose run is estimated above it are refused before "
+        "they are read (default: half the RAM available when the run starts)")
+    max_run_seconds: float | None = Field(
+        None, gt=0, description="stop the run after this many seconds (a running task finishes, none starts "
+        "after; the reason goes on the parent MLflow run); finished stages are kept for a rerun (default: no limit)")
+    max_classes: int = Field(MAX_CLASSES, ge=2, description="most classes the label may have before the run is "
+                             "refused (estimation does K × K work per candidate)")
     simulate_bias: BiasSpec | Literal["auto"] | None = Field(
         "auto",
         description="apply a known selection bias to the source rows (ground truth for evaluation); "

@@ -145,15 +145,19 @@ def _check_filled(config: RetrainConfig, classes: list[Any], n_target: int) -> N
 
 def _preflight(config: RetrainConfig) -> Checked:
     from shiftlib.ingest import check_labels
-    from shiftlib.requirements import check_sizes
+    from shiftlib.requirements import check_classes, check_sizes
     from tasks.inputs import prepare_inputs, read_inputs
 
     bias = config.applied_bias()
     if bias is not None:
         _check_mechanism(bias)
     bias_dict = bias.model_dump() if bias is not None else None
-    raw_source, raw_target, read_notes = read_inputs(config.source, config.target, config.label, bias_dict)
+    raw_source, raw_target, read_notes = read_inputs(config.source, config.target, config.label, bias_dict,
+                                                     max_memory=config.max_memory)
     notes = list(read_notes)
+    if config.label in raw_source.columns:  # before any encoding: a 50-class noise label is refused at once
+        check_classes(raw_source[config.label].value_counts(dropna=True).to_dict(), config.label,
+                      max_classes=config.max_classes)
     positive = config.positive_label
     if config.label in raw_source.columns and not raw_source[config.label].isna().any():
         positive = _positive_label(positive, check_labels(raw_source, config.label))
@@ -178,6 +182,7 @@ def _preflight(config: RetrainConfig) -> Checked:
     if config.target_labels is not None:
         _check_filled(config, list(prepared.classes), prepared.n_target)
     counts = Counter(prepared.classes[i] for i in prepared.source_y.tolist())
+    notes += check_classes(counts, config.label, max_classes=config.max_classes)
     plan = check_sizes(counts, prepared.n_target, config.learners, cv_folds=config.cv_folds,
                        selection_folds=config.selection_folds, selectors=config.selectors)
     notes += list(plan.dropped.values())

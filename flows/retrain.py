@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -230,7 +232,8 @@ def _summary(run: _Run, prep: dict[str, Any], dec: dict[str, Any]) -> dict[str, 
     }
     client = _client(uri)
     with_retries(client.set_tag, ctx.parent_run_id, "shiftflow.reused_stages", ",".join(reused) or "none")
-    log_metrics(client, ctx.parent_run_id, {f"timing.{k}_s": v for k, v in run.timings.items()})
+    log_metrics(client, ctx.parent_run_id, {f"timing.{k}_s": v for k, v in run.timings.items()}
+                | {"memory.peak_rss_gib": max(run.peaks.values(), default=float("nan"))}, skip_missing=True)
     create_markdown_artifact(key="retrain-summary", markdown=summary_markdown(summary, chosen["scores"]),
                              description="shiftflow retrain summary")
     return summary
@@ -267,6 +270,34 @@ def _labels(run: _Run) -> dict[str, Any] | None:
     return labeled
 
 
+class RunTimeLimit(TimeoutError):
+    """``max_run_seconds`` reached: the run stopped (the CLI prints the sentence; the parent MLflow run is FAILED
+    with it as tag ``shiftflow.error``)."""
+
+
+@contextmanager
+def time_limit(seconds: float | None, store: StageStore, timings: dict[str, float]) -> Iterator[None]:
+    """Stop the block after ``seconds`` (Prefect's own timeout scope, as a flow's ``timeout_seconds`` uses; a
+    task already running finishes, none starts after) with :class:`RunTimeLimit` naming the stages that
+    finished (timed in ``timings`` and written to ``store``'s run folder)."""
+    if seconds is None:
+        yield
+        return
+    from prefect.utilities.timeout import timeout
+
+    class _Reached(TimeoutError):
+        pass
+
+    try:
+        with timeout(seconds, _Reached):
+            yield
+    except _Reached:
+        done = ", ".join(st for st in timings if (store.stage_dir(st) / MANIFEST).exists()) or "none"
+        raise RunTimeLimit(f"the run reached max_run_seconds={seconds:g} and stopped (stages finished: {done}); "
+                           "finished stages are kept, so a rerun of the same configuration resumes from them; or "
+                           "raise max_run_seconds") from None
+
+
 def tracking_store(config: RetrainConfig) -> tuple[str, str]:
     """The run's MLflow tracking URI and experiment id; a local store and the experiment are created on first
     use (``ensure_experiment``, under the store's lock). The CLI calls it early too, while Prefect's API boots."""
@@ -299,11 +330,12 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
         run = _Run(config, store, RunContext(uri, experiment, parent, flow_run_id, config.seed), conc.max_workers, log)
         log.info("concurrency: %d tasks at once, %d BLAS/OpenMP thread(s) each, %d cores",
                  conc.max_workers, conc.threads_per_task, conc.cores)
-        prep = _prepare(run)
-        labeled = _labels(run)
-        if labeled is not None and labeled["status"] == "awaiting_labels":  # CLI: a rerun with target_labels resumes
-            return _awaiting(run, prep, labeled)
-        summary = _summary(run, prep, _decide(run, prep, labeled))
+        with time_limit(config.max_run_seconds, store, run.timings):
+            prep = _prepare(run)
+            labeled = _labels(run)
+            if labeled is not None and labeled["status"] == "awaiting_labels":  # CLI: a rerun with labels resumes
+                return _awaiting(run, prep, labeled)
+            summary = _summary(run, prep, _decide(run, prep, labeled))
     log.info("retrain finished: run folder %s, MLflow parent run %s", store.run_dir, parent)
     return summary
 

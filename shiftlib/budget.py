@@ -29,6 +29,12 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "RUN_MEMORY_BASE_GIB",
+    "RUN_MEMORY_FACTOR",
+    "available_memory_gib",
+    "check_memory",
+    "MAX_CLASSES",
+    "RARE_CLASS_ROWS",
     "DRIFT_ROWS",
     "FANOUT_MIN_ROWS",
     "KMM_MAX_ROWS",
@@ -133,3 +139,60 @@ def concurrency(max_workers: int | None = None, cores: int | None = None) -> Con
     if workers < 1:
         raise ValueError(f"max_workers={max_workers} must be at least 1")
     return Concurrency(cores=cores, max_workers=workers, threads_per_task=max(1, cores // workers))
+
+
+#: default most classes a label may have. The label-shift estimators (BBSE, EM) invert a K × K out-of-fold
+#: confusion matrix and every estimator keeps K class probabilities per row: with K = 20 a source of a few
+#: thousand rows leaves about ten rows per cell; past that each cell rests on a handful of rows and every
+#: candidate × estimator pays K-fold work (a 50-class noise label was still estimating after 11 minutes,
+#: issue 31). The same bound as ``max_levels`` for a text feature.
+MAX_CLASSES = 20
+#: a class with fewer source rows than this is named in a warning (RARE_CLASS_ROWS − 1 rows at most)
+RARE_CLASS_ROWS = 5
+
+#: a run's peak memory ≈ RUN_MEMORY_BASE_GIB + RUN_MEMORY_FACTOR × the tables' in-memory size (source and
+#: target as pandas holds them): from reports/scale.md, where 900,000 more source rows of 191 bytes each
+#: (0.16 GiB) raised the flow's peak RSS by 2.8 GiB (about 18×), and a 100,000-row run peaked at 1.5 GiB
+RUN_MEMORY_FACTOR = 18
+RUN_MEMORY_BASE_GIB = 1.0
+
+
+def available_memory_gib() -> float:
+    """RAM this process may still use, in GiB: the kernel's available memory, capped by a cgroup (v2) limit."""
+    import os
+
+    avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    try:
+        with open("/proc/meminfo") as f:  # MemAvailable counts reclaimable cache, as `free` does
+            avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current") as f:
+            used = int(f.read().strip())
+        if limit != "max":
+            avail = min(avail, int(limit) - used)
+    except (OSError, ValueError):
+        pass
+    return max(avail, 0) / 2**30
+
+
+def check_memory(table_bytes: float, max_memory_gib: float | None = None) -> float:
+    """The run's estimated peak memory in GiB for tables of ``table_bytes`` in memory; raises
+    ``ShiftflowInputError`` (naming the ways through) when it exceeds ``max_memory_gib`` (default: half of
+    :func:`available_memory_gib`, so the machine stays usable)."""
+    from shiftlib.errors import ShiftflowInputError
+
+    limit = available_memory_gib() / 2 if max_memory_gib is None else float(max_memory_gib)
+    need = RUN_MEMORY_BASE_GIB + RUN_MEMORY_FACTOR * table_bytes / 2**30
+    if need > limit:
+        raise ShiftflowInputError(
+            f"the tables would take about {table_bytes / 2**30:.2f} GiB in memory and the run about {need:.1f} GiB, "
+            f"more than max_memory={limit:.1f} GiB" + (" (half the RAM available now)" if max_memory_gib is None
+                                                       else "")
+            + ": subsample the source (or drop columns), run on a machine or Dask cluster with more memory "
+            "(--task-runner dask --dask-address), or raise max_memory (--max-memory GIB); selection_rows bounds "
+            "the selection and estimation work, not the tables read")
+    return need

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from shiftlib.errors import ShiftflowInputError
+from shiftlib.errors import ShiftflowInputError, quote, quote_list
 
 __all__ = ["CheckedTables", "EncodingPlan", "IngestError", "PreparedData", "canonical_column", "check_label_column",
            "check_labels", "check_tables", "coerce_column", "plan_encoding", "spelling_hint"]
@@ -151,7 +151,7 @@ def _check_duplicates(df: pd.DataFrame, which: str) -> None:
     dup = df.columns[df.columns.duplicated()].unique().tolist()
     if dup:
         raise IngestError(
-            f"the {which} table has duplicate column names {dup}; rename them so each column is unique"
+            f"the {which} table has duplicate column names {quote_list(dup)}; rename them so each column is unique"
         )
 
 
@@ -160,9 +160,9 @@ def _check_same_columns(s_cols: list[Any], t_cols: list[Any]) -> None:
     if missing or extra:
         raise IngestError(
             "feature columns differ between source and target: "
-            + (f"missing from the target {missing}" if missing else "")
+            + (f"missing from the target {quote_list(missing)}" if missing else "")
             + ("; " if missing and extra else "")
-            + (f"only in the target {extra}" if extra else "")
+            + (f"only in the target {quote_list(extra)}" if extra else "")
             + "; give both tables the same feature columns, or name the extra ones in drop_columns (--drop-columns)"
         )
 
@@ -406,7 +406,7 @@ def check_label_column(source: pd.DataFrame, label: str) -> None:
     """Raise ``IngestError`` naming the columns when ``label`` is not a column of the source table."""
     if label not in source.columns:
         raise IngestError(
-            f"label column {label!r} is not in the source table (columns: {list(source.columns)}); "
+            f"label column {quote(label)} is not in the source table (columns: {quote_list(source.columns)}); "
             "pass the name of the column that holds the labels"
         )
 

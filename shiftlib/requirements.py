@@ -32,9 +32,11 @@ from typing import Any
 import numpy as np
 
 from shiftlib._validation import counted
+from shiftlib.budget import MAX_CLASSES, RARE_CLASS_ROWS
 from shiftlib.ingest import IngestError
 
-__all__ = ["DRIFT_MIN_ROWS", "DRIFT_SPLITS", "INNER_FOLDS", "SizePlan", "check_sizes", "inner_folds"]
+__all__ = ["DRIFT_MIN_ROWS", "DRIFT_SPLITS", "INNER_FOLDS", "MAX_CLASSES", "RARE_CLASS_ROWS", "SizePlan",
+           "check_classes", "check_sizes", "inner_folds"]
 
 FOLD_SELECTORS = ("scv", "wcv", "trcv")
 DRIFT_MIN_ROWS = 10  # shiftlib.drift.detect_drift(min_rows=10): rows per side
@@ -48,6 +50,25 @@ class SizePlan:
 
     learners: list[str]
     dropped: dict[str, str] = field(default_factory=dict)
+
+
+
+
+def check_classes(counts: Mapping[Any, int], label: str, *, max_classes: int = MAX_CLASSES) -> list[str]:
+    """Refuse a label with more than ``max_classes`` classes (``IngestError`` with the count and the fix);
+    return a warning naming the classes with fewer than :data:`RARE_CLASS_ROWS` source rows and what they cost."""
+    if len(counts) > max_classes:
+        raise IngestError(
+            f"label {label!r} has {len(counts)} classes in the source, more than max_classes={max_classes}: merge "
+            "rare classes (or map the label to fewer groups), or raise max_classes (--max-classes) knowing that "
+            "estimation does K × K work per candidate")
+    rare = sorted(((c, n) for c, n in counts.items() if n < RARE_CLASS_ROWS), key=lambda cn: (cn[1], str(cn[0])))
+    if not rare:
+        return []
+    shown = ", ".join(f"{c!s} ({n})" for c, n in rare[:8]) + (f", … ({len(rare)} in all)" if len(rare) > 8 else "")
+    return [f"classes with fewer than {RARE_CLASS_ROWS} source rows: {shown}; cross-validation folds hold "
+            "so few rows of each that their accuracy, and the label-shift estimates, rest on those rows, and a "
+            "learner that needs more rows per class is dropped"]
 
 
 def inner_folds(estimator: Any) -> int:

@@ -22,7 +22,7 @@ from shiftlib.ingest import (
     check_tables,
     spelling_hint,
 )
-from tasks.sources import SourceSpecError, read_file, read_table, split_options
+from tasks.sources import SourceSpecError, estimated_bytes, read_file, read_table, split_options
 
 ROW, LABEL = "_row", "_label"
 
@@ -50,8 +50,16 @@ EXAMPLE_ROWS = 5  # raw target rows kept as the served model's input example
 
 
 def read_inputs(source_spec: str, target_spec: str | None, label: str,
-                simulate_bias: dict[str, Any] | None) -> tuple[pd.DataFrame, pd.DataFrame | None, tuple[str, ...]]:
-    """Read the source and (when named) target tables; refuse a run with neither a target nor a bias."""
+                simulate_bias: dict[str, Any] | None, *, max_memory: float | None = None
+                ) -> tuple[pd.DataFrame, pd.DataFrame | None, tuple[str, ...]]:
+    """Read the source and (when named) target tables; refuse a run with neither a target nor a bias, and,
+    before reading, tables whose run would take more than ``max_memory`` GiB (``shiftlib.budget.check_memory``;
+    default: half the RAM available)."""
+    from shiftlib.budget import check_memory
+
+    sizes = [estimated_bytes(source_spec), estimated_bytes(target_spec) if target_spec != source_spec else 0.0]
+    if any(b is not None for b in sizes):
+        check_memory(sum(b for b in sizes if b is not None), max_memory)
     src = read_table(source_spec, label=label)
     tgt = read_table(target_spec, label=label) if target_spec else None
     if tgt is None and simulate_bias is None:

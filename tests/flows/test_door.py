@@ -121,6 +121,30 @@ def _case(kind: str, d: Path) -> tuple[list[str], list[str]]:
         (d / "filled.csv").write_text("_row,target\n0,1\n1,0\n")
         return [*args, "--target-labels", f"file:{d / 'filled.csv'}"], ["no label plan is stored under the run root",
                                                                            "--label-budget first"]
+    if kind == "10 MB of NUL bytes":  # issue 31: its one line was 41.9 MB long (every NUL of the column name)
+        with open(d / "zeros.csv", "wb") as f:
+            f.truncate(10 * 2**20)
+        return ["--source", f"file:{d / 'zeros.csv'}", "--target", t, "--label", "target"], \
+            ["zeros.csv' holds binary content (NUL bytes", "give a CSV, Parquet"]
+    if kind == "UTF-16 csv":  # NULs of UTF-16 text: the fix is the encoding, and with it the file reads
+        (d / "u16.csv").write_bytes(src.to_csv(index=False).encode("utf-16"))
+        return ["--source", f"file:{d / 'u16.csv'}", "--target", t, "--label", "target"], \
+            ["looks UTF-16 encoded", "?encoding=utf-16"]
+    if kind == "1 MB column name":  # quoted in at most 300 characters, the rest counted
+        (d / "head.csv").write_text("target," + "a" * 2**20 + "\n" + "0,1\n1,2\n" * 20)
+        return ["--source", f"file:{d / 'head.csv'}", "--target", t, "--label", "target"], \
+            ["missing from the target ['aaaa", "… [1,048,501 more characters]']", "--drop-columns"]
+    if kind == "10,000 columns":
+        wide = pd.DataFrame(np.ones((N, 10_000)), columns=[f"c{i}" for i in range(10_000)]).assign(target=src["target"])
+        return ["--source", _write(wide, d / "wide.csv"), "--target", t, "--label", "target"], \
+            ["missing from the target ['c0', 'c1'", "(10,000 in all)", "only in the target"]
+    if kind == "50 classes":  # issue 31: a 50-class noise label was still estimating after 11 minutes
+        many = _frame(200).assign(target=[f"k{i % 50}" for i in range(200)])
+        return ["--source", _write(many, d / "k50.csv"), "--target", t, "--label", "target"], \
+            ["label 'target' has 50 classes", "max_classes=20", "--max-classes"]
+    if kind == "over max_memory":
+        return [*args, "--max-memory", "0.5"], ["the run about 1.0 GiB, more than max_memory=0.5 GiB",
+                                                "subsample the source", "--max-memory"]
     raise AssertionError(kind)
 
 
@@ -129,7 +153,9 @@ CATALOGUE = ["missing file", "empty file", "truncated parquet", "latin-1 csv", "
              "misspelt config key", "2-row table", "12-row table, SVM", "label missing", "one class", "NaN labels",
              "too many levels", "all-NaN column", "inf", "columns differ", "unknown learner", "bad bias JSON",
              "unknown bias mechanism", "label budget beyond the batch",
-             "labels file missing", "labels file unreadable", "labels file, unknown class", "labels but no plan"]
+             "labels file missing", "labels file unreadable", "labels file, unknown class", "labels but no plan",
+             "10 MB of NUL bytes", "UTF-16 csv", "1 MB column name", "10,000 columns", "50 classes",
+             "over max_memory"]
 
 
 @pytest.mark.parametrize("kind", CATALOGUE)
@@ -146,6 +172,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(kind, tmp_path, monkeyp
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("shiftflow: error: "), err
+    assert len(lines[0]) <= 1100, lines[0][:200]  # bounded: at most 300 characters of any one value
     for w in words:
         assert w in lines[0], (w, lines[0])
     # the documented rule: a refusal before the run leaves nothing — no home, run folder or MLflow store
@@ -260,6 +287,39 @@ def test_a_failure_mid_run_leaves_finished_stages_and_a_failed_parent_run(prefec
     assert parent.info.status == "FAILED"
     assert parent.data.tags["shiftflow.error"] == "drift exploded on purpose"
     assert parent.data.tags["shiftflow.simulate_bias"] == "none"
+
+
+def test_max_run_seconds_stops_the_run_with_the_reason_on_the_parent_run(prefect_harness, tmp_path, monkeypatch):
+    """Issue 31: a run past ``max_run_seconds`` stops (no stage starts after it), the finished stages stay, and the
+    MLflow parent run is FAILED with the reason; a drift stage made to take 60 s stands for a long stage."""
+    import time
+
+    from mlflow.tracking import MlflowClient
+
+    import tasks.drift
+    from flows.retrain import RunTimeLimit, retrain
+
+    def slow(*args, **kwargs):
+        for _ in range(600):
+            time.sleep(0.1)
+        raise AssertionError("the time limit did not stop the stage")
+
+    monkeypatch.setattr(tasks.drift, "detect_drift", slow)
+    src, tgt = _frame(), _frame(seed=1).drop(columns=["target"])
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cfg = RetrainConfig(source=_write(src, tmp_path / "s.csv"), target=_write(tgt, tmp_path / "t.parquet"),
+                        label="target", learners=["NB"], selectors=["scv"], selector="scv", selection_folds=5,
+                        cv_folds=3, run_root=str(tmp_path / "runs"), tracking_uri=uri, experiment="door",
+                        max_run_seconds=3)
+    t0 = time.monotonic()
+    with pytest.raises(RunTimeLimit, match=r"max_run_seconds=3 and stopped \(stages finished: ingest\)"):
+        retrain(cfg)
+    assert time.monotonic() - t0 < 50  # stopped inside the 60 s stage, not after it
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    assert sorted(p.name for p in run_dir.iterdir()) == ["ingest", "ingest_preprocessor"]
+    client = MlflowClient(uri)
+    (parent,) = client.search_runs([client.get_experiment_by_name("door").experiment_id])
+    assert parent.info.status == "FAILED" and "max_run_seconds=3" in parent.data.tags["shiftflow.error"]
 
 
 def test_prefect_form_takes_the_deployment_parameters_and_refuses_unknown_keys():

@@ -61,6 +61,8 @@ def test_one_parent_and_one_nested_run_per_learner(two_runs):
     est = pd.read_parquet(Path(first["run_dir"]) / "estimation" / "estimates.parquet").set_index("candidate")
     served = est.loc[first["selection"]["chosen"]]
     assert parent.data.metrics["estimate.accuracy"] == pytest.approx(served["estimate"], abs=1e-12)
+    # the run's peak memory (issue 31): the largest of the per-stage peaks the summary reports
+    assert parent.data.metrics["memory.peak_rss_gib"] == max(first["peak_rss_gib"].values()) > 0
     assert first["estimate"]["ci_high"] == pytest.approx(served["ci_high"], abs=1e-12)
     assert first["alert"] is None and "shiftflow.alert" not in parent.data.tags
 

@@ -128,3 +128,32 @@ def test_fan_out_only_above_its_row_count():
     from shiftlib.budget import FANOUT_MIN_ROWS, fan_out
 
     assert not fan_out(150) and not fan_out(FANOUT_MIN_ROWS) and fan_out(FANOUT_MIN_ROWS + 1)
+
+
+def test_check_classes_refuses_more_than_max_classes_and_names_rare_ones():
+    import shiftlib.budget as budget
+    from shiftlib.ingest import IngestError
+    from shiftlib.requirements import check_classes
+
+    assert budget.MAX_CLASSES == 20 and budget.RARE_CLASS_ROWS == 5  # the shipped defaults
+    with pytest.raises(IngestError, match=r"label 'y' has 21 classes in the source, more than max_classes=20"):
+        check_classes({f"k{i}": 10 for i in range(21)}, "y")
+    assert check_classes({f"k{i}": 10 for i in range(21)}, "y", max_classes=21) == []
+    (note,) = check_classes({"a": 100, "b": 4, "c": 1, "d": 5}, "y")
+    assert "fewer than 5 source rows: c (1), b (4);" in note  # d (5 rows) is not rare
+
+
+def test_check_memory_is_base_plus_factor_times_the_tables(monkeypatch):
+    import shiftlib.budget as budget
+    from shiftlib.errors import ShiftflowInputError
+
+    assert (budget.RUN_MEMORY_BASE_GIB, budget.RUN_MEMORY_FACTOR) == (1.0, 18)  # reports/scale.md
+    assert budget.check_memory(2**30, 100.0) == pytest.approx(1.0 + 18.0)  # one GiB of tables
+    with pytest.raises(ShiftflowInputError, match=r"about 1.00 GiB in memory and the run about 19.0 GiB, more than "
+                       r"max_memory=10.0 GiB: subsample"):
+        budget.check_memory(2**30, 10.0)
+    monkeypatch.setattr(budget, "available_memory_gib", lambda: 30.0)  # the default: half of what is available
+    assert budget.check_memory(2**29, None) == pytest.approx(10.0)
+    with pytest.raises(ShiftflowInputError, match=r"max_memory=15.0 GiB \(half the RAM available now\)"):
+        budget.check_memory(2**30, None)
+    assert 0 < budget.available_memory_gib() < 10_000
