@@ -272,7 +272,12 @@ def early_api() -> TemporaryAPI | None:
         PREFECT_SERVER_EPHEMERAL_ENABLED,
     )
 
-    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+    if PREFECT_API_URL.value():
+        from tasks.tracking import check_prefect_reachable
+
+        check_prefect_reachable(PREFECT_API_URL.value())  # one line, exit 1, when it does not answer
+        return None
+    if not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
         return None
     from flows.stack.temporary import start_temporary_api
 

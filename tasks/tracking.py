@@ -86,14 +86,82 @@ def check_reachable(tracking_uri: str, timeout_s: float = 5.0) -> None:
         ) from exc
 
 
+def check_prefect_reachable(api_url: str, timeout_s: float = 5.0) -> None:
+    """Fail fast, naming ``PREFECT_API_URL``, when the Prefect API it points at does not answer (e.g. left set
+    after ``shiftflow down``): one line instead of Prefect's own traceback from inside the flow engine."""
+    import urllib.error
+    import urllib.request
+
+    url = api_url.rstrip("/") + "/health"
+    try:
+        urllib.request.urlopen(url, timeout=timeout_s).read()
+    except (urllib.error.URLError, OSError) as exc:
+        raise ConnectionError(
+            f"Prefect API at {api_url} (PREFECT_API_URL) is unreachable ({exc}); start it (`shiftflow up`), or "
+            "unset PREFECT_API_URL to run on a temporary local API"
+        ) from exc
+
+
+class TrackingUnreachable(ConnectionError):
+    """The MLflow tracking server stopped answering during a run (after MLflow's own HTTP retries)."""
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and all(e is not o for o in out):
+        out.append(e)
+        e = e.__cause__ or e.__context__
+    return out
+
+
+def cannot_connect(exc: BaseException) -> bool:
+    """True when ``exc``, or an error it was raised from or while handling, is a failed or broken connection (what
+    MLflow's HTTP client raises is an ``MlflowException`` raised while handling a ``requests`` ``ConnectionError``)."""
+    import requests
+
+    return any(isinstance(e, (ConnectionError, requests.exceptions.ConnectionError)) for e in _chain(exc))
+
+
+def _gave_up(exc: BaseException) -> bool:
+    """A failed connection MLflow's own HTTP retries gave up on (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``, about
+    4 minutes by default): retrying it again would only wait as long again for a server that is down."""
+    return cannot_connect(exc) and any("Max retries exceeded" in str(e) for e in _chain(exc))
+
+
+def unreachable_error(exc: BaseException, tracking_uri: str | None = None) -> TrackingUnreachable:
+    """``exc`` (a failed connection, ``cannot_connect``) as one sentence that names the server and what to do."""
+    if isinstance(exc, TrackingUnreachable):
+        return exc
+    import re
+
+    uri = tracking_uri or mlflow.get_tracking_uri()
+    found = re.findall(r"\[Errno -?\d+\] [^\"')]+", str(exc))
+    why = found[-1].strip() if found else type(exc).__name__
+    return TrackingUnreachable(
+        f"MLflow tracking server at {uri} stopped answering during the run ({why}); start it again "
+        "(`shiftflow up`) and rerun the same command: the stages this run finished are reused")
+
+
 def with_retries(fn: Any, *args: Any, attempts: int = 4, base_delay: float = 0.5, **kwargs: Any) -> Any:
-    """Call ``fn`` retrying transient failures with exponential backoff (tracking-server hiccups)."""
+    """Call ``fn`` retrying transient failures with exponential backoff (tracking-server hiccups).
+
+    A connection MLflow's HTTP client already gave up on is not retried here (it retried for minutes: a server
+    restarted meanwhile is found again): it is raised at once as ``TrackingUnreachable``, one sentence; so is a
+    broken connection on the last attempt."""
     for i in range(attempts - 1):
         try:
             return fn(*args, **kwargs)
-        except Exception:  # noqa: BLE001 - MLflow raises many types for transient faults
-            time.sleep(base_delay * 2**i)
-    return fn(*args, **kwargs)  # the last attempt: its error propagates
+        except Exception as exc:  # noqa: BLE001 - MLflow raises many types for transient faults
+            if _gave_up(exc):
+                raise unreachable_error(exc) from exc
+            time.sleep(base_delay * 2**i)  # e.g. a connection broken mid-request (the server restarting)
+    try:
+        return fn(*args, **kwargs)  # the last attempt: its error propagates
+    except Exception as exc:
+        if cannot_connect(exc):
+            raise unreachable_error(exc) from exc
+        raise
 
 
 def log_metrics(client: Any, run_id: str, metrics: Mapping[str, Any], *, skip_missing: bool = False) -> None:
@@ -179,6 +247,14 @@ def parent_run(tracking_uri: str, experiment_id: str, run_name: str, *, tags: Ma
                      params=[Param(k, mask_secrets(str(v))[:6000]) for k, v in params.items()])
         yield run_id
     except BaseException as exc:
+        # the server stopped answering: one sentence (not MLflow's traceback), and while it is still down the run
+        # is left RUNNING there (marking it FAILED would retry for minutes more on each of two calls)
+        down = unreachable_error(exc, tracking_uri) if isinstance(exc, Exception) and cannot_connect(exc) else None
+        if down is not None:
+            try:
+                check_reachable(tracking_uri, timeout_s=5.0)
+            except ConnectionError:
+                raise down from exc
         try:
             if type(exc).__name__ == "Pause":  # Prefect suspends the flow run (labels): not a failure
                 client.set_tag(run_id, "shiftflow.state", "suspended: the resumed attempt logs a new parent run")
@@ -189,6 +265,8 @@ def parent_run(tracking_uri: str, experiment_id: str, run_name: str, *, tags: Ma
                 client.set_terminated(run_id, "FAILED")
         except Exception:  # noqa: BLE001 - the original error matters more
             pass
+        if down is not None and down is not exc:
+            raise down from exc
         raise
     with_retries(client.set_terminated, run_id, "FINISHED")
 

@@ -378,6 +378,20 @@ def test_an_unreachable_service_is_one_line_not_a_bug(tmp_path, monkeypatch, cap
     assert err.strip().splitlines() == ["shiftflow: error: MLflow tracking server http://127.0.0.1:9 is unreachable"]
 
 
+def test_an_unreachable_prefect_api_is_one_line_naming_the_setting(tmp_path, capsys):
+    """Issue 29: ``PREFECT_API_URL`` left set after ``shiftflow down`` was a 111-line traceback called a bug."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:9/api"}):  # port 9: nothing listens
+        code = main(["retrain", "--learners", "NB", "--run-root", str(tmp_path / "runs"),
+                     "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(lines) == 1, lines
+    assert lines[0].startswith("shiftflow: error: Prefect API at http://127.0.0.1:9/api (PREFECT_API_URL) is "
+                               "unreachable") and "`shiftflow up`" in lines[0]
+    assert not (tmp_path / "runs").exists()  # nothing started
+
+
 def test_undersampling_a_multiclass_label_is_refused_up_front():
     # the recalibration stage (US eq. 9) is two-class only: refused in preflight, not after training
     from flows.preflight import ConfigError
