@@ -43,7 +43,7 @@ from tasks.ingest import (
 )
 from tasks.logs import run_logger
 from tasks.store import StageStore, stage_key
-from tasks.tracking import log_metrics, log_sklearn_model, with_retries
+from tasks.tracking import log_metrics, log_sklearn_model, tracking_key, with_retries
 from tasks.weights import stage_weights
 
 STAGE = "recalibration"
@@ -60,7 +60,7 @@ def recalibration(store: StageStore, chosen: str, *, beta: float | str, seed: in
     if needs_target(base):
         raise ValueError(f"{chosen} learns from the target rows and cannot be refitted on an undersampled copy; "
                          "choose a selector/learner set without it or unset `undersample`")
-    inputs = ingest_inputs(store) | {"preprocessor": preprocessor_hash(store)}
+    inputs = ingest_inputs(store) | {"preprocessor": preprocessor_hash(store), "tracking": tracking_key(tracking_uri)}
     params = {"candidate": chosen, "learner": info["learner"], "weighting": info["weighting"],
               "beta": beta, "seed": seed, "cv_folds": cv_folds}
     key = stage_key(STAGE, params, inputs)

@@ -86,6 +86,15 @@ def check_reachable(tracking_uri: str, timeout_s: float = 5.0) -> None:
         ) from exc
 
 
+def tracking_key(tracking_uri: str) -> str:
+    """Which MLflow store a stage's models live in (16 hex digits of the URI, password masked): an input of
+    every stage that keeps model URIs, so a run on another store never reuses a stage whose models it cannot
+    load (issue 29)."""
+    import hashlib
+
+    return hashlib.sha256(mask_secrets(tracking_uri.rstrip("/")).encode()).hexdigest()[:16]
+
+
 def check_prefect_reachable(api_url: str, timeout_s: float = 5.0) -> None:
     """Fail fast, naming ``PREFECT_API_URL``, when the Prefect API it points at does not answer (e.g. left set
     after ``shiftflow down``): one line instead of Prefect's own traceback from inside the flow engine."""

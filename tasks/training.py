@@ -37,7 +37,7 @@ from tasks.ingest import (
 from tasks.limits import limited
 from tasks.logs import run_logger
 from tasks.store import StageStore, stage_key
-from tasks.tracking import log_sklearn_model, with_retries
+from tasks.tracking import log_sklearn_model, tracking_key, with_retries
 from tasks.weights import stage_weights
 
 STAGE = "training"
@@ -87,7 +87,7 @@ def train_learner(
     weighting = weighting if weighting and weighting != "none" else None
     part = f"training_parts/{name}"
     params = {"learner": learner, "weighting": weighting, "seed": seed, "cv_folds": cv_folds, "cv_rows": cv_rows}
-    inputs = _inputs(store, weighting)
+    inputs = _inputs(store, weighting) | {"tracking": tracking_key(tracking_uri)}  # its model lives there
     key = stage_key(part, params, inputs)
     mlflow.set_tracking_uri(tracking_uri)
     tags = {"shiftflow.learner": learner, "shiftflow.weighting": weighting or "none",

@@ -337,3 +337,28 @@ def test_a_model_name_of_another_input_schema_is_refused_after_ingest(two_runs, 
         retrain(other)
     assert sorted(v.version for v in client.search_model_versions(f"name = '{name}'")) == before
     assert str(client.get_model_version_by_alias(name, "champion").version) == "1"
+
+
+def test_a_run_on_another_tracking_store_does_not_reuse_models_it_cannot_load(prefect_harness, tmp_path):
+    """Issue 29: two runs on one run root and two tracking URIs. The second once reused the first's training
+    parts, whose models live in the first store, and its champion stage failed on "Logged model … not found".
+    The training parts are keyed by the store: the second run fits again, and its registered champion loads
+    from its own store."""
+    import mlflow.sklearn
+
+    from flows.config import RetrainConfig
+    from flows.retrain import retrain
+
+    def run(store: str) -> dict:
+        return retrain(RetrainConfig(learners=["NB"], cv_folds=3, selectors=["scv"], selector="scv",
+                                     selection_folds=5, run_root=str(tmp_path / "runs"), experiment="stores",
+                                     tracking_uri=f"sqlite:///{tmp_path / store}", model_name="stores"))
+
+    first, second, again = run("a.db"), run("b.db"), run("b.db")
+    assert "training" not in second["reused_stages"] and "ingest" in second["reused_stages"]
+    assert "training" in again["reused_stages"]  # the same store: its parts are reused as before
+    assert second["model_uris"] != first["model_uris"]
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'b.db'}")
+    assert second["champion"]["registered_model"] == "stores"
+    model = mlflow.sklearn.load_model(f"models:/stores/{second['champion']['version']}")
+    assert hasattr(model, "predict_proba")
