@@ -91,6 +91,7 @@ def _config_flags(r: argparse.ArgumentParser) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     from flows.evaluate import add_arguments as evaluate_arguments
+    from flows.rollback import add_arguments as rollback_arguments
     from flows.ui import add_arguments as ui_arguments
 
     p = argparse.ArgumentParser(prog="shiftflow", description=__doc__)
@@ -124,6 +125,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--timeout", type=float, default=20.0, help="seconds of grace before SIGKILL (default 20)")
     ui_arguments(sub.add_parser("ui", help="open the MLflow UI on the local store (Ctrl-C stops it and every "
                                 "process it started)"))
+    rollback_arguments(sub.add_parser(
+        "champion", help="move a registered model's champion alias by hand: --set VERSION or --previous (rollback)"))
     evaluate_arguments(sub.add_parser(
         "evaluate", help="when a batch's labels arrive: log the realised accuracy and AUC beside a retrain run's "
         "estimates (realized.*, estimate.abs_error) and append to <run root>/estimate_vs_realized.parquet",
@@ -342,6 +345,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from flows.evaluate import run as evaluate
 
         return evaluate(ns)
+    if ns.command == "champion":
+        from flows.rollback import run as set_alias
+
+        return set_alias(ns)
     from pydantic import ValidationError
 
     from flows.stack.procs import stop_as_interrupt

@@ -495,6 +495,8 @@ def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, s
             if same:
                 reason = f"{same}; {reason}"
             with_retries(client.set_registered_model_alias, model_name, decision, mv.version)
+            if decision == "champion" and inc is not None and str(inc.version) != str(mv.version):
+                with_retries(client.set_model_version_tag, model_name, mv.version, PREVIOUS, str(inc.version))
         with_retries(client.set_model_version_tag, model_name, mv.version, DECISION, gate_decision)
     link_model_output(tracking_uri, parent_run_id, served_uri)  # the parent run's "Logged models"
     record = {"registered_model": model_name, "version": str(mv.version), "decision": decision,
@@ -509,6 +511,57 @@ def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, s
           "decision": gate_decision, "reason": reason, "candidate": chosen, "mlflow_run_id": parent_run_id})
     log.info("champion: %s v%s is %s, %s (%s)", model_name, mv.version, decision, gate_decision, reason)
     return record
+
+
+PREVIOUS = "shiftflow.previous_champion"  # on a version made champion: the version it replaced
+ALIAS_SET = "shiftflow.champion_set"  # on a version made champion by hand: when, by whom, why
+
+
+def set_champion(tracking_uri: str, name: str, *, version: str | None = None, previous: bool = False,
+                 reason: str, who: str, when: str) -> dict[str, Any]:
+    """Move the ``champion`` alias of registered model ``name`` by hand (rollback): to ``version``, or with
+    ``previous`` to the version the current champion replaced (its tag ``shiftflow.previous_champion``, else the
+    newest lower version the gate promoted). Tags the new champion with who, when and why
+    (``shiftflow.champion_set``) and the version it replaced; returns {"from", "to"}. ``ShiftflowInputError``
+    (one line, with the fix) for an unknown model or version, no previous champion, or a version whose inputs
+    (tag ``shiftflow.schema``) differ from the serving champion's."""
+    client = MlflowClient(tracking_uri)
+    try:
+        versions = {str(v.version): v for v in client.search_model_versions(f"name = '{name}'")}
+    except MlflowException:
+        versions = {}
+    if not versions:
+        raise ShiftflowInputError(f"no registered model {name!r} in this MLflow store; check --model and "
+                                  "--tracking-uri (MLFLOW_TRACKING_URI)")
+    inc = _incumbent(client, name)
+    if previous:
+        if inc is None:
+            raise ShiftflowInputError(f"{name!r} has no champion, so no previous one; name a version with --set")
+        version = versions[str(inc.version)].tags.get(PREVIOUS) or next(
+            (v for v in sorted(versions, key=int, reverse=True)
+             if int(v) < int(inc.version) and versions[v].tags.get(DECISION) == "promoted"), None)
+        if version is None:
+            raise ShiftflowInputError(f"{name!r} v{inc.version} replaced no earlier champion; name a version "
+                                      "with --set")
+    if str(version) not in versions:
+        raise ShiftflowInputError(f"{name!r} has no version {version!r}; its versions are "
+                                  f"{', '.join(sorted(versions, key=int))}")
+    target = versions[str(version)]
+    if inc is not None and str(inc.version) == str(target.version):
+        return {"from": str(inc.version), "to": str(target.version)}
+    if inc is not None and inc.tags.get(SCHEMA) and target.tags.get(SCHEMA) \
+            and inc.tags[SCHEMA] != target.tags[SCHEMA]:
+        raise ShiftflowInputError(
+            f"{name!r} v{target.version} takes other input columns than the serving champion v{inc.version} "
+            f"(v{target.version}: {target.tags.get('shiftflow.input_columns', '?')}; v{inc.version}: "
+            f"{inc.tags.get('shiftflow.input_columns', '?')}); a registered model serves one input schema")
+    with registry_lock(tracking_uri, name):  # not while a run's gate decides
+        with_retries(client.set_registered_model_alias, name, "champion", str(target.version))
+        with_retries(client.set_model_version_tag, name, str(target.version), ALIAS_SET,
+                     f"{when} by {who}: {reason}")
+        if inc is not None:
+            with_retries(client.set_model_version_tag, name, str(target.version), PREVIOUS, str(inc.version))
+    return {"from": None if inc is None else str(inc.version), "to": str(target.version)}
 
 
 def _log_decision(client: MlflowClient, parent_run_id: str, record: dict[str, Any], waited: float) -> None:

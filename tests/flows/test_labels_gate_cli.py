@@ -94,3 +94,5 @@ def test_an_undecided_gate_asks_for_labels_and_the_labels_decide(prefect_harness
     assert run4.data.tags["shiftflow.decision"] == expected
     assert run4.data.metrics["champion.p_better"] == (1.0 if truth > 0 else 0.0)
     assert str(client.get_model_version_by_alias("gate-labels", "champion").version) == ("2" if truth > 0 else "1")
+    if truth > 0:  # the gate records the version it replaced: `shiftflow champion --previous` rolls back to it
+        assert client.get_model_version("gate-labels", "2").tags["shiftflow.previous_champion"] == "1"
