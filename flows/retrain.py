@@ -232,11 +232,34 @@ def _summary(run: _Run, prep: dict[str, Any], dec: dict[str, Any]) -> dict[str, 
     }
     client = _client(uri)
     with_retries(client.set_tag, ctx.parent_run_id, "shiftflow.reused_stages", ",".join(reused) or "none")
+    with_retries(client.set_tag, ctx.parent_run_id, "mlflow.note.content", run_description(summary))
+    scores = prep["target_scores"]
+    if scores is not None:  # held-out target labels: the served candidate's realised numbers on the parent too
+        row = scores.set_index("learner").loc[chosen["chosen"]]
+        log_metrics(client, ctx.parent_run_id, {f"eval.{k}": row[k] for k in ("target_accuracy", "target_auc")
+                                                if k in row.index}, skip_missing=True)
     log_metrics(client, ctx.parent_run_id, {f"timing.{k}_s": v for k, v in run.timings.items()}
                 | {"memory.peak_rss_gib": max(run.peaks.values(), default=float("nan"))}, skip_missing=True)
     create_markdown_artifact(key="retrain-summary", markdown=summary_markdown(summary, chosen["scores"]),
                              description="shiftflow retrain summary")
     return summary
+
+
+def run_description(s: dict[str, Any]) -> str:
+    """One paragraph for the parent run's description (the MLflow UI's run page): what was trained on what,
+    what was chosen and how good it is expected to be, and what the registry did."""
+    d, est, ch = s["drift"], s["estimate"], s["champion"]
+    drift = (f"drift found (domain AUC {d['domain_auc']:.3f})" if d.get("drifted") else
+             f"no drift found (domain AUC {d['domain_auc']:.3f})") if d.get("domain_auc") is not None else "drift not tested"
+    text = (f"Retrain of {len(s['learners'])} candidates on {s['n_target']} target rows: {drift}, weighting "
+            f"{s['weighting']}. Chosen {s['selection']['chosen']} by {s['selection']['selector']}")
+    if est and est.get("accuracy") is not None:
+        text += (f", estimated target accuracy {est['accuracy']:.3f} [{est['ci_low']:.3f}, {est['ci_high']:.3f}] "
+                 f"({est['method']}; overlap {est.get('overlap') or 'not judged'})")
+    text += f". Registry: {ch['registered_model']} v{ch['version']} → {ch['decision']}"
+    if ch.get("gate_decision"):
+        text += f" ({ch['gate_decision']})"
+    return text + "."
 
 
 def _awaiting(run: _Run, prep: dict[str, Any], labeled: dict[str, Any]) -> dict[str, Any]:

@@ -61,6 +61,18 @@ def test_one_parent_and_one_nested_run_per_learner(two_runs):
     est = pd.read_parquet(Path(first["run_dir"]) / "estimation" / "estimates.parquet").set_index("candidate")
     served = est.loc[first["selection"]["chosen"]]
     assert parent.data.metrics["estimate.accuracy"] == pytest.approx(served["estimate"], abs=1e-12)
+    # built for comparison across nights (issue 29): the choice as params, the served candidate's realised
+    # accuracy, agreement as shares (no pair counts), and a description
+    chosen = first["selection"]["chosen"]
+    learner, _, weighting = chosen.partition("+")
+    assert {k: parent.data.params[k] for k in ("chosen.candidate", "chosen.learner", "chosen.weighting")} == \
+        {"chosen.candidate": chosen, "chosen.learner": learner, "chosen.weighting": weighting or "none"}
+    truth = {r["learner"]: r["target_accuracy"] for r in first["target_scores"]}
+    assert parent.data.metrics["eval.target_accuracy"] == pytest.approx(truth[chosen], abs=1e-12)
+    assert "selection.scv.corr" not in parent.data.metrics and -1 <= m["selection.scv.kendall_tau"] <= 1
+    note = parent.data.tags["mlflow.note.content"]
+    assert note.startswith(f"Retrain of {len(first['learners'])} candidates on {first['n_target']} target rows")
+    assert f"Chosen {chosen} by scv, estimated target accuracy {served['estimate']:.3f}" in note
     # the run's peak memory (issue 31): the largest of the per-stage peaks the summary reports
     assert parent.data.metrics["memory.peak_rss_gib"] == max(first["peak_rss_gib"].values()) > 0
     assert first["estimate"]["ci_high"] == pytest.approx(served["ci_high"], abs=1e-12)
@@ -339,6 +351,7 @@ def test_a_model_name_of_another_input_schema_is_refused_after_ingest(two_runs, 
     assert str(client.get_model_version_by_alias(name, "champion").version) == "1"
 
 
+@pytest.mark.slow  # three flow runs (about 2 minutes on the shared machine)
 def test_a_run_on_another_tracking_store_does_not_reuse_models_it_cannot_load(prefect_harness, tmp_path):
     """Issue 29: two runs on one run root and two tracking URIs. The second once reused the first's training
     parts, whose models live in the first store, and its champion stage failed on "Logged model … not found".
