@@ -1,13 +1,18 @@
-"""replications/replicate_decisions.py: the batch construction by hand (fast), and (slow) a --quick run whose
-report lines recount its own CSV and whose decisions follow each gate's rule."""
+"""replications/replicate_decisions.py: the batch construction by hand (fast), revision 3 against revision 2 on the
+kept rows of the full run (fast), and (slow) a --quick run whose report lines recount its own CSV and whose
+decisions follow each gate's rule."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from replications.replicate_decisions import SeqSpec, apply_schema, batch_rows
+
+REPORTS = Path(__file__).resolve().parents[2] / "reports"
 
 
 def _frame() -> pd.DataFrame:
@@ -39,6 +44,38 @@ def test_schema_change_drops_every_one_hot_column_of_a_categorical_from_its_nigh
     assert list(apply_schema(X, ren, 4).columns) == ["employed=No", "employed=Yes", "years", "employedx"]
 
 
+def check_rev3_against_rev2(n: pd.DataFrame) -> int:
+    """Revision 3 is revision 2 plus the labels path: on every night where both serve the same champion, its
+    label-free step is revision 2's decision, and its decision is revision 2's unless revision 2 was undecided
+    (then it asked for at most 50 labels and the labels decided). Returns the nights compared."""
+    keys = ["sequence", "night"]
+    cols = ["champion_learner", "champion_fitted_night", "decision", "schema_change"]
+    m = n[n.gate == "new"][keys + cols].merge(n[n.gate == "rev3"][[*keys, *cols, "decision_free", "labels_asked"]],
+                                              on=keys, suffixes=("_2", "_3"), validate="one_to_one")
+    assert len(m) == len(n[n.gate == "new"])
+    same = ((m.champion_learner_2 == m.champion_learner_3) & (m.champion_fitted_night_2 == m.champion_fitted_night_3)
+            & ~m.schema_change_2.astype(bool) & (m.decision_2 != "error"))
+    s = m[same]
+    assert (s.decision_free == s.decision_2).all()
+    decided = s[s.decision_2 != "undecided"]
+    assert (decided.decision_3 == decided.decision_2).all() and (decided.labels_asked == 0).all()
+    asked = s[s.decision_2 == "undecided"]
+    assert asked.labels_asked.between(1, 50).all()
+    # until revision 3 first decides otherwise than revision 2, the two serve the same champion
+    for _, g in m.sort_values(keys).groupby("sequence"):
+        differ = (g.decision_3 != g.decision_2).to_numpy()
+        first = int(np.argmax(differ)) if differ.any() else len(g)
+        assert same[g.index[: first + 1]].all() or g.schema_change_2.astype(bool).any()
+    return len(s)
+
+
+def test_rev3_equals_rev2_where_rev2_decided_in_the_full_run():
+    n = pd.read_csv(REPORTS / "decisions_nights.csv")
+    if "rev3" not in set(n.gate):
+        pytest.skip("the kept full run has no revision 3 rows")
+    assert check_rev3_against_rev2(n) > 0
+
+
 @pytest.mark.slow
 def test_quick_run_follows_each_gate_and_reports_its_own_rows(tmp_path):
     from replications.replicate_decisions import main
@@ -46,7 +83,7 @@ def test_quick_run_follows_each_gate_and_reports_its_own_rows(tmp_path):
     assert main(["--quick", "--out", str(tmp_path)]) == 0
     n = pd.read_csv(tmp_path / "decisions_quick_nights.csv")
     report = (tmp_path / "decisions_quick.md").read_text()
-    assert set(n.gate) == {"today", "new"} and n.groupby(["sequence", "night"]).size().eq(2).all()
+    assert set(n.gate) == {"today", "new", "rev3"} and n.groupby(["sequence", "night"]).size().eq(3).all()
     comp = n[~n.schema_change & (n.decision != "error")]
     today = comp[comp.gate == "today"]
     # today's gate: promoted exactly when the new version's CV beats the incumbent recipe's (a tie keeps)
@@ -55,25 +92,31 @@ def test_quick_run_follows_each_gate_and_reports_its_own_rows(tmp_path):
     prom = comp.decision == "promoted"
     assert np.allclose(comp.acc_after[prom], comp.acc_new[prom])
     assert np.allclose(comp.acc_after[~prom], comp.acc_champion[~prom])
-    # labels: min(50, rows/2) per undecided decision, none otherwise
-    assert (n.labels_asked == np.where(n.decision == "undecided", np.minimum(50, n.n_target // 2), 0)).all()
-    # a schema change is refused by both gates on the same night
+    # labels: min(50, rows/2) per undecided decision of today's gate and revision 2, none otherwise; revision 3
+    # asks (the rows planned, ≤ 50) exactly where its label-free step was undecided, and equals revision 2 where
+    # that step decided
+    two = n[n.gate != "rev3"]
+    assert (two.labels_asked == np.where(two.decision == "undecided", np.minimum(50, two.n_target // 2), 0)).all()
+    r3 = comp[comp.gate == "rev3"]
+    assert ((r3.labels_asked > 0) == (r3.decision_free == "undecided")).all() and (r3.labels_asked <= 50).all()
+    assert check_rev3_against_rev2(n) == len(comp[comp.gate == "new"])  # no quick sequence diverges before
+    # a schema change is refused by every gate on the same night
     sc = n[n.schema_change]
-    assert len(sc) == 2 and set(sc.decision) == {"refused"}
+    assert len(sc) == 3 and set(sc.decision) == {"refused"}
     # the gate is given each model's domain AUC (revision 2) and the CSV records both
     new_rows = comp[comp.gate == "new"]
     assert new_rows[["new_auc", "champion_auc"]].notna().all().all()
     assert new_rows[["new_auc", "champion_auc"]].apply(lambda s: s.between(0, 1)).all().all()
     # the answer's first two lines recount the CSV
     lines = report.split("## Answer")[1].split("\n")
-    for g, label in (("today", "today's gate"), ("new", "revision 2")):
+    for g, label in (("today", "today's gate"), ("new", "revision 2"), ("rev3", "revision 3")):
         c = comp[comp.gate == g]
         harmful = int(((c.decision == "promoted") & (c.acc_after - c.acc_champion < -0.01)).sum())
         missed = int(((c.decision != "promoted") & (c.acc_new - c.acc_champion > 0.01)).sum())
         assert f"{label} {100 * harmful / len(c):.1f} ({harmful}/{len(c)})" in next(x for x in lines if x.startswith("1."))
         assert f"{label} {100 * missed / len(c):.1f} ({missed}/{len(c)})" in next(x for x in lines if x.startswith("2."))
     assert report.index("## Answer") < report.index("## The rule") < report.index("## Revision 2") \
-        < report.index("## Results")
+        < report.index("## Revision 3: the labels path (stated before its run)") < report.index("## Results")
     # with a previous run's rows kept as revision 1, the report sets them beside this run's and checks that the
     # parts the revision does not touch (today's gate, the overlap cells) came out the same
     import argparse
@@ -112,3 +155,9 @@ def test_reason_kinds_of_both_revisions():
         == "new version's source does not reach the batch"
     assert reason_kind("P(new more accurate than the champion on this batch) = 0.95 (0.8 vs 0.7) ≥ 0.9") \
         == "P ≥ confidence"
+    assert reason_kind("P(new more accurate than the champion on this batch) = 0.95 with 50 target labels "
+                       "(difference +0.020 ± 0.010; the label-free estimate weighs 30%) ≥ 0.9") \
+        == "with labels: P ≥ confidence"
+    assert reason_kind("P(new more accurate than the champion on this batch) = 0.60 with 50 target labels "
+                       "(difference +0.004 ± 0.020; the label-free estimate weighs 10%): still not sure, the "
+                       "champion stays; a larger label budget continues the plan") == "with labels: P between the levels"
