@@ -91,6 +91,7 @@ def _config_flags(r: argparse.ArgumentParser) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     from flows.evaluate import add_arguments as evaluate_arguments
+    from flows.history import add_arguments as history_arguments
     from flows.rollback import add_arguments as rollback_arguments
     from flows.ui import add_arguments as ui_arguments
 
@@ -125,6 +126,9 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--timeout", type=float, default=20.0, help="seconds of grace before SIGKILL (default 20)")
     ui_arguments(sub.add_parser("ui", help="open the MLflow UI on the local store (Ctrl-C stops it and every "
                                 "process it started)"))
+    history_arguments(sub.add_parser(
+        "history", help="a registered model's accuracy over time: estimate, interval, realised accuracy, drift, "
+        "serving version (table and PNG)"))
     rollback_arguments(sub.add_parser(
         "champion", help="move a registered model's champion alias by hand: --set VERSION or --previous (rollback)"))
     evaluate_arguments(sub.add_parser(
@@ -345,6 +349,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from flows.evaluate import run as evaluate
 
         return evaluate(ns)
+    if ns.command == "history":
+        from flows.history import run as history
+
+        return history(ns)
     if ns.command == "champion":
         from flows.rollback import run as set_alias
 

@@ -568,7 +568,9 @@ def _log_decision(client: MlflowClient, parent_run_id: str, record: dict[str, An
     """The decision on the parent run: tags ``champion.*`` and ``shiftflow.decision``, metrics."""
     tags = {"champion.decision": record["decision"], DECISION: record["gate_decision"],
             "champion.registered_model": f"{record['registered_model']} v{record['version']}",
-            "champion.new_version": str(record["new_version"]).lower(), "champion.reason": record["reason"]}
+            "champion.new_version": str(record["new_version"]).lower(), "champion.reason": record["reason"],
+            "champion.serving": str(record["version"] if record["decision"] in ("champion", "unchanged")
+                                    else record["incumbent_version"] or "-")}
     for key, value in tags.items():
         with_retries(client.set_tag, parent_run_id, key, value)
     inc = record["incumbent_score"]

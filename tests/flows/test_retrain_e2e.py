@@ -73,6 +73,10 @@ def test_one_parent_and_one_nested_run_per_learner(two_runs):
     note = parent.data.tags["mlflow.note.content"]
     assert note.startswith(f"Retrain of {len(first['learners'])} candidates on {first['n_target']} target rows")
     assert f"Chosen {chosen} by scv, estimated target accuracy {served['estimate']:.3f}" in note
+    # performance over time (issue 29): every run logs its model's history chart, this run included
+    assert "history/accuracy_over_time.png" in [a.path for a in client.list_artifacts(parent.info.run_id, "history")]
+    assert parent.data.tags["champion.serving"] in (first["champion"]["version"],
+                                                    first["champion"]["incumbent_version"])
     # the run's peak memory (issue 31): the largest of the per-stage peaks the summary reports
     assert parent.data.metrics["memory.peak_rss_gib"] == max(first["peak_rss_gib"].values()) > 0
     assert first["estimate"]["ci_high"] == pytest.approx(served["ci_high"], abs=1e-12)

@@ -1,0 +1,43 @@
+"""``shiftflow history --model NAME [--out PNG]``: performance over time of a registered model, as a table and a
+chart (``tasks.history``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The ``shiftflow history`` flags."""
+    p.add_argument("--model", required=True, help="registered model name")
+    p.add_argument("--out", help="where to write the chart (PNG; default: history-<model>.png here)")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or the local store)")
+    return p
+
+
+def run(ns: argparse.Namespace) -> int:
+    """Print the table and write the chart; 0, or 2 with one line when the model has no runs."""
+    from flows.paths import missing_sqlite_store, shiftflow_home
+    from tasks.history import model_history, plot_history
+    from tasks.tracking import default_tracking_uri
+
+    uri = ns.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(shiftflow_home())
+    db = missing_sqlite_store(uri)
+    if db is not None:
+        print(f"shiftflow: error: no MLflow store at {db}: pass --tracking-uri (or set MLFLOW_TRACKING_URI)",
+              file=sys.stderr)
+        return 2
+    table = model_history(uri, ns.model)
+    if table.empty:
+        print(f"shiftflow: error: no retrain run decided for a registered model {ns.model!r} in {uri}; check "
+              "--model (the registry's name) and --tracking-uri", file=sys.stderr)
+        return 2
+    out = Path(ns.out or f"history-{ns.model}.png")
+    plot_history(table, ns.model).savefig(out, dpi=120)
+    shown = table.assign(started=table["started"].dt.strftime("%Y-%m-%d %H:%M"))
+    print(shown[["started", "run_name", "candidate", "version", "decision", "serving", "estimate", "ci_low",
+                 "ci_high", "realized", "drift", "overlap"]].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(f"chart: {out.resolve()}")
+    return 0

@@ -1,0 +1,87 @@
+"""Performance over time for one registered model: every retrain run that decided for it, with the served
+candidate's estimated accuracy and interval, the realised accuracy where labels were recorded (``shiftflow
+evaluate``'s ``realized.accuracy``, or held-out target labels' ``eval.target_accuracy``), the drift verdict,
+and the version that served after the run. Read from the MLflow parent runs (tag
+``champion.registered_model``); drawn as NannyML draws its performance-over-time plots: one point per batch
+with its interval, the realised value beside it, and where the serving version changed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from mlflow.tracking import MlflowClient
+
+from tasks.tracking import with_retries
+
+COLUMNS = ["started", "run_id", "run_name", "candidate", "version", "decision", "serving", "estimate", "ci_low",
+           "ci_high", "realized", "realized_from", "drift", "domain_auc", "overlap"]
+
+
+def _num(m: dict[str, float], key: str) -> float:
+    return float(m[key]) if key in m else float("nan")
+
+
+def model_history(tracking_uri: str, model_name: str) -> pd.DataFrame:
+    """One row per retrain run that registered or judged a version of ``model_name``, oldest first
+    (:data:`COLUMNS`); empty when there is none."""
+    client = MlflowClient(tracking_uri)
+    exps = [e.experiment_id for e in with_retries(client.search_experiments)]
+    name = model_name.replace("'", "''")
+    runs = with_retries(client.search_runs, exps, f"tags.`champion.registered_model` LIKE '{name} v%'",
+                        order_by=["attributes.start_time ASC"], max_results=5000) if exps else []
+    rows: list[dict[str, Any]] = []
+    for r in runs:
+        t, m = r.data.tags, r.data.metrics
+        registered = t["champion.registered_model"]
+        if registered.rsplit(" v", 1)[0] != model_name:  # LIKE's _ and % match more than the name
+            continue
+        version = registered.rsplit(" v", 1)[1]
+        realized, source = _num(m, "realized.accuracy"), "evaluate"
+        if realized != realized:
+            realized, source = _num(m, "eval.target_accuracy"), "held-out target labels"
+        rows.append({
+            "started": pd.Timestamp(r.info.start_time, unit="ms", tz="UTC"), "run_id": r.info.run_id,
+            "run_name": r.info.run_name, "candidate": t.get("estimate.candidate", ""), "version": version,
+            "decision": t.get("shiftflow.decision", t.get("champion.decision", "")),
+            "serving": t.get("champion.serving", version if t.get("champion.decision") in ("champion", "unchanged")
+                             else "?"),
+            "estimate": _num(m, "estimate.accuracy"), "ci_low": _num(m, "estimate.ci_low"),
+            "ci_high": _num(m, "estimate.ci_high"), "realized": realized,
+            "realized_from": source if realized == realized else "",
+            "drift": {1.0: "drift", 0.0: "no drift"}.get(_num(m, "drift.drifted"), "?"),
+            "domain_auc": _num(m, "drift.domain_auc"), "overlap": t.get("shiftflow.estimate.overlap", "?")})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def plot_history(table: pd.DataFrame, model_name: str) -> Any:
+    """The estimate with its interval per run, the realised accuracy where known, and a line where the serving
+    version changed; returns a matplotlib Figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.5 * len(table) + 3), 4))
+    x = list(range(len(table)))
+    if len(table):
+        lo, hi = table["estimate"] - table["ci_low"], table["ci_high"] - table["estimate"]
+        ax.errorbar(x, table["estimate"], yerr=[lo, hi], fmt="o", capsize=3, label="estimated (95% interval)")
+        known = table["realized"].notna()
+        ax.plot([i for i, k in zip(x, known, strict=True) if k], table.loc[known, "realized"], "s", color="black",
+                label="realised")
+        last = None  # the serving version as far as known ("?": a run before the tag was kept)
+        for i, v in enumerate(table["serving"].tolist()):
+            if v in ("?", "-") or v == last:
+                continue
+            if last is not None:
+                ax.axvline(i - 0.5, color="grey", linestyle=":", linewidth=1)
+            ax.text(i - 0.45, 0.02, f"v{v} serves", transform=ax.get_xaxis_transform(), fontsize=8)
+            last = v
+        ax.set_xticks(x, [s.strftime("%m-%d %H:%M") for s in table["started"]], rotation=45, ha="right",
+                      fontsize=7)
+    ax.set_ylabel("accuracy on the batch")
+    ax.set_title(f"{model_name}: accuracy over time ({len(table)} runs)")
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,70 @@
+"""tasks.history and ``shiftflow history``: a registered model's accuracy over time, read back from the parent
+runs a retrain leaves (issue 29). The runs are made by hand with the tags and metrics the flow logs."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from flows.cli import main
+from tasks.history import COLUMNS, model_history, plot_history
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    uri = f"sqlite:///{tmp_path_factory.mktemp('history') / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    nights = [  # (registered, decision tag, alias decision, serving, estimate, lo, hi, realised, eval, drifted)
+        ("m v1", "promoted", "champion", "1", 0.80, 0.75, 0.85, None, 0.79, 0.0),
+        ("m v2", "undecided", "challenger", "1", 0.82, 0.70, 0.90, 0.81, 0.83, 1.0),  # evaluate's value wins
+        ("m_x v1", "promoted", "champion", "1", 0.5, 0.4, 0.6, None, None, 0.0),  # another model: '_' in LIKE
+        ("m v3", "promoted", "champion", "3", 0.85, 0.80, 0.90, None, None, 1.0),
+    ]
+    for exp in ("a", "b"):  # runs of one model in two experiments are one history
+        client.create_experiment(exp)
+    for i, (reg, dec, alias, serving, est, lo, hi, realized, ev, drifted) in enumerate(nights):
+        exp = client.get_experiment_by_name("a" if i % 2 == 0 else "b").experiment_id
+        run = client.create_run(exp, run_name=f"night-{i}", start_time=1_800_000_000_000 + i * 86_400_000,
+                                tags={"champion.registered_model": reg, "shiftflow.decision": dec,
+                                      "champion.decision": alias, "champion.serving": serving,
+                                      "estimate.candidate": "LR", "shiftflow.estimate.overlap": "ok"})
+        metrics = {"estimate.accuracy": est, "estimate.ci_low": lo, "estimate.ci_high": hi, "drift.drifted": drifted,
+                   "drift.domain_auc": 0.6}
+        metrics |= {} if realized is None else {"realized.accuracy": realized}
+        metrics |= {} if ev is None else {"eval.target_accuracy": ev}
+        for k, v in metrics.items():
+            client.log_metric(run.info.run_id, k, v)
+    return uri
+
+
+def test_the_history_is_every_run_of_the_model_oldest_first(store: str) -> None:
+    t = model_history(store, "m")
+    assert list(t.columns) == COLUMNS and t["run_name"].tolist() == ["night-0", "night-1", "night-3"]
+    assert t["version"].tolist() == ["1", "2", "3"] and t["serving"].tolist() == ["1", "1", "3"]
+    assert t["decision"].tolist() == ["promoted", "undecided", "promoted"]
+    assert t["estimate"].tolist() == [0.80, 0.82, 0.85] and t["ci_high"].tolist() == [0.85, 0.90, 0.90]
+    # the realised accuracy: evaluate's where recorded, else the held-out labels', else none
+    assert t["realized"].tolist()[:2] == [0.79, 0.81] and math.isnan(t["realized"].iloc[2])
+    assert t["realized_from"].tolist() == ["held-out target labels", "evaluate", ""]
+    assert t["drift"].tolist() == ["no drift", "drift", "drift"]
+    assert model_history(store, "nope").empty
+
+
+def test_the_chart_has_one_interval_per_run_and_marks_the_serving_change(store: str) -> None:
+    fig = plot_history(model_history(store, "m"), "m")
+    ax = fig.axes[0]
+    assert ax.get_title() == "m: accuracy over time (3 runs)"
+    assert len(ax.lines) >= 2 and [t.get_text() for t in ax.texts] == ["v1 serves", "v3 serves"]
+
+
+def test_the_cli_prints_the_table_writes_the_chart_and_refuses_an_unknown_model(store: str, tmp_path: Path,
+                                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "h.png"
+    assert main(["history", "--model", "m", "--tracking-uri", store, "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "night-1" in text and "undecided" in text and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["history", "--model", "nope", "--tracking-uri", store]) == 2
+    assert "no retrain run decided for a registered model 'nope'" in capsys.readouterr().err
