@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 __all__ = ["DATA_DIR", "PROJECT_DIR", "default_run_root", "missing_sqlite_store", "shiftflow_home"]
@@ -24,21 +25,32 @@ def shiftflow_home() -> Path:
     return Path(os.environ.get("SHIFTFLOW_HOME", ".shiftflow")).resolve()
 
 
-def default_run_root() -> Path:
+def default_run_root(environ: Mapping[str, str] | None = None) -> Path:
     """Where stage Parquet files go when the run's ``run_root`` is not given.
+
+    Parameters
+    ----------
+    environ : mapping, optional
+        The environment to read (default ``os.environ``): ``shiftflow up`` computes its worker's run root
+        from its own, so deployment runs write where CLI runs of the same shell do.
 
     Returns
     -------
     Path
-        ``$SHIFTFLOW_HOME/runs`` when ``SHIFTFLOW_HOME`` is set (it keeps all of a run's state in one
-        place); otherwise ``data/runs`` of the project checkout (the house's ``data/`` folder, recognised by
-        its ``README.md``); otherwise (an installed package, no checkout) ``./.shiftflow/runs``. Resolved.
+        ``$SHIFTFLOW_RUN_ROOT`` when set; else ``$SHIFTFLOW_HOME/runs`` when ``SHIFTFLOW_HOME`` is set (it keeps
+        all of a run's state in one place); otherwise ``data/runs`` of the project checkout (the house's
+        ``data/`` folder, recognised by its ``README.md``); otherwise (an installed package, no checkout)
+        ``./.shiftflow/runs``. Resolved.
     """
-    if "SHIFTFLOW_HOME" in os.environ:
-        return (shiftflow_home() / "runs").resolve()
+    env = os.environ if environ is None else environ
+    if env.get("SHIFTFLOW_RUN_ROOT"):
+        return Path(env["SHIFTFLOW_RUN_ROOT"]).expanduser().resolve()
+    home = Path(env.get("SHIFTFLOW_HOME", ".shiftflow")).resolve()
+    if "SHIFTFLOW_HOME" in env:
+        return (home / "runs").resolve()
     if (DATA_DIR / "README.md").is_file():
         return (DATA_DIR / "runs").resolve()
-    return (shiftflow_home() / "runs").resolve()
+    return (home / "runs").resolve()
 
 
 def missing_sqlite_store(tracking_uri: str) -> Path | None:

@@ -3,8 +3,8 @@
 ``up`` starts
 
 - a Prefect server (``prefect server start``, default port 4200),
-- an MLflow tracking server (``mlflow server``, default port 5000) with a sqlite backend and a local
-  artifact store under ``$SHIFTFLOW_HOME/server/`` and STACK_NOTES' lean settings,
+- an MLflow tracking server (``mlflow server``, default port 5000) on the store CLI runs use
+  (``$SHIFTFLOW_HOME/mlflow.db``, artifacts in ``$SHIFTFLOW_HOME/mlartifacts``) with STACK_NOTES' lean settings,
 - a process worker on the ``local-process`` work pool, after creating the pool if absent and running
   ``prefect --no-prompt deploy --all`` from the project folder (``prefect.yaml``: ``retrain-nightly``).
 
@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from flows.paths import PROJECT_DIR
+from flows.paths import PROJECT_DIR, default_run_root
 from flows.stack.http import HOST, healthy, http_json, port_free
 from flows.stack.procs import DEFAULT_STOP_TIMEOUT_S, ServiceError, is_alive, process_start_time, stop_process
 from flows.stack.record import RECORD_NAME, read_record, write_record
@@ -113,6 +113,8 @@ def base_env(stack: Stack, environ: Mapping[str, str] | None = None) -> dict[str
     env.update(
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
         DO_NOT_TRACK="true",
+        # the run root CLI runs of this shell use: deployment runs keep their stages beside them (one store)
+        SHIFTFLOW_RUN_ROOT=str(default_run_root(env)),
         SHIFTFLOW_HOME=str(stack.home),
         SHIFTFLOW_PROJECT_DIR=str(PROJECT_DIR),  # prefect.yaml's pull step (resolved when a run starts)
     )
@@ -132,13 +134,15 @@ def _python_cli(module: str) -> list[str]:
 
 def service_commands(stack: Stack) -> dict[str, list[str]]:
     """The command line of each service."""
-    db = (stack.server_dir / "mlflow.db").resolve()
+    db = (stack.home / "mlflow.db").resolve()  # the store CLI runs write to (tasks.tracking.default_tracking_uri)
     return {
         PREFECT_SERVER: [*_python_cli("prefect"), "server", "start", "--host", HOST,
                          "--port", str(stack.prefect_port), "--analytics-off"],
         MLFLOW_SERVER: [*_python_cli("mlflow"), "server", "--host", HOST, "--port", str(stack.mlflow_port),
                         "--workers", "1", "--backend-store-uri", f"sqlite:///{db}",
-                        "--artifacts-destination", str((stack.server_dir / "mlartifacts").resolve())],
+                        # file artifact locations, as CLI runs' experiments have: either side reads the other's
+                        "--default-artifact-root", (stack.home / "mlartifacts").resolve().as_uri(),
+                        "--no-serve-artifacts"],
         PREFECT_WORKER: [*_python_cli("prefect"), "worker", "start", "--pool", POOL, "--type", "process",
                          "--name", WORKER_NAME, "--install-policy", "never"],
     }

@@ -173,12 +173,16 @@ def test_the_temporary_api_is_started_early_only_without_a_server(monkeypatch: p
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     import flows.stack.temporary as temporary
+    import tasks.tracking
     from flows.cli import early_api
 
     launched: list[bool] = []
+    checked: list[str] = []
     monkeypatch.setattr(temporary, "start_temporary_api", lambda: launched.append(True) or "api")
+    monkeypatch.setattr(tasks.tracking, "check_prefect_reachable", checked.append)  # it answers
     with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:9/api"}):
         assert early_api() is None and launched == []  # a server is named: nothing to start
+    assert checked == ["http://127.0.0.1:9/api"]  # but it is asked whether it answers
     with temporary_settings({PREFECT_API_URL: ""}):
         assert early_api() == "api" and launched == [True]
 

@@ -234,6 +234,40 @@ def test_retrain_nightly_runs_on_the_worker_and_logs_to_the_mlflow_server(stack:
     assert {k: str(v) for k, v in ml.get_registered_model(model_name).aliases.items()} == {"champion": version}
 
 
+@pytest.mark.slow
+def test_a_cli_run_and_a_deployment_run_share_one_store(stack: dict[str, Any]) -> None:
+    """Issue 29: `up`'s MLflow server serves the store CLI runs write to ($SHIFTFLOW_HOME/mlflow.db, artifacts in
+    $SHIFTFLOW_HOME/mlartifacts) and its worker's runs keep their stages in the CLI's run root: with no flag, a
+    CLI run and a deployment run are side by side on the server, and each one's artifacts read from the other."""
+    import httpx
+    from mlflow.tracking import MlflowClient
+
+    # the deployment run, parameters without run_root or tracking_uri (what a UI-started run does)
+    with httpx.Client(base_url=stack["prefect_api"], timeout=60) as client:
+        dep = client.get("/deployments/name/retrain/retrain-nightly").raise_for_status().json()
+    config = CONFIG | {"experiment": "one-store", "model_name": "one-store-deployment", "learners": ["NB"]}
+    dep_run = _trigger(stack, dep["id"], config)
+    # the CLI run from the same shell: no --tracking-uri, no --run-root, no server URL in its environment
+    res = _cli(["retrain", "--learners", "NB", "--cv-folds", "3", "--experiment", "one-store",
+                "--model-name", "one-store-cli"], stack["env"], timeout_s=900)
+    assert res.returncode == 0, res.stderr[-2000:]
+
+    ml = MlflowClient(stack["mlflow"])
+    exp = ml.get_experiment_by_name("one-store")
+    parents = [r for r in ml.search_runs([exp.experiment_id]) if "mlflow.parentRunId" not in r.data.tags]
+    by_flow = {r.data.tags["prefect.flow_run_id"]: r for r in parents}
+    assert dep_run in by_flow and len(by_flow) == 2, sorted(by_flow)
+    cli_parent = next(r for k, r in by_flow.items() if k != dep_run)
+    run_dirs = {Path(r.data.tags["shiftflow.run_dir"]).parent for r in parents}
+    assert run_dirs == {(stack["home"] / "runs").resolve()}  # one run root
+    assert exp.artifact_location.startswith("file://")  # a file location either side can read
+    for r in parents:  # each run's chart, read through the server
+        assert "history/accuracy_over_time.png" in [a.path for a in ml.list_artifacts(r.info.run_id, "history")]
+    local = MlflowClient(f"sqlite:///{(stack['home'] / 'mlflow.db').resolve()}")  # what `evaluate` reads
+    assert local.get_run(by_flow[dep_run].info.run_id).info.status == "FINISHED"
+    assert local.get_run(cli_parent.info.run_id).data.tags["champion.registered_model"].startswith("one-store-cli")
+
+
 def _create_run(client: Any, deployment_id: str, config: dict[str, Any], attempts: int = 6) -> str:
     """Create a deployment run, retrying the server's transient 503 (seen when runs are created back to back on
     its sqlite database)."""
