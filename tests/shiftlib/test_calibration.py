@@ -13,7 +13,7 @@ import cloudpickle
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from matplotlib.figure import Figure
 from scipy import stats
@@ -75,6 +75,7 @@ def test_prior_shift_by_hand():
 # ====================================================================================================
 @settings(max_examples=100, deadline=None)
 @given(probs, betas)
+@example(p_s=1.0, beta=0.1)  # unclipped, eq. 9 overshoots 1 by an ulp here (0.1/(0.1 − 1 + 1) = 1.0000000000000002)
 def test_p_prime_in_unit_interval(p_s, beta):
     p = correct_posterior(p_s, beta)
     assert 0.0 <= p <= 1.0

@@ -115,18 +115,34 @@ def _check_valid(p: PreparedData, src: pd.DataFrame, tgt: pd.DataFrame) -> None:
     p.to_dict()  # the manifest summary serialises
 
 
-@settings(max_examples=300, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(table_pairs())
-def test_ingest_gives_a_valid_table_or_its_input_error(pair):
-    src, tgt = pair
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # id-like columns are dropped with a warning: allowed
-        try:
-            prepared = prepare_tables(src, tgt, "y")
-        except IngestError as exc:
-            assert isinstance(exc, ShiftflowInputError) and str(exc)
-            event(f"refused: {str(exc)[:25]}")
-            return
-    event("encoded")
-    _check_valid(prepared, src, tgt)
+#: at least this share of the generated table pairs must be encoded, not refused: a test that passes when ingest
+#: refuses everything checks nothing (issue 30). The derandomized draws encode 53 of 300 (0.18); the bound is about
+#: half of that, so a generator change that shifts the mix a little does not fail it, and refusing everything does.
+MIN_ENCODED_SHARE = 0.10
+
+
+def test_ingest_gives_a_valid_table_or_its_input_error():
+    outcomes: list[str] = []
+
+    @settings(max_examples=300, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(table_pairs())
+    def check(pair):
+        src, tgt = pair
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # id-like columns are dropped with a warning: allowed
+            try:
+                prepared = prepare_tables(src, tgt, "y")
+            except IngestError as exc:
+                assert isinstance(exc, ShiftflowInputError) and str(exc)
+                event(f"refused: {str(exc)[:25]}")
+                outcomes.append("refused")
+                return
+        event("encoded")
+        _check_valid(prepared, src, tgt)
+        outcomes.append("encoded")
+
+    check()
+    share = outcomes.count("encoded") / len(outcomes)
+    print(f"[fuzz] {outcomes.count('encoded')} of {len(outcomes)} table pairs encoded ({share:.2f})")
+    assert share >= MIN_ENCODED_SHARE, share

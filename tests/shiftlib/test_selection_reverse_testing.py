@@ -118,6 +118,21 @@ def test_condition_4_3_tie_on_a_second_hand_built_case():
     assert res.ranks.to_dict() == {"A": 1, "B": 1}
 
 
+@pytest.mark.parametrize("m, expected", [
+    # M[labeler, retrainer] for (a, b) = ("a", "b"); RT Conditions 4.1/4.2 need both inequalities strict
+    ([[0.6, 0.5], [0.7, 0.6]], ("b", "4.1")),  # M[b,a] 0.7 > M[a,a] 0.6 and M[b,b] 0.6 > M[a,b] 0.5
+    ([[0.7, 0.6], [0.6, 0.5]], ("a", "4.2")),  # the mirror
+    ([[0.6, 0.5], [0.6, 0.6]], (None, "4.3")),  # M[b,a] = M[a,a]: a tie is no win for b
+    ([[0.6, 0.6], [0.7, 0.6]], (None, "4.3")),  # M[b,b] = M[a,b]
+    ([[0.6, 0.6], [0.6, 0.6]], (None, "4.3")),  # all tied
+])
+def test_conditions_4_1_and_4_2_are_strict_on_a_hand_built_tied_matrix(m, expected):
+    from shiftlib.selection.reverse_testing import pair_decision
+
+    M = pd.DataFrame(m, index=["a", "b"], columns=["a", "b"])
+    assert pair_decision(M, "a", "b")[:2] == expected
+
+
 @pytest.mark.parametrize("n_learners", [2, 3])
 def test_n_fits_is_l_plus_l_squared_counted_by_fit_calls(n_learners):
     edges = [(2.0, 6.0), (4.0,), (3.0,)][:n_learners]

@@ -204,13 +204,7 @@ def test_trcv_select_scores_rank_and_eq16_between_learners():
     assert sel.n_fits == 2 * 5 * 2
 
 
-def test_kmm_default_uses_shiftlib_weights_when_present():
-    try:
-        from shiftlib.weights import make_weighter  # noqa: F401  (another module; may not exist yet)
-    except ImportError:
-        with pytest.raises(ImportError, match="pass weights= as an array"):
-            trcv("NB", X_S, Y_S, X_U, k=2)
-        return
+def test_kmm_default_uses_shiftlib_weights():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40, 2))
     y = (X[:, 0] > 0).astype(int)
