@@ -728,3 +728,42 @@ def test_a_served_contender_without_labels_keeps_the_uninformed_prior_variance(d
     theta, cov, _ = _prior(cv, LEARNERS, Xs, ys, Xt, 0, [*LEARNERS, "s"], ("s",))
     assert theta[3] == pytest.approx(cv.scores[LEARNERS].mean()) and cov[3, 3] == UNINFORMED_VAR == 0.25
     assert np.all(cov[3, :3] == 0) and np.allclose(theta[:3], cv.scores[LEARNERS])
+
+
+# ----------------------------------------------------------------------------------------------------
+# side paths, worked by hand (issue 32): requested labels that never come back, labels given without a plan
+# ----------------------------------------------------------------------------------------------------
+def _side_batch() -> TargetPredictions:
+    """6 rows, candidates a and b: they disagree on rows 0–3 (D) and both predict 1 on rows 4–5, whose mean
+    probability of class 1 is 0.8."""
+    P = np.array([[0, 1], [1, 0], [0, 1], [1, 0], [1, 1], [1, 1]])
+    proba = np.array([[0.5, 0.5]] * 4 + [[0.2, 0.8]] * 2)
+    return TargetPredictions(["a", "b"], P, proba, np.array([0, 1]))
+
+
+def test_requested_labels_that_never_come_back_rescale_the_rounds_pi() -> None:
+    from shiftlib.selection.fewlabel import _label_estimate
+
+    tp = _side_batch()
+    # one round asked for rows 0–3, each with π = 0.5; only rows 0 and 1 came back (labels 0 and 1: a right on both)
+    plan = LabelPlan(np.array([0, 1, 2, 3]), np.full(4, 0.5), np.ones(4, int), 4, 6, ["a", "b"],
+                     {"disagreement": tp.disagreement, "round_info": [{"round": 1, "labeled_before": []}]})
+    theta, _, details = _label_estimate(tp, plan, {0: 0, 1: 1}, "ht", "hh")
+    # π is scaled by the share answered (2 of 4): 0.25, so each labeled row counts 4 times; the common part is
+    # p̄ of the shared class on rows 4–5: 0.8 + 0.8. θ_a = (1.6 + 1/0.25 + 1/0.25) / 6, θ_b = (1.6 + 0) / 6
+    np.testing.assert_allclose(theta, [(1.6 + 8.0) / 6, 1.6 / 6])
+    assert details["n_missing_requested"] == 2
+
+
+def test_labels_without_a_plan_carry_the_finite_population_factor() -> None:
+    from shiftlib.selection.fewlabel import _label_estimate
+
+    tp = _side_batch()
+    # m = 3 labels on rows no plan asked for (0, 1 and 4): a simple random sample of the N = 6 rows
+    theta, cov, details = _label_estimate(tp, None, {0: 0, 1: 1, 4: 1}, "ht", "hh")
+    # residuals on D: a is right on rows 0 and 1, row 4 is outside D → r_a = (1, 1, 0), r_b = (0, 0, 0)
+    # estimate N·mean(r) = 6·2/3 = 4 for a, 0 for b; common part: row 4 labeled (both right: 1), row 5 p̄ 0.8
+    np.testing.assert_allclose(theta, [(1.8 + 4.0) / 6, 1.8 / 6])
+    # variance N²(1 − m/N)·s²/m with s²_a = var(1, 1, 0) = 1/3 (ddof 1): 36·(1/2)·(1/3)/3 = 2, over N² → 2/36
+    np.testing.assert_allclose(cov, [[2.0 / 36, 0.0], [0.0, 0.0]], atol=1e-12)
+    assert details["n_extra"] == 3
