@@ -203,8 +203,12 @@ def preprocessor_hash(store: StageStore) -> str:
 
 
 def served_pipeline(store: StageStore, model: Any) -> Pipeline:
-    """The model as served: ingest's fitted preprocessor, then ``model`` (fitted on the encoded source)."""
-    return Pipeline([("prepare", load_preprocessor(store)), ("model", model)])
+    """The model as served (``shiftlib.serving.ServedModel``): ingest's fitted preprocessor, then ``model``
+    (fitted on the encoded source), with the source's class labels in code order."""
+    from shiftlib.serving import ServedModel
+
+    return ServedModel([("prepare", load_preprocessor(store)), ("model", model)],
+                       class_labels=list(store.manifest("ingest")["extra"]["classes"]))
 
 
 def load_raw_example(store: StageStore) -> pd.DataFrame:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+import mlflow.models
 import numpy as np
 import pandas as pd
 from mlflow.models import ModelSignature, infer_signature
@@ -156,8 +157,8 @@ def with_retries(fn: Any, *args: Any, attempts: int = 4, base_delay: float = 0.5
     """Call ``fn`` retrying transient failures with exponential backoff (tracking-server hiccups).
 
     A connection MLflow's HTTP client already gave up on is not retried here (it retried for minutes: a server
-    restarted meanwhile is found again): it is raised at once as ``TrackingUnreachable``, one sentence; so is a
-    broken connection on the last attempt."""
+    restarted meanwhile is found again): it is raised at once as ``TrackingUnreachable``, one sentence naming the
+    server. Any other error (a connection broken mid-request by a restart, too) is retried."""
     for i in range(attempts - 1):
         try:
             return fn(*args, **kwargs)
@@ -168,7 +169,7 @@ def with_retries(fn: Any, *args: Any, attempts: int = 4, base_delay: float = 0.5
     try:
         return fn(*args, **kwargs)  # the last attempt: its error propagates
     except Exception as exc:
-        if cannot_connect(exc):
+        if _gave_up(exc):
             raise unreachable_error(exc) from exc
         raise
 
@@ -186,16 +187,19 @@ def log_metrics(client: Any, run_id: str, metrics: Mapping[str, Any], *, skip_mi
 
 
 def log_sklearn_model(
-    model: Any, name: str, X_example: pd.DataFrame, *, predict_fn: str = "predict_proba",
+    model: Any, name: str, X_example: pd.DataFrame, *, predict_fn: str | None = None,
     input_schema: Any = None,
 ) -> str:
-    """Log ``model`` to the active run so ``mlflow.pyfunc.load_model`` returns ``predict_fn`` output.
+    """Log ``model`` to the active run so ``mlflow.pyfunc.load_model`` returns ``predict_fn`` output: by default,
+    for a ``shiftlib.serving.ServedModel``, ``predict_labeled`` (the class label and a probability column per
+    class, named by class; ``tasks.served_flavor``), else ``predict_proba``.
 
     cloudpickle (skops refuses our pipelines' types), explicit pip requirements, signature and input
     example from the rows the model will serve, and shiftlib shipped as code so a fresh process loads it.
     ``input_schema`` (an ``mlflow.types.Schema``), when given, replaces the input schema inferred from the
     example.
     """
+    predict_fn = predict_fn or ("predict_labeled" if hasattr(model, "predict_labeled") else "predict_proba")
     example = _json_safe(X_example.head(5))
     out = getattr(model, predict_fn)(example)
     with warnings.catch_warnings():
@@ -218,6 +222,13 @@ def _log(model: Any, name: str, example: pd.DataFrame, out: Any, predict_fn: str
     signature = infer_signature(example, out)
     if input_schema is not None:
         signature = ModelSignature(inputs=input_schema, outputs=signature.outputs)
+    if hasattr(model, "predict_labeled"):  # shiftlib.serving.ServedModel: pyfunc speaks the user's labels
+        import tasks.served_flavor
+
+        return mlflow.models.Model.log(
+            artifact_path=None, name=name, flavor=tasks.served_flavor, sk_model=model,
+            serialization_format="cloudpickle", pip_requirements=pip_requirements(), signature=signature,
+            input_example=example, code_paths=[SHIFTLIB_DIR])
     return mlflow.sklearn.log_model(
         model,
         name=name,

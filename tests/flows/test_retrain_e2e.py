@@ -142,7 +142,7 @@ def test_models_reload_in_a_fresh_process_and_reproduce_predictions(two_runs):
         preds = pd.read_parquet({str(run_dir / 'training' / 'predictions.parquet')!r})
         out = {{}}
         for name, uri in json.loads(sys.argv[1]).items():
-            p = np.asarray(mlflow.pyfunc.load_model(uri).predict(X))
+            p = mlflow.pyfunc.load_model(uri).predict(X).filter(like='proba_').to_numpy()
             saved = preds[preds.learner == name].sort_values('_row')[['proba_0', 'proba_1']].to_numpy()
             out[name] = float(np.abs(p - saved).max())
         print(json.dumps(out))
@@ -220,11 +220,15 @@ def test_champion_scores_a_raw_csv_of_the_target_as_the_user_gave_it(two_runs, t
     name = first["champion"]["registered_model"]
     served = mlflow.pyfunc.load_model(f"models:/{name}@champion")  # v1: the first run's choice (above)
     assert served.metadata.get_input_schema().input_names() == list(batch.columns)
-    p = np.asarray(served.predict(batch))
+    out = served.predict(batch)
+    classes = first["classes"]  # Pima's labels as the table has them, in code order
+    assert list(out.columns) == ["predicted", *(f"proba_{c}" for c in classes)]
     preds = pd.read_parquet(Path(first["run_dir"]) / "training" / "predictions.parquet")
     saved = preds[preds["learner"] == first["champion"]["candidate"]].sort_values("_row")
     # the stage's numbers came from the candidate on ingest's encoded target table: an independent path
-    np.testing.assert_array_equal(p, saved[["proba_0", "proba_1"]].to_numpy())
+    np.testing.assert_array_equal(out[[f"proba_{c}" for c in classes]].to_numpy(),
+                                  saved[["proba_0", "proba_1"]].to_numpy())
+    assert out["predicted"].tolist() == [classes[c] for c in saved["predicted"]]
 
 
 def test_recalibration_serves_corrected_probabilities(two_runs, tmp_path):
@@ -245,8 +249,7 @@ def test_recalibration_serves_corrected_probabilities(two_runs, tmp_path):
 
     mlflow.set_tracking_uri(cfg.tracking_uri)
     served = mlflow.pyfunc.load_model("models:/e2e-recalibrated@champion")
-    p = served.predict(tgt)
-    p1 = (p.to_numpy() if hasattr(p, "to_numpy") else p)[:, 1]
+    p1 = served.predict(tgt)[f"proba_{third['classes'][1]}"].to_numpy()
     assert abs(p1 - probs["p_prime"].to_numpy()).max() < 1e-12  # the registry serves p′
 
 

@@ -55,20 +55,29 @@ def trained(tmp_path_factory):
 
 def test_logged_pipeline_scores_raw_rows_as_the_stage_predicted(trained):
     import mlflow
+    import mlflow.sklearn
 
     store, kw, res, tmp_path = trained
     model = mlflow.pyfunc.load_model(res["model_uri"])
     raw = pd.read_csv(tmp_path / "tgt.csv")  # the target as the user gave it, read back from the file
     assert model.metadata.get_input_schema().input_names() == ["cust_id", "age", "income", "plan", "promo"]
-    p = np.asarray(model.predict(raw))
+    out = model.predict(raw)
+    # it speaks the user's labels (issue 29): the class label, and a probability column per class named by it
+    classes = store.manifest("ingest")["extra"]["classes"]
+    assert list(out.columns) == ["predicted", *(f"proba_{c}" for c in classes)]
+    p = out[[f"proba_{c}" for c in classes]].to_numpy()
     saved = res["predictions"].sort_values("_row")[["proba_0", "proba_1"]].to_numpy()
     np.testing.assert_array_equal(p, saved)  # same numbers as the candidate on the encoded target table
+    assert out["predicted"].tolist() == [classes[i] for i in saved.argmax(axis=1)]
+    assert model.metadata.get_output_schema().input_names() == list(out.columns)  # the signature says so
+    # the scikit-learn flavor is the pipeline: class codes' probabilities, as the champion gate reads them
+    np.testing.assert_array_equal(mlflow.sklearn.load_model(res["model_uri"]).predict_proba(raw), saved)
     # and the pipeline's first step is exactly the ingest encoding of those rows
     _, _, X_t = load_xy(store)
     pd.testing.assert_frame_equal(load_preprocessor(store).transform(raw), X_t, check_exact=True)
     # a batch with a missing value where neither table had one still scores (median, no new column)
     one = raw.head(1).astype({"age": "float64"}).assign(age=np.nan)
-    assert np.isfinite(np.asarray(model.predict(one))).all()
+    assert np.isfinite(model.predict(one).filter(like="proba_").to_numpy()).all()
 
 
 def test_recalibrated_pipeline_scores_raw_rows_with_p_prime(trained):
@@ -77,8 +86,9 @@ def test_recalibrated_pipeline_scores_raw_rows_with_p_prime(trained):
     store, kw, _, tmp_path = trained
     out = recalibration.fn(store, "LR", beta="balanced", **kw)
     probs = store.read_table("recalibration", "probabilities")
-    p = np.asarray(mlflow.pyfunc.load_model(out["model_uri"]).predict(pd.read_csv(tmp_path / "tgt.csv")))
-    np.testing.assert_array_equal(p[:, 1], probs["p_prime"].to_numpy())  # the registry would serve p′
+    p = mlflow.pyfunc.load_model(out["model_uri"]).predict(pd.read_csv(tmp_path / "tgt.csv"))
+    positive = store.manifest("ingest")["extra"]["classes"][1]
+    np.testing.assert_array_equal(p[f"proba_{positive}"].to_numpy(), probs["p_prime"].to_numpy())  # p′ is served
 
 
 def test_preprocessor_file_is_hash_checked_and_a_damaged_one_recomputes_ingest(trained):
@@ -138,3 +148,51 @@ def test_a_candidate_that_cannot_be_fitted_is_skipped_and_named(trained, tmp_pat
     fold = train_learner.fn(weighted("r4", w), "NB", "kmm", **kw)
     assert fold["skipped"] == ("in a training fold of its 3-fold source CV the kmm weights are 0 on every row of class "
                                "yes (they are positive on only 1 of its rows), so its source-CV accuracy cannot be measured")
+
+
+@pytest.mark.slow  # starts `mlflow models serve` (a scoring server) for one request
+def test_the_rest_scoring_server_gives_the_same_labeled_answer(trained):
+    """Issue 29: ``mlflow models serve`` on the logged model answers with the class label and the probability
+    columns named by class, equal to ``mlflow.pyfunc.load_model(...).predict`` on the same raw rows."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    import mlflow
+
+    from flows.stack import free_port
+
+    store, kw, res, tmp_path = trained
+    raw = pd.read_csv(tmp_path / "tgt.csv").head(12)
+    local = mlflow.pyfunc.load_model(res["model_uri"]).predict(raw)
+    port = free_port()
+    # the server execs `uvicorn` from PATH: this interpreter's scripts folder first
+    env = dict(os.environ, MLFLOW_TRACKING_URI=kw["tracking_uri"],
+               PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
+    proc = subprocess.Popen([sys.executable, "-m", "mlflow", "models", "serve", "-m", res["model_uri"], "-h",
+                             "127.0.0.1", "-p", str(port), "--env-manager", "local", "-w", "1"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        body = json.dumps({"dataframe_split": json.loads(raw.to_json(orient="split", index=False))}).encode()
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/invocations", data=body,
+                                             headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    answer = json.loads(r.read())
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-2000:]
+                time.sleep(1.0)
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=60)
+    served = pd.DataFrame(answer["predictions"])
+    assert list(served.columns) == list(local.columns)
+    assert served["predicted"].tolist() == local["predicted"].tolist()
+    np.testing.assert_allclose(served.filter(like="proba_").to_numpy(), local.filter(like="proba_").to_numpy(),
+                               rtol=0, atol=1e-12)
