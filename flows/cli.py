@@ -361,6 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from flows.stack.procs import stop_as_interrupt
     from shiftlib.errors import ShiftflowInputError
+    from tasks.store import StageWriteError
 
     debug = debug_enabled(ns)
     try:
@@ -371,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"shiftflow: error: {one_line(exc)}", file=sys.stderr)
         return 2
-    except (ConnectionError, TimeoutError) as exc:  # a service (MLflow, Prefect) down: the environment, not a bug
+    except (ConnectionError, TimeoutError, StageWriteError) as exc:  # a service down, a full disk: not a bug
         if debug:
             traceback.print_exc()
         print(f"shiftflow: error: {one_line(exc)}", file=sys.stderr)
@@ -514,13 +515,17 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
 
 
 class _NoInputErrorTraceback(logging.Filter):
-    """Drops the traceback of a log record whose exception is a ``ShiftflowInputError``: a bad input found
-    during the run (a labels file of another configuration) is its one sentence, not a traceback."""
+    """Drops the traceback of a log record whose exception the CLI prints as one sentence: a bad input found
+    during the run (``ShiftflowInputError``: a labels file of another configuration), a service down
+    (``ConnectionError``, ``TimeoutError``) or a full disk (``StageWriteError``) — not 175 lines of tracebacks
+    before it (issue 31)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         from shiftlib.errors import ShiftflowInputError
+        from tasks.store import StageWriteError
 
-        if record.exc_info and isinstance(record.exc_info[1], ShiftflowInputError):
+        if record.exc_info and isinstance(record.exc_info[1], (ShiftflowInputError, ConnectionError, TimeoutError,
+                                                               StageWriteError)):
             record.exc_info, record.exc_text = None, None
         return True
 

@@ -11,6 +11,7 @@ read: ``read_table`` raises ``CorruptStageError`` and ``find_reusable`` skips th
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -45,7 +46,21 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def _atomic_write_bytes(path: Path, write: Any) -> None:
+#: errors of a full disk: no space, a file-size limit (``ulimit -f``, with SIGXFSZ ignored), a quota
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
+
+
+class StageWriteError(OSError):
+    """A stage file could not be written because the disk is full (or a file-size limit or quota is reached);
+    ``errno`` is kept. Nothing half-written is left, and the stage's previous files and manifest are kept."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def _write_temp(path: Path, write: Any) -> Path:
+    """Write a temp file beside ``path`` (same folder), fsynced; returns its path. On failure nothing is left,
+    and a full disk is raised as ``StageWriteError`` naming ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -53,9 +68,22 @@ def _atomic_write_bytes(path: Path, write: Any) -> None:
             write(f)
             f.flush()
             os.fsync(f.fileno())
+    except BaseException as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and not isinstance(exc, StageWriteError) and exc.errno in _DISK_FULL:
+            raise StageWriteError(exc.errno, f"cannot write {path}: {exc.strerror or exc} (the disk is full or a "
+                                  "file-size limit is reached); nothing half-written is left and the previous "
+                                  "files are kept: free space and rerun, finished stages are reused") from exc
+        raise
+    return Path(tmp)
+
+
+def _atomic_write_bytes(path: Path, write: Any) -> None:
+    tmp = _write_temp(path, write)
+    try:
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -66,8 +94,12 @@ def write_parquet_atomic(df: pd.DataFrame, path: str | Path) -> str:
     return sha256_file(path)
 
 
+def _json_bytes(obj: Any) -> bytes:
+    return json.dumps(obj, indent=2, sort_keys=True, default=str).encode()
+
+
 def write_json_atomic(obj: Any, path: str | Path) -> None:
-    data = json.dumps(obj, indent=2, sort_keys=True, default=str).encode()
+    data = _json_bytes(obj)
     _atomic_write_bytes(Path(path), lambda f: f.write(data))
 
 
@@ -128,32 +160,48 @@ class StageStore:
         extra: Mapping[str, Any] | None = None,
         files: Mapping[str, bytes] | None = None,
     ) -> dict[str, Any]:
-        """Write ``tables`` (name → DataFrame) and other ``files`` atomically, then the manifest last."""
+        """Write ``tables`` (name → DataFrame) and other ``files``, then the manifest last.
+
+        Every file is first written in full to a temp file beside its place, and only once all of them (the
+        manifest too) are written are they renamed into place, the manifest last: a write that fails (a full
+        disk: ``StageWriteError``) leaves the stage's previous files and manifest as they were, and no temp file."""
         d = self.stage_dir(stage)
         entries: dict[str, Any] = {}
-        for name, df in tables.items():
-            path = d / f"{name}.parquet"
-            digest = write_parquet_atomic(df, path)
-            entries[path.name] = {
-                "rows": int(len(df)),
-                "schema": {str(c): str(t) for c, t in df.dtypes.items()},
-                "sha256": digest,
+        staged: list[tuple[Path, Path]] = []  # (temp file, its place)
+        try:
+            for name, df in tables.items():
+                path = d / f"{name}.parquet"
+                table = pa.Table.from_pandas(df, preserve_index=False)
+                tmp = _write_temp(path, lambda f, t=table: pq.write_table(t, f))
+                staged.append((tmp, path))
+                entries[path.name] = {
+                    "rows": int(len(df)),
+                    "schema": {str(c): str(t) for c, t in df.dtypes.items()},
+                    "sha256": sha256_file(tmp),
+                }
+            for name, data in (files or {}).items():
+                path = d / name
+                tmp = _write_temp(path, lambda f, b=data: f.write(b))
+                staged.append((tmp, path))
+                entries[name] = {"sha256": sha256_file(tmp), "bytes": len(data)}
+            manifest = {
+                "stage": stage,
+                "key": key,
+                "run_id": self.run_id,
+                "params": dict(params),
+                "inputs": dict(inputs),
+                "code_version": code_version(),
+                "files": entries,
+                "extra": dict(extra or {}),
             }
-        for name, data in (files or {}).items():
-            path = d / name
-            write_bytes_atomic(data, path)
-            entries[name] = {"sha256": sha256_file(path), "bytes": len(data)}
-        manifest = {
-            "stage": stage,
-            "key": key,
-            "run_id": self.run_id,
-            "params": dict(params),
-            "inputs": dict(inputs),
-            "code_version": code_version(),
-            "files": entries,
-            "extra": dict(extra or {}),
-        }
-        write_json_atomic(manifest, d / MANIFEST)
+            data = _json_bytes(manifest)
+            staged.append((_write_temp(d / MANIFEST, lambda f: f.write(data)), d / MANIFEST))
+            for tmp, path in staged:  # the manifest last
+                os.replace(tmp, path)
+        except BaseException:
+            for tmp, _ in staged:
+                tmp.unlink(missing_ok=True)
+            raise
         return manifest
 
     def verify(self, stage_dir: Path) -> dict[str, Any] | None:

@@ -392,6 +392,22 @@ def test_an_unreachable_prefect_api_is_one_line_naming_the_setting(tmp_path, cap
     assert not (tmp_path / "runs").exists()  # nothing started
 
 
+def test_a_full_disk_is_one_line_not_a_bug(tmp_path, monkeypatch, capsys):
+    """Issue 31: a stage write that finds the disk full (``StageWriteError``) is the environment: one line, exit 1."""
+    import errno
+
+    import flows.preflight
+    from tasks.store import StageWriteError
+
+    def full(config):
+        raise StageWriteError(errno.ENOSPC, "cannot write /x/ingest/source.parquet: No space left on device")
+
+    monkeypatch.setattr(flows.preflight, "preflight", full)
+    code = main(["retrain", "--run-root", str(tmp_path / "runs")])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and lines == ["shiftflow: error: cannot write /x/ingest/source.parquet: No space left on device"]
+
+
 def test_undersampling_a_multiclass_label_is_refused_up_front():
     # the recalibration stage (US eq. 9) is two-class only: refused in preflight, not after training
     from flows.preflight import ConfigError
