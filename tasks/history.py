@@ -62,7 +62,7 @@ def plot_history(table: pd.DataFrame, model_name: str) -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.5 * len(table) + 3), 4))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.5 * len(table) + 3), 4), layout="constrained")
     x = list(range(len(table)))
     if len(table):
         lo, hi = table["estimate"] - table["ci_low"], table["ci_high"] - table["estimate"]
@@ -76,12 +76,12 @@ def plot_history(table: pd.DataFrame, model_name: str) -> Any:
                 continue
             if last is not None:
                 ax.axvline(i - 0.5, color="grey", linestyle=":", linewidth=1)
-            ax.text(i - 0.45, 0.02, f"v{v} serves", transform=ax.get_xaxis_transform(), fontsize=8)
+            ax.text(i - 0.45, 0.02, f"v{v} serves", transform=ax.get_xaxis_transform(), fontsize=8, clip_on=True)
             last = v
         ax.set_xticks(x, [s.strftime("%m-%d %H:%M") for s in table["started"]], rotation=45, ha="right",
                       fontsize=7)
+        ax.set_xlim(-0.5, len(table) - 0.5)
     ax.set_ylabel("accuracy on the batch")
     ax.set_title(f"{model_name}: accuracy over time ({len(table)} runs)")
     ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
     return fig
