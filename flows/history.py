@@ -4,7 +4,6 @@ chart (``tasks.history``)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -19,11 +18,11 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def run(ns: argparse.Namespace) -> int:
     """Print the table and write the chart; 0, or 2 with one line when the model has no runs."""
-    from flows.paths import missing_sqlite_store, shiftflow_home
+    from flows.paths import missing_sqlite_store
+    from flows.ui import local_store
     from tasks.history import model_history, plot_history
-    from tasks.tracking import default_tracking_uri
 
-    uri = ns.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(shiftflow_home())
+    uri = local_store(ns.tracking_uri)
     db = missing_sqlite_store(uri)
     if db is not None:
         print(f"shiftflow: error: no MLflow store at {db}: pass --tracking-uri (or set MLFLOW_TRACKING_URI)",

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger, runtime
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import create_markdown_artifact
 from prefect.flow_runs import suspend_flow_run
 from threadpoolctl import threadpool_limits
 
@@ -26,6 +26,7 @@ from tasks.champion import champion, check_model_name, default_model_name, input
 from tasks.drift import drift
 from tasks.estimation import estimation, served_estimate
 from tasks.evaluation import evaluate
+from tasks.history import log_history
 from tasks.ingest import ingest
 from tasks.labels import labels, labels_form
 from tasks.limits import task_threads
@@ -238,28 +239,12 @@ def _summary(run: _Run, prep: dict[str, Any], dec: dict[str, Any]) -> dict[str, 
         row = scores.set_index("learner").loc[chosen["chosen"]]
         log_metrics(client, ctx.parent_run_id, {f"eval.{k}": row[k] for k in ("target_accuracy", "target_auc")
                                                 if k in row.index}, skip_missing=True)
-    _log_history(uri, ctx.parent_run_id, dec["champion"]["registered_model"])
+    log_history(uri, ctx.parent_run_id, dec["champion"]["registered_model"])
     log_metrics(client, ctx.parent_run_id, {f"timing.{k}_s": v for k, v in run.timings.items()}
                 | {"memory.peak_rss_gib": max(run.peaks.values(), default=float("nan"))}, skip_missing=True)
     create_markdown_artifact(key="retrain-summary", markdown=summary_markdown(summary, chosen["scores"]),
                              description="shiftflow retrain summary")
     return summary
-
-
-def _log_history(uri: str, parent: str, model_name: str) -> None:
-    """The registered model's accuracy over time, this run included (``tasks.history``): a chart on the parent
-    run (``history/accuracy_over_time.png``) and a Prefect table artifact."""
-    import matplotlib.pyplot as plt
-
-    from tasks.history import model_history, plot_history
-
-    table = model_history(uri, model_name)
-    fig = plot_history(table, model_name)
-    with_retries(_client(uri).log_figure, parent, fig, "history/accuracy_over_time.png")
-    plt.close(fig)
-    shown = table.drop(columns=["run_id"]).assign(started=table["started"].dt.strftime("%Y-%m-%d %H:%M"))
-    create_table_artifact(key="model-history", table=shown.round(4).astype(object).where(shown.notna(), None)
-                          .to_dict("records"), description=f"{model_name}: accuracy over time")
 
 
 def run_description(s: dict[str, Any]) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import os
 import sys
 from datetime import UTC, datetime
 
@@ -24,12 +23,11 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def run(ns: argparse.Namespace) -> int:
     """``shiftflow champion`` on parsed flags; returns the exit code (0 done, 2 refused, one line)."""
-    from flows.paths import shiftflow_home
+    from flows.ui import local_store
     from shiftlib.errors import ShiftflowInputError
     from tasks.champion import set_champion
-    from tasks.tracking import default_tracking_uri
 
-    uri = ns.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(shiftflow_home())
+    uri = local_store(ns.tracking_uri)
     when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
         moved = set_champion(uri, ns.model, version=ns.version, previous=ns.previous, reason=ns.reason,

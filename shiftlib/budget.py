@@ -31,7 +31,6 @@ import numpy as np
 __all__ = [
     "RUN_MEMORY_BASE_GIB",
     "RUN_MEMORY_FACTOR",
-    "available_memory_gib",
     "check_memory",
     "MAX_CLASSES",
     "RARE_CLASS_ROWS",
@@ -157,35 +156,16 @@ RUN_MEMORY_FACTOR = 18
 RUN_MEMORY_BASE_GIB = 1.0
 
 
-def available_memory_gib() -> float:
-    """RAM this process may still use, in GiB: the kernel's available memory, capped by a cgroup (v2) limit."""
-    import os
-
-    avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    try:
-        with open("/proc/meminfo") as f:  # MemAvailable counts reclaimable cache, as `free` does
-            avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
-    except (OSError, StopIteration, ValueError):
-        pass
-    try:
-        with open("/sys/fs/cgroup/memory.max") as f:
-            limit = f.read().strip()
-        with open("/sys/fs/cgroup/memory.current") as f:
-            used = int(f.read().strip())
-        if limit != "max":
-            avail = min(avail, int(limit) - used)
-    except (OSError, ValueError):
-        pass
-    return max(avail, 0) / 2**30
-
-
-def check_memory(table_bytes: float, max_memory_gib: float | None = None) -> float:
+def check_memory(table_bytes: float, max_memory_gib: float | None = None, *,
+                 available_gib: float | None = None) -> float:
     """The run's estimated peak memory in GiB for tables of ``table_bytes`` in memory; raises
     ``ShiftflowInputError`` (naming the ways through) when it exceeds ``max_memory_gib`` (default: half of
-    :func:`available_memory_gib`, so the machine stays usable)."""
+    ``available_gib``, the RAM the caller measured as available, so the machine stays usable)."""
     from shiftlib.errors import ShiftflowInputError
 
-    limit = available_memory_gib() / 2 if max_memory_gib is None else float(max_memory_gib)
+    if max_memory_gib is None and available_gib is None:
+        raise ValueError("give max_memory_gib, or available_gib to default to half of it")
+    limit = float(available_gib) / 2 if max_memory_gib is None else float(max_memory_gib)
     need = RUN_MEMORY_BASE_GIB + RUN_MEMORY_FACTOR * table_bytes / 2**30
     if need > limit:
         raise ShiftflowInputError(

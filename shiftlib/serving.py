@@ -48,10 +48,6 @@ class LabeledPredictor:
     def predict(self, model_input: Any, params: dict[str, Any] | None = None) -> pd.DataFrame:  # noqa: ARG002
         return self.model.predict_labeled(model_input)
 
-    def get_raw_model(self) -> Any:
-        """The fitted pipeline (what ``unwrap_python_model``-style access expects)."""
-        return self.model
-
 
 def _load_pyfunc(path: str) -> LabeledPredictor:
     """MLflow's loader-module hook: ``path`` is the pickled pipeline the scikit-learn flavor saved (cloudpickle)."""

@@ -203,13 +203,19 @@ def _from_evidence(table: pd.DataFrame, classes: np.ndarray) -> tuple[StoredPred
     return P, X
 
 
-def _today_rows(store: Any, seed: int, rows: int | None) -> pd.DataFrame:
-    """Today's raw target rows (as the user gave them) on the estimation stage's target rows."""
+def _raw_target(store: Any) -> tuple[np.ndarray, pd.DataFrame]:
+    """Today's row keys and raw target rows as the user gave them, without the key and the id column: what a
+    served model takes."""
     from tasks.ingest import ROW
 
     raw = store.read_table("ingest", "target_rows")
     id_col = store.manifest("ingest")["params"].get("id_column")
-    raw = raw.drop(columns=[ROW] + ([id_col] if id_col in raw.columns else []))
+    return raw[ROW].to_numpy(), raw.drop(columns=[ROW] + ([id_col] if id_col in raw.columns else []))
+
+
+def _today_rows(store: Any, seed: int, rows: int | None) -> pd.DataFrame:
+    """Today's raw target rows (as the user gave them) on the estimation stage's target rows."""
+    raw = _raw_target(store)[1]
     return raw.iloc[target_rows(len(raw), seed, rows)].reset_index(drop=True)
 
 
@@ -258,10 +264,7 @@ def served(store: Any, *, model_name: str, tracking_uri: str) -> dict[str, Any] 
     if found is not None:
         store.adopt(SERVED, found)
     else:
-        raw = store.read_table("ingest", "target_rows")
-        id_col = store.manifest("ingest")["params"].get("id_column")
-        rows = raw[ROW].to_numpy()
-        raw = raw.drop(columns=[ROW] + ([id_col] if id_col in raw.columns else []))
+        rows, raw = _raw_target(store)
         got = _served_proba(model_name, inc, raw, len(store.manifest("ingest")["extra"]["classes"]))
         if isinstance(got, str):
             run_logger().warning("served: %s; the label plan compares the candidates only", got)

@@ -54,6 +54,21 @@ def model_history(tracking_uri: str, model_name: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def log_history(tracking_uri: str, parent_run_id: str, model_name: str) -> None:
+    """The registered model's accuracy over time, this run included: a chart on the parent run
+    (``history/accuracy_over_time.png``) and a Prefect table artifact ``model-history``."""
+    import matplotlib.pyplot as plt
+    from prefect.artifacts import create_table_artifact
+
+    table = model_history(tracking_uri, model_name)
+    fig = plot_history(table, model_name)
+    with_retries(MlflowClient(tracking_uri).log_figure, parent_run_id, fig, "history/accuracy_over_time.png")
+    plt.close(fig)
+    shown = table.drop(columns=["run_id"]).assign(started=table["started"].dt.strftime("%Y-%m-%d %H:%M"))
+    create_table_artifact(key="model-history", table=shown.round(4).astype(object).where(shown.notna(), None)
+                          .to_dict("records"), description=f"{model_name}: accuracy over time")
+
+
 def plot_history(table: pd.DataFrame, model_name: str) -> Any:
     """The estimate with its interval per run, the realised accuracy where known, and a line where the serving
     version changed; returns a matplotlib Figure."""

@@ -49,6 +49,28 @@ class Inputs:
 EXAMPLE_ROWS = 5  # raw target rows kept as the served model's input example
 
 
+def available_memory_gib() -> float:
+    """RAM this process may still use, in GiB: the kernel's available memory, capped by a cgroup (v2) limit."""
+    import os
+
+    avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    try:
+        with open("/proc/meminfo") as f:  # MemAvailable counts reclaimable cache, as `free` does
+            avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current") as f:
+            used = int(f.read().strip())
+        if limit != "max":
+            avail = min(avail, int(limit) - used)
+    except (OSError, ValueError):
+        pass
+    return max(avail, 0) / 2**30
+
+
 def read_inputs(source_spec: str, target_spec: str | None, label: str,
                 simulate_bias: dict[str, Any] | None, *, max_memory: float | None = None
                 ) -> tuple[pd.DataFrame, pd.DataFrame | None, tuple[str, ...]]:
@@ -59,7 +81,8 @@ def read_inputs(source_spec: str, target_spec: str | None, label: str,
 
     sizes = [estimated_bytes(source_spec), estimated_bytes(target_spec) if target_spec != source_spec else 0.0]
     if any(b is not None for b in sizes):
-        check_memory(sum(b for b in sizes if b is not None), max_memory)
+        check_memory(sum(b for b in sizes if b is not None), max_memory,
+                     available_gib=None if max_memory is not None else available_memory_gib())
     src = read_table(source_spec, label=label)
     tgt = read_table(target_spec, label=label) if target_spec else None
     if tgt is None and simulate_bias is None:

@@ -303,7 +303,8 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
         log.info("selection: fewlabel posterior: P(%s is the best) = %.2f from %d labels", chosen,
                  fewlabel["p_best"].get(chosen, float("nan")), fewlabel["n_labels"])
     _log_selection(MlflowClient(tracking_uri), scores, run_ids, parent_run_id, primary, chosen, agree, rt,
-                   None if fewlabel is None else fewlabel["p_best"])
+                   None if fewlabel is None else fewlabel["p_best"],
+                   store.manifest("training")["extra"]["models"][chosen])
     log.info("selection: %s picks %s", primary, chosen)
     return {"selector": primary, "chosen": chosen, "scores": scores.to_dict("records"),
             "rt_matrix": None if rt_matrix is None else rt_matrix.to_dict("records"),
@@ -398,16 +399,9 @@ def _agreement_table(store: StageStore, results: dict[str, Any]) -> pd.DataFrame
     return agree
 
 
-def chosen_params(candidate: str) -> dict[str, str]:
-    """The chosen candidate as parent-run params, a column each in the MLflow UI's run comparison: the
-    candidate, its learner and its weighting (``LR+kmm`` → LR, kmm)."""
-    learner, _, weighting = candidate.partition("+")
-    return {"chosen.candidate": candidate, "chosen.learner": learner, "chosen.weighting": weighting or "none"}
-
-
 def _log_selection(client: MlflowClient, scores: pd.DataFrame, run_ids: dict[str, str], parent_run_id: str,
                    primary: str, chosen: str, agree: pd.DataFrame | None, rt: Any,
-                   p_best: dict[str, float] | None = None) -> None:
+                   p_best: dict[str, float] | None = None, chosen_model: dict[str, Any] | None = None) -> None:
     """``selection.<selector>.*`` into each candidate's nested run (with the fewlabel posterior's ``p_best``);
     choice, agreement and RT heatmap on the parent."""
     for r in scores.to_dict("records"):
@@ -424,7 +418,10 @@ def _log_selection(client: MlflowClient, scores: pd.DataFrame, run_ids: dict[str
         log_metrics(client, run_id, vals, skip_missing=True)
     with_retries(client.set_tag, parent_run_id, "shiftflow.selected_learner", chosen)
     with_retries(client.set_tag, parent_run_id, "shiftflow.selector", primary)
-    with_retries(client.log_batch, parent_run_id, params=[Param(k, v) for k, v in chosen_params(chosen).items()])
+    if chosen_model is not None:  # a column each in the MLflow UI's run comparison
+        params = {"chosen.candidate": chosen, "chosen.learner": chosen_model["learner"],
+                  "chosen.weighting": chosen_model["weighting"]}
+        with_retries(client.log_batch, parent_run_id, params=[Param(k, str(v)) for k, v in params.items()])
     if agree is not None:
         log_metrics(client, parent_run_id, {f"selection.{r['selector']}.{m}": r.get(m) for r in agree.to_dict("records")
                                              # shares and correlations: the same meaning for any number of

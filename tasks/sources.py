@@ -174,6 +174,14 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
+def _format(path: Path) -> tuple[Callable[..., IO[bytes]] | None, str]:
+    """The decompressing opener (None: a plain file) and the table's format suffix: ``t.csv.gz`` → (gzip, .csv)."""
+    suffixes = [s.lower() for s in path.suffixes]
+    opener = _COMPRESSION.get(suffixes[-1]) if suffixes else None
+    fmt = (suffixes[-2] if len(suffixes) > 1 else "") if opener else (suffixes[-1] if suffixes else "")
+    return opener, fmt
+
+
 def read_file(path: Path, opts: dict[str, str], spec: str, *, other_as_csv: bool = False) -> LoadedTable:
     """The table in ``path`` by its suffix (module docstring); ``spec`` names it in errors. ``other_as_csv``:
     a suffix this module does not know (.txt) is read as delimited text, as a spreadsheet's "text" export is."""
@@ -182,9 +190,7 @@ def read_file(path: Path, opts: dict[str, str], spec: str, *, other_as_csv: bool
         raise SourceSpecError(f"file {name!r} does not exist; check the path in {spec!r}")
     if path.is_dir():
         raise SourceSpecError(f"{name!r} is a folder, not a file; name one table file in {spec!r}")
-    suffixes = [s.lower() for s in path.suffixes]
-    opener = _COMPRESSION.get(suffixes[-1]) if suffixes else None
-    fmt = (suffixes[-2] if len(suffixes) > 1 else "") if opener else (suffixes[-1] if suffixes else "")
+    opener, fmt = _format(path)
     try:
         if path.stat().st_size == 0:
             raise SourceSpecError(f"file {name!r} is empty (0 bytes); point {spec!r} at a table with a header "
@@ -223,9 +229,7 @@ def estimated_bytes(spec: str | None) -> float | None:
         return None
     path_text, opts = split_options(spec[len("file:"):], spec)
     path = Path(path_text).expanduser()
-    suffixes = [x.lower() for x in path.suffixes]
-    opener = _COMPRESSION.get(suffixes[-1]) if suffixes else None
-    fmt = (suffixes[-2] if len(suffixes) > 1 else "") if opener else (suffixes[-1] if suffixes else "")
+    opener, fmt = _format(path)
     try:
         size = path.stat().st_size
         if fmt in _PARQUET and opener is None:

@@ -74,17 +74,24 @@ def check_reachable(tracking_uri: str, timeout_s: float = 5.0) -> None:
     """Fail fast, naming the URI, when an http(s) tracking server does not answer."""
     if not tracking_uri.startswith(("http://", "https://")):
         return
-    import urllib.error
-    import urllib.request
-
-    url = tracking_uri.rstrip("/") + "/health"
-    try:
-        urllib.request.urlopen(url, timeout=timeout_s).read()
-    except (urllib.error.URLError, OSError) as exc:
+    exc = _health_error(tracking_uri, timeout_s)
+    if exc is not None:
         raise ConnectionError(
             f"MLflow tracking server at {tracking_uri} is unreachable ({exc}); start it "
             "(`shiftflow up`) or pass a reachable --tracking-uri"
         ) from exc
+
+
+def _health_error(base_url: str, timeout_s: float) -> OSError | None:
+    """Why ``<base_url>/health`` does not answer (MLflow's and Prefect's servers both serve it), or None."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(base_url.rstrip("/") + "/health", timeout=timeout_s).read()
+    except (urllib.error.URLError, OSError) as exc:
+        return exc
+    return None
 
 
 def tracking_key(tracking_uri: str) -> str:
@@ -99,13 +106,8 @@ def tracking_key(tracking_uri: str) -> str:
 def check_prefect_reachable(api_url: str, timeout_s: float = 5.0) -> None:
     """Fail fast, naming ``PREFECT_API_URL``, when the Prefect API it points at does not answer (e.g. left set
     after ``shiftflow down``): one line instead of Prefect's own traceback from inside the flow engine."""
-    import urllib.error
-    import urllib.request
-
-    url = api_url.rstrip("/") + "/health"
-    try:
-        urllib.request.urlopen(url, timeout=timeout_s).read()
-    except (urllib.error.URLError, OSError) as exc:
+    exc = _health_error(api_url, timeout_s)
+    if exc is not None:
         raise ConnectionError(
             f"Prefect API at {api_url} (PREFECT_API_URL) is unreachable ({exc}); start it (`shiftflow up`), or "
             "unset PREFECT_API_URL to run on a temporary local API"

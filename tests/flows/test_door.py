@@ -258,6 +258,15 @@ def test_the_preflight_says_what_ingest_notes_about_the_target(tmp_path):
 
 
 @pytest.mark.slow  # a Prefect API and a fresh MLflow store: ~30-80 s on a loaded 2-core machine
+def _small_run(tmp_path: Path, **extra: object) -> RetrainConfig:
+    """One NB candidate on the door's small tables, its own run root and MLflow store (experiment "door")."""
+    src, tgt = _frame(), _frame(seed=1).drop(columns=["target"])
+    return RetrainConfig(source=_write(src, tmp_path / "s.csv"), target=_write(tgt, tmp_path / "t.parquet"),
+                         label="target", learners=["NB"], selectors=["scv"], selector="scv", selection_folds=5,
+                         cv_folds=3, run_root=str(tmp_path / "runs"), tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+                         experiment="door", **extra)
+
+
 def test_a_failure_mid_run_leaves_finished_stages_and_a_failed_parent_run(prefect_harness, tmp_path, monkeypatch):
     """The documented rule for a failure after preflight: stages that finished stay (a rerun reuses them), the
     failing stage leaves no folder, and the MLflow parent run is FAILED with the error in ``shiftflow.error``."""
@@ -270,11 +279,8 @@ def test_a_failure_mid_run_leaves_finished_stages_and_a_failed_parent_run(prefec
         raise RuntimeError("drift exploded on purpose")
 
     monkeypatch.setattr(tasks.drift, "detect_drift", broken)
-    src, tgt = _frame(), _frame(seed=1).drop(columns=["target"])
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    cfg = RetrainConfig(source=_write(src, tmp_path / "s.csv"), target=_write(tgt, tmp_path / "t.parquet"),
-                        label="target", learners=["NB"], selectors=["scv"], selector="scv", selection_folds=5,
-                        cv_folds=3, run_root=str(tmp_path / "runs"), tracking_uri=uri, experiment="door")
+    cfg = _small_run(tmp_path)
+    uri = cfg.tracking_uri
     with pytest.raises(RuntimeError, match="drift exploded on purpose"):
         retrain(cfg)
     (run_dir,) = list((tmp_path / "runs").iterdir())
@@ -305,12 +311,8 @@ def test_max_run_seconds_stops_the_run_with_the_reason_on_the_parent_run(prefect
         raise AssertionError("the time limit did not stop the stage")
 
     monkeypatch.setattr(tasks.drift, "detect_drift", slow)
-    src, tgt = _frame(), _frame(seed=1).drop(columns=["target"])
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    cfg = RetrainConfig(source=_write(src, tmp_path / "s.csv"), target=_write(tgt, tmp_path / "t.parquet"),
-                        label="target", learners=["NB"], selectors=["scv"], selector="scv", selection_folds=5,
-                        cv_folds=3, run_root=str(tmp_path / "runs"), tracking_uri=uri, experiment="door",
-                        max_run_seconds=3)
+    cfg = _small_run(tmp_path, max_run_seconds=3)
+    uri = cfg.tracking_uri
     t0 = time.monotonic()
     with pytest.raises(RunTimeLimit, match=r"max_run_seconds=3 and stopped \(stages finished: ingest\)"):
         retrain(cfg)

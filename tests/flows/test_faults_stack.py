@@ -323,6 +323,20 @@ def _flow_run(client: Any, flow_run_id: str) -> dict[str, Any]:
     return client.get(f"/flow_runs/{flow_run_id}").raise_for_status().json()
 
 
+def _running_past_ingest(client: Any, config: dict[str, Any], run_root: Path) -> tuple[dict[str, Any], str]:
+    """Create a ``retrain-nightly`` run of ``config``, wait until it is Running and has written its ingest
+    stage; returns the deployment and the flow-run id."""
+    dep = client.get("/deployments/name/retrain/retrain-nightly").raise_for_status().json()
+    first = client.post(f"/deployments/{dep['id']}/create_flow_run",
+                        json={"parameters": {"config": config}}).raise_for_status().json()["id"]
+    fr = _wait_state(client, first, ("RUNNING", *FINAL), RUN_TIMEOUT_S)
+    assert fr["state"]["type"] == "RUNNING", fr["state"]
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while not (run_root / str(first) / "ingest" / "manifest.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return dep, str(first)
+
+
 def _wait_state(client: Any, flow_run_id: str, states: tuple[str, ...], timeout_s: float) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -345,15 +359,7 @@ def test_worker_sigkilled_mid_deployment_run(own_stack: dict[str, Any]) -> None:
     config = DEPLOY_CONFIG | {"run_root": str(own_stack["root"] / "runs")}
     worker = read_record(own_stack["home"] / RECORD_NAME)["services"][PREFECT_WORKER]
     with httpx.Client(base_url=own_stack["prefect_api"], timeout=60) as client:
-        dep = client.get("/deployments/name/retrain/retrain-nightly").raise_for_status().json()
-        first = client.post(f"/deployments/{dep['id']}/create_flow_run",
-                            json={"parameters": {"config": config}}).raise_for_status().json()["id"]
-        fr = _wait_state(client, first, ("RUNNING", *FINAL), RUN_TIMEOUT_S)
-        assert fr["state"]["type"] == "RUNNING", fr["state"]
-        run_dir = own_stack["root"] / "runs" / str(first)
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        while not (run_dir / "ingest" / "manifest.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.5)
+        dep, first = _running_past_ingest(client, config, own_stack["root"] / "runs")
         tree = process_tree(worker["pid"], worker["pgid"])
         own_stack["orphans"] = {p: s for p, s in tree.items() if p != worker["pid"]}
         os.killpg(worker["pgid"], signal.SIGKILL)
@@ -406,15 +412,8 @@ def test_prefect_server_sigkilled_mid_deployment_run(own_stack: dict[str, Any]) 
     services = read_record(own_stack["home"] / RECORD_NAME)["services"]
     server, worker = services[PREFECT_SERVER], services[PREFECT_WORKER]
     with httpx.Client(base_url=own_stack["prefect_api"], timeout=60) as client:
-        dep = client.get("/deployments/name/retrain/retrain-nightly").raise_for_status().json()
-        first = client.post(f"/deployments/{dep['id']}/create_flow_run",
-                            json={"parameters": {"config": config}}).raise_for_status().json()["id"]
-        fr = _wait_state(client, first, ("RUNNING", *FINAL), RUN_TIMEOUT_S)
-        assert fr["state"]["type"] == "RUNNING", fr["state"]
-        run_dir = own_stack["root"] / "runs" / str(first)
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        while not (run_dir / "ingest" / "manifest.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.5)
+        dep, first = _running_past_ingest(client, config, own_stack["root"] / "runs")
+        run_dir = own_stack["root"] / "runs" / first
         tree = process_tree(worker["pid"], worker["pgid"])
         own_stack["orphans"] = {p: s for p, s in tree.items() if p != worker["pid"]}
         os.killpg(server["pgid"], signal.SIGKILL)

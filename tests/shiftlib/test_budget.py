@@ -143,7 +143,7 @@ def test_check_classes_refuses_more_than_max_classes_and_names_rare_ones():
     assert "fewer than 5 source rows: c (1), b (4);" in note  # d (5 rows) is not rare
 
 
-def test_check_memory_is_base_plus_factor_times_the_tables(monkeypatch):
+def test_check_memory_is_base_plus_factor_times_the_tables():
     import shiftlib.budget as budget
     from shiftlib.errors import ShiftflowInputError
 
@@ -152,8 +152,7 @@ def test_check_memory_is_base_plus_factor_times_the_tables(monkeypatch):
     with pytest.raises(ShiftflowInputError, match=r"about 1.00 GiB in memory and the run about 19.0 GiB, more than "
                        r"max_memory=10.0 GiB: subsample"):
         budget.check_memory(2**30, 10.0)
-    monkeypatch.setattr(budget, "available_memory_gib", lambda: 30.0)  # the default: half of what is available
-    assert budget.check_memory(2**29, None) == pytest.approx(10.0)
+    # the default: half of what is available (30 GiB here)
+    assert budget.check_memory(2**29, None, available_gib=30.0) == pytest.approx(10.0)
     with pytest.raises(ShiftflowInputError, match=r"max_memory=15.0 GiB \(half the RAM available now\)"):
-        budget.check_memory(2**30, None)
-    assert 0 < budget.available_memory_gib() < 10_000
+        budget.check_memory(2**30, None, available_gib=30.0)

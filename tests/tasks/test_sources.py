@@ -47,6 +47,14 @@ def test_what_cannot_be_estimated_cheaply_is_none(tmp_path):
         assert estimated_bytes(spec) is None, spec
 
 
+def test_the_available_memory_is_read_from_the_kernel():
+    from tasks.inputs import available_memory_gib
+
+    with open("/proc/meminfo") as f:  # an independent read: MemTotal bounds what can be available
+        total = next(int(line.split()[1]) for line in f if line.startswith("MemTotal:")) / 2**20
+    assert 0 < available_memory_gib() <= total
+
+
 def test_binary_content_is_refused_before_parsing_and_utf16_reads_when_named(tmp_path):
     (tmp_path / "z.csv").write_bytes(b"y,x\n" + b"\x00" * 1000)
     with pytest.raises(SourceSpecError, match=r"holds binary content \(NUL bytes in its first 64 KiB\)"):
