@@ -113,6 +113,8 @@ def base_env(stack: Stack, environ: Mapping[str, str] | None = None) -> dict[str
     env.update(
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
         DO_NOT_TRACK="true",
+        # the server's log names each 503 it answers (a locked sqlite database; docs/operating.md)
+        PREFECT_SERVER_LOG_RETRYABLE_ERRORS="true",
         # the run root CLI runs of this shell use: deployment runs keep their stages beside them (one store)
         SHIFTFLOW_RUN_ROOT=str(default_run_root(env)),
         SHIFTFLOW_HOME=str(stack.home),

@@ -57,6 +57,31 @@ def wait_for_uis(urls: list[str], timeout_s: float) -> float:
     return time.monotonic() - t0
 
 
+SERVICE_UNAVAILABLE_TRIES = 6  # Prefect's own client retries a 503 up to 5 times (PREFECT_CLIENT_MAX_RETRIES)
+
+
+def prefect_rest(api_url: str, timeout_s: float = 60) -> Any:
+    """An ``httpx.Client`` on the Prefect REST API that retries a 503, as Prefect's own client does.
+
+    Prefect 3.9's server answers 503 ("retryable") when its sqlite database is locked: a DEFERRED transaction
+    that reads, then writes while the worker's poll writes, fails at once (prefect/server/database/
+    configurations.py; seen in CI on ``create_flow_run``). The UI shows it as "Oops. Something went wrong."
+    """
+    import httpx
+
+    class _Retry503(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            for i in range(SERVICE_UNAVAILABLE_TRIES - 1):
+                res = super().handle_request(request)
+                if res.status_code != 503:
+                    return res
+                res.close()
+                time.sleep(min(2.0 ** i, 10.0))
+            return super().handle_request(request)
+
+    return httpx.Client(base_url=api_url, timeout=timeout_s, transport=_Retry503())
+
+
 def _up(info: dict[str, Any]) -> None:
     t0 = time.monotonic()
     res = shiftflow_cli(["up", "--prefect-port", str(info["prefect_port"]), "--mlflow-port",

@@ -26,6 +26,7 @@ import pandas as pd
 import pytest
 
 from flows.stack import PREFECT_WORKER
+from tests.flows.conftest import prefect_rest
 from tests.flows.test_browser import _flow_run_state, browser_page, require_chromium
 from tests.flows.test_labels_suspend import start_suspended_run, wait_state
 
@@ -53,12 +54,11 @@ def _fill_from_held_out(run_dir: Path, out: Path) -> tuple[int, str]:
 
 def test_suspended_run_resumes_from_prefect_ui_with_filled_labels(stack: dict[str, Any], tmp_path: Path) -> None:
     require_chromium()
-    import httpx
     from mlflow.tracking import MlflowClient
 
     config = CONFIG | {"run_root": str(stack["root"] / "runs-browser-labels")}
     worker_log = Path(stack["record"]["services"][PREFECT_WORKER]["log"])
-    client = httpx.Client(base_url=stack["prefect_api"], timeout=60)
+    client = prefect_rest(stack["prefect_api"])
     fr_id, fr = start_suspended_run(client, stack, config)
     assert fr["state"]["state_details"].get("run_input_keyset"), "suspended without an input form"
     run_dir = Path(config["run_root"]) / fr_id

@@ -351,14 +351,13 @@ def test_worker_sigkilled_mid_deployment_run(own_stack: dict[str, Any]) -> None:
     """The worker SIGKILLed (its whole process group) while a deployment run it started is Running: the run is
     marked Crashed at once (not left Running); ``shiftflow up`` starts the worker again (the servers are "already
     running") and the next run completes, reusing the stages the crashed run finished."""
-    import httpx
 
     from flows.stack import PREFECT_WORKER, RECORD_NAME, process_tree, read_record
-    from tests.flows.conftest import shiftflow_cli
+    from tests.flows.conftest import prefect_rest, shiftflow_cli
 
     config = DEPLOY_CONFIG | {"run_root": str(own_stack["root"] / "runs")}
     worker = read_record(own_stack["home"] / RECORD_NAME)["services"][PREFECT_WORKER]
-    with httpx.Client(base_url=own_stack["prefect_api"], timeout=60) as client:
+    with prefect_rest(own_stack["prefect_api"]) as client:
         dep, first = _running_past_ingest(client, config, own_stack["root"] / "runs")
         tree = process_tree(worker["pid"], worker["pgid"])
         own_stack["orphans"] = {p: s for p, s in tree.items() if p != worker["pid"]}
@@ -402,16 +401,15 @@ def test_prefect_server_sigkilled_mid_deployment_run(own_stack: dict[str, Any]) 
     within minutes, not Running forever (seen: Completed after a one-minute outage, the process carrying on;
     Crashed, "Flow run infrastructure exited with non-zero status code 1", after a five-minute one); the next
     run completes, reusing the stages the first one finished."""
-    import httpx
 
     from flows.stack import PREFECT_SERVER, PREFECT_WORKER, RECORD_NAME, is_alive, process_tree, read_record
-    from tests.flows.conftest import shiftflow_cli
+    from tests.flows.conftest import prefect_rest, shiftflow_cli
 
     config = DEPLOY_CONFIG | {"run_root": str(own_stack["root"] / "runs"), "experiment": "faults-server",
                               "model_name": "shiftflow-faults-server"}
     services = read_record(own_stack["home"] / RECORD_NAME)["services"]
     server, worker = services[PREFECT_SERVER], services[PREFECT_WORKER]
-    with httpx.Client(base_url=own_stack["prefect_api"], timeout=60) as client:
+    with prefect_rest(own_stack["prefect_api"]) as client:
         dep, first = _running_past_ingest(client, config, own_stack["root"] / "runs")
         run_dir = own_stack["root"] / "runs" / first
         tree = process_tree(worker["pid"], worker["pgid"])

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from flows.stack import PREFECT_WORKER
+from tests.flows.conftest import prefect_rest
 
 pytestmark = pytest.mark.slow
 RUN_TIMEOUT_S = 900  # one LR+NB run has taken 70-150 s under load on the shared 2-core box
@@ -70,14 +71,13 @@ def _fill_with_truth(csv: Path, out: Path) -> int:
 
 
 def test_deployment_run_suspends_for_labels_and_resumes_with_fewlabel(stack: dict[str, Any]) -> None:
-    import httpx
     from mlflow.tracking import MlflowClient
     from prefect.flow_runs import resume_flow_run
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     config = CONFIG | {"run_root": str(stack["root"] / "runs-labels")}
     worker_log = Path(stack["record"]["services"][PREFECT_WORKER]["log"])
-    with httpx.Client(base_url=stack["prefect_api"], timeout=60) as client:
+    with prefect_rest(stack["prefect_api"]) as client:
         fr_id, fr = start_suspended_run(client, stack, config)
         run_dir = Path(config["run_root"]) / fr_id
         csv = run_dir / "labels" / "to_label.csv"

@@ -38,6 +38,7 @@ from flows.stack import (
     read_record,
     write_record,
 )
+from tests.flows.conftest import prefect_rest
 from tests.flows.conftest import shiftflow_cli as _cli
 
 # --------------------------------------------------------------------------------------------- fast
@@ -169,9 +170,8 @@ def _wait_flow_run(client: Any, flow_run_id: str, timeout_s: float) -> dict[str,
 
 def _trigger(stack: dict[str, Any], deployment_id: str, config: dict[str, Any]) -> str:
     """Start a run of the deployment through the REST API with these parameters; wait until it completes."""
-    import httpx
 
-    with httpx.Client(base_url=stack["prefect_api"], timeout=60) as client:
+    with prefect_rest(stack["prefect_api"]) as client:
         created = client.post(f"/deployments/{deployment_id}/create_flow_run",
                               json={"parameters": {"config": config}}).raise_for_status().json()
         t0 = time.monotonic()
@@ -186,12 +186,11 @@ def _trigger(stack: dict[str, Any], deployment_id: str, config: dict[str, Any]) 
 
 @pytest.mark.slow
 def test_retrain_nightly_runs_on_the_worker_and_logs_to_the_mlflow_server(stack: dict[str, Any]) -> None:
-    import httpx
     from mlflow.tracking import MlflowClient
 
     # no tracking_uri: the run must log to the worker's $MLFLOW_TRACKING_URI (what a UI-started run does)
     config = CONFIG | {"run_root": str(stack["root"] / "runs")}
-    with httpx.Client(base_url=stack["prefect_api"], timeout=60) as client:
+    with prefect_rest(stack["prefect_api"]) as client:
         dep = client.get("/deployments/name/retrain/retrain-nightly").raise_for_status().json()
     assert dep["parameters"]["config"]["seed"] == 0  # prefect.yaml's defaults; we override them below
     created = {"id": _trigger(stack, dep["id"], config)}
@@ -239,11 +238,10 @@ def test_a_cli_run_and_a_deployment_run_share_one_store(stack: dict[str, Any]) -
     """Issue 29: `up`'s MLflow server serves the store CLI runs write to ($SHIFTFLOW_HOME/mlflow.db, artifacts in
     $SHIFTFLOW_HOME/mlartifacts) and its worker's runs keep their stages in the CLI's run root: with no flag, a
     CLI run and a deployment run are side by side on the server, and each one's artifacts read from the other."""
-    import httpx
     from mlflow.tracking import MlflowClient
 
     # the deployment run, parameters without run_root or tracking_uri (what a UI-started run does)
-    with httpx.Client(base_url=stack["prefect_api"], timeout=60) as client:
+    with prefect_rest(stack["prefect_api"]) as client:
         dep = client.get("/deployments/name/retrain/retrain-nightly").raise_for_status().json()
     config = CONFIG | {"experiment": "one-store", "model_name": "one-store-deployment", "learners": ["NB"]}
     dep_run = _trigger(stack, dep["id"], config)
@@ -268,16 +266,10 @@ def test_a_cli_run_and_a_deployment_run_share_one_store(stack: dict[str, Any]) -
     assert local.get_run(cli_parent.info.run_id).data.tags["champion.registered_model"].startswith("one-store-cli")
 
 
-def _create_run(client: Any, deployment_id: str, config: dict[str, Any], attempts: int = 6) -> str:
-    """Create a deployment run, retrying the server's transient 503 (seen when runs are created back to back on
-    its sqlite database)."""
-    url, body = f"/deployments/{deployment_id}/create_flow_run", {"parameters": {"config": config}}
-    for i in range(attempts - 1):
-        res = client.post(url, json=body)
-        if res.status_code != 503:
-            return str(res.raise_for_status().json()["id"])
-        time.sleep(2.0 * (i + 1))
-    return str(client.post(url, json=body).raise_for_status().json()["id"])
+def _create_run(client: Any, deployment_id: str, config: dict[str, Any]) -> str:
+    """Create a deployment run (``client`` from ``prefect_rest`` retries the server's transient 503)."""
+    url = f"/deployments/{deployment_id}/create_flow_run"
+    return str(client.post(url, json={"parameters": {"config": config}}).raise_for_status().json()["id"])
 
 
 @pytest.mark.slow
@@ -286,7 +278,6 @@ def test_eight_concurrent_deployment_runs_leave_one_champion_and_ordered_version
     # (2) at a time, all complete with their MLflow logging, every stage file matches its manifest, and the
     # registry lock (tasks/locks.py) makes each decision see the previous one: one champion alias on a version a
     # decision logged, versions 1..n with no gap
-    import httpx
     from mlflow.tracking import MlflowClient
 
     from tasks.store import MANIFEST, StageStore
@@ -295,7 +286,7 @@ def test_eight_concurrent_deployment_runs_leave_one_champion_and_ordered_version
     seeds = tuple(range(11, 19))
     configs = [CONFIG | {"experiment": "concurrency-e2e", "model_name": name, "seed": s,
                          "run_root": str(stack["root"] / "runs-concurrent")} for s in seeds]
-    with httpx.Client(base_url=stack["prefect_api"], timeout=60) as client:
+    with prefect_rest(stack["prefect_api"]) as client:
         dep = client.get("/deployments/name/retrain/retrain-nightly").raise_for_status().json()
         ids = [_create_run(client, dep["id"], c) for c in configs]
         most_running, deadline = 0, time.monotonic() + len(seeds) * RUN_TIMEOUT_S
