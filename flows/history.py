@@ -30,7 +30,7 @@ def run(ns: argparse.Namespace) -> int:
         return 2
     table = model_history(uri, ns.model)
     if table.empty:
-        print(f"shiftflow: error: no retrain run decided for a registered model {ns.model!r} in {uri}; check "
+        print(f"shiftflow: error: no retrain or score run of a registered model {ns.model!r} in {uri}; check "
               "--model (the registry's name) and --tracking-uri", file=sys.stderr)
         return 2
     out = Path(ns.out or f"history-{ns.model}.png")

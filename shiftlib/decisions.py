@@ -48,6 +48,7 @@ __all__ = [
     "ONE_CLASS_SHARE",
     "PROMOTE_CONFIDENCE",
     "GateDecision",
+    "accuracy_alert",
     "OverlapVerdict",
     "champion_predictions",
     "domain_auc",
@@ -137,6 +138,17 @@ def overlap_verdict(domain_auc: float, ess: float | None, n_source: int, outside
     if outside >= OUTSIDE_SHARE:
         reasons.append(f"{outside:.0%} of the batch lies beyond the source (≥ {OUTSIDE_SHARE:.0%})")
     return OverlapVerdict("poor" if reasons else "ok", reasons, float(domain_auc), ess_share, float(outside))
+
+
+def accuracy_alert(ci_low: float, ci_high: float, min_accuracy: float | None) -> str:
+    """The ``min_accuracy`` alert on an accuracy interval: ``"below"`` when its upper end is below the threshold
+    (the model is surely short of it: alert), ``"straddles"`` when the threshold lies inside it (it may be:
+    warn, ask for labels), ``"ok"`` when its lower end reaches it, ``""`` without a threshold."""
+    if min_accuracy is None:
+        return ""
+    if ci_high < float(min_accuracy):
+        return "below"
+    return "straddles" if ci_low < float(min_accuracy) else "ok"
 
 
 def widen_for_overlap(ci_low: float, ci_high: float, share: float) -> tuple[float, float]:

@@ -277,24 +277,33 @@ def served(store: Any, *, model_name: str, tracking_uri: str) -> dict[str, Any] 
     return {"name": served_name(inc.version), "version": str(inc.version), "model_name": model_name}
 
 
+def read_evidence(version: Any) -> tuple[StoredPredictions, pd.DataFrame] | str:
+    """What version ``version`` keeps for its estimate (:func:`evidence_table`): its stored out-of-fold source
+    predictions and those source rows as it encodes them, or why there is none (registered before versions
+    carried it)."""
+    import tempfile
+
+    import mlflow.artifacts
+
+    where = version.tags.get(EVIDENCE)
+    if not where:
+        return f"v{version.version} carries no evidence for an estimate (registered before the gate kept it)"
+    with tempfile.TemporaryDirectory() as tmp:
+        table = pd.read_parquet(with_retries(mlflow.artifacts.download_artifacts, artifact_uri=where, dst_path=tmp))
+    return _from_evidence(table, np.arange(sum(c.startswith("_p") for c in table.columns)))
+
+
 def champion_evidence(client: MlflowClient, name: str, inc: Any, store: Any, *, seed: int,
                       rows: int | None) -> tuple[StoredPredictions, float] | str:
     """The served champion's stored predictions on today's batch (``shiftlib.decisions.champion_predictions``)
     and how well its source rows are told from today's (``shiftlib.decisions.domain_auc``), or why they cannot
     be had (a version registered before versions carried evidence, a model without its encoder step)."""
-    import tempfile
-
-    import mlflow.artifacts
-
-    where = inc.tags.get(EVIDENCE)
-    if not where:
-        return f"v{inc.version} carries no evidence for an estimate (registered before the gate kept it)"
-    classes = np.arange(len(store.manifest("ingest")["extra"]["classes"]))
-    with tempfile.TemporaryDirectory() as tmp:
-        path = with_retries(mlflow.artifacts.download_artifacts, artifact_uri=where, dst_path=tmp)
-        stored, X_old = _from_evidence(pd.read_parquet(path), classes)
+    found = read_evidence(inc)
+    if isinstance(found, str):
+        return found
+    stored, X_old = found
     raw = _today_rows(store, seed, rows)
-    got = _served_proba(name, inc, raw, len(classes))
+    got = _served_proba(name, inc, raw, len(stored.classes))
     if isinstance(got, str):
         return got
     proba, prepare = got

@@ -23,6 +23,7 @@ from prefect.cache_policies import NO_CACHE
 
 from shiftlib.decisions import (
     OverlapVerdict,
+    accuracy_alert,
     majority_baseline,
     one_class_share,
     outside_share,
@@ -223,8 +224,8 @@ def served_estimate(table: pd.DataFrame, served: str, *, min_accuracy: float | N
     r = rows.iloc[0].to_dict()
     lab = labeled_estimate(r, labeled)
     final = lab or {"ci_low": float(r["ci_low"]), "ci_high": float(r["ci_high"])}
-    alert = min_accuracy is not None and final["ci_high"] < float(min_accuracy)
-    straddles = min_accuracy is not None and not alert and final["ci_low"] < float(min_accuracy)
+    verdict = accuracy_alert(final["ci_low"], final["ci_high"], min_accuracy)
+    alert, straddles = verdict == "below", verdict == "straddles"
     client = MlflowClient(tracking_uri)
     baseline = float(r.get("majority_baseline", float("nan")))
     metrics = {"estimate.accuracy": r["estimate"], "estimate.ci_low": r["ci_low"], "estimate.ci_high": r["ci_high"],

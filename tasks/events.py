@@ -9,6 +9,8 @@ event                              when
 ``shiftflow.champion.undecided``   the evidence is not enough either way: the champion stays
 ``shiftflow.champion.refused``     the new version may not serve (one class, no better than the majority rule)
 ``shiftflow.alert.accuracy``       the served model's estimated accuracy is surely below ``min_accuracy``
+                                   (a retrain's served candidate, or a version on a batch it scored)
+``shiftflow.drift``                a scored batch drifted from the version's training source
 =================================  ================================================================
 
 Every event's resource is the registered model (``prefect.resource.id`` = ``shiftflow.model.<name>``, label
@@ -24,7 +26,7 @@ from typing import Any
 from tasks.logs import run_logger
 
 EVENTS = ("shiftflow.champion.promoted", "shiftflow.champion.kept", "shiftflow.champion.undecided",
-          "shiftflow.champion.refused", "shiftflow.alert.accuracy")
+          "shiftflow.champion.refused", "shiftflow.alert.accuracy", "shiftflow.drift")
 
 
 def model_resource(model_name: str, deployment: str | None = None) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""Performance over time for one registered model: every retrain run that decided for it, with the served
+"""Performance over time for one registered model: every retrain run that decided for it and every score run
+of one of its versions, with the served
 candidate's estimated accuracy and interval, the realised accuracy where labels were recorded (``shiftflow
 evaluate``'s ``realized.accuracy``, or held-out target labels' ``eval.target_accuracy``), the drift verdict,
 and the version that served after the run. Read from the MLflow parent runs (tag
@@ -23,35 +24,41 @@ def _num(m: dict[str, float], key: str) -> float:
 
 
 def model_history(tracking_uri: str, model_name: str) -> pd.DataFrame:
-    """One row per retrain run that registered or judged a version of ``model_name``, oldest first
-    (:data:`COLUMNS`); empty when there is none."""
+    """One row per retrain run that registered or judged a version of ``model_name`` and per score run of one
+    of its versions (``shiftflow score``, decision ``scored``), oldest first (:data:`COLUMNS`); empty when
+    there is none."""
+    from tasks.scoring import SCORED_TAG
+
     client = MlflowClient(tracking_uri)
     exps = [e.experiment_id for e in with_retries(client.search_experiments)]
     name = model_name.replace("'", "''")
-    runs = with_retries(client.search_runs, exps, f"tags.`champion.registered_model` LIKE '{name} v%'",
-                        order_by=["attributes.start_time ASC"], max_results=5000) if exps else []
-    rows: list[dict[str, Any]] = []
-    for r in runs:
-        t, m = r.data.tags, r.data.metrics
-        registered = t["champion.registered_model"]
-        if registered.rsplit(" v", 1)[0] != model_name:  # LIKE's _ and % match more than the name
-            continue
-        version = registered.rsplit(" v", 1)[1]
-        realized, source = _num(m, "realized.accuracy"), "evaluate"
-        if realized != realized:
-            realized, source = _num(m, "eval.target_accuracy"), "held-out target labels"
-        rows.append({
-            "started": pd.Timestamp(r.info.start_time, unit="ms", tz="UTC"), "run_id": r.info.run_id,
+    runs = [(tag, r) for tag in ("champion.registered_model", SCORED_TAG) for r in (
+        with_retries(client.search_runs, exps, f"tags.`{tag}` LIKE '{name} v%'",
+                     order_by=["attributes.start_time ASC"], max_results=5000) if exps else [])]
+    rows = [_row(r, tag) for tag, r in sorted(runs, key=lambda tr: tr[1].info.start_time)
+            if r.data.tags[tag].rsplit(" v", 1)[0] == model_name]  # LIKE's _ and % match more than the name
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _row(r: Any, tag: str) -> dict[str, Any]:
+    t, m = r.data.tags, r.data.metrics
+    version = t[tag].rsplit(" v", 1)[1]
+    realized, source = _num(m, "realized.accuracy"), "evaluate"
+    if realized != realized:
+        realized, source = _num(m, "eval.target_accuracy"), "held-out target labels"
+    if tag == "champion.registered_model":
+        decision = t.get("shiftflow.decision", t.get("champion.decision", ""))
+        serving = t.get("champion.serving", version if t.get("champion.decision") in ("champion", "unchanged")
+                        else "?")
+    else:
+        decision, serving = "scored", version
+    return {"started": pd.Timestamp(r.info.start_time, unit="ms", tz="UTC"), "run_id": r.info.run_id,
             "run_name": r.info.run_name, "candidate": t.get("estimate.candidate", ""), "version": version,
-            "decision": t.get("shiftflow.decision", t.get("champion.decision", "")),
-            "serving": t.get("champion.serving", version if t.get("champion.decision") in ("champion", "unchanged")
-                             else "?"),
-            "estimate": _num(m, "estimate.accuracy"), "ci_low": _num(m, "estimate.ci_low"),
-            "ci_high": _num(m, "estimate.ci_high"), "realized": realized,
+            "decision": decision, "serving": serving, "estimate": _num(m, "estimate.accuracy"),
+            "ci_low": _num(m, "estimate.ci_low"), "ci_high": _num(m, "estimate.ci_high"), "realized": realized,
             "realized_from": source if realized == realized else "",
             "drift": {1.0: "drift", 0.0: "no drift"}.get(_num(m, "drift.drifted"), "?"),
-            "domain_auc": _num(m, "drift.domain_auc"), "overlap": t.get("shiftflow.estimate.overlap", "?")})
-    return pd.DataFrame(rows, columns=COLUMNS)
+            "domain_auc": _num(m, "drift.domain_auc"), "overlap": t.get("shiftflow.estimate.overlap", "?")}
 
 
 def log_history(tracking_uri: str, parent_run_id: str, model_name: str) -> None:

@@ -563,6 +563,12 @@ def _engine(spec: SqlSpec, shown: str) -> tuple[Any, Any]:
                               f"{_DRIVERS.get(url.get_backend_name(), 'the driver SQLAlchemy names for it')}") from None
 
 
+def sql_engine(spec: SqlSpec) -> Any:
+    """A SQLAlchemy engine for ``spec`` (password from the URL or ``$SHIFTFLOW_SQL_PASSWORD``); raises
+    ``SourceSpecError`` for a bad URL, a missing SQLite file or a missing driver."""
+    return _engine(spec, mask_secrets(f"sql:{spec.url}::{spec.what}"))[0]
+
+
 def _where(url: Any) -> str:
     if url.get_backend_name() == "sqlite":
         return f"SQLite file {url.database!r}"

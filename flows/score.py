@@ -1,0 +1,145 @@
+"""The score flow: a registered version scores a batch of raw rows, and the batch is monitored.
+
+``shiftflow score --model NAME[@ALIAS|/VERSION] --batch SPEC --out file:…|sql:…`` and the deployment
+``score-batch`` run it. Composition only: ``tasks.scoring`` resolves, scores, writes and monitors;
+``shiftlib.monitoring`` estimates."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import uuid
+from typing import Any
+
+from prefect import flow, runtime
+from prefect.artifacts import create_markdown_artifact
+
+from flows.config import ScoreConfig
+
+
+@flow(name="score", log_prints=True)
+def score_batch(config: ScoreConfig) -> dict[str, Any]:
+    """Score ``config.batch`` with the registered version ``config.model`` and monitor the batch."""
+    from mlflow.tracking import MlflowClient
+
+    from flows.retrain import tracking_store
+    from tasks.history import log_history
+    from tasks.scoring import (
+        SCORED_TAG,
+        check_out,
+        log_monitor,
+        model_inputs,
+        monitor,
+        parse_model_ref,
+        resolve_version,
+        score,
+    )
+    from tasks.sources import mask_secrets, read_table
+    from tasks.tracking import log_metrics, parent_run
+
+    t0 = time.perf_counter()
+    ref = parse_model_ref(config.model)
+    check_out(config.out, overwrite=config.overwrite)  # before anything is read or scored
+    uri, experiment = tracking_store(config)
+    client = MlflowClient(uri)
+    version = resolve_version(client, ref)
+    v = str(version.version)
+    inputs = model_inputs(ref.name, v)
+    batch = read_table(config.batch).frame
+    flow_run_id = str(runtime.flow_run.id or uuid.uuid4())
+    with parent_run(uri, experiment, f"score-{runtime.flow_run.name or flow_run_id[:8]}",
+                    tags={"prefect.flow_run_id": flow_run_id, SCORED_TAG: f"{ref.name} v{v}",
+                          "shiftflow.run_kind": "score", "champion.serving": v,
+                          "estimate.candidate": version.tags.get("candidate", "")},
+                    params={"model": str(ref), "version": v, "batch": config.batch, "out": config.out,
+                            "min_accuracy": config.min_accuracy, "monitor_rows": config.monitor_rows,
+                            "seed": config.seed}) as run_id:
+        model, table, proba, written = score(ref, version, batch, inputs, out=config.out,
+                                             overwrite=config.overwrite, id_column=config.id_column)
+        t_scored = time.perf_counter() - t0
+        mon = monitor(version, model, batch, inputs, proba, max_rows=config.monitor_rows,
+                      min_accuracy=config.min_accuracy, seed=config.seed)
+        if mon is not None:
+            log_monitor(client, run_id, mon, model=ref.name, version=v, min_accuracy=config.min_accuracy)
+        log_metrics(client, run_id, {"score.rows": len(table), "score.seconds": t_scored,
+                                     "score.total_seconds": time.perf_counter() - t0})
+        log_history(uri, run_id, ref.name)
+    summary = {"model": ref.name, "version": v, "rows": len(table), "out": written, "mlflow_run_id": run_id,
+               "seconds": time.perf_counter() - t0, "scored_seconds": t_scored,
+               "predicted": table["predicted"].value_counts().to_dict(), "monitor": mon}
+    create_markdown_artifact(key="score-summary", markdown="\n".join(summary_lines(summary)),
+                             description=f"{ref.name} v{v} on {mask_secrets(config.batch)}")
+    return summary
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """What the CLI prints and the Prefect artifact shows."""
+    lines = [f"scored {summary['rows']} rows with {summary['model']} v{summary['version']} in "
+             f"{summary['scored_seconds']:.1f} s → {summary['out']}",
+             "predicted: " + ", ".join(f"{k} {n}" for k, n in summary["predicted"].items())]
+    mon = summary["monitor"]
+    if mon is None:
+        lines.append("no accuracy estimate: the version keeps no evidence for one (see the run's log)")
+        return lines
+    if mon.alert == "below":
+        lines.insert(0, f"ALERT (accuracy): v{summary['version']}'s estimated accuracy on this batch is at most "
+                        f"{mon.ci_high:.3f}, below min_accuracy")
+    lines += [f"estimated accuracy on this batch: {mon.accuracy:.3f} [{mon.ci_low:.3f}, {mon.ci_high:.3f}] "
+              f"({mon.method}, {mon.confidence:.0%} interval, {mon.n_rows} rows); majority-class rule "
+              f"{mon.majority_baseline:.3f}",
+              f"drift against the version's training source: {'yes' if mon.drifted else 'no'} "
+              f"(p = {mon.drift_pvalue:.3g})",
+              mon.overlap.sentence()]
+    if mon.alert == "straddles":
+        lines.append("min_accuracy lies inside the interval: the model may be below it; label some rows to know")
+    return lines
+
+
+def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The ``shiftflow score`` flags (``flows.config.ScoreConfig``)."""
+    fields = ScoreConfig.model_fields
+    p.add_argument("--model", required=True, help=fields["model"].description)
+    p.add_argument("--batch", required=True, help=fields["batch"].description)
+    p.add_argument("--out", required=True, help=fields["out"].description)
+    p.add_argument("--overwrite", action="store_true", help=fields["overwrite"].description)
+    p.add_argument("--id-column", help=fields["id_column"].description)
+    p.add_argument("--min-accuracy", type=float, help=fields["min_accuracy"].description)
+    p.add_argument("--monitor-rows", type=int, default=fields["monitor_rows"].default,
+                   help=fields["monitor_rows"].description)
+    p.add_argument("--seed", type=int, default=0, help=fields["seed"].description)
+    p.add_argument("--tracking-uri", help=fields["tracking_uri"].description)
+    p.add_argument("--experiment", default=fields["experiment"].default, help=fields["experiment"].description)
+    p.add_argument("--debug", action="store_true", help="keep the traceback of a refused input")
+    return p
+
+
+def run(ns: argparse.Namespace) -> int:
+    """``shiftflow score`` on parsed flags: 0 done, 2 refused (one line); what ``shiftflow.cli.main`` returns."""
+    from flows.cli import early_api, use_api
+
+    config = ScoreConfig(model=ns.model, batch=ns.batch, out=ns.out, overwrite=ns.overwrite,
+                         id_column=ns.id_column, min_accuracy=ns.min_accuracy, monitor_rows=ns.monitor_rows,
+                         seed=ns.seed, tracking_uri=ns.tracking_uri, experiment=ns.experiment)
+    _refuse_early(config)
+    api = early_api()
+    use_api(api)
+    summary = score_batch(config)
+    for line in summary_lines(summary):
+        print(line)
+    print(f"MLflow run {summary['mlflow_run_id']}; total {summary['seconds']:.1f} s")
+    return 0
+
+
+def _refuse_early(config: ScoreConfig) -> None:
+    """What can be refused before Prefect starts: the model reference's form and an existing output."""
+    from tasks.scoring import check_out, parse_model_ref
+
+    parse_model_ref(config.model)
+    check_out(config.out, overwrite=config.overwrite)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from flows.cli import main
+
+    sys.exit(main(["score", *sys.argv[1:]]))
