@@ -132,11 +132,24 @@ def run(ns: argparse.Namespace) -> int:
 
 
 def _refuse_early(config: ScoreConfig) -> None:
-    """What can be refused before Prefect starts: the model reference's form and an existing output."""
-    from tasks.scoring import check_out, parse_model_ref
+    """What can be refused before Prefect starts, writing nothing: the model reference (its form, and that the
+    store has it), an existing output, a store that does not exist."""
+    import os
 
-    parse_model_ref(config.model)
+    from mlflow.tracking import MlflowClient
+
+    from flows.paths import missing_sqlite_store, shiftflow_home
+    from tasks.scoring import ScoreInputError, check_out, parse_model_ref, resolve_version
+    from tasks.tracking import default_tracking_uri
+
+    ref = parse_model_ref(config.model)
     check_out(config.out, overwrite=config.overwrite)
+    uri = config.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(shiftflow_home())
+    db = missing_sqlite_store(uri)
+    if db is not None:
+        raise ScoreInputError(f"no MLflow store at {db}: pass --tracking-uri (or set MLFLOW_TRACKING_URI) to the "
+                              "store the model was registered in")
+    resolve_version(MlflowClient(uri), ref)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -53,7 +53,7 @@ class ModelRef:
 def parse_model_ref(text: str) -> ModelRef:
     """``NAME``, ``NAME@ALIAS`` or ``NAME/VERSION`` (a bare name means ``NAME@champion``)."""
     text = (text or "").strip()
-    m = re.fullmatch(r"(?P<name>.+?)(?:@(?P<alias>[\w.-]+)|/(?P<version>\d+))?", text)
+    m = re.fullmatch(r"(?P<name>[^@/\s].*?)(?:@(?P<alias>[\w.-]+)|/(?P<version>\d+))?", text)
     if not text or m is None or not m["name"].strip():
         raise ScoreInputError(f"--model {quote(text)} is not NAME, NAME@ALIAS or NAME/VERSION (e.g. "
                               "shiftflow-pima@champion or shiftflow-pima/3)")
@@ -126,8 +126,9 @@ def check_out(out: str, *, overwrite: bool) -> None:
     if kind == "file":
         if where.exists() and not overwrite:
             raise ScoreInputError(f"--out {where} exists; pass --overwrite to replace it, or name another file")
-        if not where.parent.is_dir():
-            raise ScoreInputError(f"--out {where}: folder {where.parent} does not exist")
+        blocked = next((d for d in (where.parent, *where.parent.parents) if d.exists() and not d.is_dir()), None)
+        if blocked is not None:
+            raise ScoreInputError(f"--out {where}: {blocked} is a file, not a folder; name another path")
         return
     import sqlalchemy as sa
     from sqlalchemy.exc import SQLAlchemyError
@@ -166,6 +167,7 @@ def write_scores(table: pd.DataFrame, out: str, *, overwrite: bool) -> str:
     check_out(out, overwrite=overwrite)
     kind, where = _out_target(out)
     if kind == "file":
+        where.parent.mkdir(parents=True, exist_ok=True)
         if where.suffix.lower() == ".parquet":
             write_parquet_atomic(table, where)
         else:
@@ -220,6 +222,7 @@ def score(ref: ModelRef, version: Any, batch: pd.DataFrame, inputs: list[str], *
     probabilities, where)."""
     import mlflow.sklearn
 
+    check_batch(batch, inputs, id_column=id_column)
     model = with_retries(mlflow.sklearn.load_model, f"models:/{ref.name}/{version.version}")
     table, proba = score_frame(model, batch, inputs, version=str(version.version), id_column=id_column)
     return model, table, proba, write_scores(table, out, overwrite=overwrite)

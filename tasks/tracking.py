@@ -155,18 +155,25 @@ def unreachable_error(exc: BaseException, tracking_uri: str | None = None) -> Tr
         "(`shiftflow up`) and rerun the same command: the stages this run finished are reused")
 
 
+#: MLflow error codes that are the store's answer (a name not found, a value refused), not a hiccup
+_ANSWERS = frozenset({"RESOURCE_DOES_NOT_EXIST", "RESOURCE_ALREADY_EXISTS", "INVALID_PARAMETER_VALUE"})
+
+
 def with_retries(fn: Any, *args: Any, attempts: int = 4, base_delay: float = 0.5, **kwargs: Any) -> Any:
     """Call ``fn`` retrying transient failures with exponential backoff (tracking-server hiccups).
 
     A connection MLflow's HTTP client already gave up on is not retried here (it retried for minutes: a server
     restarted meanwhile is found again): it is raised at once as ``TrackingUnreachable``, one sentence naming the
-    server. Any other error (a connection broken mid-request by a restart, too) is retried."""
+    server. The store's answers (a name not found, a value refused: :data:`_ANSWERS`) are raised at once. Any other
+    error (a connection broken mid-request by a restart, too) is retried."""
     for i in range(attempts - 1):
         try:
             return fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - MLflow raises many types for transient faults
             if _gave_up(exc):
                 raise unreachable_error(exc) from exc
+            if getattr(exc, "error_code", None) in _ANSWERS:  # the store answered: asking again changes nothing
+                raise
             time.sleep(base_delay * 2**i)  # e.g. a connection broken mid-request (the server restarting)
     try:
         return fn(*args, **kwargs)  # the last attempt: its error propagates

@@ -43,6 +43,25 @@ def test_with_retries_gives_up_with_the_last_error():
         with_retries(lambda: (_ for _ in ()).throw(ConnectionError("down")), attempts=3, base_delay=0.0)
 
 
+def test_with_retries_raises_the_stores_answer_at_once(monkeypatch):
+    # a name the store does not have is its answer, not a hiccup: asked once, no backoff
+    from mlflow.exceptions import MlflowException
+    from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST
+
+    import tasks.tracking
+
+    calls, slept = [], []
+    monkeypatch.setattr(tasks.tracking.time, "sleep", slept.append)
+
+    def missing():
+        calls.append(1)
+        raise MlflowException("Registered Model with name=x not found", error_code=RESOURCE_DOES_NOT_EXIST)
+
+    with pytest.raises(MlflowException, match="not found"):
+        with_retries(missing)
+    assert (calls, slept) == ([1], [])
+
+
 def test_unreachable_tracking_server_is_named():
     # port 9 (discard) is closed on 127.0.0.1 here: connection refused at once
     with pytest.raises(ConnectionError, match=r"http://127\.0\.0\.1:9 is unreachable"):

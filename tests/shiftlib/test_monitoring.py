@@ -1,0 +1,100 @@
+"""shiftlib.monitoring: a served version's label-free estimate, drift and overlap on a batch it scores.
+
+Checked against: the served model's accuracy on the batch's own labels (held back from the monitor), the
+pieces it composes computed independently (``champion_predictions`` → ``estimate_from_predictions`` →
+``widen_for_overlap``), and the alert rule's hand-worked cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from shiftlib.decisions import accuracy_alert, champion_predictions, majority_baseline, widen_for_overlap
+from shiftlib.estimation import estimate_from_predictions, stored_predictions
+from shiftlib.monitoring import MONITOR_ROWS, monitor_batch, monitor_rows
+
+
+def _table(n: int, shift: float, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2)) + np.array([shift, 0.0])
+    y = (X[:, 0] - 0.5 * X[:, 1] + rng.normal(scale=0.8, size=n) > 0).astype(int)
+    return pd.DataFrame(X, columns=["a", "b"]), y
+
+
+def _served(shift: float) -> tuple:
+    X_s, y_s = _table(400, 0.0, 1)
+    X_t, y_t = _table(300, shift, 2)
+    (P,) = stored_predictions(["LR"], X_s, y_s, X_t, k=5, random_state=0)
+    return P, X_s, X_t, y_t
+
+
+@pytest.fixture(scope="module")
+def no_shift() -> tuple:
+    P, X_s, X_t, y_t = _served(0.0)
+    return P, X_s, X_t, y_t, monitor_batch(P, P.proba_target, X_s, X_t, random_state=0)
+
+
+@pytest.mark.parametrize(("low", "high", "threshold", "expected"), [
+    (0.60, 0.68, 0.70, "below"),      # the whole interval under the threshold: alert
+    (0.65, 0.75, 0.70, "straddles"),  # the threshold inside: it may be below
+    (0.70, 0.80, 0.70, "ok"),         # the lower end reaches it
+    (0.60, 0.70, 0.70, "straddles"),  # an upper end equal to the threshold is not surely below
+    (0.60, 0.68, None, ""),           # no threshold, no verdict
+])
+def test_accuracy_alert_by_hand(low, high, threshold, expected):
+    assert accuracy_alert(low, high, threshold) == expected
+
+
+def test_without_shift_the_interval_holds_the_batchs_true_accuracy_and_nothing_is_flagged(no_shift):
+    P, X_s, X_t, y_t, mon = no_shift
+    truth = float(np.mean(P.proba_target.argmax(axis=1) == y_t))  # the batch's own labels, never shown to it
+    assert mon.ci_low <= truth <= mon.ci_high, (mon, truth)
+    assert mon.overlap.verdict == "ok" and not mon.drifted and mon.alert == ""
+    assert mon.n_rows == len(X_t)
+    # the composition, computed piece by piece: the served version's predictions weighted for the batch,
+    # then the shipped estimator (method "auto") with no widening under good overlap, and the majority rule
+    weighted = champion_predictions(P, P.proba_target, X_s, X_t, random_state=0)
+    est = estimate_from_predictions(weighted, "auto", random_state=0)
+    assert mon.majority_baseline == majority_baseline(weighted)
+    assert (mon.accuracy, mon.ci_low, mon.ci_high, mon.method) == (est.accuracy, est.ci_low, est.ci_high,
+                                                                    est.method)
+
+
+def test_a_batch_beyond_the_source_is_flagged_and_its_interval_widened_to_what_the_source_cannot_rule_out():
+    P, X_s, X_t, _ = _served(5.0)
+    mon = monitor_batch(P, P.proba_target, X_s, X_t, min_accuracy=0.99, random_state=0)
+    assert mon.drifted and mon.drift_pvalue <= 0.05
+    assert mon.overlap.verdict == "poor" and mon.overlap.outside_share > 0.5
+    est = estimate_from_predictions(champion_predictions(P, P.proba_target, X_s, X_t, random_state=0), "auto",
+                                    random_state=0)
+    assert (mon.ci_low, mon.ci_high) == pytest.approx(widen_for_overlap(est.ci_low, est.ci_high,
+                                                                        mon.overlap.outside_share))
+    assert mon.ci_high - mon.ci_low > est.ci_high - est.ci_low
+    assert mon.alert == accuracy_alert(mon.ci_low, mon.ci_high, 0.99)
+
+
+def test_the_alert_compares_the_threshold_with_the_interval(no_shift):
+    P, X_s, X_t, _, base = no_shift
+    assert monitor_batch(P, P.proba_target, X_s, X_t, min_accuracy=base.ci_high + 0.01,
+                         random_state=0).alert == "below"
+
+
+def test_metrics_carry_the_retrain_parent_runs_names(no_shift):
+    m = no_shift[-1].metrics()
+    assert {"estimate.accuracy", "estimate.ci_low", "estimate.ci_high", "estimate.majority_baseline",
+            "drift.drifted", "drift.domain_auc"} <= set(m)
+
+
+def test_monitor_rows_takes_every_row_up_to_the_cap_then_a_seeded_sorted_sample():
+    assert np.array_equal(monitor_rows(10), np.arange(10))
+    a = monitor_rows(3 * MONITOR_ROWS, random_state=4)
+    assert len(a) == MONITOR_ROWS and np.all(np.diff(a) > 0)
+    assert np.array_equal(a, monitor_rows(3 * MONITOR_ROWS, random_state=4))
+    assert np.array_equal(monitor_rows(500, max_rows=None), np.arange(500))
+
+
+def test_probabilities_of_the_wrong_shape_are_refused(no_shift):
+    P, X_s, X_t, _, _ = no_shift
+    with pytest.raises(ValueError, match="one column per class"):
+        monitor_batch(P, P.proba_target[:, :1], X_s, X_t)
