@@ -121,8 +121,12 @@ def run(ns: argparse.Namespace) -> int:
     config = ScoreConfig(model=ns.model, batch=ns.batch, out=ns.out, overwrite=ns.overwrite,
                          id_column=ns.id_column, min_accuracy=ns.min_accuracy, monitor_rows=ns.monitor_rows,
                          seed=ns.seed, tracking_uri=ns.tracking_uri, experiment=ns.experiment)
-    _refuse_early(config)
+    from tasks.scoring import check_out, parse_model_ref
+
+    parse_model_ref(config.model)  # what needs no store is refused before anything starts
+    check_out(config.out, overwrite=config.overwrite)
     api = early_api()
+    _refuse_early(config)  # the store's answers, read while Prefect's temporary API boots
     use_api(api)
     summary = score_batch(config)
     for line in summary_lines(summary):
@@ -132,7 +136,7 @@ def run(ns: argparse.Namespace) -> int:
 
 
 def _refuse_early(config: ScoreConfig) -> None:
-    """What can be refused before Prefect starts, writing nothing: the model reference (its form, and that the
+    """What can be refused before the flow runs, writing nothing: the model reference (its form, and that the
     store has it), an existing output, a store that does not exist."""
     import os
 
