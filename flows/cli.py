@@ -93,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     from flows.evaluate import add_arguments as evaluate_arguments
     from flows.history import add_arguments as history_arguments
     from flows.rollback import add_arguments as rollback_arguments
-    from flows.score import add_arguments as score_arguments
+    from flows.score_cli import add_arguments as score_arguments
     from flows.ui import add_arguments as ui_arguments
 
     p = argparse.ArgumentParser(prog="shiftflow", description=__doc__)
@@ -441,7 +441,7 @@ def _retrain(ns: argparse.Namespace) -> int:
 
 
 def _score(ns: argparse.Namespace) -> int:
-    from flows.score import run
+    from flows.score_cli import run
 
     if not debug_enabled(ns):
         _input_errors_without_traceback()

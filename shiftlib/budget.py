@@ -48,6 +48,10 @@ __all__ = [
 ]
 
 SELECTION_ROWS = 5_000
+#: batch rows a scored batch's estimate and drift test use at most (``shiftlib.monitoring``; a seeded uniform
+#: sample above it): the estimate's target-sampling error at 5,000 rows is at most 0.5/sqrt(5000) ≈ 0.007,
+#: below the intervals' other terms
+MONITOR_ROWS = 5_000
 FANOUT_MIN_ROWS = 1_000
 DRIFT_ROWS = 20_000
 KMM_MAX_ROWS = 20_000

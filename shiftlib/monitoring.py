@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from shiftlib.budget import subsample
+from shiftlib.budget import MONITOR_ROWS, subsample
 from shiftlib.decisions import (
     OverlapVerdict,
     accuracy_alert,
@@ -33,11 +33,6 @@ from shiftlib.estimation import N_BOOT, StoredPredictions, estimate_from_predict
 from shiftlib.weights import effective_sample_size
 
 __all__ = ["MONITOR_ROWS", "BatchMonitor", "monitor_batch", "monitor_rows"]
-
-#: batch rows the estimate and the drift test use at most (a seeded uniform sample above it): the estimate's
-#: target-sampling error at 5,000 rows is at most 0.5/sqrt(5000) ≈ 0.007, below the intervals' other terms
-MONITOR_ROWS = 5000
-
 
 @dataclass(frozen=True)
 class BatchMonitor:

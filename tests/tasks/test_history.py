@@ -67,4 +67,4 @@ def test_the_cli_prints_the_table_writes_the_chart_and_refuses_an_unknown_model(
     text = capsys.readouterr().out
     assert "night-1" in text and "undecided" in text and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["history", "--model", "nope", "--tracking-uri", store]) == 2
-    assert "no retrain run decided for a registered model 'nope'" in capsys.readouterr().err
+    assert "no retrain or score run of a registered model 'nope'" in capsys.readouterr().err
