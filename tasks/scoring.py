@@ -174,7 +174,7 @@ def write_scores(table: pd.DataFrame, out: str, *, overwrite: bool) -> str:
             from tasks.store import write_bytes_atomic
 
             write_bytes_atomic(table.to_csv(index=False).encode(), where)
-        return str(where)
+        return str(where.resolve())
     schema, _, name = where.what.rpartition(".")
     table.to_sql(name.strip('"'), sql_engine(where), schema=schema.strip('"') or None, if_exists="fail",
                  index=False, chunksize=10_000)

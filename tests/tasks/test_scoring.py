@@ -87,7 +87,7 @@ def test_an_existing_file_is_kept_unless_overwrite(model_and_batch, tmp_path):
     model, batch = model_and_batch
     table, _ = score_frame(model, batch, ["a", "b"], version="1", id_column=None)
     out = tmp_path / "deep" / "scores.parquet"
-    assert write_scores(table, f"file:{out}", overwrite=False) == str(out)  # its folder is created
+    assert write_scores(table, f"file:{out}", overwrite=False) == str(out.resolve())  # its folder is created
     pd.testing.assert_frame_equal(pd.read_parquet(out), table, check_dtype=False)
     before = out.read_bytes()
     with pytest.raises(ScoreInputError, match="exists; pass --overwrite"):
