@@ -62,3 +62,24 @@ def test_the_prefect_yaml_automation_reacts_to_a_shiftflow_event_of_retrain_nigh
     assert trigger.match.root == {"shiftflow.deployment": "retrain-nightly"}
     assert trigger.parameters["config"]["label_budget"] == 50
     assert deps["retrain-nightly"]["parameters"]["config"]["min_accuracy"] == trigger.parameters["config"]["min_accuracy"]
+
+
+def test_the_prefect_yaml_automation_retrains_when_score_batch_alerts_on_the_model_it_scores():
+    from pathlib import Path
+
+    import yaml
+    from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
+
+    from flows.config import ScoreConfig
+
+    spec = yaml.safe_load((Path(__file__).parents[2] / "prefect.yaml").read_text())
+    deps = {d["name"]: d for d in spec["deployments"]}
+    scoring = ScoreConfig(**deps["score-batch"]["parameters"]["config"])  # the deployment's parameters are valid
+    assert deps["score-batch"]["entrypoint"] == "flows/score.py:score_batch"
+    (trigger,) = [DeploymentEventTrigger(**t) for t in deps["retrain-nightly"]["triggers"]]
+    assert trigger.expect == {"shiftflow.alert.accuracy"}
+    # only score-batch's alerts, and only on the model retrain-nightly registers: its own alerts go to retrain-labels
+    assert trigger.match.root == {"shiftflow.deployment": "score-batch",
+                                  "prefect.resource.id": model_resource(scoring.model)["prefect.resource.id"]}
+    assert scoring.model == deps["retrain-nightly"]["parameters"]["config"]["model_name"]
+    assert trigger.parameters is None  # retrain-nightly's own parameters
