@@ -38,6 +38,11 @@ reads only these stored predictions (plus the importance weights and, for TrCV, 
                     applied only when a cross-validated check on the source rows shows it lowers the
                     expected calibration error (:func:`needs_calibration`); estimate = mean over target
                     rows of the (calibrated) probability of the predicted class (:func:`checked_posteriors`)
+``"pape"``          PAPE (Białek, Kivimäki, Kuberski & Perrakis, NeurIPS 2025, arXiv 2401.08348): the
+                    class-1 score (one-vs-rest per class for more classes) calibrated against the label by
+                    a gradient-boosted regression (LightGBM's defaults) fitted with density-ratio weights
+                    capped as PAPE caps them; estimate = mean over target rows of the calibrated probability
+                    of the predicted class (:func:`pape_posteriors`, :func:`pape_weights`)
 ``"minimax"``       the midpoint of the smallest and largest estimate of the three shift models
                     (``cbpe``: none, ``weighted-cbpe``: covariate, ``em``: label shift): when the truth is
                     one of them and which cannot be told from unlabeled rows, the midpoint (Chebyshev
@@ -82,6 +87,8 @@ out-of-fold) and are fitted once, only when a method needs them; the predicted c
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -105,6 +112,8 @@ __all__ = [
     "LABEL_SHIFT_METHODS",
     "METHODS",
     "N_BOOT",
+    "PAPE_MIN_DENOMINATOR",
+    "PAPE_MIN_WEIGHT",
     "WEIGHTED_METHODS",
     "AccuracyEstimate",
     "StoredPredictions",
@@ -121,6 +130,9 @@ __all__ = [
     "em_prior",
     "model_variance",
     "paired_draws",
+    "pape_posteriors",
+    "pape_weights",
+    "boosted_calibration",
     "prior_shift_posteriors",
     "estimate_accuracies",
     "estimate_accuracy",
@@ -133,7 +145,7 @@ __all__ = [
 ]
 
 METHODS: tuple[str, ...] = ("cv", "iwcv", "trcv", "doc", "atc", "cbpe", "weighted-cbpe", "em", "bbse",
-                             "weighted-em", "cbpe-nml", "minimax", "median")
+                             "weighted-em", "cbpe-nml", "minimax", "median", "pape")
 #: the three shift models whose estimates ``minimax`` and the ``model`` interval span
 SHIFT_MODELS: tuple[str, ...] = ("cbpe", "weighted-cbpe", "em")
 #: what ``median`` takes the median of: every estimator that needs no fits beyond the stored predictions
@@ -143,7 +155,7 @@ MEDIAN_COMPONENTS: tuple[str, ...] = ("cv", "iwcv", "doc", "atc", "cbpe", "weigh
 #: methods that combine other methods' estimates (on shared bootstrap resamples)
 COMBINATIONS: frozenset[str] = frozenset({"minimax", "median"})
 #: methods that read the importance weights
-WEIGHTED_METHODS: frozenset[str] = frozenset({"iwcv", "trcv", "weighted-cbpe", "weighted-em"})
+WEIGHTED_METHODS: frozenset[str] = frozenset({"iwcv", "trcv", "weighted-cbpe", "weighted-em", "pape"})
 #: methods that estimate the target's class prior from the target rows (their bootstrap redraws those rows)
 LABEL_SHIFT_METHODS: frozenset[str] = frozenset({"em", "bbse", "weighted-em"})
 #: the interval kinds, narrowest first: V_source + V_target, + V_shift, + V_model
@@ -155,6 +167,14 @@ INTERVALS: tuple[str, ...] = ("plain", "shift", "model")
 AUTO_METHOD = "median"
 #: the interval ``method="auto"`` ships (the rule chooses a method and an interval kind together)
 AUTO_INTERVAL = "model"
+#: PAPE's cap on the density ratio: the domain classifier's 1 − P(target | x) is floored at this value, so a
+#: weight is at most (n_s/n_t)/0.05 = 20·n_s/n_t. It is the default of NannyML's Apache-2.0 importance-weighting
+#: estimator (``IW``, ``density_ratio_minimum_denominator``, read in its source), which issue 28 and independent
+#: re-implementations of PAPE report as PAPE's own (the authors' non-commercial code was not read)
+PAPE_MIN_DENOMINATOR = 0.05
+#: PAPE's floor on the density ratio (NannyML ``IW``'s ``density_ratio_minimum_value``): no source row gets
+#: weight 0
+PAPE_MIN_WEIGHT = 0.001
 #: bootstrap resamples of V_source: the number the replication measured coverage with (reports/estimation.md)
 N_BOOT = 100
 
@@ -419,6 +439,207 @@ def checked_posteriors(proba_source: np.ndarray, y_source: np.ndarray, proba_tar
     return np.divide(cal, tot, out=np.full_like(cal, 1.0 / n_cls), where=tot != 0)
 
 
+def pape_weights(domain_proba: np.ndarray, n_source: int, n_target: int, *,
+                 min_denominator: float = PAPE_MIN_DENOMINATOR, min_weight: float = PAPE_MIN_WEIGHT) -> np.ndarray:
+    """PAPE's density-ratio weights of the source rows from a domain classifier, with PAPE's caps.
+
+    Białek, Kivimäki, Kuberski & Perrakis, "Estimating Model Performance Under Covariate Shift Without
+    Labels", NeurIPS 2025 (arXiv 2401.08348), §3: a probabilistic classifier h(x) = P(target | x) trained
+    to tell the target batch from the source rows gives the density ratio by Bayes' rule,
+
+    .. math:: w(x) = \\frac{p_t(x)}{p_s(x)} = \\frac{n_s}{n_t}\\,\\frac{h(x)}{1 - h(x)},
+
+    the same ratio as DL eq. 7 (``shiftlib.weights.DiscriminativeWeights``, whose classifier predicts
+    P(source | x) = 1 − h). It is bounded as NannyML's importance-weighting estimator bounds it (``IW``,
+    ``density_ratio_minimum_denominator`` = 0.05, ``density_ratio_minimum_value`` = 0.001; the caps PAPE's
+    implementation is reported to share — :data:`PAPE_MIN_DENOMINATOR`):
+
+    .. math:: w(x) = \\max\\Big(\\frac{n_s}{n_t}\\,\\frac{h(x)}{\\max(0.05,\\ 1 - h(x))},\\ 0.001\\Big),
+
+    so no weight exceeds 20·n_s/n_t and none is 0.
+
+    Parameters
+    ----------
+    domain_proba : ndarray of shape (n_source,)
+        h(x) = P(target | x) of each source row, in [0, 1].
+    n_source, n_target : int
+        Rows of the source and of the target batch the classifier was trained on (the prior ratio).
+    min_denominator, min_weight : float
+        The caps (PAPE's defaults).
+
+    Returns
+    -------
+    ndarray of shape (n_source,)
+        The capped density ratios (not normalised: their scale is the density ratio's).
+    """
+    h = np.asarray(domain_proba, float)
+    if h.ndim != 1 or np.any(~np.isfinite(h)) or np.any((h < 0) | (h > 1)):
+        raise ValueError("domain_proba must be one probability P(target | x) in [0, 1] per source row")
+    if n_source < 1 or n_target < 1:
+        raise ValueError(f"n_source and n_target must be ≥ 1 rows; got {n_source} and {n_target}")
+    if not 0 < min_denominator <= 1 or min_weight <= 0:
+        raise ValueError("min_denominator must be in (0, 1] and min_weight > 0")
+    w = (n_source / n_target) * h / np.maximum(min_denominator, 1.0 - h)
+    return np.maximum(w, min_weight)
+
+
+def _pape_capped(weights: np.ndarray, n_source: int, n_target: int) -> np.ndarray:
+    """:func:`pape_weights` applied to stored density ratios ``weights`` (p_t/p_s on the source rows, as
+    ``stored_predictions`` keeps them: DL eq. 7, normalised to mean 1 — the mean a true density ratio has over
+    the source): the domain classifier's h = o/(1 + o) with odds o = w·n_t/n_s is recovered and capped."""
+    odds = np.asarray(weights, float) * (n_target / n_source)
+    return pape_weights(odds / (1.0 + odds), n_source, n_target)
+
+
+def _bin_thresholds(x: np.ndarray, max_bins: int) -> np.ndarray:
+    """Bin edges of a 1-D feature as scikit-learn's ``HistGradientBoosting`` finds them (``_find_binning_thresholds``,
+    unweighted): midpoints between consecutive distinct values when there are at most ``max_bins`` of them,
+    else the ``averaged_inverted_cdf`` percentiles at 100·i/max_bins, duplicates removed. x → bin
+    ``searchsorted(edges, x, side="left")``."""
+    distinct = np.unique(x)
+    if len(distinct) <= max_bins:
+        return (distinct[:-1] + distinct[1:]) / 2.0
+    pct = np.linspace(0, 100, num=max_bins + 1)[1:-1]
+    return np.unique(np.percentile(x, pct, method="averaged_inverted_cdf"))
+
+
+def _tree_leaves(G: np.ndarray, H: np.ndarray, cN: list[int], max_leaves: int, min_leaf: int, min_hess: float,
+                 hess_ok: bool) -> list[int]:
+    """One regression tree on binned 1-D data, grown as LightGBM / scikit-learn grow it: best first (always the
+    leaf whose best split has the largest gain Σ_children G²/H − G²/H, > 0), children of ≥ ``min_leaf`` rows
+    and hessian ≥ ``min_hess``, at most ``max_leaves`` leaves. A tree on one feature is a partition of the bins
+    into runs; returns the runs' start bins, sorted (the first is 0). ``cN``: cumulative row counts per bin
+    (from 0); ``hess_ok``: every run of ``min_leaf`` rows has hessian ≥ ``min_hess`` (the check is skipped)."""
+    cG, cH = np.concatenate(([0.0], np.cumsum(G))), np.concatenate(([0.0], np.cumsum(H)))
+    nb = len(G)
+
+    def best(a: int, b: int) -> tuple[float, int, int, int]:
+        """(−gain, cut, a, b) of the best split of bins [a, b) (a cut at k puts bins < k on the left)."""
+        n0, n1 = cN[a], cN[b]
+        if n1 - n0 < 2 * min_leaf:
+            return 0.0, -1, a, b
+        lo = max(a + 1, bisect.bisect_left(cN, n0 + min_leaf))
+        hi = min(b - 1, bisect.bisect_right(cN, n1 - min_leaf) - 1)
+        if lo > hi:
+            return 0.0, -1, a, b
+        g0, h0 = cG[a], cH[a]
+        g, h = cG[b] - g0, cH[b] - h0
+        gl, hl = cG[lo:hi + 1] - g0, cH[lo:hi + 1] - h0
+        hr = h - hl
+        gr = g - gl
+        gain = gl * gl / hl + gr * gr / hr
+        if not hess_ok:
+            gain[(hl < min_hess) | (hr < min_hess)] = -np.inf
+        i = int(gain.argmax())
+        top = float(gain[i]) - g * g / h
+        return (-top, lo + i, a, b) if top > 0 else (0.0, -1, a, b)
+
+    heap = [best(0, nb)]
+    starts = [0]
+    while heap and len(starts) < max_leaves:
+        _, cut, a, b = heapq.heappop(heap)
+        if cut < 0:
+            continue
+        starts.append(cut)
+        heapq.heappush(heap, best(a, cut))
+        heapq.heappush(heap, best(cut, b))
+    starts.sort()
+    return starts
+
+
+def boosted_calibration(score_source: np.ndarray, label_source: np.ndarray, score_target: np.ndarray,
+                        sample_weight: np.ndarray | None = None, *, learning_rate: float = 0.1, n_iter: int = 100,
+                        max_leaves: int = 31, min_leaf: int = 20, max_bins: int = 255,
+                        min_hessian: float = 1e-3) -> np.ndarray:
+    """PAPE's calibrator: a gradient-boosted regression of the 0/1 label on the score, weighted, evaluated on
+    ``score_target`` and clipped to [0, 1].
+
+    PAPE (arXiv 2401.08348, §3) fits the calibrator as a weighted LightGBM regressor with its default
+    settings, not monotone (the calibrated scores rank nothing, they are only averaged). The defaults here are
+    LightGBM's (and scikit-learn ``HistGradientBoostingRegressor``'s, which follows it): squared loss, start at
+    the weighted mean label, 100 trees, learning rate 0.1, ≤ 31 leaves, ≥ 20 rows and hessian ≥ 1e-3 per
+    leaf, no L2 penalty, ≤ 255 bins of the feature. With one feature a tree is a partition of the bins into
+    runs, so the booster works on the bins' sums Σw, Σw·y and row counts: the numbers
+    ``HistGradientBoostingRegressor(early_stopping=False)`` gives (up to its float32 gradients; tested), at a
+    fraction of its cost — the bootstrap refits this map hundreds of times. Not LightGBM's own binning.
+
+    Parameters
+    ----------
+    score_source, label_source : ndarray of shape (n,)
+        The score (e.g. the class-1 OOF probability) and the 0/1 label of the fitting rows (repeats allowed).
+    score_target : ndarray of shape (m,)
+        Scores to calibrate.
+    sample_weight : ndarray of shape (n,), optional
+        Row weights (PAPE: the capped density ratios); None → 1.
+
+    Returns
+    -------
+    ndarray of shape (m,)
+        The calibrated probabilities c(score) in [0, 1].
+    """
+    x = np.asarray(score_source, float).ravel()
+    y = np.asarray(label_source, float).ravel()
+    w = np.ones_like(x) if sample_weight is None else np.asarray(sample_weight, float).ravel()
+    keep = w > 0
+    x, y, w = x[keep], y[keep], w[keep]
+    if len(x) == 0:
+        raise ValueError("boosted_calibration needs at least one row of positive weight")
+    edges = _bin_thresholds(x, max_bins)
+    bins = np.searchsorted(edges, x, side="left")
+    nb = len(edges) + 1
+    W = np.bincount(bins, w, nb)
+    Y = np.bincount(bins, w * y, nb)
+    cN = [0, *np.cumsum(np.bincount(bins, minlength=nb)).tolist()]
+    hess_ok = float(w.min()) * min_leaf >= min_hessian  # then no leaf of ≥ min_leaf rows is below min_hessian
+    F = np.full(nb, Y.sum() / W.sum())
+    for _ in range(int(n_iter)):
+        G = W * F - Y  # Σ_rows w·(F − y) per bin: the squared loss's gradient (its hessian is w)
+        starts = _tree_leaves(G, W, cN, max_leaves, min_leaf, min_hessian, hess_ok)
+        if len(starts) == 1:  # a root that cannot split stays a root: its value −G/H is 0 from here on
+            break
+        gs, hs = np.add.reduceat(G, starts), np.add.reduceat(W, starts)
+        leaf_value = -learning_rate * np.divide(gs, hs, out=np.zeros_like(gs), where=hs > 0)
+        F = F + np.repeat(leaf_value, np.diff([*starts, nb]))
+    q = np.searchsorted(edges, np.asarray(score_target, float).ravel(), side="left")
+    return np.clip(F[q], 0.0, 1.0)
+
+
+def pape_posteriors(proba_source: np.ndarray, y_source: np.ndarray, proba_target: np.ndarray,
+                    sample_weight: np.ndarray | None) -> np.ndarray:
+    """PAPE's calibrated target class probabilities (arXiv 2401.08348, §3): the classifier's class score,
+    calibrated on the labelled source rows by :func:`boosted_calibration` with density-ratio weights, so that
+    it estimates P_t(y = 1 | score) under covariate shift (P(y | x) unchanged).
+
+    Binary (the paper's case): one calibrator of 1[y = 1] on the class-1 score, class 0 its complement. More
+    classes (our extension; the paper is binary): one such calibrator per class, one-vs-rest, rows
+    renormalised, a row summing to 0 made uniform (as :func:`checked_posteriors`).
+
+    Parameters
+    ----------
+    proba_source : ndarray of shape (n, k)
+        Out-of-fold class probabilities of the source rows.
+    y_source : ndarray of shape (n,)
+        Source labels as column positions.
+    proba_target : ndarray of shape (m, k)
+        The served model's class probabilities on the target rows.
+    sample_weight : ndarray of shape (n,) or None
+        The capped density ratios (:func:`pape_weights`); None → unweighted.
+
+    Returns
+    -------
+    ndarray of shape (m, k)
+        Calibrated target class probabilities, rows summing to one.
+    """
+    n_cls = proba_source.shape[1]
+    if n_cls == 2:
+        p1 = boosted_calibration(proba_source[:, 1], y_source == 1, proba_target[:, 1], sample_weight)
+        return np.c_[1 - p1, p1]
+    cal = np.column_stack([boosted_calibration(proba_source[:, c], y_source == c, proba_target[:, c], sample_weight)
+                           for c in range(n_cls)])
+    tot = cal.sum(axis=1, keepdims=True)
+    return np.divide(cal, tot, out=np.full_like(cal, 1.0 / n_cls), where=tot != 0)
+
+
 def prior_shift_posteriors(posteriors: np.ndarray, prior_source: np.ndarray, prior_target: np.ndarray) -> np.ndarray:
     """Saerens et al. (2002) eq. 2.4: p_t(y|x) ∝ p_s(y|x)·π_t(y)/π_s(y), rows renormalised — the
     posterior under a change of class prior with P(x|y) fixed (label shift). Equal priors: identity."""
@@ -586,6 +807,13 @@ def _method_fn(method: str, P: StoredPredictions) -> Fn:
         weighted = method == "weighted-cbpe"
         return lambda r, t=None: float(
             _isotonic(conf_s[r], correct[r], w[r] if weighted else None).predict(conf_t).mean())
+    if method == "pape":
+        n_s, n_t = len(P.y_source), len(P.proba_target)
+        w_pape = _pape_capped(w, n_s, n_t)
+        pred_t = np.argmax(P.proba_target, axis=1)
+        rows_t = np.arange(len(pred_t))
+        return lambda r, t=None: float(np.mean(
+            pape_posteriors(P.proba_source[r], P.y_source[r], P.proba_target, w_pape[r])[rows_t, pred_t]))
     if method == "cbpe-nml":
         pred_t = np.argmax(P.proba_target, axis=1)
         rows_t = np.arange(len(pred_t))
