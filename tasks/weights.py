@@ -20,6 +20,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from shiftlib.weights import (
+    TARGET_WEIGHTERS,
     chunk_indices,
     effective_sample_size,
     kmm_chunk,
@@ -35,7 +36,7 @@ from tasks.tracking import log_metrics, with_retries
 
 STAGE = "weights"
 KMM_CHUNK_ROWS = 5000
-METHODS = ("kmm", "discriminative", "ssb", "kde")
+METHODS = TARGET_WEIGHTERS  # the registry's names (shiftlib.weights), in its order
 
 
 def _standardized(store: StageStore) -> tuple[np.ndarray, np.ndarray, float]:
@@ -91,10 +92,12 @@ def fit_weighter(method: str, X_source: Any, X_target: Any, seed: int, **fit_par
     KMM on more than ``KMM_CHUNK_ROWS`` source rows is ensemble KMM with the same chunks as the flow's
     fanned-out ``kmm-chunk`` tasks (so the weights are the same), solved here one chunk after another unless
     ``chunk_betas`` (the tasks' solutions) is passed in ``fit_params``."""
-    kw: dict[str, Any] = {"random_state": seed} if method in ("kmm", "discriminative", "ssb") else {}
+    weighter = make_weighter(method)
+    if "random_state" in weighter.get_params():  # every random method is seeded, whatever its name
+        weighter.set_params(random_state=seed)
     if method == "kmm" and len(X_source) > KMM_CHUNK_ROWS:
-        kw["chunk_size"] = KMM_CHUNK_ROWS
-    return make_weighter(method, **kw).fit(X_source, X_target, **fit_params)
+        weighter.set_params(chunk_size=KMM_CHUNK_ROWS)
+    return weighter.fit(X_source, X_target, **fit_params)
 
 
 def _histogram(table: pd.DataFrame, methods: list[str]) -> Figure:

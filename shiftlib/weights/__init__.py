@@ -56,6 +56,7 @@ from .ssb import SSBWeights
 __all__ = [
     "LOW_ESS_SHARE",
     "KMM",
+    "TARGET_WEIGHTERS",
     "WEIGHTERS",
     "BaseWeighter",
     "DiscriminativeWeights",
@@ -92,6 +93,12 @@ WEIGHTERS: dict[str, type[BaseWeighter]] = {
     "kde": KDEWeights,
     "oracle": OracleWeights,
 }
+
+
+#: the weighting methods a run can fit from its source and target rows alone (every registered weighter but
+#: those that need what only a simulated bias knows, ``needs_selection_proba``): what ``weighting`` may name
+TARGET_WEIGHTERS: tuple[str, ...] = tuple(n for n, cls in WEIGHTERS.items()
+                                          if not getattr(cls, "needs_selection_proba", False))
 
 
 def make_weighter(name: str, **params: Any) -> BaseWeighter:
