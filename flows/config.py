@@ -8,6 +8,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from shiftlib.budget import MAX_CLASSES, MONITOR_ROWS, SELECTION_ROWS
+from shiftlib.catalog import ROWS_ONLY_WEIGHTERS
 from shiftlib.decisions import PROMOTE_CONFIDENCE
 
 LearnerName = Literal["DT", "NB", "LR", "SVM", "kNN", "RF", "HGB", "CSLR", "CSLR-rbf"]
@@ -89,7 +90,7 @@ class RetrainConfig(_Strict):
         default_factory=lambda: ["DT", "NB", "LR", "SVM", "kNN", "RF", "HGB"], description="candidate learners"
     )
     drift_alpha: float = Field(0.05, gt=0, lt=1, description="significance level of the drift tests")
-    weighting: Literal["none", "kmm", "discriminative", "ssb", "kde", "auto"] = Field(
+    weighting: Literal[("none", *ROWS_ONLY_WEIGHTERS, "auto")] = Field(  # type: ignore[valid-type]
         "auto",
         description="importance weighting: each learner also trains as a weighted candidate ('LR+kmm'); "
         "'auto' uses KMM only when the drift stage finds drift",

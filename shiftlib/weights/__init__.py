@@ -17,8 +17,10 @@ name                      method                                          predic
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
+from shiftlib.catalog import ROWS_ONLY_WEIGHTERS, WEIGHTING_METHODS
 from shiftlib.errors import UnknownNameError
 
 from ._base import (
@@ -86,19 +88,16 @@ __all__ = [
     "solve_kmm",
 ]
 
-WEIGHTERS: dict[str, type[BaseWeighter]] = {
-    "kmm": KMM,
-    "discriminative": DiscriminativeWeights,
-    "ssb": SSBWeights,
-    "kde": KDEWeights,
-    "oracle": OracleWeights,
-}
+def _class(path: str) -> type[BaseWeighter]:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
-#: the weighting methods a run can fit from its source and target rows alone (every registered weighter but
-#: those that need what only a simulated bias knows, ``needs_selection_proba``): what ``weighting`` may name
-TARGET_WEIGHTERS: tuple[str, ...] = tuple(n for n, cls in WEIGHTERS.items()
-                                          if not getattr(cls, "needs_selection_proba", False))
+#: the weighting methods by name, built from ``shiftlib.catalog.WEIGHTING_METHODS`` (the one place names live)
+WEIGHTERS: dict[str, type[BaseWeighter]] = {name: _class(path) for name, path in WEIGHTING_METHODS.items()}
+#: the weighting methods a run can fit from its source and target rows alone (not the evaluation-only ones,
+#: which need what only a simulated bias knows): what ``weighting`` may name
+TARGET_WEIGHTERS: tuple[str, ...] = ROWS_ONLY_WEIGHTERS
 
 
 def make_weighter(name: str, **params: Any) -> BaseWeighter:

@@ -26,10 +26,6 @@ class OracleWeights(BaseWeighter):
     the given rows).
     """
 
-    #: it needs the true selection probabilities a simulated bias knows, not only the rows
-    #: (``shiftlib.weights.TARGET_WEIGHTERS`` leaves it out)
-    needs_selection_proba = True
-
     def __init__(self) -> None:
         pass
 
