@@ -436,6 +436,18 @@ def _version_tags(facts: dict[str, str], info: dict[str, Any], chosen: str, seed
     return tags
 
 
+def _register(client: MlflowClient, tracking_uri: str, store: Any, served_uri: str, model_name: str,
+              tags: dict[str, str], parent_run_id: str, *, description: dict[str, Any]) -> Any:
+    """Register ``served_uri`` as a new version of ``model_name`` with ``tags`` and its description
+    (:func:`version_description` of ``description``, linked to the parent run); returns the version."""
+    mv = with_retries(mlflow.register_model, served_uri, model_name, tags=tags)
+    experiment_id = with_retries(client.get_run, parent_run_id).info.experiment_id
+    text = version_description(**description, data_refs=store.manifest("ingest")["params"],
+                               parent_run_id=parent_run_id, link=run_link(tracking_uri, experiment_id, parent_run_id))
+    with_retries(client.update_model_version, model_name, mv.version, description=text)
+    return mv
+
+
 @task(name="champion", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 8])
 def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, seed: int, k: int,
              tracking_uri: str, parent_run_id: str, flow_run_id: str = "",
@@ -472,13 +484,8 @@ def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, s
                                  estimate, schema)
             if evidence is not None and served_model_uri is None:  # a recalibrated model scores otherwise
                 tags[EVIDENCE] = _log_evidence(tracking_uri, parent_run_id, chosen, evidence)
-            mv = with_retries(mlflow.register_model, served_uri, model_name, tags=tags)
-            experiment_id = with_retries(client.get_run, parent_run_id).info.experiment_id
-            description = version_description(
-                selector=selector, score=new_score, n_candidates=len(scores), facts=facts, estimate=estimate,
-                data_refs=store.manifest("ingest")["params"], parent_run_id=parent_run_id,
-                link=run_link(tracking_uri, experiment_id, parent_run_id))
-            with_retries(client.update_model_version, model_name, mv.version, description=description)
+            mv = _register(client, tracking_uri, store, served_uri, model_name, tags, parent_run_id, description=dict(
+                selector=selector, score=new_score, n_candidates=len(scores), facts=facts, estimate=estimate))
             same = ""
         else:
             mv = twin

@@ -65,6 +65,27 @@ def _nested_run(name: str, *, experiment_id: str, parent_run_id: str, tags: dict
         return run.info.run_id, uri
 
 
+def _skip_reason(err: ValueError, store: StageStore, w: np.ndarray | None, y_s: np.ndarray, sub: np.ndarray,
+                 weighting: str | None, cv_folds: int) -> str:
+    """Why a candidate cannot be fitted, in the user's class names and with what its weights rest on."""
+    why = str(err)
+    if isinstance(err, WeightlessClassError) and err.classes is not None:  # name the user's classes
+        labels = store.manifest("ingest")["extra"]["classes"]
+        names = [labels[int(c)] for c in err.classes]
+        pos = [int((np.asarray(w)[sub][y_s[sub] == int(c)] > 0).sum()) for c in err.classes]
+        if min(pos) > 0:  # the whole set has such rows: one CV training fold lost them all
+            return (f"in a training fold of its {cv_folds}-fold source CV the {weighting} weights are 0 on every row "
+                    f"of class {', '.join(map(str, names))} (they are positive on only "
+                    f"{', '.join(map(str, pos))} of its rows), so its source-CV accuracy cannot be measured")
+        return WeightlessClassError.describe(names)
+    if w is not None:  # the usual cause: weights that rest on few rows (a learner's inner folds need more)
+        on = np.asarray(w) > 0
+        fewest = int(np.bincount(np.asarray(y_s)[on], minlength=int(np.max(y_s)) + 1).min())
+        why += (f" (the {weighting} weights are positive on {int(on.sum())} of {len(on)} source rows, {fewest} "
+                "of them in the smallest class)")
+    return why
+
+
 @task(name="train-learner", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 8])
 @limited
 def train_learner(
@@ -117,22 +138,7 @@ def train_learner(
                         X_target=X_t)
         model = fit_learner(clone(est), X_s, y_s, sample_weight=w, X_target=X_t)
     except ValueError as err:  # this candidate cannot be fitted on these rows (or weights): the others go on
-        why = str(err)
-        if isinstance(err, WeightlessClassError) and err.classes is not None:  # name the user's classes
-            labels = store.manifest("ingest")["extra"]["classes"]
-            names = [labels[int(c)] for c in err.classes]
-            pos = [int((np.asarray(w)[sub][y_s[sub] == int(c)] > 0).sum()) for c in err.classes]
-            if min(pos) > 0:  # the whole set has such rows: one CV training fold lost them all
-                why = (f"in a training fold of its {cv_folds}-fold source CV the {weighting} weights are 0 on every row "
-                       f"of class {', '.join(map(str, names))} (they are positive on only "
-                       f"{', '.join(map(str, pos))} of its rows), so its source-CV accuracy cannot be measured")
-            else:
-                why = WeightlessClassError.describe(names)
-        elif w is not None:  # the usual cause: weights that rest on few rows (a learner's inner folds need more)
-            on = np.asarray(w) > 0
-            fewest = int(np.bincount(np.asarray(y_s)[on], minlength=int(np.max(y_s)) + 1).min())
-            why += (f" (the {weighting} weights are positive on {int(on.sum())} of {len(on)} source rows, {fewest} "
-                    "of them in the smallest class)")
+        why = _skip_reason(err, store, w, y_s, sub, weighting, cv_folds)
         log.warning("training %s: skipped, it cannot be fitted here: %s", name, why)
         return {"name": name, "learner": learner, "weighting": weighting or "none", "skipped": why,
                 "reused": False}
