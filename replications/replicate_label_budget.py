@@ -469,19 +469,27 @@ def _contrast_coverage(res: SelectorScores, truth: np.ndarray) -> dict[str, int]
     return {"contrasts_covered": int(sum(hits)), "contrasts": len(hits)}
 
 
+def group_predictions(case: Case, args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, list[Any], list[str],
+                                                                     np.ndarray]:
+    """The batch's rows and labels, the candidates and, as truth, each learner fitted on the source sample and
+    predicting the whole target group (one column per candidate)."""
+    XT, yT = case.Xt[case.batch], case.yt[case.batch]
+    cands = candidates(case.seed, args.rf_trees)
+    names = [c.name for c in cands]
+    all_pred = np.column_stack([
+        fit_learner(make_learner(n, random_state=case.seed,
+                                 **({"n_estimators": args.rf_trees} if n == "RF" else {})),
+                    case.Xs, case.ys, X_target=XT).predict(case.Xt) for n in names])
+    return XT, yT, cands, names, all_pred
+
+
 def run_one(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
     """Every selector at every budget on one (case, seed)."""
     group, seed = case.group, case.seed
     Xs, ys = case.Xs, case.ys
     tgt = case.batch  # the batch (positions in the target group)
-    XT, yT = case.Xt[tgt], case.yt[tgt]
-    cands = candidates(seed, args.rf_trees)
-    names = [c.name for c in cands]
     t0 = time.perf_counter()
-    # truth: each learner fitted on the source sample, predictions on the whole target group
-    all_pred = np.column_stack([
-        fit_learner(make_learner(n, random_state=seed, **({"n_estimators": args.rf_trees} if n == "RF" else {})),
-                    Xs, ys, X_target=XT).predict(case.Xt) for n in names])
+    XT, yT, cands, names, all_pred = group_predictions(case, args)
 
     full = args.design == "fullbatch" and group != "feature_bias"
     # truth: the target group without the labeled rows (batch400, feature_bias) or, in the fullbatch design,

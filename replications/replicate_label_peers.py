@@ -27,9 +27,14 @@ import pandas as pd
 
 from replications._common import md_table
 from replications._label_peers import active_testing, coda, model_selector, pick_best
-from replications.replicate_label_budget import GROUPS, QUICK, Case, _quiet_single_thread, case_makers
-from replications.replicate_trcv import candidates
-from shiftlib.learners import fit_learner, make_learner
+from replications.replicate_label_budget import (
+    GROUPS,
+    QUICK,
+    Case,
+    _quiet_single_thread,
+    case_makers,
+    group_predictions,
+)
 from shiftlib.selection import fewlabel_select, plan_labels, source_cv, target_predictions
 from shiftlib.selection.fewlabel import decide
 
@@ -101,13 +106,8 @@ def _pairs(truth: np.ndarray, scores: np.ndarray) -> tuple[int, int]:
 def run_case(case: Case, args: argparse.Namespace) -> tuple[list[dict], dict]:
     """Every selector at every budget on one (case, seed)."""
     seed, tgt = case.seed, case.batch
-    XT, yT = case.Xt[tgt], case.yt[tgt]
-    cands = candidates(seed, args.rf_trees)
-    names = [c.name for c in cands]
     t0 = time.perf_counter()
-    all_pred = np.column_stack([
-        fit_learner(make_learner(n, random_state=seed, **({"n_estimators": args.rf_trees} if n == "RF" else {})),
-                    case.Xs, case.ys, X_target=XT).predict(case.Xt) for n in names])
+    XT, yT, cands, names, all_pred = group_predictions(case, args)
     full = case.group != "feature_bias"
     pool = tgt if full else np.arange(len(case.yt))
 
