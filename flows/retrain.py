@@ -323,11 +323,17 @@ def time_limit(seconds: float | None, store: StageStore, timings: dict[str, floa
                            "raise max_run_seconds") from None
 
 
-def tracking_store(config: RetrainConfig) -> tuple[str, str]:
+def tracking_uri(config: Any) -> str:
+    """The run's MLflow tracking URI: ``config.tracking_uri``, else ``$MLFLOW_TRACKING_URI``, else the local store
+    under ``$SHIFTFLOW_HOME`` (retrain and score configs alike)."""
+    return config.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(shiftflow_home())
+
+
+def tracking_store(config: Any) -> tuple[str, str]:
     """The run's MLflow tracking URI and experiment id; a local store and the experiment are created on first
     use (``ensure_experiment``, under the store's lock). The CLI calls it early too, while Prefect's API boots."""
     home = shiftflow_home()
-    uri = config.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(home)
+    uri = tracking_uri(config)
     check_reachable(uri)
     home.mkdir(parents=True, exist_ok=True)
     local = not uri.startswith(("http://", "https://"))

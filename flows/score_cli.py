@@ -50,21 +50,17 @@ def run(ns: argparse.Namespace) -> int:
 
 
 def _refuse_early(config: ScoreConfig) -> None:
-    """What can be refused before the flow runs, writing nothing: the model reference (its form, and that the
-    store has it), an existing output, a store that does not exist."""
-    import os
-
+    """What the store can refuse before the flow runs, writing nothing: a sqlite store that does not exist, a
+    model, alias or version it does not have (the reference's form and the output were checked before)."""
     from mlflow.tracking import MlflowClient
 
-    from flows.paths import missing_sqlite_store, shiftflow_home
-    from tasks.scoring import ScoreInputError, check_out, parse_model_ref, resolve_version
-    from tasks.tracking import default_tracking_uri
+    from flows.paths import missing_sqlite_store
+    from flows.retrain import tracking_uri
+    from tasks.scoring import ScoreInputError, parse_model_ref, resolve_version
 
-    ref = parse_model_ref(config.model)
-    check_out(config.out, overwrite=config.overwrite)
-    uri = config.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(shiftflow_home())
+    uri = tracking_uri(config)
     db = missing_sqlite_store(uri)
     if db is not None:
         raise ScoreInputError(f"no MLflow store at {db}: pass --tracking-uri (or set MLFLOW_TRACKING_URI) to the "
                               "store the model was registered in")
-    resolve_version(MlflowClient(uri), ref)
+    resolve_version(MlflowClient(uri), parse_model_ref(config.model))

@@ -81,9 +81,14 @@ def test_the_alert_compares_the_threshold_with_the_interval(no_shift):
 
 
 def test_metrics_carry_the_retrain_parent_runs_names(no_shift):
-    m = no_shift[-1].metrics()
+    mon = no_shift[-1]
+    m = mon.metrics()
     assert {"estimate.accuracy", "estimate.ci_low", "estimate.ci_high", "estimate.majority_baseline",
             "drift.drifted", "drift.domain_auc"} <= set(m)
+    assert (m["estimate.accuracy"], m["estimate.ci_low"], m["estimate.ci_high"]) == (mon.accuracy, mon.ci_low,
+                                                                                     mon.ci_high)
+    assert m["drift.drifted"] == float(mon.drifted) and m["drift.domain_auc"] == mon.overlap.domain_auc
+    assert m["monitor.rows"] == len(no_shift[2])
 
 
 def test_monitor_rows_takes_every_row_up_to_the_cap_then_a_seeded_sorted_sample():
