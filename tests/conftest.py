@@ -29,6 +29,26 @@ def prefect_harness():
         yield
 
 
+def drain_events_worker() -> None:
+    """Stop Prefect's events worker so the next event starts one for the API configured then.
+
+    Prefect keeps one events worker per process, keyed by its client type and not by the API URL
+    (``prefect.events.worker.EventsWorker.instance``): a worker started while a test pointed this process at
+    another server keeps sending there, and every later event of the session is lost (CI, stop 33: the
+    score test read no events because ``test_dask`` had started the worker against the stack, since stopped).
+    """
+    from prefect.events.worker import EventsWorker
+
+    EventsWorker.drain_all(timeout=30, at_exit=False)
+
+
+@pytest.fixture(scope="module")
+def events_to_the_harness(prefect_harness):  # noqa: ARG001 - the harness must be the configured API
+    """The harness's API receives this module's events (see :func:`drain_events_worker`)."""
+    drain_events_worker()
+    yield
+
+
 @pytest.fixture(scope="session")
 def session_tmp() -> Path:
     return _TMP

@@ -85,6 +85,9 @@ def real_prefect_api(stack: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", stack["mlflow"])
     with temporary_settings({PREFECT_API_URL: stack["prefect_api"]}):
         yield stack
+    from tests.conftest import drain_events_worker
+
+    drain_events_worker()  # its events worker would keep sending to the stack after this test
 
 
 def _spy_on_local_clusters(monkeypatch: pytest.MonkeyPatch, log: Path) -> list[dict[str, Any]]:

@@ -32,7 +32,7 @@ def _cli(*args: str) -> tuple[int, str]:
 
 
 @pytest.fixture(scope="module")
-def registered(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> dict:  # noqa: ARG001
+def registered(tmp_path_factory: pytest.TempPathFactory, events_to_the_harness) -> dict:  # noqa: ARG001
     root = tmp_path_factory.mktemp("score")
     uri = f"sqlite:///{root / 'mlflow.db'}"
     code, _ = _cli("retrain", "--learners", "NB", "--weighting", "none", "--cv-folds", "3", "--run-root",
