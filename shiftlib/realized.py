@@ -1,0 +1,114 @@
+"""Learning from realised labels: a deployment's past estimation errors correct today's estimate.
+
+Once the labels of k earlier batches of the same deployment have arrived (``shiftflow evaluate``), each of
+those batches gives one residual of the label-free estimator, e_j = realised_j − estimate_j. A label-free
+estimator that is biased on this deployment (a shift it does not model, a learner it misjudges) tends to be
+biased the same way on the next batch, and the spread of its past errors says how far today's estimate may
+be off. :func:`realized_correction` therefore
+
+* corrects today's label-free estimate by the mean past residual ē (a bias correction over batches), and
+* gives it the Student-t prediction interval for one more residual,
+
+      (estimate + ē) ± t_{k−1, (1+c)/2} · s · √(1 + 1/k),
+
+  where s is the residuals' sample standard deviation (ddof 1). If the residuals are independent draws of one
+  normal distribution, e_new − ē ~ N(0, σ²(1 + 1/k)) and (e_new − ē) / (s √(1 + 1/k)) ~ t_{k−1}, so the
+  interval holds the realised accuracy with probability c (Geisser, *Predictive Inference: An Introduction*,
+  1993, §2.1; Hahn & Meeker, *Statistical Intervals*, 1991, §4.7).
+
+It uses the :data:`REALIZED_WINDOW` most recent residuals, so an estimator whose bias drifts over the stream
+is judged by its recent errors. Below :data:`MIN_REALIZED_BATCHES` it returns None and the caller keeps the
+label-free interval: with two residuals t_{1, 0.975} = 12.7 makes any interval useless.
+
+A split-conformal interval over batches (Vovk, Gammerman & Shafer 2005; Lei et al., JASA 2018) needs no
+normality but ⌈(k+1)c⌉ ≤ k, i.e. k ≥ 19 batches at c = 0.95: too many for a nightly deployment's first
+weeks, which is when the correction matters.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+__all__ = ["MIN_REALIZED_BATCHES", "REALIZED_WINDOW", "RealizedCorrection", "realized_correction"]
+
+#: fewest realised batches before the past errors replace the label-free interval
+MIN_REALIZED_BATCHES = 3
+#: the most recent realised batches whose errors are used
+REALIZED_WINDOW = 10
+
+
+@dataclass(frozen=True)
+class RealizedCorrection:
+    """Today's estimate corrected by the past realised errors of the same deployment.
+
+    Attributes
+    ----------
+    accuracy, ci_low, ci_high : float
+        The corrected estimate and its prediction interval, clipped to [0, 1].
+    bias : float
+        ē, the mean past residual (realised − estimated) added to the estimate.
+    spread : float
+        s, the past residuals' standard deviation (ddof 1).
+    n_batches : int
+        k, the realised batches used (at most :data:`REALIZED_WINDOW`).
+    """
+
+    accuracy: float
+    ci_low: float
+    ci_high: float
+    bias: float
+    spread: float
+    n_batches: int
+
+
+def realized_correction(estimate: float, past_estimates: ArrayLike, past_realized: ArrayLike, *,
+                        confidence: float = 0.95, min_batches: int = MIN_REALIZED_BATCHES,
+                        window: int = REALIZED_WINDOW) -> RealizedCorrection | None:
+    """Correct ``estimate`` by the past residuals and give it the t prediction interval (module docstring).
+
+    Parameters
+    ----------
+    estimate : float
+        Today's label-free estimate of the accuracy.
+    past_estimates, past_realized : array-like of float
+        The same estimator's label-free estimates on earlier batches of this deployment and the accuracies
+        realised there, oldest first (one pair per batch).
+    confidence : float
+        Coverage of the interval, in (0, 1).
+    min_batches : int
+        Fewest pairs before a correction is made (at least 2: the spread needs two residuals).
+    window : int
+        The most recent pairs used.
+
+    Returns
+    -------
+    RealizedCorrection or None
+        None when fewer than ``min_batches`` pairs are given.
+    """
+    from scipy.stats import t as student_t
+
+    est = np.asarray(past_estimates, dtype=float).ravel()
+    real = np.asarray(past_realized, dtype=float).ravel()
+    if est.shape != real.shape:
+        raise ValueError(f"past_estimates and past_realized need one value per batch; got {est.size} and "
+                         f"{real.size}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
+    if min_batches < 2 or window < min_batches:
+        raise ValueError(f"need 2 <= min_batches <= window; got min_batches={min_batches}, window={window}")
+    if not math.isfinite(estimate) or not np.isfinite(est).all() or not np.isfinite(real).all():
+        raise ValueError("the estimate and the past estimates and realised accuracies must be finite numbers")
+    resid = (real - est)[-window:]
+    k = resid.size
+    if k < min_batches:
+        return None
+    bias, spread = float(resid.mean()), float(resid.std(ddof=1))
+    center = estimate + bias
+    half = float(student_t.ppf((1 + confidence) / 2, k - 1)) * spread * math.sqrt(1 + 1 / k)
+    lo, mid, hi = np.clip([center - half, center, center + half], 0.0, 1.0)
+    return RealizedCorrection(accuracy=float(mid), ci_low=float(lo), ci_high=float(hi), bias=bias, spread=spread,
+                              n_batches=k)
