@@ -476,7 +476,7 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
     sel, champ, drift = summary["selection"], summary["champion"], summary.get("drift") or {}
     est = summary.get("estimate") or {}
     out = [f"  chosen model:      {sel['chosen']} (selector {sel['selector']}, {_weighting_words(sel['chosen'], summary)})"]
-    from tasks.estimation import baseline_words, labeled_line, overlap_line
+    from tasks.estimation import baseline_words, labeled_line, overlap_line, realized_line
     from tasks.report import cautions, fewlabel_sentence, gate_words, target_accuracies
 
     if (sentence := fewlabel_sentence(sel)) is not None:
@@ -499,6 +499,8 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
         alert = "  ALERT: below min_accuracy, champion alias held" if est.get("alert") else ""
         out.append(f"  estimated accuracy: {est['accuracy']:.3f} [{est['ci_low']:.3f}, {est['ci_high']:.3f}] "
                    f"({est['method']}, {est['confidence']:.0%} interval){baseline_words(est)}{alert}")
+        if (line := realized_line(est)) is not None:
+            out.append(f"  realised so far:   {line}")
         if (line := labeled_line(est)) is not None:
             out.append(f"  with labels:       {line.removeprefix('accuracy with ')}")
         if (line := overlap_line(est)) is not None:

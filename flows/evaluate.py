@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 # numpy, pandas and the stage store are imported where used: `shiftflow`'s parser imports this module for its
 # flags, and `shiftflow retrain` must not pay for them before its preflight
 
+#: = ``tasks.estimation.REALIZED_HISTORY``, which the next retrain reads (not imported here: the parser stays light)
 HISTORY = "estimate_vs_realized.parquet"
 
 
@@ -151,6 +152,40 @@ def realized_table(store: StageStore, rows: np.ndarray, codes: np.ndarray) -> pd
     return pd.DataFrame(out)
 
 
+def deployment(parent: Any, store: StageStore) -> dict[str, str | None]:
+    """Which deployment a run's batch belongs to, for the history: the registered model it served
+    (``model_name``, from the tag ``champion.registered_model``) and the digest of that model's input schema
+    (``schema``, ``tasks.champion.input_schema``); None where the run does not tell (no champion stage, or a
+    store without the ingest preprocessor). The next retrain of that model learns from these rows only."""
+    tag = parent.data.tags.get("champion.registered_model")
+    name = tag.rsplit(" v", 1)[0] if tag else None
+    try:
+        from tasks.champion import input_schema
+
+        digest = input_schema(store)["digest"]
+    except (FileNotFoundError, KeyError):
+        digest = None
+    return {"model_name": name, "schema": digest}
+
+
+def read_history(path: Path) -> pd.DataFrame | None:
+    """The realised-labels history so far (None when there is none); one that cannot be read, or whose columns
+    are not those ``evaluate`` writes, is refused before anything is logged."""
+    import pandas as pd
+
+    if not path.exists():
+        return None
+    try:
+        old = pd.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same sentence
+        raise EvaluateError(f"the realised-labels history {path} cannot be read ({type(exc).__name__}): move it "
+                            "away and evaluate again") from exc
+    if missing := sorted({"flow_run_id", "candidate", "estimate", "realized_accuracy"} - set(old.columns)):
+        raise EvaluateError(f"{path} is not a realised-labels history (it lacks {missing}): move it away and "
+                            "evaluate again")
+    return old
+
+
 def _plot(table: pd.DataFrame) -> Any:
     import matplotlib
 
@@ -198,6 +233,8 @@ def evaluate_run(run: str, labels_spec: str, *, id_column: str | None = None,
         raise EvaluateError(str(err)) from err
     rows, codes = match_labels(store, labels, id_column)
     table = realized_table(store, rows, codes)
+    hist_path = run_dir.parent / HISTORY
+    old = read_history(hist_path)
     models = store.manifest("training")["extra"]["models"]
     served = parent.data.tags.get("estimate.candidate")
 
@@ -209,11 +246,10 @@ def evaluate_run(run: str, labels_spec: str, *, id_column: str | None = None,
         if r["candidate"] == served:
             log_metrics(client, parent.info.run_id, vals, skip_missing=True)
     with_retries(client.log_figure, parent.info.run_id, _plot(table), "evaluation/estimate_vs_realized.png")
-    hist_path = run_dir.parent / HISTORY
     add = table.assign(flow_run_id=run_dir.name, mlflow_parent_run_id=parent.info.run_id,
-                       served=table["candidate"] == served, evaluated_at=pd.Timestamp.now(tz="UTC").isoformat())
-    if hist_path.exists():
-        old = pd.read_parquet(hist_path)
+                       served=table["candidate"] == served, evaluated_at=pd.Timestamp.now(tz="UTC").isoformat(),
+                       **deployment(parent, store))
+    if old is not None:
         add = pd.concat([old[old["flow_run_id"] != run_dir.name], add], ignore_index=True)
     write_parquet_atomic(add, hist_path)
     return table

@@ -24,7 +24,7 @@ from shiftlib.budget import auto_weighting, concurrency, fan_out
 from shiftlib.learners import make_learner, needs_target
 from tasks.champion import champion, check_model_name, default_model_name, input_schema, served
 from tasks.drift import drift
-from tasks.estimation import estimation, served_estimate
+from tasks.estimation import estimation, realized_history, served_estimate
 from tasks.evaluation import evaluate
 from tasks.history import log_history
 from tasks.ingest import ingest
@@ -141,6 +141,8 @@ def _prepare(run: _Run) -> dict[str, Any]:
     _tag_data(uri, ctx.parent_run_id, ing)
     if config.model_name:  # a name whose versions take other inputs is refused now, not after training
         check_model_name(_client(uri), config.model_name, input_schema(store))
+    # this deployment's realised accuracies so far (`shiftflow evaluate`); a history of other inputs is refused now
+    history = realized_history(store, registered_name(run), input_schema(store)["digest"])
     with run.stage("drift"):
         drift_summary = drift(store, seed=config.seed, alpha=config.drift_alpha, tracking_uri=uri,
                               parent_run_id=ctx.parent_run_id)
@@ -165,7 +167,8 @@ def _prepare(run: _Run) -> dict[str, Any]:
     with run.stage("evaluation"):
         target_scores = evaluate(store, run_ids, tracking_uri=uri)
     return {"drift": drift_summary, "weighting": method, "weights": weights_summary, "results": results,
-            "training": training, "run_ids": run_ids, "estimates": estimates, "target_scores": target_scores}
+            "training": training, "run_ids": run_ids, "estimates": estimates, "target_scores": target_scores,
+            "history": history}
 
 
 def _decide(run: _Run, prep: dict[str, Any], labeled: dict[str, Any] | None) -> dict[str, Any]:
@@ -183,7 +186,7 @@ def _decide(run: _Run, prep: dict[str, Any], labeled: dict[str, Any] | None) -> 
     model_name = registered_name(run)
     estimate = served_estimate(prep["estimates"], chosen["chosen"], min_accuracy=config.min_accuracy,
                                tracking_uri=ctx.tracking_uri, parent_run_id=ctx.parent_run_id, model_name=model_name,
-                               labeled=chosen.get("fewlabel"))
+                               labeled=chosen.get("fewlabel"), history=prep["history"])
     with run.stage("champion"):
         decision = champion(run.store, chosen, model_name=model_name, seed=config.seed, k=config.selection_folds,
                             tracking_uri=ctx.tracking_uri, parent_run_id=ctx.parent_run_id,

@@ -5,7 +5,9 @@ Writes ``estimation/estimates.parquet`` (candidate, method, estimate, ci_low, ci
 interval kind and its possible parts se_source, se_target, se_shift, se_model); logs ``estimate.accuracy``, ``estimate.ci_low``,
 ``estimate.ci_high`` and the tag ``estimate.method`` into each candidate's nested MLflow run.
 :func:`served_estimate` puts the served model's estimate on the parent run and raises the
-``shiftflow.alert=accuracy`` tag when its upper bound is below ``min_accuracy``.
+``shiftflow.alert=accuracy`` tag when its upper bound is below ``min_accuracy``; once ``shiftflow evaluate`` has
+recorded the realised accuracy of earlier batches of the same deployment (:data:`REALIZED_HISTORY`,
+:func:`realized_history`), the served estimate is corrected by their errors (``shiftlib.realized``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,7 +34,9 @@ from shiftlib.decisions import (
     widen_for_overlap,
     with_labels_interval,
 )
+from shiftlib.errors import ShiftflowInputError
 from shiftlib.estimation import N_BOOT, StoredPredictions, estimate_each, shared_source_cv, stored_predictions
+from shiftlib.realized import MIN_REALIZED_BATCHES, realized_correction
 from shiftlib.weights import effective_sample_size
 from tasks.ingest import ingest_inputs
 from tasks.logs import run_logger
@@ -45,6 +50,8 @@ COLUMNS = ["candidate", "method", "estimate", "ci_low", "ci_high", "confidence",
            "majority_baseline", "one_class_share"]
 #: the stage tables that hold every candidate's stored predictions (what the champion gate reads)
 OOF, TARGET_PROBA = "oof", "target_proba"
+#: the realised-labels history in the run root: one row per candidate and evaluated run (``shiftflow evaluate``)
+REALIZED_HISTORY = "estimate_vs_realized.parquet"
 
 
 def _specs(store: StageStore) -> list[tuple[str, str, str]]:
@@ -191,6 +198,56 @@ def estimation(store: StageStore, *, seed: int, k: int, tracking_uri: str, run_i
     return table
 
 
+def realized_history(store: StageStore, model_name: str, schema_digest: str) -> pd.DataFrame:
+    """This deployment's rows of the realised-labels history (:data:`REALIZED_HISTORY` in the run root, written
+    by ``shiftflow evaluate``): the rows of registered model ``model_name``, other runs than this one, oldest
+    evaluation first; empty without a history. Rows of other models are other deployments and are left out;
+    rows written before the history named its model carry no deployment and are left out too.
+
+    Raises :class:`~shiftlib.errors.ShiftflowInputError`, before anything of this run is registered, when the
+    file cannot be read or holds rows of ``model_name`` whose model took other input columns (another
+    ``schema`` digest): their errors say nothing of this model's."""
+    path = Path(store.run_root) / REALIZED_HISTORY
+    if not path.exists():
+        return pd.DataFrame()
+    try:
+        hist = pd.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same sentence
+        raise ShiftflowInputError(f"the realised-labels history {path} cannot be read ({type(exc).__name__}): move "
+                                  "it away (`shiftflow evaluate` writes it again)") from exc
+    need = {"model_name", "schema", "flow_run_id", "candidate", "estimate", "realized_accuracy", "evaluated_at"}
+    if "model_name" not in hist.columns:
+        return pd.DataFrame()
+    if missing := sorted(need - set(hist.columns)):
+        raise ShiftflowInputError(f"the realised-labels history {path} lacks the columns {missing}: it was not "
+                                  "written by `shiftflow evaluate`; move it away")
+    mine = hist[hist["model_name"] == model_name]
+    other = mine[mine["schema"].notna() & (mine["schema"] != schema_digest)]
+    if len(other):
+        raise ShiftflowInputError(
+            f"the realised-labels history {path} holds {other['flow_run_id'].nunique()} batch(es) of model "
+            f"{model_name!r} whose model took other input columns (schema {other['schema'].iloc[0]}, this run "
+            f"{schema_digest}): their errors do not apply here; give another --model-name, or move those rows away")
+    mine = mine[mine["flow_run_id"] != store.run_id]
+    return mine.sort_values("evaluated_at", kind="stable").reset_index(drop=True)
+
+
+def realized_estimate(r: Mapping[str, Any], history: pd.DataFrame | None) -> dict[str, Any] | None:
+    """Candidate ``r``'s label-free estimate corrected by its realised errors on this deployment's earlier
+    batches (``shiftlib.realized.realized_correction`` on ``history``'s rows of the same candidate, one per
+    run); None with fewer than ``MIN_REALIZED_BATCHES`` such batches."""
+    if history is None or history.empty:
+        return None
+    # the history's estimate is the estimation stage's, label-free: the correction never feeds back into it
+    rows = history[history["candidate"] == r["candidate"]].drop_duplicates("flow_run_id", keep="last")
+    corr = realized_correction(float(r["estimate"]), rows["estimate"].to_numpy(float),
+                               rows["realized_accuracy"].to_numpy(float), confidence=float(r["confidence"]))
+    if corr is None:
+        return None
+    return {"accuracy": corr.accuracy, "ci_low": corr.ci_low, "ci_high": corr.ci_high, "bias": corr.bias,
+            "spread": corr.spread, "n_batches": corr.n_batches}
+
+
 def labeled_estimate(r: Mapping[str, Any], labeled: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The served candidate's accuracy once target labels have arrived: the labels' estimate (the fewlabel
     posterior θ and its standard deviation, ``labeled``'s ``accuracy`` / ``se``) combined with the label-free
@@ -210,26 +267,33 @@ def labeled_estimate(r: Mapping[str, Any], labeled: Mapping[str, Any] | None) ->
 @task(name="served-estimate", cache_policy=NO_CACHE)
 def served_estimate(table: pd.DataFrame, served: str, *, min_accuracy: float | None, tracking_uri: str,
                     parent_run_id: str, model_name: str | None = None,
-                    labeled: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                    labeled: Mapping[str, Any] | None = None, history: pd.DataFrame | None = None) -> dict[str, Any]:
     """The served candidate's estimate on the parent run (``estimate.*``, ``estimate.majority_baseline``, the
-    tag ``shiftflow.estimate.overlap``, and with target labels ``estimate.labeled.*``: the estimate that
-    combines them with the label-free one, :func:`labeled_estimate`). ``alert`` is True (the parent is tagged
-    ``shiftflow.alert=accuracy`` and the event ``shiftflow.alert.accuracy`` is emitted) when the upper end of
-    the interval — the labeled one when there are labels — is below ``min_accuracy``; an interval that
+    tag ``shiftflow.estimate.overlap``; with this deployment's realised-labels ``history``
+    (:func:`realized_history`) ``estimate.realized.*``, the estimate corrected by its past errors,
+    :func:`realized_estimate`; and with target labels ``estimate.labeled.*``, the estimate that combines them
+    with the label-free one — the corrected one when there is one — :func:`labeled_estimate`). ``alert`` is
+    True (the parent is tagged ``shiftflow.alert=accuracy`` and the event ``shiftflow.alert.accuracy`` is
+    emitted) when the upper end of the last of these intervals is below ``min_accuracy``; an interval that
     straddles ``min_accuracy`` is a warning."""
     rows = table[table["candidate"] == served]
     if rows.empty:
         raise ValueError(f"no accuracy estimate for the served candidate {served!r}; "
                          f"the estimation stage has {list(table['candidate'])}")
     r = rows.iloc[0].to_dict()
-    lab = labeled_estimate(r, labeled)
-    final = lab or {"ci_low": float(r["ci_low"]), "ci_high": float(r["ci_high"])}
+    real = realized_estimate(r, history)
+    prior = r if real is None else r | {"estimate": real["accuracy"], "ci_low": real["ci_low"],
+                                        "ci_high": real["ci_high"]}
+    lab = labeled_estimate(prior, labeled)
+    final = lab or real or {"ci_low": float(r["ci_low"]), "ci_high": float(r["ci_high"])}
     verdict = accuracy_alert(final["ci_low"], final["ci_high"], min_accuracy)
     alert, straddles = verdict == "below", verdict == "straddles"
     client = MlflowClient(tracking_uri)
     baseline = float(r.get("majority_baseline", float("nan")))
     metrics = {"estimate.accuracy": r["estimate"], "estimate.ci_low": r["ci_low"], "estimate.ci_high": r["ci_high"],
                "estimate.majority_baseline": baseline}
+    if real is not None:
+        metrics |= {f"estimate.realized.{k}": real[k] for k in ("accuracy", "ci_low", "ci_high", "bias", "n_batches")}
     if lab is not None:
         metrics |= {f"estimate.labeled.{k}": lab[k] for k in ("accuracy", "ci_low", "ci_high", "n_labels",
                                                               "prior_weight")}
@@ -246,7 +310,7 @@ def served_estimate(table: pd.DataFrame, served: str, *, min_accuracy: float | N
         from tasks.events import emit
 
         emit("shiftflow.alert.accuracy", model_name or served,
-             {"candidate": served, "estimate": float((lab or r).get("accuracy", r["estimate"])),
+             {"candidate": served, "estimate": float((lab or real or r).get("accuracy", r["estimate"])),
               "ci_low": final["ci_low"], "ci_high": final["ci_high"], "min_accuracy": float(min_accuracy),
               "mlflow_run_id": parent_run_id})
     elif straddles:
@@ -256,8 +320,16 @@ def served_estimate(table: pd.DataFrame, served: str, *, min_accuracy: float | N
     return {"candidate": served, "method": r["method"], "accuracy": float(r["estimate"]),
             "ci_low": float(r["ci_low"]), "ci_high": float(r["ci_high"]), "confidence": float(r["confidence"]),
             "min_accuracy": min_accuracy, "alert": bool(alert), "straddles": bool(straddles),
-            "majority_baseline": baseline, "overlap": overlap, "labeled": lab,
+            "majority_baseline": baseline, "overlap": overlap, "labeled": lab, "realized": real,
+            "realized_batches": _batches(r, history),
             "outside_share": float(r.get("outside_share", float("nan")))}
+
+
+def _batches(r: Mapping[str, Any], history: pd.DataFrame | None) -> int:
+    """How many earlier batches of this deployment have realised accuracies for candidate ``r``."""
+    if history is None or history.empty:
+        return 0
+    return int(history.loc[history["candidate"] == r["candidate"], "flow_run_id"].nunique())
 
 
 def summary_lines(served: Mapping[str, Any] | None) -> tuple[list[str], list[str]]:
@@ -274,11 +346,26 @@ def summary_lines(served: Mapping[str, Any] | None) -> tuple[list[str], list[str
     bullet = [f"- estimated target accuracy of {served['candidate']}: {served['accuracy']:.3f} "
               f"[{served['ci_low']:.3f}, {served['ci_high']:.3f}] ({served['method']}, "
               f"{served['confidence']:.0%} interval){baseline_words(served)}"]
+    if (line := realized_line(served)) is not None:
+        bullet.append(f"- {line}")
     if (line := labeled_line(served)) is not None:
         bullet.append(f"- {line}")
     if (line := overlap_line(served)) is not None:
         bullet.append(f"- {line}")
     return first, bullet
+
+
+def realized_line(served: Mapping[str, Any]) -> str | None:
+    """The estimate corrected by this deployment's realised errors, or how many realised batches there are
+    while fewer than ``MIN_REALIZED_BATCHES``; None before any."""
+    real, n = served.get("realized"), int(served.get("realized_batches") or 0)
+    if real:
+        return (f"corrected by the realised errors of {real['n_batches']} earlier batches: {real['accuracy']:.3f} "
+                f"[{real['ci_low']:.3f}, {real['ci_high']:.3f}] (their mean error {real['bias']:+.3f})")
+    if n:
+        return (f"{n} earlier batch{'es' if n > 1 else ''} with realised accuracy (`shiftflow evaluate`); the "
+                f"estimate learns from them from {MIN_REALIZED_BATCHES} on")
+    return None
 
 
 def labeled_line(served: Mapping[str, Any]) -> str | None:
