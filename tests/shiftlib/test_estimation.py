@@ -525,3 +525,61 @@ def test_estimates_in_worker_processes_equal_the_sequential_ones(shifted) -> Non
     two = list(estimate_each(preds, n_boot=20, random_state=3, n_jobs=2))
     assert [(e.accuracy, e.ci_low, e.ci_high) for e in one] == [(e.accuracy, e.ci_low, e.ci_high) for e in two]
     assert one[0].accuracy == estimate_from_predictions(preds[0], n_boot=20, random_state=3).accuracy
+
+
+def _pinned_predictions() -> StoredPredictions:
+    """120 source and 80 target rows with weights: a case every estimator and the three shift models read."""
+    rng = np.random.default_rng(0)
+    n_s, n_t = 120, 80
+    p1s = rng.uniform(0.05, 0.95, n_s)
+    ys = (rng.uniform(size=n_s) < p1s).astype(int)
+    p1t = rng.uniform(0.05, 0.95, n_t)
+    w = rng.uniform(0.3, 2.0, n_s)
+    return StoredPredictions("LR", np.array([0, 1]), ys, np.c_[1 - p1s, p1s], np.c_[1 - p1t, p1t],
+                             np.arange(n_s) % 5, w / w.mean())
+
+
+def test_the_shipped_auto_interval_is_the_median_with_the_model_variance() -> None:
+    """What ships (issue 28: a mutation to V_shift + V_model/4 survived): ``auto`` is the median of the
+    fit-free estimators, and its 95% interval is acc ± z·√(V_source + V_target + V_model), with
+    V_target = acc(1 − acc)/n_t and V_model the largest squared gap to the three shift models' estimates,
+    each computed here on its own (``point_estimate``)."""
+    from shiftlib.estimation import AUTO_INTERVAL, AUTO_METHOD, SHIFT_MODELS, point_estimate
+
+    assert (AUTO_METHOD, AUTO_INTERVAL, SHIFT_MODELS) == ("median", "model", ("cbpe", "weighted-cbpe", "em"))
+    P = _pinned_predictions()
+    e = estimate_from_predictions(P, "auto", n_boot=50, random_state=1)
+    acc = point_estimate(P, "median")
+    assert e.accuracy == acc and e.details["interval"] == "model"
+    v_model = max((point_estimate(P, m) - acc) ** 2 for m in SHIFT_MODELS)
+    v_target = acc * (1 - acc) / 80
+    assert e.details["se_model"] ** 2 == pytest.approx(v_model, rel=1e-12)
+    assert e.details["se_target"] ** 2 == pytest.approx(v_target, rel=1e-12)
+    z = 1.959963984540054
+    half = z * math.sqrt(e.details["se_source"] ** 2 + v_target + v_model)
+    assert (e.ci_low, e.ci_high) == pytest.approx((acc - half, acc + half), abs=1e-12)
+
+
+@pytest.mark.parametrize("method", ["em", "bbse", "median"])
+def test_label_shift_methods_and_the_median_redraw_the_target_rows(method: str) -> None:
+    """Their target prior comes from the target rows, so each bootstrap resample draws target rows too
+    (issue 28: a mutation to ``redraw_target=False`` survived). V_source must be the variance of the method over
+    resamples that draw n_s source rows, then n_t target rows, from the same generator, and not the one
+    without the target draw."""
+    from shiftlib.estimation import _combine, _components, _method_fn
+
+    P = _pinned_predictions()
+    n_boot, seed = 40, 7
+    e = estimate_from_predictions(P, method, n_boot=n_boot, random_state=seed)
+    fns = {c: _method_fn(c, P) for c in _components(method, P)}
+
+    def boot_variance(redraw: bool) -> float:
+        g, vals = np.random.default_rng(seed), []
+        for _ in range(n_boot):
+            r = g.integers(0, 120, 120)
+            t = g.integers(0, 80, 80) if redraw else None
+            vals.append(_combine(method, {c: f(r, t) for c, f in fns.items()}, P))
+        return float(np.var(vals, ddof=1))
+
+    assert e.details["se_source"] ** 2 == pytest.approx(boot_variance(True), rel=1e-12)
+    assert e.details["se_source"] ** 2 != pytest.approx(boot_variance(False), rel=1e-3)
