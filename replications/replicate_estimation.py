@@ -336,6 +336,10 @@ def run_cell(case: str, group: str, load: Loader, seed: int, *, rf_trees: int, n
                 se = math.sqrt(d["se_source"] ** 2 + d["se_target"] ** 2 + extra ** 2)
                 row[f"low_{kind}"] = max(0.0, e.accuracy - z * se)
                 row[f"high_{kind}"] = min(1.0, e.accuracy + z * se)
+            shipped = (row[f"low_{d['interval']}"], row[f"high_{d['interval']}"])
+            if not np.allclose(shipped, (e.ci_low, e.ci_high), rtol=0, atol=1e-12):  # the report scores what ships
+                raise AssertionError(f"{case} seed {seed} {P.learner} {m}: the rebuilt {d['interval']} interval "
+                                     f"{shipped} is not the shipped ({e.ci_low}, {e.ci_high})")
             if "prior_target_1" in d:
                 row["prior_target_1"] = d["prior_target_1"]
             rows.append({**row, "se_source": d["se_source"], "se_target": d["se_target"],
