@@ -767,3 +767,89 @@ def test_labels_without_a_plan_carry_the_finite_population_factor() -> None:
     # variance N²(1 − m/N)·s²/m with s²_a = var(1, 1, 0) = 1/3 (ddof 1): 36·(1/2)·(1/3)/3 = 2, over N² → 2/36
     np.testing.assert_allclose(cov, [[2.0 / 36, 0.0], [0.0, 0.0]], atol=1e-12)
     assert details["n_extra"] == 3
+
+
+def _side_xy() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Source and target features for the public functions on ``_side_batch`` (the predictions are passed in,
+    so the features are never fitted on; the target has its 6 rows)."""
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(10, 2)), np.tile([0, 1], 5), rng.normal(size=(6, 2))
+
+
+def test_unanswered_requests_through_plan_labels_and_fewlabel_select_hand_worked() -> None:
+    """The public path. a and b disagree on rows 0–3 with p̄ = 0.5, so every draw weight is equal.
+    Round 1 (budget 2) asks 2 of the 4 rows, π = 2/4 = 0.5 each; only the first comes back, labeled with a's
+    class (c = [1, 0]). Round 2 (budget 3) draws 1 of the 2 rows never asked, π = 1/2, also labeled with a's class;
+    the unanswered row of round 1 is not asked again and stands in as p̄ = [0.5, 0.5] in round 2's 'labeled before'.
+
+    Horvitz–Thompson ('ht', the estimate is then the labels' alone: prior=None):
+      round 1: 1 of 2 answered → π' = 0.5·1/2 = 0.25: E_1 = [1, 0]/0.25 = [4, 0]
+      round 2: E_2 = c(answered) + p̄(unanswered) + c/π = [1, 0] + [0.5, 0.5] + [1, 0]/0.5 = [3.5, 0.5]
+      rounds averaged by their labeled sizes (1, 1): s = [3.75, 0.25]; common part rows 4–5: 0.8 + 0.8 = 1.6
+      θ = (1.6 + s)/6 = [5.35, 1.85]/6   (without the rescale E_1 = [2, 0] and θ_a = 4.35/6)
+    Variance, one non-certain row per round: V_r = zzᵀ with z = r/π: z_1 = [4, 0], z_2 = [2, 0];
+      V = (1/2)²·16 + (1/2)²·4 = 5 on a, 0 elsewhere; over N² = 36 (without the rescale: 2/36)."""
+    Xs, ys, Xt = _side_xy()
+    tp = _side_batch()
+    kw = {"prior": None, "predictions": tp, "random_state": 3, "estimator": "ht"}
+    p1 = plan_labels(["a", "b"], Xs, ys, Xt, budget=2, **kw)
+    np.testing.assert_allclose(p1.probabilities, [0.5, 0.5])
+    answered, unanswered = int(p1.rows[0]), int(p1.rows[1])
+    y1 = np.array([tp.predictions[answered, 0], None], dtype=object)  # the second request never came back
+    p2 = plan_labels(["a", "b"], Xs, ys, Xt, budget=3, already_labeled=(p1, y1), **kw)
+    (new,) = p2.new_rows.tolist()
+    assert new not in (answered, unanswered) and p2.probabilities[-1] == pytest.approx(0.5)
+    labels = {answered: tp.predictions[answered, 0], new: tp.predictions[new, 0]}  # a right on both
+    res = fewlabel_select(["a", "b"], Xs, ys, Xt, plan=p2, y_labeled=labels, prior=None, predictions=tp,
+                          estimator="ht", variance="hh")
+    np.testing.assert_allclose(res.scores.to_numpy(), np.array([5.35, 1.85]) / 6, atol=1e-12)
+    np.testing.assert_allclose(res.details["cov"], [[5 / 36, 0.0], [0.0, 0.0]], atol=1e-12)
+    assert res.details["n_missing_requested"] == 1 and res.details["n_labels"] == 2
+
+
+def test_unanswered_requests_rescale_the_pi_of_the_model_floor_hand_worked() -> None:
+    """variance='hh_model': the anticipated variance of a round uses the same rescaled π as its estimate.
+    The 4-row example (P4, a and b disagree everywhere); the round asked rows 1 and 3 (π = 0.5) and only row 3
+    came back, labeled 1 (c = [1, 0], ĉ = p̄(ŷ | x_3) = [0.9, 0.1], residual [0.1, −0.1]); π' = 0.5·1/2 = 0.25.
+      estimate ('difference'): Σ_D ĉ = [3.0, 1.0], + [0.1, −0.1]/0.25 = [3.4, 0.6], θ = [0.85, 0.15]
+      Hansen–Hurwitz, one row: z = [0.4, −0.4], V_hh = 0.16·[[1, −1], [−1, 1]]
+      floor over the round's 4 rows: (1 − π')/π' = 3 times Σ p(1 − p) = 0.70 → 2.1·[[1, −1], [−1, 1]]
+      Loewner maximum 2.1·[[1, −1], [−1, 1]], over N² = 16: 0.13125 (with π unscaled in the floor: 0.70/16)."""
+    tp = TargetPredictions(["a", "b"], P4, PROBA4, np.array([0, 1]))
+    plan = LabelPlan(np.array([1, 3]), np.array([0.5, 0.5]), np.ones(2, int), 2, 4, ["a", "b"],
+                     {"disagreement": tp.disagreement, "round_info": [_round_info(2, ["a", "b"])]})
+    theta, V, info = _label_estimate(tp, plan, {3: 1}, "difference", "hh_model")
+    np.testing.assert_allclose(theta, [0.85, 0.15], atol=1e-12)
+    np.testing.assert_allclose(V, 0.13125 * np.array([[1, -1], [-1, 1]]), atol=1e-12)
+    np.testing.assert_allclose(info["_cov_moments"], 0.01 * np.array([[1, -1], [-1, 1]]), atol=1e-12)  # 0.16/16
+    assert info["n_missing_requested"] == 1
+
+
+def test_labels_without_a_plan_through_plan_labels_and_fewlabel_select_hand_worked() -> None:
+    """The public path of the previous test: 3 labels given as a mapping (rows 0, 1, 4, no plan) become round 0
+    with probability m/N = 3/6, and the selector's estimate and covariance are the hand-worked ones:
+    θ = [(1.8 + 4)/6, 1.8/6], Var(θ_a) = N²(1 − m/N)s²/m / N² = 36·(1/2)·(1/3)/3 / 36 = 2/36."""
+    Xs, ys, Xt = _side_xy()
+    tp = _side_batch()
+    labels = pd.Series({0: 0, 1: 1, 4: 1})
+    plan = plan_labels(["a", "b"], Xs, ys, Xt, budget=3, already_labeled=labels, prior=None, predictions=tp,
+                       random_state=0)
+    assert plan.rows.tolist() == [0, 1, 4] and plan.rounds.tolist() == [0, 0, 0]
+    np.testing.assert_allclose(plan.probabilities, 3 / 6)
+    res = fewlabel_select(["a", "b"], Xs, ys, Xt, plan=plan, y_labeled=labels, prior=None, predictions=tp,
+                          estimator="ht", variance="hh")
+    np.testing.assert_allclose(res.scores.to_numpy(), [(1.8 + 4.0) / 6, 1.8 / 6], atol=1e-12)
+    np.testing.assert_allclose(res.details["cov"], [[2.0 / 36, 0.0], [0.0, 0.0]], atol=1e-12)
+
+
+def test_every_row_labeled_without_a_plan_is_a_census_with_zero_variance() -> None:
+    """m = N: the labels are the whole batch, so the estimate is the exact accuracy and the finite-population
+    factor 1 − m/N = 0 makes its variance 0 (residuals on D: a right on rows 0, 1, b on rows 2, 3, so s² > 0 and
+    a variance without the factor would be N²·s²/m ≠ 0). Truth: a right on 0, 1, 4, 5 → 4/6; b on 2, 3, 4, 5 → 4/6."""
+    tp = _side_batch()
+    labels = {0: 0, 1: 1, 2: 1, 3: 0, 4: 1, 5: 1}
+    for estimator in ("ht", "difference"):
+        theta, cov, info = _label_estimate(tp, None, labels, estimator, "hh")
+        np.testing.assert_allclose(theta, [4 / 6, 4 / 6], atol=1e-12)
+        np.testing.assert_allclose(cov, 0.0, atol=1e-15)
+        assert info["n_extra"] == 6
