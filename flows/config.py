@@ -8,7 +8,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from shiftlib.budget import MAX_CLASSES, MONITOR_ROWS, SELECTION_ROWS
-from shiftlib.catalog import ROWS_ONLY_WEIGHTERS
+from shiftlib.catalog import DEFAULT_SELECTOR, ROWS_ONLY_WEIGHTERS, SELECTION_METHODS
 from shiftlib.decisions import PROMOTE_CONFIDENCE
 
 LearnerName = Literal["DT", "NB", "LR", "SVM", "kNN", "RF", "HGB", "CSLR", "CSLR-rbf"]
@@ -95,13 +95,13 @@ class RetrainConfig(_Strict):
         description="importance weighting: each learner also trains as a weighted candidate ('LR+kmm'); "
         "'auto' uses KMM only when the drift stage finds drift",
     )
-    selectors: list[Literal["rt", "trcv", "scv", "wcv"]] = Field(
-        default_factory=lambda: ["scv"],
+    selectors: list[Literal[tuple(SELECTION_METHODS)]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: [DEFAULT_SELECTOR],
         description="model selectors to run: ReverseTesting, Transfer CV, source k-fold CV, importance-weighted "
         "CV (default: only the deciding one; RT fits ℓ+ℓ² models and TrCV 2kℓ, add them to report them)",
     )
-    selector: Literal["rt", "trcv", "scv", "wcv"] = Field(
-        "scv",
+    selector: Literal[tuple(SELECTION_METHODS)] = Field(  # type: ignore[valid-type]
+        DEFAULT_SELECTOR,
         description="the selector whose best candidate becomes the run's choice (default: 10-fold source "
         "CV, which ordered learners best in reports/rt_replication.md; RT and TrCV are reported beside it)",
     )

@@ -21,7 +21,9 @@ from flows.fanout import run_mapped, stage_clock
 from flows.paths import default_run_root, shiftflow_home
 from flows.preflight import preflight
 from shiftlib.budget import auto_weighting, concurrency, fan_out
+from shiftlib.catalog import LABELED_SELECTOR, SOURCE_CV
 from shiftlib.learners import make_learner, needs_target
+from shiftlib.selection import selector_fan_out
 from tasks.champion import champion, check_model_name, default_model_name, input_schema, served
 from tasks.drift import drift
 from tasks.estimation import estimation, realized_history, served_estimate
@@ -109,20 +111,21 @@ def _selection(run: _Run, run_ids: dict[str, str], labeled: dict[str, Any] | Non
     sels, k, rows, seed = list(config.selectors), config.selection_folds, config.selection_rows, config.seed
     primary = config.selector
     if labeled is not None:  # the few target labels decide (fewlabel, shiftlib.selection.fewlabel)
-        sels, primary = sels + ["fewlabel"], "fewlabel"
+        sels, primary = sels + [LABELED_SELECTOR], LABELED_SELECTOR
     digest = None if labeled is None else labeled["labels_sha256"]
     plan = selection_plan(store, sels, primary, seed=seed, k=k, rows=rows, labels_sha256=digest)
     cands = [(c,) for c in plan["candidates"]]
     parts: dict[str, Any] = {"rt_rows": None, "trcv_folds": None, "cv_parts": {}}
     if plan["compute"] and fan_out(store.manifest("ingest")["files"]["source.parquet"]["rows"]):
+        fans = {s: selector_fan_out(s) for s in sels}  # how each selector splits into tasks (the registry says)
         # one task per candidate: k fits each (SCV only when the estimation stage has not fitted those folds)
-        for sel in [s for s in sels if s in ("scv", "wcv") and not (s == "scv" and plan["scv_shared"])]:
+        for sel in [s for s, f in fans.items() if f == "candidate" and not (s == SOURCE_CV and plan["scv_shared"])]:
             parts["cv_parts"][sel] = run_mapped(cv_candidate, (store, sel), [(c, plan["beta"]) for (c,) in cands],
                                                 **run.fan(what=f"selection {sel}", seed=seed, rows=rows, k=k))
-        if "rt" in sels:  # ReverseTesting: one task per row of M (1 + ℓ fits)
+        if "rt_row" in fans.values():  # ReverseTesting: one task per row of M (1 + ℓ fits)
             parts["rt_rows"] = run_mapped(rt_row, (store,), cands,
                                           **run.fan(what="ReverseTesting rows", seed=seed, rows=rows))
-        if "trcv" in sels:  # TrCV: one task per fold (2 fits per candidate)
+        if "trcv_fold" in fans.values():  # TrCV: one task per fold (2 fits per candidate)
             parts["trcv_folds"] = run_mapped(trcv_fold_task, (store,), [(f, plan["beta"]) for f in range(k)],
                                              **run.fan(what="TrCV folds", seed=seed, rows=rows, k=k))
     return selection(store, sels, primary, seed=seed, k=k, tracking_uri=run.ctx.tracking_uri,

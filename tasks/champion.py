@@ -41,20 +41,29 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from shiftlib.catalog import LABELED_SELECTOR, SOURCE_CV
 from shiftlib.decisions import PROMOTE_CONFIDENCE, GateDecision, champion_predictions, domain_auc, gate
 from shiftlib.errors import ShiftflowInputError
 from shiftlib.estimation import StoredPredictions
+from shiftlib.selection import SELECTORS
 from tasks.events import emit
 from tasks.locks import registry_lock
 from tasks.logs import run_logger
-from tasks.selection import make_candidates, run_selector, selection_beta, selector_data, target_rows
+from tasks.selection import (
+    make_candidates,
+    run_selector,
+    selection_beta,
+    selector_data,
+    target_rows,
+    uses_weights,
+)
 from tasks.store import code_version, stage_key
 from tasks.tracking import link_model_output, log_metrics, mask_secrets, with_retries
 
 FINGERPRINT = "shiftflow.fingerprint"
 SCHEMA, EVIDENCE, DECISION = "shiftflow.schema", "shiftflow.evidence", "shiftflow.decision"
 #: what a selector's score is, in the recipe gate's reason: only source CV's is an accuracy as measured
-SCORE_WORDS = {"scv": "source-CV accuracy", "fewlabel": "fewlabel posterior score (not an accuracy)"}
+SCORE_WORDS = {SOURCE_CV: "source-CV accuracy", LABELED_SELECTOR: "fewlabel posterior score (not an accuracy)"}
 #: the alias each gate decision leaves the new version with
 ALIAS = {"promoted": "champion", "kept": "challenger", "undecided": "challenger", "refused": "challenger"}
 
@@ -114,7 +123,7 @@ def _rescore(store: Any, selector: str, incumbent: dict[str, str], chosen: str, 
     inc_name = f"incumbent:{incumbent['candidate']}"
     cands = make_candidates(store, [(inc_name, incumbent["learner"], incumbent["weighting"]),
                                     (chosen, m["learner"], m["weighting"])], seed, data)
-    beta = selection_beta(store, seed, data) if selector in ("trcv", "wcv") else None
+    beta = selection_beta(store, seed, data) if uses_weights(selector) else None
     res = run_selector(selector, cands, data, seed=seed, k=k, beta=beta, rows=rows)
     return {"incumbent": float(res.scores[inc_name]), "new": float(res.scores[chosen])}
 
@@ -329,7 +338,7 @@ def _decide(store: Any, inc: Any, scores: dict[str, float], selector: str, chose
         how, by = "its recipe is a candidate of this run", selector
     else:
         # fewlabel's labels were drawn for this run's candidates only: re-score both with source CV then
-        by = selector if selector in ("rt", "trcv", "scv", "wcv") else "scv"
+        by = selector if selector in SELECTORS else SOURCE_CV
         both = _rescore(store, by, recipe, chosen, seed, k, rows)
         inc_score, new_score = both["incumbent"], both["new"]
         how = "re-scored beside the new choice" + ("" if by == selector else f" with {by}")

@@ -24,27 +24,29 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from shiftlib.budget import auto_weighting, scored_folds, subsample
+from shiftlib.catalog import LABELED_SELECTOR, SOURCE_CV
 from shiftlib.learners import make_learner
 from shiftlib.selection import (
     Candidate,
     ReverseCell,
+    ReverseTestingResult,
     SelectorScores,
     TargetLabels,
     agreement,
+    bind_selector,
     combine,
     concat_scores,
     decide,
     fewlabel_select,
     importance_weights,
     plot_rt_matrix,
-    reverse_testing,
     reverse_testing_row,
-    source_cv,
+    runs_on_every_row,
+    selector_fan_out,
+    selector_settings,
     trcv_fold_all,
     trcv_from_folds,
-    trcv_select,
     trcv_setup,
-    weighted_cv,
 )
 from shiftlib.selection.trcv import FoldResidual
 from tasks.ingest import ingest_inputs, load_target_labels, load_xy
@@ -56,7 +58,6 @@ from tasks.tracking import log_metrics, with_retries
 from tasks.weights import METHODS, fit_weighter, stage_weights
 
 STAGE = "selection"
-SELECTORS = ("rt", "trcv", "scv", "wcv")
 
 
 @dataclass(frozen=True)
@@ -69,9 +70,6 @@ class SelectionData:
     y_s: np.ndarray
     X_t: pd.DataFrame
     source_rows: np.ndarray
-
-
-CV_SELECTORS = ("scv", "wcv")
 
 
 def target_rows(n_target: int, seed: int, rows: int | None) -> np.ndarray:
@@ -89,8 +87,9 @@ def selection_data(store: StageStore, seed: int, rows: int | None) -> SelectionD
 
 
 def selector_data(store: StageStore, selector: str, seed: int, rows: int | None) -> SelectionData:
-    """The rows ``selector`` works on: every row for SCV and WCV, the ``rows`` subsample for the others."""
-    return selection_data(store, seed, None if selector in CV_SELECTORS else rows)
+    """The rows ``selector`` works on: every row for those that fit on every row (SCV and WCV: ``every_row``),
+    the ``rows`` subsample for the others."""
+    return selection_data(store, seed, None if runs_on_every_row(selector) else rows)
 
 
 def _on_rows(w: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -137,22 +136,30 @@ def _beta_on(beta: np.ndarray | None, data: SelectionData) -> np.ndarray | None:
     return _on_rows(beta, data.source_rows)
 
 
+def uses_weights(selector: str) -> bool:
+    """Whether ``selector`` takes importance weights β.
+
+    Parameters
+    ----------
+    selector : str
+        A selector name.
+
+    Returns
+    -------
+    bool
+        True when its settings (``get_params``) have ``weights``: TrCV and WCV.
+    """
+    return "weights" in selector_settings(selector)
+
+
 def run_selector(selector: str, cands: list[Candidate], data: SelectionData, *, seed: int, k: int,
                  beta: np.ndarray | None = None, rows: int | None = None) -> Any:
-    """One selector over all candidates on ``data``; TrCV and WCV use ``beta`` (``selection_beta``). SCV and
-    WCV score only ``scored_folds(len(data.y_s), k, rows)`` of their k folds."""
-    X_s, y_s, X_t = data.X_s, data.y_s, data.X_t
-    beta = _beta_on(beta, data)
-    if selector == "rt":
-        return reverse_testing(cands, X_s, y_s, X_t, random_state=seed)
-    if selector == "trcv":
-        return trcv_select(cands, X_s, y_s, X_t, weights=beta, k=k, random_state=seed)
-    if selector == "scv":
-        return source_cv(cands, X_s, y_s, k=k, random_state=seed, max_folds=scored_folds(len(y_s), k, rows))
-    if selector == "wcv":
-        return weighted_cv(cands, X_s, y_s, X_t, weights=beta, k=k, random_state=seed,
-                           max_folds=scored_folds(len(y_s), k, rows))
-    raise ValueError(f"unknown selector {selector!r}; choose from {list(SELECTORS)}")
+    """One registered selector over all candidates on ``data``, built by ``shiftlib.selection.bind_selector``
+    from the run's settings it takes: seeded when it has ``random_state``; ``beta`` (``selection_beta``) when
+    it has ``weights``; ``scored_folds(len(data.y_s), k, rows)`` of its k folds when it has ``max_folds``."""
+    sel = bind_selector(selector, random_state=seed, k=k, weights=_beta_on(beta, data),
+                        max_folds=scored_folds(len(data.y_s), k, rows))
+    return sel(cands, data.X_s, data.y_s, data.X_t)
 
 
 def scv_from_estimation(store: StageStore, seed: int, k: int) -> SelectorScores | None:
@@ -170,8 +177,8 @@ def scv_from_estimation(store: StageStore, seed: int, k: int) -> SelectorScores 
     if sorted(set(f["candidate"])) != sorted(n for n, _, _ in _stage_specs(store)):
         return None
     folds = {str(n): g.sort_values("fold")["accuracy"].to_numpy(float) for n, g in f.groupby("candidate")}
-    return SelectorScores.from_fold_scores("scv", folds, {"scoring": "accuracy", "k": k, "random_state": seed,
-                                                          "from": "estimation"})
+    return SelectorScores.from_fold_scores(SOURCE_CV, folds, {"scoring": "accuracy", "k": k, "random_state": seed,
+                                                              "from": "estimation"})
 
 
 def _stage_specs(store: StageStore) -> list[tuple[str, str, str]]:
@@ -206,9 +213,9 @@ def selection_plan(store: StageStore, selectors: list[str], primary: str, *, see
     names = [n for n, _, _ in _stage_specs(store)]
     if store.find_reusable(STAGE, key) is not None:
         return {"compute": False, "candidates": names, "beta": None, "scv_shared": False}
-    shared = "scv" in selectors and scv_from_estimation(store, seed, k) is not None
+    shared = SOURCE_CV in selectors and scv_from_estimation(store, seed, k) is not None
     beta = None
-    if "trcv" in selectors or "wcv" in selectors:  # over every source row; TrCV takes its subsample's part
+    if any(uses_weights(s) for s in selectors):  # over every source row; TrCV takes its subsample's part
         beta = selection_beta(store, seed, selection_data(store, seed, None))
     return {"compute": True, "candidates": names, "beta": beta, "scv_shared": shared}
 
@@ -270,7 +277,7 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
         log.info("selection: reusing stage from run %s (same inputs and parameters)", found["run_id"])
         store.adopt(STAGE, found)
         scores = store.read_table(STAGE, "scores")
-        rt_matrix = store.read_table(STAGE, "rt_matrix") if "rt" in selectors else None
+        rt_matrix = store.read_table(STAGE, "rt_matrix") if "rt_matrix.parquet" in found["files"] else None
         agree = store.read_table(STAGE, "agreement") if "agreement.parquet" in found["files"] else None
         posterior = store.read_table(STAGE, "fewlabel") if "fewlabel.parquet" in found["files"] else None
     else:
@@ -278,7 +285,7 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
                            trcv_folds=trcv_folds, cv_parts=cv_parts or {}, labeled=labeled)
         scores = pd.concat([r.to_frame() for r in results.values()], ignore_index=True)
         tables = {"scores": scores}
-        rt = results.get("rt")
+        rt = next((r for r in results.values() if isinstance(r, ReverseTestingResult)), None)
         rt_matrix = None
         if rt is not None:
             rt_matrix = rt.matrix_frame()
@@ -286,7 +293,7 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
         agree = _agreement_table(store, results)
         if agree is not None:
             tables["agreement"] = agree
-        posterior = _fewlabel_table(results.get("fewlabel"))
+        posterior = _fewlabel_table(results.get(LABELED_SELECTOR))
         if posterior is not None:
             tables["fewlabel"] = posterior
         store.write_stage(STAGE, tables, key=key, params=params, inputs=inputs)
@@ -335,7 +342,7 @@ def _results(store: StageStore, selectors: list[str], *, seed: int, k: int, rows
     data = selection_data(store, seed, rows)
     full = data if rows is None else None
     cv_parts = cv_parts or {}
-    if beta is None and ("wcv" in selectors or "trcv" in selectors):
+    if beta is None and any(uses_weights(s) for s in selectors):
         full = full or selection_data(store, seed, None)
         beta = selection_beta(store, seed, full)  # at most one fit, over every source row
     cands = make_candidates(store, _stage_specs(store), seed, data)
@@ -350,18 +357,19 @@ def _results(store: StageStore, selectors: list[str], *, seed: int, k: int, rows
 
     @functools.cache
     def scv() -> Any:  # once: the fanned-out parts, the estimation stage's folds (same fits), or fitted here
-        return results.get("scv") or scv_from_estimation(store, seed, k) or on_every_row("scv")
+        return results.get(SOURCE_CV) or scv_from_estimation(store, seed, k) or on_every_row(SOURCE_CV)
 
-    for sel in selectors:
-        if sel == "rt" and rt_rows is not None:
+    for sel in selectors:  # the fanned-out parts by how the registry says the selector splits (selector_fan_out)
+        fan = selector_fan_out(sel)
+        if fan == "rt_row" and rt_rows is not None:
             results[sel] = combine([t for t, _ in rt_rows], [c for _, row in rt_rows for c in row])
-        elif sel == "trcv" and trcv_folds is not None:
+        elif fan == "trcv_fold" and trcv_folds is not None:
             setup = trcv_setup(cands, data.X_s, data.y_s, data.X_t, weights=_beta_on(beta, data), k=k,
                                random_state=seed)
             results[sel] = trcv_from_folds([c.name for c in cands], setup, trcv_folds)
         elif sel in cv_parts:
             results[sel] = concat_scores(cv_parts[sel])
-        elif sel == "fewlabel":
+        elif sel == LABELED_SELECTOR:
             if labeled is None:
                 raise ValueError("the fewlabel selector needs target labels: set target_labels")
             # the plan's rows index the whole target batch; the candidates' predictions come from training
@@ -370,8 +378,10 @@ def _results(store: StageStore, selectors: list[str], *, seed: int, k: int, rows
                                         y_labeled=pd.Series(labeled["labels"], dtype=object), prior=prior,
                                         random_state=seed, predictions=stage_predictions(store))
             results[sel] = decide(posterior, prior)  # the deciding rule is shiftlib's (DEFAULT_DECISION)
-        elif sel in CV_SELECTORS:
-            results[sel] = scv() if sel == "scv" else on_every_row(sel)
+        elif sel == SOURCE_CV:
+            results[sel] = scv()
+        elif runs_on_every_row(sel):
+            results[sel] = on_every_row(sel)
         else:
             results[sel] = run_selector(sel, cands, data, seed=seed, k=k, beta=beta)
         for name, err in getattr(results[sel], "errors", {}).items():
@@ -413,7 +423,7 @@ def _log_selection(client: MlflowClient, scores: pd.DataFrame, run_ids: dict[str
         if sel == "trcv":
             vals |= {"selection.trcv.accuracy": r["score"], "selection.trcv.ci_low": r["interval_low"],
                      "selection.trcv.ci_high": r["interval_high"]}
-        if sel == "fewlabel" and p_best is not None and r["learner"] in p_best:
+        if sel == LABELED_SELECTOR and p_best is not None and r["learner"] in p_best:
             vals["selection.fewlabel.p_best"] = p_best[r["learner"]]
         log_metrics(client, run_id, vals, skip_missing=True)
     with_retries(client.set_tag, parent_run_id, "shiftflow.selected_learner", chosen)

@@ -41,7 +41,6 @@ from .fewlabel import (
 )
 from .importance import importance_weights
 from .plotting import plot_rt_matrix
-from .registry import SELECTORS, Selector, make_selector
 from .results import SCORE_COLUMNS, SelectorScores, concat_scores
 from .reverse_testing import (
     ReverseCell,
@@ -55,6 +54,13 @@ from .reverse_testing import (
     reverse_testing_row,
 )
 from .scoring import BenefitScorer, accuracy_scorer, get_scorer, roc_auc_scorer
+from .selectors import (
+    BaseSelector,
+    ReverseTestingSelector,
+    SourceCVSelector,
+    TrCVSelector,
+    WeightedCVSelector,
+)
 from .trcv import (
     TrCVResult,
     TrCVSetup,
@@ -76,13 +82,17 @@ __all__ = [
     "SCORE_COLUMNS",
     "SELECTORS",
     "Agreement",
+    "BaseSelector",
     "BenefitScorer",
     "Candidate",
     "LabelPlan",
     "PairwiseAgreement",
     "ReverseCell",
     "ReverseTestingResult",
-    "Selector",
+    "ReverseTestingSelector",
+    "SourceCVSelector",
+    "TrCVSelector",
+    "WeightedCVSelector",
     "SelectorScores",
     "concat_scores",
     "TargetLabels",
@@ -93,6 +103,7 @@ __all__ = [
     "accuracy_interval",
     "accuracy_scorer",
     "agreement",
+    "bind_selector",
     "combine",
     "corr_measure",
     "cv_score",
@@ -119,6 +130,9 @@ __all__ = [
     "reverse_testing_row",
     "reverse_validation_fold",
     "roc_auc_scorer",
+    "runs_on_every_row",
+    "selector_fan_out",
+    "selector_settings",
     "source_cv",
     "source_target_validation",
     "systematic_sample",
@@ -135,3 +149,14 @@ __all__ = [
     "trcv_setup",
     "weighted_cv",
 ]
+
+# last: the registry imports each selector's module by its catalog path (shiftlib.catalog.SELECTION_METHODS), and
+# a selector's module may import its base class from this package, which by now defines it
+from .registry import (  # noqa: E402
+    SELECTORS,
+    bind_selector,
+    make_selector,
+    runs_on_every_row,
+    selector_fan_out,
+    selector_settings,
+)

@@ -1,7 +1,14 @@
 """tasks.selection: source CV in the flow fits on every source row and scores only ``scored_folds`` folds;
-its numbers equal shiftlib's ``source_cv`` computed independently on the same rows and folds."""
+its numbers equal shiftlib's ``source_cv`` computed independently on the same rows and folds. The task dispatches
+every selector through the registry (``shiftlib.selection.bind_selector``), so a new one, seeded from its
+``get_params()``, runs without a line in tasks/ or flows/."""
 
 from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -9,11 +16,13 @@ import pytest
 from sklearn.datasets import load_breast_cancer
 from threadpoolctl import threadpool_limits
 
+import shiftlib.selection.registry as registry
 from shiftlib.budget import scored_folds
+from shiftlib.catalog import SELECTION_METHODS
 from shiftlib.learners import make_learner
-from shiftlib.selection import source_cv
+from shiftlib.selection import BaseSelector, SelectorScores, bind_selector, resolve_candidates, source_cv
 from tasks.ingest import LABEL, ROW
-from tasks.selection import cv_candidate, selector_data
+from tasks.selection import cv_candidate, make_candidates, run_selector, selector_data, uses_weights
 from tasks.store import StageStore
 
 NAMES = ["NB", "LR"]
@@ -59,3 +68,107 @@ def test_scv_is_read_from_the_estimation_stage_when_it_fitted_every_row(tmp_path
     assert shared is not None and scv_from_estimation(store, 1, 10) is None and scv_from_estimation(store, 0, 5) is None
     for n in NAMES:
         assert shared.scores[n] == pytest.approx(ref.scores[n], abs=1e-12)
+
+
+# --- dispatch: the task runs whatever the registry holds, by its settings, not by its name ------------------
+
+
+class _ToySelector(BaseSelector):
+    """A selector the task has never heard of: each candidate scores a seeded uniform draw."""
+
+    fan_out = "candidate"
+
+    def __init__(self, *, random_state: int | None = None) -> None:
+        self.random_state = random_state
+
+    def select(self, learners, X_source, y_source, X_target) -> SelectorScores:
+        names = [c.name for c in resolve_candidates(learners)]
+        draws = np.random.default_rng(self.random_state).uniform(size=len(names))
+        return SelectorScores("toy", pd.Series(draws, index=names), n_fits=0)
+
+
+def test_every_registered_selector_is_dispatched_by_the_registry(tmp_path):
+    store, _, _ = _store(tmp_path)
+    data = selector_data(store, "rt", 0, 120)
+    cands = make_candidates(store, [(n, n, "none") for n in NAMES], 0, data)
+    beta = np.linspace(0.5, 1.5, len(data.y_s))
+    with threadpool_limits(1):
+        for name in SELECTION_METHODS:
+            got = run_selector(name, cands, data, seed=0, k=3, beta=beta, rows=120)
+            ref = bind_selector(name, random_state=0, k=3, weights=beta, max_folds=scored_folds(120, 3, 120))(
+                cands, data.X_s, data.y_s, data.X_t)
+            assert set(got.to_frame()["selector"]) == {name}
+            assert got.scores.equals(ref.scores), name
+    assert uses_weights("trcv") and uses_weights("wcv") and not uses_weights("scv") and not uses_weights("fewlabel")
+
+
+def test_a_new_selector_is_dispatched_and_seeded_from_its_params(tmp_path, monkeypatch):
+    monkeypatch.setitem(registry.SELECTORS, "toy", _ToySelector)
+    store, _, _ = _store(tmp_path)
+    assert len(selector_data(store, "toy", 0, 100).y_s) == 100  # not every_row: the selection subsample
+    a = cv_candidate.fn(store, "toy", "LR", None, seed=7, k=10, rows=100)  # the per-candidate fan-out task
+    b = cv_candidate.fn(store, "toy", "LR", None, seed=7, k=10, rows=100)
+    c = cv_candidate.fn(store, "toy", "LR", None, seed=8, k=10, rows=100)
+    assert list(a.scores.index) == ["LR"] and a.scores.equals(b.scores) and not a.scores.equals(c.scores)
+
+
+_TOY_MODULE = '''
+"""A toy selector in a module of its own: scores each candidate by a seeded draw."""
+import numpy as np
+import pandas as pd
+
+from shiftlib.selection import BaseSelector, SelectorScores, resolve_candidates
+
+
+class ToySelector(BaseSelector):
+    def __init__(self, *, random_state=None):
+        self.random_state = random_state
+
+    def select(self, learners, X_source, y_source, X_target):
+        names = [c.name for c in resolve_candidates(learners)]
+        draws = np.random.default_rng(self.random_state).uniform(size=len(names))
+        return SelectorScores("toy", pd.Series(draws, index=names), n_fits=0)
+'''
+
+_WALK = '''
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import shiftlib.catalog as catalog
+catalog.SELECTION_METHODS["toy"] = "toy_selector:ToySelector"  # the one catalog line; nothing else is edited
+
+from mlflow.tracking import MlflowClient
+from flows.config import RetrainConfig
+from tasks.selection import selection
+from tests.tasks.test_selection_task import _store
+
+cfg = RetrainConfig(selectors="scv,toy", selector="toy")
+store, _, _ = _store(sys.argv[1] + "/runs")
+uri = "sqlite:///" + sys.argv[1] + "/m.db"
+client = MlflowClient(uri)
+parent = client.create_run(client.create_experiment("walk")).info.run_id
+out = selection.fn(store, cfg.selectors, cfg.selector, seed=0, k=5, tracking_uri=uri, parent_run_id=parent,
+                   run_ids={}, rows=None)
+print(json.dumps({"selectors": cfg.selectors, "chosen": out["chosen"], "by": out["selector"],
+                  "scored": sorted({r["selector"] for r in out["scores"]}),
+                  "toy": {r["learner"]: r["score"] for r in out["scores"] if r["selector"] == "toy"},
+                  "table": sorted(set(store.read_table("selection", "scores")["selector"])),
+                  "tag": client.get_run(parent).data.tags["shiftflow.selector"]}))
+'''
+
+
+def test_walkthrough_a_toy_selector_runs_in_the_selection_task_with_one_catalog_line(tmp_path):
+    """docs/extending.md: a selector is its module, its catalog line and its test. The toy's module lives outside
+    the repository; a fresh interpreter adds its catalog line before anything reads the catalog, and the config
+    accepts it, the selection task dispatches, stores and logs it, and it decides the run's choice."""
+    (tmp_path / "toy_selector.py").write_text(_TOY_MODULE)
+    root = Path(__file__).resolve().parents[2]
+    res = subprocess.run([sys.executable, "-c", _WALK, str(tmp_path)], cwd=root, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got["selectors"] == ["scv", "toy"] and got["by"] == "toy" and got["tag"] == "toy"
+    assert got["scored"] == got["table"] == ["scv", "toy"]
+    # seeded from the run's seed (0), in the task's candidate order; the toy's best is the run's choice
+    assert sorted(got["toy"]) == sorted(NAMES)
+    assert list(got["toy"].values()) == pytest.approx(list(np.random.default_rng(0).uniform(size=len(NAMES))))
+    assert got["chosen"] == max(got["toy"], key=got["toy"].get)
