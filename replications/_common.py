@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -158,3 +159,23 @@ def md_table(df: pd.DataFrame, floatfmt: str | None = None) -> str:
                  else str(r[c]) for c in cols]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def code_stamp(files: Sequence[str]) -> str:
+    """The commit a run used, whether the measured modules ``files`` (paths from the repository root) differ
+    from it, and their SHA-256 (first 12 hex digits): they are often edited beside a replication."""
+    import hashlib
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*a: str) -> str:
+        try:
+            return subprocess.run(["git", *a], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return "?"
+
+    dirty = git("status", "--porcelain", "--", *files)
+    digests = ", ".join(f"`{f}` {hashlib.sha256((root / f).read_bytes()).hexdigest()[:12]}" for f in files)
+    return (f"commit {git('rev-parse', '--short', 'HEAD')}"
+            + (" with uncommitted changes to the measured modules" if dirty else "") + f"; {digests}")

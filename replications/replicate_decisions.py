@@ -40,7 +40,10 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from replications._common import md_table, rdata
+from replications._common import code_stamp, md_table, rdata
+
+#: the modules whose code a run measures (their digests go into the report)
+MEASURED_MODULES = ("shiftlib/decisions.py", "shiftlib/estimation.py", "shiftlib/selection/fewlabel.py")
 
 #: the candidate learners (registry names of ``shiftlib.learners``) and their parameters
 LEARNERS = ("LR", "NB", "DT", "HGB")
@@ -1590,25 +1593,6 @@ QUICK_SEQUENCES = ("credit_data_owner_then_rent", "wells_by_distance", "oj_renam
 QUICK_CASES = ("titanic_1st_to_3rd", "wells_near_to_far")
 
 
-def code_stamp() -> str:
-    """The commit the run used and the SHA-256 (first 12 hex digits) of the modules it measures, with
-    whether they differ from that commit (they are edited beside this replication)."""
-    import hashlib
-    import subprocess
-
-    root = Path(__file__).resolve().parents[1]
-    files = ["shiftlib/decisions.py", "shiftlib/estimation.py", "shiftlib/selection/fewlabel.py"]
-
-    def git(*a: str) -> str:
-        try:
-            return subprocess.run(["git", *a], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return "?"
-
-    dirty = git("status", "--porcelain", "--", *files)
-    digests = ", ".join(f"`{f}` {hashlib.sha256((root / f).read_bytes()).hexdigest()[:12]}" for f in files)
-    return (f"commit {git('rev-parse', '--short', 'HEAD')}"
-            + (" with uncommitted changes to the measured modules" if dirty else "") + f"; {digests}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1636,7 +1620,7 @@ def main(argv: list[str] | None = None) -> int:
     for m in ("shiftlib.decisions", "shiftlib.estimation", "shiftlib.selection.fewlabel"):  # loaded once, now: the
         # stamp below names them
         importlib.import_module(m)
-    args.code = code_stamp()
+    args.code = code_stamp(MEASURED_MODULES)
     args.started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(f"started {args.started}", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
@@ -1675,7 +1659,7 @@ def report_again(out: Path, prefix: str, args: argparse.Namespace) -> int:
     cells_df = pd.read_csv(out / f"{prefix}overlap.csv")
     args.seed, args.code, args.started = int(run.seed), str(run.code), str(run.started)
     args.rerendered = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} with `--report-only` (from the run's "
-                       f"rows; nothing replayed) at code {code_stamp()}")
+                       f"rows; nothing replayed) at code {code_stamp(MEASURED_MODULES)}")
     dedicated = cells_df[cells_df.source == "dedicated"].groupby("case").domain_auc.first().reset_index()
     print(write_report(out, prefix, nights_df, cells_df, dedicated, args, float(run.elapsed_s)))
     return 0

@@ -29,11 +29,14 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from replications._common import md_table
+from replications._common import code_stamp, md_table
 from replications.replicate_decisions import LEARNERS, SEQUENCES, build_batches, candidates, encode
 from shiftlib.selection import decide, fewlabel_select, plan_labels, regret, source_cv, target_predictions
 from shiftlib.selection.carry import carry_labels
 from shiftlib.selection.importance import importance_weights
+
+#: the modules whose code a run measures (their digests go into the report)
+MEASURED_MODULES = ("shiftlib/selection/carry.py", "shiftlib/selection/fewlabel.py", "replications/replicate_label_carry.py")
 
 #: the rule's settings (reports/label_carry.md, "Rule")
 BUDGETS = (5, 10, 15, 20, 30, 40, 50, 60, 80, 100)
@@ -228,23 +231,6 @@ def write_tables(df: pd.DataFrame, out: Path, prefix: str, args: argparse.Namesp
     return text
 
 
-def code_stamp() -> str:
-    import hashlib
-    import subprocess
-
-    root = Path(__file__).resolve().parents[1]
-    files = ["shiftlib/selection/carry.py", "shiftlib/selection/fewlabel.py", "replications/replicate_label_carry.py"]
-
-    def git(*a: str) -> str:
-        try:
-            return subprocess.run(["git", *a], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return "?"
-
-    dirty = git("status", "--porcelain", "--", *files)
-    digests = ", ".join(f"`{f}` {hashlib.sha256((root / f).read_bytes()).hexdigest()[:12]}" for f in files)
-    return (f"commit {git('rev-parse', '--short', 'HEAD')}"
-            + (" with uncommitted changes to the measured modules" if dirty else "") + f"; {digests}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -260,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     seqs = [s for s in SEQUENCES if s.kind == "time" and (not args.quick or s.name in QUICK_SEQUENCES)]
     seeds = (0,) if args.quick else SEEDS
     budgets = QUICK_BUDGETS if args.quick else BUDGETS
-    args.code = code_stamp()
+    args.code = code_stamp(MEASURED_MODULES)
     args.started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(f"started {args.started}", file=sys.stderr, flush=True)
     t0 = time.perf_counter()

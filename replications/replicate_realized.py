@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from replications._common import md_table
+from replications._common import code_stamp, md_table
 from replications.replicate_decisions import SEQUENCES, Batch, SeqSpec, batch_rows, build_batches, encode
 
 #: the time-ordered sequences replayed (``replicate_decisions.SEQUENCES`` of kind "time")
@@ -426,23 +426,6 @@ def write_report(out: Path, prefix: str, nights: pd.DataFrame, corr: pd.DataFram
 # ----------------------------------------------------------------------------------------------------
 # the command
 # ----------------------------------------------------------------------------------------------------
-def code_stamp() -> str:
-    """The commit the run used, whether the measured modules differ from it, and their SHA-256 (12 hex digits)."""
-    import hashlib
-    import subprocess
-
-    root = Path(__file__).resolve().parents[1]
-
-    def git(*a: str) -> str:
-        try:
-            return subprocess.run(["git", *a], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return "?"
-
-    dirty = git("status", "--porcelain", "--", *MEASURED)
-    digests = ", ".join(f"`{f}` {hashlib.sha256((root / f).read_bytes()).hexdigest()[:12]}" for f in MEASURED)
-    return (f"commit {git('rev-parse', '--short', 'HEAD')}"
-            + (" with uncommitted changes to the measured modules" if dirty else "") + f"; {digests}")
 
 
 def run_streams(streams: tuple[str, ...], chunks: int, rows: int, learners: tuple[str, ...],
@@ -475,10 +458,10 @@ def main(argv: list[str] | None = None) -> int:
         run = pd.read_csv(out / f"{prefix}_run.csv").iloc[0].to_dict()
         nights = pd.read_csv(out / f"{prefix}_nights.csv")
         run["rerendered"] = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} with `--report-only` (from the "
-                             f"run's rows; nothing replayed) at code {code_stamp()}")
+                             f"run's rows; nothing replayed) at code {code_stamp(MEASURED)}")
         print(write_report(out, prefix, nights, corrections(nights, histories), run))
         return 0
-    run = {"quick": args.quick, "seed": args.seed, "code": code_stamp(),
+    run = {"quick": args.quick, "seed": args.seed, "code": code_stamp(MEASURED),
            "command": "python -m replications.replicate_realized" + (" --quick" if args.quick else ""),
            "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     print(f"started {run['started']}", file=sys.stderr, flush=True)
