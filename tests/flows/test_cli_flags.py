@@ -189,6 +189,7 @@ def test_the_temporary_api_is_started_early_only_without_a_server(monkeypatch: p
         assert early_api() == "api" and launched == [True]
 
 
+@pytest.mark.slow  # the real API subprocess: ~20 s, most of it Prefect's server start
 def test_the_early_api_serves_prefect_and_stops(tmp_path: Path) -> None:
     # the real subprocess, as the CLI launches it: it answers Prefect's /health and a client call, then stops
     from prefect.client.orchestration import get_client

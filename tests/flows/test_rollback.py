@@ -25,7 +25,9 @@ def _store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, MlflowClient]
     client.create_registered_model("m")
     for schema in ("aaaa", "aaaa", "bbbb"):
         with mlflow.start_run():
-            info = mlflow.sklearn.log_model(DummyClassifier().fit([[0], [1]], [0, 1]), name="model")
+            # pip_requirements given: MLflow would otherwise infer them in a subprocess (~10 s per model)
+            info = mlflow.sklearn.log_model(DummyClassifier().fit([[0], [1]], [0, 1]), name="model",
+                                            pip_requirements=["scikit-learn"])
         client.create_model_version("m", info.model_uri, tags={SCHEMA: schema, DECISION: "promoted",
                                                                "shiftflow.input_columns": f"cols {schema}"})
     return uri, client

@@ -171,11 +171,15 @@ _KNOWN_SHORT = {
     ("kde", "mean", 5): "5-d KDE ratio with Silverman bandwidths is too smooth/noisy in the tails: "
     "rho 0.68, 0.62, 0.73, 0.70, 0.70 (median 0.70)",
 }
+# the KMM cases cost 6-16 s each (one QP per seed): the passing ones run with the slow tests, so the default
+# suite keeps its 10-minute budget (CI, stop 34: 640 s); the strict xfails stay in it, they are cheap
+_SLOW = {("kmm", "kmm41", 1)}
 _CASES = [
     pytest.param(
         name, design, d,
-        marks=[pytest.mark.xfail(strict=True, reason=_KNOWN_SHORT[(name, design, d)])]
-        if (name, design, d) in _KNOWN_SHORT else [],
+        marks=([pytest.mark.xfail(strict=True, reason=_KNOWN_SHORT[(name, design, d)])]
+               if (name, design, d) in _KNOWN_SHORT else [])
+        + ([pytest.mark.slow] if (name, design, d) in _SLOW else []),
         id=f"{name}-{design}-{d}d",
     )
     for design in ("mean", "kmm41")

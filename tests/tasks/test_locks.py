@@ -57,6 +57,7 @@ def _first_contact(uri: str, out: "mp.Queue[str]") -> None:
         out.put(f"error: {exc!r}")
 
 
+@pytest.mark.slow  # two processes each creating MLflow's schema: ~15 s
 def test_two_runs_creating_one_fresh_sqlite_store_at_once_both_succeed(tmp_path, monkeypatch):
     # Without store_lock, two processes migrating one fresh MLflow sqlite store at once failed in CI with
     # "table _alembic_tmp_tags already exists"; with it, both get the same experiment.

@@ -156,6 +156,7 @@ print(json.dumps({"selectors": cfg.selectors, "chosen": out["chosen"], "by": out
 '''
 
 
+@pytest.mark.slow  # a subprocess that imports the pipeline: ~16 s
 def test_walkthrough_a_toy_selector_runs_in_the_selection_task_with_one_catalog_line(tmp_path):
     """docs/extending.md: a selector is its module, its catalog line and its test. The toy's module lives outside
     the repository; a fresh interpreter adds its catalog line before anything reads the catalog, and the config
