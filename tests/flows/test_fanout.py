@@ -23,6 +23,8 @@ from shiftlib.weights import (
     shared_kernel,
 )
 
+pytestmark = pytest.mark.slow  # one fanned retrain (~25 s) and the one-call recomputations it is checked against
+
 
 @pytest.fixture(scope="module")
 def fanned_run(prefect_harness, tmp_path_factory):

@@ -480,6 +480,7 @@ def test_difference_estimate_is_exactly_unbiased_over_the_systematic_design() ->
         np.testing.assert_allclose(mean, truth, atol=1e-9)
 
 
+@pytest.mark.slow  # a Monte Carlo over two-round designs: ~7 s
 def test_recalibrated_difference_estimate_is_unbiased_over_two_rounds() -> None:
     """'difference_cal': round 2's surrogate is fitted on round 1's labels only, so each round stays
     unbiased. Monte Carlo over 600 two-round plans; tolerance 4 standard errors of the mean (an unbiased
