@@ -168,24 +168,6 @@ def deployment(parent: Any, store: StageStore) -> dict[str, str | None]:
     return {"model_name": name, "schema": digest}
 
 
-def read_history(path: Path) -> pd.DataFrame | None:
-    """The realised-labels history so far (None when there is none); one that cannot be read, or whose columns
-    are not those ``evaluate`` writes, is refused before anything is logged."""
-    import pandas as pd
-
-    if not path.exists():
-        return None
-    try:
-        old = pd.read_parquet(path)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same sentence
-        raise EvaluateError(f"the realised-labels history {path} cannot be read ({type(exc).__name__}): move it "
-                            "away and evaluate again") from exc
-    if missing := sorted({"flow_run_id", "candidate", "estimate", "realized_accuracy"} - set(old.columns)):
-        raise EvaluateError(f"{path} is not a realised-labels history (it lacks {missing}): move it away and "
-                            "evaluate again")
-    return old
-
-
 def _plot(table: pd.DataFrame) -> Any:
     import matplotlib
 
@@ -211,6 +193,8 @@ def evaluate_run(run: str, labels_spec: str, *, id_column: str | None = None,
     from mlflow.tracking import MlflowClient
 
     from flows.paths import missing_sqlite_store, shiftflow_home
+    from shiftlib.errors import ShiftflowInputError
+    from tasks.estimation import read_realized_history
     from tasks.sources import SourceSpecError, load_table
     from tasks.store import StageStore, write_parquet_atomic
     from tasks.tracking import default_tracking_uri, log_metrics, with_retries
@@ -234,7 +218,10 @@ def evaluate_run(run: str, labels_spec: str, *, id_column: str | None = None,
     rows, codes = match_labels(store, labels, id_column)
     table = realized_table(store, rows, codes)
     hist_path = run_dir.parent / HISTORY
-    old = read_history(hist_path)
+    try:
+        old = read_realized_history(hist_path)
+    except ShiftflowInputError as err:
+        raise EvaluateError(str(err)) from err
     models = store.manifest("training")["extra"]["models"]
     served = parent.data.tags.get("estimate.candidate")
 

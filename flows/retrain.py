@@ -142,10 +142,11 @@ def _prepare(run: _Run) -> dict[str, Any]:
                      seed=config.seed, drop_columns=config.drop_columns, max_levels=config.max_levels,
                      id_column=config.id_column)
     _tag_data(uri, ctx.parent_run_id, ing)
+    schema = input_schema(store)
     if config.model_name:  # a name whose versions take other inputs is refused now, not after training
-        check_model_name(_client(uri), config.model_name, input_schema(store))
+        check_model_name(_client(uri), config.model_name, schema)
     # this deployment's realised accuracies so far (`shiftflow evaluate`); a history of other inputs is refused now
-    history = realized_history(store, registered_name(run), input_schema(store)["digest"])
+    history = realized_history(store, registered_name(run, schema), schema["digest"])
     with run.stage("drift"):
         drift_summary = drift(store, seed=config.seed, alpha=config.drift_alpha, tracking_uri=uri,
                               parent_run_id=ctx.parent_run_id)
@@ -200,14 +201,14 @@ def _decide(run: _Run, prep: dict[str, Any], labeled: dict[str, Any] | None) -> 
     return {"chosen": chosen, "recalibration": recal, "served": estimate, "champion": decision}
 
 
-def registered_name(run: _Run) -> str:
+def registered_name(run: _Run, schema: dict[str, Any] | None = None) -> str:
     """The registered model's name: ``model_name``, or the default that carries the input schema
-    (``tasks.champion.default_model_name``)."""
+    (``tasks.champion.default_model_name``; ``schema``: that input schema when already computed)."""
     config = run.config
     if config.model_name:
         return config.model_name
     base = f"shiftflow-{runtime.deployment.name}" if runtime.deployment.name else f"{config.experiment}-{config.label}"
-    return default_model_name(base, input_schema(run.store))
+    return default_model_name(base, schema or input_schema(run.store))
 
 
 def _summary(run: _Run, prep: dict[str, Any], dec: dict[str, Any]) -> dict[str, Any]:

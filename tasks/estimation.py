@@ -198,6 +198,23 @@ def estimation(store: StageStore, *, seed: int, k: int, tracking_uri: str, run_i
     return table
 
 
+def read_realized_history(path: Path) -> pd.DataFrame | None:
+    """The realised-labels history at ``path`` (None when there is none), read by ``shiftflow evaluate`` before
+    it appends and by the retrain; a file that cannot be read, or lacks the columns every history has, raises
+    :class:`~shiftlib.errors.ShiftflowInputError`."""
+    if not path.exists():
+        return None
+    try:
+        hist = pd.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same sentence
+        raise ShiftflowInputError(f"the realised-labels history {path} cannot be read ({type(exc).__name__}): move "
+                                  "it away (`shiftflow evaluate` writes it again)") from exc
+    if missing := sorted({"flow_run_id", "candidate", "estimate", "realized_accuracy"} - set(hist.columns)):
+        raise ShiftflowInputError(f"the realised-labels history {path} lacks the columns {missing}: it was not "
+                                  "written by `shiftflow evaluate`; move it away")
+    return hist
+
+
 def realized_history(store: StageStore, model_name: str, schema_digest: str) -> pd.DataFrame:
     """This deployment's rows of the realised-labels history (:data:`REALIZED_HISTORY` in the run root, written
     by ``shiftflow evaluate``): the rows of registered model ``model_name``, other runs than this one, oldest
@@ -208,17 +225,10 @@ def realized_history(store: StageStore, model_name: str, schema_digest: str) -> 
     file cannot be read or holds rows of ``model_name`` whose model took other input columns (another
     ``schema`` digest): their errors say nothing of this model's."""
     path = Path(store.run_root) / REALIZED_HISTORY
-    if not path.exists():
+    hist = read_realized_history(path)
+    if hist is None or "model_name" not in hist.columns:
         return pd.DataFrame()
-    try:
-        hist = pd.read_parquet(path)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same sentence
-        raise ShiftflowInputError(f"the realised-labels history {path} cannot be read ({type(exc).__name__}): move "
-                                  "it away (`shiftflow evaluate` writes it again)") from exc
-    need = {"model_name", "schema", "flow_run_id", "candidate", "estimate", "realized_accuracy", "evaluated_at"}
-    if "model_name" not in hist.columns:
-        return pd.DataFrame()
-    if missing := sorted(need - set(hist.columns)):
+    if missing := sorted({"schema", "evaluated_at"} - set(hist.columns)):
         raise ShiftflowInputError(f"the realised-labels history {path} lacks the columns {missing}: it was not "
                                   "written by `shiftflow evaluate`; move it away")
     mine = hist[hist["model_name"] == model_name]
