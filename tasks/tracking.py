@@ -59,7 +59,12 @@ def ensure_experiment(tracking_uri: str, name: str, artifact_root: Path | None =
     """Create (or find) the experiment; file-backed artifact root when the store is local sqlite.
 
     Under the store's lock (``tasks.locks.store_lock``): the first contact creates the schema, and two runs
-    started together must not migrate one database at once, nor both create the experiment."""
+    started together must not migrate one database at once. The lock is this machine's and is a no-op for an
+    MLflow server, so two runs may still both find no experiment and both create it: the one refused with
+    ``RESOURCE_ALREADY_EXISTS`` uses the experiment the other created."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
+
     mlflow.set_tracking_uri(tracking_uri)
     with store_lock(tracking_uri):
         client = MlflowClient(tracking_uri)
@@ -67,7 +72,15 @@ def ensure_experiment(tracking_uri: str, name: str, artifact_root: Path | None =
         if exp is not None:
             return exp.experiment_id
         loc = artifact_root.resolve().as_uri() if artifact_root is not None else None
-        return client.create_experiment(name, artifact_location=loc)
+        try:
+            return client.create_experiment(name, artifact_location=loc)
+        except MlflowException as exc:
+            if exc.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
+                raise
+            exp = client.get_experiment_by_name(name)
+            if exp is None:  # created and deleted again in between: nothing to join
+                raise
+            return exp.experiment_id
 
 
 def check_reachable(tracking_uri: str, timeout_s: float = 5.0) -> None:

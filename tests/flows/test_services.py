@@ -272,6 +272,15 @@ def _create_run(client: Any, deployment_id: str, config: dict[str, Any]) -> str:
     return str(client.post(url, json={"parameters": {"config": config}}).raise_for_status().json()["id"])
 
 
+def _failure_report(client: Any, flow_run_id: str) -> str:
+    """A failed run's state message and the tail of its Prefect logs (what CI must print to be diagnosable)."""
+    fr = client.get(f"/flow_runs/{flow_run_id}").raise_for_status().json()
+    logs = client.post("/logs/filter", json={"logs": {"flow_run_id": {"any_": [flow_run_id]}},
+                                             "sort": "TIMESTAMP_ASC", "limit": 200}).raise_for_status().json()
+    lines = "\n".join(f"{rec['level']} {rec['message']}" for rec in logs)
+    return f"flow run {flow_run_id} ended {fr['state']['type']}: {fr['state'].get('message')}\n{lines[-4000:]}"
+
+
 @pytest.mark.slow
 def test_eight_concurrent_deployment_runs_leave_one_champion_and_ordered_versions(stack: dict[str, Any]) -> None:
     # 8 runs triggered at once through the REST API on one store (issue 31): the work pool runs at most its limit
@@ -296,7 +305,8 @@ def test_eight_concurrent_deployment_runs_leave_one_champion_and_ordered_version
             if all(s in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") for s in states):
                 break
             time.sleep(1)
-    assert states == ["COMPLETED"] * len(seeds), states
+        failed = {i: _failure_report(client, i) for i, s in zip(ids, states, strict=True) if s != "COMPLETED"}
+    assert not failed, "\n\n".join(failed.values())
     assert 1 <= most_running <= 2  # the work pool's concurrency limit (shiftflow up --pool-concurrency 2)
 
     ml = MlflowClient(stack["mlflow"])
