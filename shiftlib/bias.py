@@ -89,15 +89,22 @@ from shiftlib._random import RandomState  # noqa: E402
 class Selection:
     """Result of a selection mechanism (RT §2: ``P(x,y|s=1) ∝ Q(x,y)·P(s=1|x,y)``).
 
-    Attributes
+    Parameters
     ----------
-    indices : int array, ascending 0-based row positions of the selected rows (s = 1) in the input.
-    p_select : ``P(s=1|x_i,y_i)`` of each selected row (same order as ``indices``).
-    p_select_all : ``P(s=1|x_i,y_i)`` of every input row.
-    mechanism : registry name of the mechanism.
-    params : the parameters actually used (defaults resolved, e.g. the threshold value), JSON-friendly.
-    depends_on : ``"none"``, ``"x"``, ``"y"`` or ``"x,y"`` — the RT §2 case.
-    deterministic : True when selection is a fixed rule (``rt_sort``), not a random draw.
+    indices : numpy.ndarray of int
+        Ascending 0-based row positions of the selected rows (s = 1) in the input.
+    p_select : numpy.ndarray of float
+        ``P(s=1|x_i,y_i)`` of each selected row (same order as ``indices``).
+    p_select_all : numpy.ndarray of float
+        ``P(s=1|x_i,y_i)`` of every input row.
+    mechanism : str
+        Registry name of the mechanism.
+    params : dict
+        The parameters actually used (defaults resolved, e.g. the threshold value), JSON-friendly.
+    depends_on : str, default "x"
+        ``"none"``, ``"x"``, ``"y"`` or ``"x,y"`` — the RT §2 case.
+    deterministic : bool, default False
+        True when selection is a fixed rule (``rt_sort``), not a random draw.
     """
 
     indices: np.ndarray
@@ -141,6 +148,19 @@ class BiasedSplit:
     ``source`` and ``target`` are 0-based row positions in the table given to :func:`split_biased`;
     ``pool`` the rows the mechanism was applied to; ``selection`` is relative to ``pool``
     (``source == pool[selection.indices]``); ``p_source`` the true ``P(s=1|x,y)`` of each source row.
+
+    Parameters
+    ----------
+    source : numpy.ndarray of int
+        Row positions of the biased source sample.
+    target : numpy.ndarray of int
+        Row positions of the target sample.
+    pool : numpy.ndarray of int
+        Row positions the mechanism was applied to.
+    selection : Selection
+        The mechanism's selection, relative to ``pool``.
+    target_kind : str
+        How the target was formed: ``"holdout"``, ``"all"`` or ``"complement"`` (:func:`split_biased`).
     """
 
     source: np.ndarray
@@ -323,7 +343,24 @@ def _finish(
 
 
 def complete_independent(X: Any, y: Any, *, rate: float = 0.5, random_state: RandomState = None) -> Selection:
-    """RT §2 complete-independent case: ``P(s=1|x,y) = rate`` for every row (no bias)."""
+    """RT §2 complete-independent case: ``P(s=1|x,y) = rate`` for every row (no bias).
+
+    Parameters
+    ----------
+    X : DataFrame or array-like of shape (n, d)
+        The pool's features (only its number of rows is read).
+    y : array-like of shape (n,)
+        The pool's labels, exactly two classes.
+    rate : float, default 0.5
+        The selection probability of every row, in [0, 1].
+    random_state : int, numpy.random.Generator, numpy.random.SeedSequence or None
+        Seed of the uniform draws ``u_i``.
+
+    Returns
+    -------
+    Selection
+        The selected rows and the true ``P(s=1|x,y)`` of every row.
+    """
     y = _check_y(y, _n_rows(X))
     rate = _check_prob("rate", rate)
     p = np.full(y.size, rate)
@@ -342,6 +379,26 @@ def feature_dependent(
     """RT §2 feature-bias case ``P(s=1|x,y) = P(s=1|x) = expit(intercept + slope·z)``, z = z-scored feature.
 
     The logistic form is our choice (RT §2 defines the case, not a formula); slope > 0 favours large values.
+
+    Parameters
+    ----------
+    X : DataFrame or array-like of shape (n, d)
+        The pool's features.
+    y : array-like of shape (n,)
+        The pool's labels, exactly two classes.
+    feature : int or str, default 0
+        Column name (DataFrame) or int position of the numeric feature.
+    intercept : float, default 0.0
+        Intercept of the logistic.
+    slope : float, default 1.0
+        Coefficient of the z-scored feature.
+    random_state : int, numpy.random.Generator, numpy.random.SeedSequence or None
+        Seed of the uniform draws ``u_i``.
+
+    Returns
+    -------
+    Selection
+        The selected rows and the true ``P(s=1|x,y)`` of every row.
     """
     y = _check_y(y, _n_rows(X))
     x, name = _feature(X, feature)
@@ -362,6 +419,26 @@ def class_dependent(
     """RT §2 class-dependent case ``P(s=1|x,y) = P(s=1|y)``: ``p_positive`` for y = +1, ``p_negative`` else.
 
     Defaults (keep half the positives, all negatives) are ours; RT gives no numbers.
+
+    Parameters
+    ----------
+    X : DataFrame or array-like of shape (n, d)
+        The pool's features (only its number of rows is read: selection depends on y).
+    y : array-like of shape (n,)
+        The pool's labels, exactly two classes.
+    p_positive : float, default 0.5
+        P(s=1|y=+1), in [0, 1].
+    p_negative : float, default 1.0
+        P(s=1|y=−1), in [0, 1].
+    positive_label : label, optional
+        The label mapped to y = +1 (None: the larger of the two sorted labels).
+    random_state : int, numpy.random.Generator, numpy.random.SeedSequence or None
+        Seed of the uniform draws ``u_i``.
+
+    Returns
+    -------
+    Selection
+        The selected rows and the true ``P(s=1|x,y)`` of every row.
     """
     y = _check_y(y, _n_rows(X))
     ys, pos = _signed_labels(y, positive_label)
@@ -385,6 +462,30 @@ def complete_dependent(
     """RT §2 complete-dependent case: ``P(s=1|x,y) = expit(intercept + slope·z + label_coef·y±)``.
 
     z is the z-scored ``feature`` and y± ∈ {−1, +1}; the logistic form is our choice (RT gives none).
+
+    Parameters
+    ----------
+    X : DataFrame or array-like of shape (n, d)
+        The pool's features.
+    y : array-like of shape (n,)
+        The pool's labels, exactly two classes.
+    feature : int or str, default 0
+        Column name (DataFrame) or int position of the numeric feature.
+    intercept : float, default 0.0
+        Intercept of the logistic.
+    slope : float, default 1.0
+        Coefficient of the z-scored feature.
+    label_coef : float, default 1.0
+        Coefficient of y± ∈ {−1, +1}.
+    positive_label : label, optional
+        The label mapped to y = +1 (None: the larger of the two sorted labels).
+    random_state : int, numpy.random.Generator, numpy.random.SeedSequence or None
+        Seed of the uniform draws ``u_i``.
+
+    Returns
+    -------
+    Selection
+        The selected rows and the true ``P(s=1|x,y)`` of every row.
     """
     y = _check_y(y, _n_rows(X))
     x, name = _feature(X, feature)
@@ -418,6 +519,26 @@ def rt_sort(
 
     Deterministic (``random_state`` is accepted and ignored): ``p_select_all`` is 1 for kept rows and 0
     for the ``floor(fraction·n)`` removed rows; ties broken by row order (stable sort).
+
+    Parameters
+    ----------
+    X : DataFrame or array-like of shape (n, d)
+        The pool's features.
+    y : array-like of shape (n,)
+        The pool's labels, exactly two classes.
+    feature : int or str, default 0
+        Column name (DataFrame) or int position of the numeric feature.
+    fraction : float, default 0.25
+        Share of rows removed, in [0, 1).
+    ascending : bool, default True
+        Remove the rows with the smallest values (False: the largest).
+    random_state : int, numpy.random.Generator, numpy.random.SeedSequence or None
+        Ignored (the rule is deterministic).
+
+    Returns
+    -------
+    Selection
+        The selected rows and the true ``P(s=1|x,y)`` of every row.
     """
     y = _check_y(y, _n_rows(X))
     x, name = _feature(X, feature)
@@ -452,6 +573,28 @@ def kmm_threshold(
 
     ``threshold`` defaults to the feature's median over the input rows (the paper uses t = 5 on features
     valued 1–10; pass ``threshold=5`` to replicate it).
+
+    Parameters
+    ----------
+    X : DataFrame or array-like of shape (n, d)
+        The pool's features.
+    y : array-like of shape (n,)
+        The pool's labels, exactly two classes.
+    feature : int or str, default 0
+        Column name (DataFrame) or int position of the numeric feature.
+    threshold : float, optional
+        t (None: the feature's median over the input rows).
+    p_low : float, default 0.2
+        P(s=1|x ≤ t), in [0, 1].
+    p_high : float, default 0.8
+        P(s=1|x > t), in [0, 1].
+    random_state : int, numpy.random.Generator, numpy.random.SeedSequence or None
+        Seed of the uniform draws ``u_i``.
+
+    Returns
+    -------
+    Selection
+        The selected rows and the true ``P(s=1|x,y)`` of every row.
     """
     y = _check_y(y, _n_rows(X))
     x, name = _feature(X, feature)
@@ -475,6 +618,26 @@ def kmm_distance(
 
     The paper states ``∝``; ``scale`` is that constant (default 1: a row at the mean is always kept).
     x̄ is the mean of the input rows; columns are z-scored first unless ``standardize=False``.
+
+    Parameters
+    ----------
+    X : DataFrame or array-like of shape (n, d)
+        The pool's features, all numeric.
+    y : array-like of shape (n,)
+        The pool's labels, exactly two classes.
+    sigma : float, default 1/20
+        σ, at least 0.
+    scale : float, default 1.0
+        The proportionality constant, in [0, 1].
+    standardize : bool, default True
+        Z-score the columns over the input rows first.
+    random_state : int, numpy.random.Generator, numpy.random.SeedSequence or None
+        Seed of the uniform draws ``u_i``.
+
+    Returns
+    -------
+    Selection
+        The selected rows and the true ``P(s=1|x,y)`` of every row.
     """
     y = _check_y(y, _n_rows(X))
     if float(sigma) < 0:
@@ -496,7 +659,28 @@ def kmm_label_step(
     positive_label: Any = None,
     random_state: RandomState = None,
 ) -> Selection:
-    """KMM §4.2.1 label step ``P(s=1|y=1) = 0.1``, ``P(s=1|y=−1) = 0.9`` (class-dependent, RT §2)."""
+    """KMM §4.2.1 label step ``P(s=1|y=1) = 0.1``, ``P(s=1|y=−1) = 0.9`` (class-dependent, RT §2).
+
+    Parameters
+    ----------
+    X : DataFrame or array-like of shape (n, d)
+        The pool's features (only its number of rows is read: selection depends on y).
+    y : array-like of shape (n,)
+        The pool's labels, exactly two classes.
+    p_positive : float, default 0.1
+        P(s=1|y=+1), in [0, 1].
+    p_negative : float, default 0.9
+        P(s=1|y=−1), in [0, 1].
+    positive_label : label, optional
+        The label mapped to y = +1 (None: the larger of the two sorted labels).
+    random_state : int, numpy.random.Generator, numpy.random.SeedSequence or None
+        Seed of the uniform draws ``u_i``.
+
+    Returns
+    -------
+    Selection
+        The selected rows and the true ``P(s=1|x,y)`` of every row.
+    """
     sel = class_dependent(
         X, y, p_positive=p_positive, p_negative=p_negative, positive_label=positive_label,
         random_state=random_state,
@@ -527,6 +711,26 @@ def kmm_label_logistic(
 
     The paper defers a, b to its ref. [7]; our defaults a = 0, b = 1 give P(s=1|+1) ≈ 0.731,
     P(s=1|−1) ≈ 0.269.
+
+    Parameters
+    ----------
+    X : DataFrame or array-like of shape (n, d)
+        The pool's features (only its number of rows is read: selection depends on y).
+    y : array-like of shape (n,)
+        The pool's labels, exactly two classes.
+    a : float, default 0.0
+        Intercept of the logistic.
+    b : float, default 1.0
+        Coefficient of y ∈ {−1, +1}.
+    positive_label : label, optional
+        The label mapped to y = +1 (None: the larger of the two sorted labels).
+    random_state : int, numpy.random.Generator, numpy.random.SeedSequence or None
+        Seed of the uniform draws ``u_i``.
+
+    Returns
+    -------
+    Selection
+        The selected rows and the true ``P(s=1|x,y)`` of every row.
     """
     y = _check_y(y, _n_rows(X))
     ys, pos = _signed_labels(y, positive_label)
@@ -550,6 +754,26 @@ def kmm_pca_normal(
     density scaled to peak 1; the paper gives only the shape). The PC sign is scikit-learn's
     (``svd_flip``: largest-magnitude loading positive). a, b: the paper defers to its ref. [7]; our
     defaults a = 4, b = 3 are a moderate bias toward the low end of the projection.
+
+    Parameters
+    ----------
+    X : DataFrame or array-like of shape (n, d)
+        The pool's features, all numeric (at least 2 rows).
+    y : array-like of shape (n,)
+        The pool's labels, exactly two classes.
+    a : float, default 4.0
+        Divisor of (m̄ − m) in the mean, > 0.
+    b : float, default 3.0
+        Divisor of (m̄ − m) in the variance, > 0.
+    standardize : bool, default True
+        Z-score the columns over the input rows first.
+    random_state : int, numpy.random.Generator, numpy.random.SeedSequence or None
+        Seed of the uniform draws ``u_i``.
+
+    Returns
+    -------
+    Selection
+        The selected rows and the true ``P(s=1|x,y)`` of every row.
     """
     y = _check_y(y, _n_rows(X))
     if float(a) <= 0 or float(b) <= 0:
@@ -586,6 +810,26 @@ def undersample(
     ``beta="balanced"`` means ``N+/N−``. ``exact=False``: independent Bernoulli(beta) per negative;
     ``exact=True``: exactly ``round(beta·N−)`` negatives without replacement, so each negative's
     reported ``P(s=1|y=−)`` is ``round(beta·N−)/N−``. ``positive_label`` defaults to the minority label.
+
+    Parameters
+    ----------
+    X : DataFrame or array-like of shape (n, d)
+        The pool's features (only its number of rows is read: selection depends on y).
+    y : array-like of shape (n,)
+        The pool's labels, exactly two classes.
+    beta : float or "balanced", default "balanced"
+        p(s=1|−), the rate at which negatives are kept, in (0, 1]; ``"balanced"`` is N+/N−.
+    exact : bool, default False
+        Keep exactly ``round(beta·N−)`` negatives instead of independent draws.
+    positive_label : label, optional
+        The positive (never undersampled) class (None: the minority label; the larger label on a tie).
+    random_state : int, numpy.random.Generator, numpy.random.SeedSequence or None
+        Seed of the draws of the negatives.
+
+    Returns
+    -------
+    Selection
+        The selected rows and the true ``P(s=1|x,y)`` of every row.
     """
     y = _check_y(y, _n_rows(X))
     labels, counts = np.unique(y, return_counts=True)
@@ -632,7 +876,26 @@ def from_probabilities(
     depends_on: str = "x,y",
     random_state: RandomState = None,
 ) -> Selection:
-    """Any RT §2 mechanism given its ``P(s=1|x,y)`` per row (an array, or a callable ``p(X, y)``)."""
+    """Any RT §2 mechanism given its ``P(s=1|x,y)`` per row (an array, or a callable ``p(X, y)``).
+
+    Parameters
+    ----------
+    X : DataFrame or array-like of shape (n, d)
+        The pool's features.
+    y : array-like of shape (n,)
+        The pool's labels, exactly two classes.
+    p : numpy.ndarray or callable
+        ``P(s=1|x,y)`` of every row, in [0, 1], or a callable ``p(X, y)`` returning it.
+    depends_on : str, default "x,y"
+        The RT §2 case recorded in the selection: ``"none"``, ``"x"``, ``"y"`` or ``"x,y"``.
+    random_state : int, numpy.random.Generator, numpy.random.SeedSequence or None
+        Seed of the uniform draws ``u_i``.
+
+    Returns
+    -------
+    Selection
+        The selected rows and the true ``P(s=1|x,y)`` of every row.
+    """
     y = _check_y(y, _n_rows(X))
     p_all = np.asarray(p(X, y) if callable(p) else p, dtype=float)
     return _draw(p_all, y, "custom", {}, random_state, depends_on)
@@ -657,6 +920,24 @@ def apply_bias(name: str, X: Any, y: Any, *, random_state: RandomState = None, *
     """Apply the mechanism registered as ``name`` (see :data:`BIAS_MECHANISMS`) with ``params``.
 
     Lets a flow parameter such as ``{"mechanism": "kmm_threshold", "feature": 0}`` pick any mechanism.
+
+    Parameters
+    ----------
+    name : str
+        Registry name in :data:`BIAS_MECHANISMS`.
+    X : DataFrame or array-like of shape (n, d)
+        The pool's features.
+    y : array-like of shape (n,)
+        The pool's labels, exactly two classes.
+    random_state : int, numpy.random.Generator, numpy.random.SeedSequence or None
+        Seed of the mechanism's draws.
+    **params : Any
+        The mechanism's own keyword arguments (an unknown one raises ``ValueError``).
+
+    Returns
+    -------
+    Selection
+        The selected rows and the true ``P(s=1|x,y)`` of every row.
     """
     if name not in BIAS_MECHANISMS:
         raise ValueError(f"unknown bias mechanism {name!r}; choose one of {sorted(BIAS_MECHANISMS)}")
@@ -687,6 +968,28 @@ def split_biased(
     but it contains the source rows, so source and target are not independent samples). ``"complement"``:
     target = the pool rows *not* selected — distributed as ``Q(x,y)(1 − P(s=1|x,y))``, i.e. biased the
     other way; offered for completeness only.
+
+    Parameters
+    ----------
+    X : DataFrame or array-like of shape (n, d)
+        The labelled table's features.
+    y : array-like of shape (n,)
+        Its labels, exactly two classes.
+    mechanism : str
+        Registry name in :data:`BIAS_MECHANISMS`.
+    target : {"holdout", "all", "complement"}, default "holdout"
+        How the target is formed (above).
+    target_fraction : float, default 0.5
+        Share of the rows held out as target with ``target="holdout"``, in (0, 1).
+    random_state : int, numpy.random.Generator, numpy.random.SeedSequence or None
+        Seed of the holdout split and of the mechanism's draws.
+    **params : Any
+        The mechanism's own keyword arguments.
+
+    Returns
+    -------
+    BiasedSplit
+        Source, target and pool row positions and the selection.
     """
     n = _n_rows(X)
     _check_y(y, n)

@@ -62,6 +62,27 @@ def subsample(n: int, max_rows: int | None, *, y: Any = None, random_state: Any 
 
     With ``y`` the subsample is stratified: every class keeps its share of rows (scikit-learn's
     ``train_test_split(stratify=y)``), so a minority class is not lost by chance.
+
+    Parameters
+    ----------
+    n : int
+        Number of rows to draw from.
+    max_rows : int or None
+        Most rows kept; ``None`` keeps every row.
+    y : array-like, optional
+        Labels of the ``n`` rows to stratify by; ignored for stratification when a class has fewer than 2 rows.
+    random_state : int, RandomState or None, optional
+        Seed of the draw, passed to ``train_test_split``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Sorted row positions kept (``arange(n)`` when ``n <= max_rows``).
+
+    Raises
+    ------
+    ValueError
+        If ``max_rows`` is below 1 or ``y`` does not have ``n`` values.
     """
     if max_rows is not None and int(max_rows) < 1:
         raise ValueError(f"max_rows={max_rows} must be at least 1 (or None for every row)")
@@ -87,6 +108,25 @@ def scored_folds(n_rows: int, k: int, rows: int | None) -> int | None:
     None (all k folds) when ``n_rows`` ≤ ``rows`` or ``rows`` is None; else ``ceil(rows · k / n_rows)``: one
     fold of ~n/k rows at a million rows, all k as ``n_rows`` falls to ``rows``. The cost is that many fits
     on (k−1)/k of the rows, instead of k.
+
+    Parameters
+    ----------
+    n_rows : int
+        Source rows.
+    k : int
+        Folds of the source CV (at least 2).
+    rows : int or None
+        Fewest rows to score; ``None`` scores every fold.
+
+    Returns
+    -------
+    int or None
+        Folds to score, at most ``k``; ``None`` for all ``k``.
+
+    Raises
+    ------
+    ValueError
+        If ``k < 2`` or ``rows < 1``.
     """
     if k < 2:
         raise ValueError(f"k={k} folds: need at least 2")
@@ -100,13 +140,37 @@ def scored_folds(n_rows: int, k: int, rows: int | None) -> int | None:
 def fan_out(n_rows: int) -> bool:
     """Whether the selectors' per-candidate work goes to one task per candidate (above ``FANOUT_MIN_ROWS``
     source rows) or runs in one task. Each task costs a fixed part (its orchestration, reading the stage's
-    inputs again) that fits on a few hundred rows do not repay (``reports/overhead.md``)."""
+    inputs again) that fits on a few hundred rows do not repay (``reports/overhead.md``).
+
+    Parameters
+    ----------
+    n_rows : int
+        Source rows.
+
+    Returns
+    -------
+    bool
+        True when ``n_rows > FANOUT_MIN_ROWS`` (one task per candidate).
+    """
     return n_rows > FANOUT_MIN_ROWS
 
 
 def auto_weighting(drifted: bool, n_source: int) -> str:
     """The weighting ``weighting="auto"`` applies: none without drift, KMM (KMM eq. 12) up to
-    ``KMM_MAX_ROWS`` source rows, discriminative weights (DL eq. 7) above."""
+    ``KMM_MAX_ROWS`` source rows, discriminative weights (DL eq. 7) above.
+
+    Parameters
+    ----------
+    drifted : bool
+        Whether the drift stage found drift.
+    n_source : int
+        Source rows.
+
+    Returns
+    -------
+    str
+        ``"none"``, ``"kmm"`` or ``"discriminative"``.
+    """
     if not drifted:
         return "none"
     return "kmm" if n_source <= KMM_MAX_ROWS else "discriminative"
@@ -117,6 +181,27 @@ def detectable_auc(n_source: int, n_target: int, *, alpha: float = 0.05, power: 
 
     Uses the null standard error of the Mann–Whitney AUC, ``sqrt((n_s + n_t + 1) / (12 n_s n_t))``
     (Hanley & McNeil, Radiology 1982), and a one-sided normal approximation.
+
+    Parameters
+    ----------
+    n_source : int
+        Source rows the test sees (at least 1).
+    n_target : int
+        Target rows the test sees (at least 1).
+    alpha : float, default 0.05
+        Significance level of the one-sided test.
+    power : float, default 0.8
+        Probability of detecting the returned AUC.
+
+    Returns
+    -------
+    float
+        ``0.5 + (z_{1−alpha} + z_{power}) · se``.
+
+    Raises
+    ------
+    ValueError
+        If either side has no row.
     """
     if n_source < 1 or n_target < 1:
         raise ValueError("both sides need at least one row")
@@ -128,7 +213,17 @@ def detectable_auc(n_source: int, n_target: int, *, alpha: float = 0.05, power: 
 
 @dataclass(frozen=True)
 class Concurrency:
-    """How many tasks run at once and how many BLAS/OpenMP threads each may use (tasks × threads ≤ cores)."""
+    """How many tasks run at once and how many BLAS/OpenMP threads each may use (tasks × threads ≤ cores).
+
+    Parameters
+    ----------
+    cores : int
+        CPU cores of the machine.
+    max_workers : int
+        Tasks run at once.
+    threads_per_task : int
+        BLAS/OpenMP threads each task may use.
+    """
 
     cores: int
     max_workers: int
@@ -136,7 +231,25 @@ class Concurrency:
 
 
 def concurrency(max_workers: int | None = None, cores: int | None = None) -> Concurrency:
-    """Bound the work to the machine: ``max_workers`` tasks (default: the cores) × threads ≤ cores."""
+    """Bound the work to the machine: ``max_workers`` tasks (default: the cores) × threads ≤ cores.
+
+    Parameters
+    ----------
+    max_workers : int, optional
+        Tasks run at once; default (``None`` or 0) the cores.
+    cores : int, optional
+        CPU cores; default (``None`` or 0) ``os.cpu_count()`` (1 if unknown).
+
+    Returns
+    -------
+    Concurrency
+        The cores, the workers and ``max(1, cores // workers)`` threads per task.
+
+    Raises
+    ------
+    ValueError
+        If ``max_workers`` is negative.
+    """
     cores = int(cores or os.cpu_count() or 1)
     workers = int(max_workers or cores)
     if workers < 1:
@@ -164,7 +277,29 @@ def check_memory(table_bytes: float, max_memory_gib: float | None = None, *,
                  available_gib: float | None = None) -> float:
     """The run's estimated peak memory in GiB for tables of ``table_bytes`` in memory; raises
     ``ShiftflowInputError`` (naming the ways through) when it exceeds ``max_memory_gib`` (default: half of
-    ``available_gib``, the RAM the caller measured as available, so the machine stays usable)."""
+    ``available_gib``, the RAM the caller measured as available, so the machine stays usable).
+
+    Parameters
+    ----------
+    table_bytes : float
+        In-memory size of the source and target tables, in bytes.
+    max_memory_gib : float, optional
+        Most memory the run may take, in GiB; default half of ``available_gib``.
+    available_gib : float, optional
+        RAM available now, in GiB; needed when ``max_memory_gib`` is not given.
+
+    Returns
+    -------
+    float
+        Estimated peak memory in GiB: ``RUN_MEMORY_BASE_GIB + RUN_MEMORY_FACTOR · table_bytes / 2**30``.
+
+    Raises
+    ------
+    ShiftflowInputError
+        If the estimate exceeds the limit.
+    ValueError
+        If neither ``max_memory_gib`` nor ``available_gib`` is given.
+    """
     from shiftlib.errors import ShiftflowInputError
 
     if max_memory_gib is None and available_gib is None:

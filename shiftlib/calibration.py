@@ -114,6 +114,25 @@ def resolve_pos_label(y: ArrayLike, pos_label: Any = None, *, minority_default: 
     (the US §III-A convention), and any other labels (strings) give the minority class (ties → the larger
     label, scikit-learn's ``classes_[1]``). With ``minority_default=True`` (``UndersampledClassifier``)
     the minority class is chosen for every label type, so 0/1 data whose 1s are the majority still fit.
+
+    Parameters
+    ----------
+    y : array-like
+        Binary labels.
+    pos_label : object, optional
+        The positive label, if given; it must be one of the labels in ``y``.
+    minority_default : bool, default False
+        Take the minority class for every label type (not 1 for 0/1 labels).
+
+    Returns
+    -------
+    object
+        The positive label, as it appears in ``y``.
+
+    Raises
+    ------
+    ValueError
+        If ``y`` does not have exactly two classes, or ``pos_label`` is not one of them.
     """
     y = np.asarray(y)
     labels, counts = np.unique(y, return_counts=True)
@@ -164,7 +183,25 @@ def _class_counts(y: np.ndarray, pos_label: Any, minority_default: bool = False)
 
 
 def balanced_beta(y: ArrayLike, pos_label: Any = None) -> float:
-    """US §III-A: the balancing rate beta = N+/N− (the smallest valid beta); raises if N+ > N−."""
+    """US §III-A: the balancing rate beta = N+/N− (the smallest valid beta); raises if N+ > N−.
+
+    Parameters
+    ----------
+    y : array-like
+        Binary labels.
+    pos_label : object, optional
+        The positive label; None resolves as in :func:`resolve_pos_label`.
+
+    Returns
+    -------
+    float
+        N+/N−.
+
+    Raises
+    ------
+    ValueError
+        If ``y`` is not binary or has more positives than negatives.
+    """
     cc = _class_counts(np.asarray(y), pos_label)
     beta = cc.n_pos / cc.n_neg
     if beta > 1.0:
@@ -179,6 +216,26 @@ def beta_from_sampling_strategy(sampling_strategy: float | str, n_pos: int, n_ne
     """imbalanced-learn's float ``sampling_strategy`` alpha = N+/N_s− → US beta = (N+/N−)/alpha.
 
     ``"auto"`` (imbalanced-learn's default) means alpha = 1, i.e. beta = N+/N−.
+
+    Parameters
+    ----------
+    sampling_strategy : float or str
+        alpha in (0, 1], or one of imbalanced-learn's strings ``"auto"``, ``"majority"``, ``"not minority"``,
+        ``"all"`` (each read as alpha = 1).
+    n_pos : int
+        N+, the positive (minority) rows.
+    n_neg : int
+        N−, the negative rows.
+
+    Returns
+    -------
+    float
+        beta = (N+/N−)/alpha.
+
+    Raises
+    ------
+    ValueError
+        For an unknown string, alpha outside (0, 1], or alpha < N+/N− (more negatives asked than exist).
     """
     if isinstance(sampling_strategy, str):
         if sampling_strategy not in ("auto", "majority", "not minority", "all"):
@@ -211,6 +268,29 @@ class UndersampleResult:
 
     ``beta`` is the realised rate ``n_neg_kept / n_neg`` — the one to pass to ``correct_posterior`` —
     and ``beta_requested`` the rate asked for. ``indices`` are the kept rows of the input, in order.
+
+    Parameters
+    ----------
+    X : array-like, DataFrame or sparse matrix
+        The kept rows of the input features.
+    y : array-like or Series
+        Their labels.
+    indices : numpy.ndarray
+        Positions of the kept rows in the input, sorted.
+    beta : float
+        The realised rate ``n_neg_kept / n_neg``.
+    beta_requested : float
+        The rate asked for.
+    pos_label : object
+        The positive label.
+    n_pos : int
+        N+, positives in the input (all kept).
+    n_neg : int
+        N−, negatives in the input.
+    n_neg_kept : int
+        Negatives kept, ``round(beta_requested·N−)``.
+    sample_weight : numpy.ndarray or None, default None
+        The kept rows' weights, when weights were given.
     """
 
     X: Any
@@ -251,6 +331,35 @@ def undersample(
     ``sampling_strategy`` (alpha = N+/N_s−; beta = (N+/N−)/alpha), not both. Negatives are drawn without
     replacement, ignoring ``sample_weight`` (so class-conditional distributions are unchanged, US's
     assumption p(s|y, x) = p(s|y)); the kept rows' weights are returned alongside.
+
+    Parameters
+    ----------
+    X : array-like, DataFrame or sparse matrix
+        Features, one row per label.
+    y : array-like
+        Binary labels.
+    beta : float or "balanced", optional
+        The fraction of negatives kept, in (0, 1]; ``"balanced"`` (or None with no ``sampling_strategy``)
+        means N+/N−.
+    random_state : int, RandomState or None, optional
+        Seed of the draw of negatives.
+    sampling_strategy : float or str, optional
+        imbalanced-learn's alpha instead of ``beta`` (:func:`beta_from_sampling_strategy`).
+    pos_label : object, optional
+        The positive (minority) label; None resolves as in :func:`resolve_pos_label`.
+    sample_weight : array-like, optional
+        Per-row weights; only the kept rows' are returned, the draw ignores them.
+
+    Returns
+    -------
+    UndersampleResult
+        The kept rows, their labels and weights, the realised and requested beta, and the class counts.
+
+    Raises
+    ------
+    ValueError
+        If both ``beta`` and ``sampling_strategy`` are given, the sizes differ, ``y`` is not binary, there are
+        more positives than negatives, or ``beta`` is invalid or keeps fewer negatives than positives.
     """
     if beta is not None and sampling_strategy is not None:
         raise ValueError(
@@ -322,7 +431,20 @@ def _eq9(p: np.ndarray, beta: float) -> np.ndarray:
 
 
 def undersampled_posterior(p: ArrayLike, beta: float) -> np.ndarray | float:
-    """US eq. 3: p_s = p / (p + beta·(1 − p)), the posterior after keeping negatives at rate beta."""
+    """US eq. 3: p_s = p / (p + beta·(1 − p)), the posterior after keeping negatives at rate beta.
+
+    Parameters
+    ----------
+    p : float or array-like
+        p(+|x) before undersampling, in [0, 1].
+    beta : float
+        The fraction of negatives kept, in (0, 1].
+
+    Returns
+    -------
+    float or numpy.ndarray
+        p_s, a float for scalar ``p``.
+    """
     b = _check_beta(beta)
     a = check_probabilities(p, "p")
     out = np.clip(a / (a + b * (1.0 - a)), 0.0, 1.0)
@@ -330,7 +452,20 @@ def undersampled_posterior(p: ArrayLike, beta: float) -> np.ndarray | float:
 
 
 def correct_posterior(p_s: ArrayLike, beta: float) -> np.ndarray | float:
-    """US eq. 9: p' = beta·p_s / (beta·p_s − p_s + 1), the undersampled posterior mapped back to p(+|x)."""
+    """US eq. 9: p' = beta·p_s / (beta·p_s − p_s + 1), the undersampled posterior mapped back to p(+|x).
+
+    Parameters
+    ----------
+    p_s : float or array-like
+        Posterior of a model fitted on the undersampled rows, in [0, 1].
+    beta : float
+        The (realised) fraction of negatives kept, in (0, 1].
+
+    Returns
+    -------
+    float or numpy.ndarray
+        p', a float for scalar ``p_s``.
+    """
     b = _check_beta(beta)
     a = check_probabilities(p_s, "p_s")
     return _as_output(_eq9(a, b), p_s)
@@ -341,6 +476,18 @@ def corrected_threshold(tau_s: ArrayLike, beta: float) -> np.ndarray | float:
 
     Computed with the same arithmetic as eq. 9, so ``p_s == tau_s`` gives ``p' == tau'`` exactly and
     ``p_s <= tau_s`` implies ``p' <= tau'`` in floating point too.
+
+    Parameters
+    ----------
+    tau_s : float or array-like
+        Threshold(s) on p_s, in [0, 1].
+    beta : float
+        The (realised) fraction of negatives kept, in (0, 1].
+
+    Returns
+    -------
+    float or numpy.ndarray
+        tau', a float for scalar ``tau_s``.
     """
     b = _check_beta(beta)
     t = check_probabilities(tau_s, "tau_s")
@@ -353,6 +500,20 @@ def prior_shift(p: ArrayLike, train_prior: float, target_prior: float) -> np.nda
     ``p`` is p(+|x) under the training prior ``train_prior``; the result is p(+|x) under
     ``target_prior`` (class-conditional densities unchanged). ``correct_posterior(p_s, beta)`` equals
     ``prior_shift(p_s, pi_s+, pi+)`` (US Appendix).
+
+    Parameters
+    ----------
+    p : float or array-like
+        p(+|x) under ``train_prior``, in [0, 1].
+    train_prior : float
+        pi_s, the positive prior the model was calibrated to, strictly between 0 and 1.
+    target_prior : float
+        pi_t, the positive prior to adjust to, strictly between 0 and 1.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        p(+|x) under ``target_prior``, a float for scalar ``p``.
     """
     a = check_probabilities(p, "p")
     ps = _check_prior(train_prior, "train_prior")
@@ -366,10 +527,21 @@ def prior_shift(p: ArrayLike, train_prior: float, target_prior: float) -> np.nda
 class PriorEstimate:
     """Saerens, Latinne & Decaestecker (2002) EM estimate of a batch's positive prior.
 
-    ``prior``: estimated p(+) in the batch; ``proba``: p(+|x) re-adjusted to that prior (eq. 14);
-    ``n_iter``: EM iterations run; ``converged``: |Δprior| < tol reached; ``train_prior``: the prior the
-    input probabilities were calibrated to; ``log_likelihood``: mean log-likelihood of the batch under
-    ``prior`` up to a constant, Σ log(prior·p/π_tr + (1 − prior)·(1 − p)/(1 − π_tr)) / n.
+    Parameters
+    ----------
+    prior : float
+        Estimated p(+) in the batch.
+    proba : numpy.ndarray
+        p(+|x) re-adjusted to that prior (eq. 14).
+    n_iter : int
+        EM iterations run.
+    converged : bool
+        |Δprior| < tol reached.
+    train_prior : float
+        The prior the input probabilities were calibrated to.
+    log_likelihood : float
+        Mean log-likelihood of the batch under ``prior`` up to a constant,
+        Σ log(prior·p/π_tr + (1 − prior)·(1 − p)/(1 − π_tr)) / n.
     """
 
     prior: float
@@ -399,6 +571,29 @@ def em_target_prior(
     ``UndersampledClassifier`` that is p' and ``train_prior_``). Iterates
     ``p^(s) = prior_shift(proba, train_prior, pi^(s))``, ``pi^(s+1) = mean(p^(s))`` until
     ``|pi^(s+1) − pi^(s)| < tol``. Each step does not decrease ``log_likelihood`` (EM).
+
+    Parameters
+    ----------
+    proba : array-like
+        p(+|x) on the batch, in [0, 1]; at least one row.
+    train_prior : float
+        The positive prior ``proba`` is calibrated to, strictly between 0 and 1.
+    init_prior : float, optional
+        Start of the iteration; default ``train_prior``.
+    tol : float, default 1e-6
+        Stop when the prior moves by less than this.
+    max_iter : int, default 1000
+        Most EM iterations.
+
+    Returns
+    -------
+    PriorEstimate
+        The estimated prior, the re-adjusted probabilities and the iteration record.
+
+    Raises
+    ------
+    ValueError
+        For an empty ``proba``, a prior outside (0, 1), or a ``max_iter`` that is not a positive integer.
     """
     p = check_probabilities(proba, "proba").ravel()
     if p.size == 0:
@@ -435,33 +630,60 @@ def em_target_prior(
 class UndersampledClassifier(ClassifierMixin, BaseEstimator):
     """US §III–IV: fit ``estimator`` on an undersampled copy, return p' (eq. 9), decide with tau' (eq. 12).
 
-    Parameters
-    ----------
-    estimator : a scikit-learn binary classifier with ``predict_proba``.
-    beta : float in (0, 1] or ``"balanced"`` (= N+/N−) — the fraction of negatives kept.
-    n_estimators : 1 fits one model; > 1 is UnderBagging (US §III-C, [23]): each member gets an
-        independent undersample and ``predict_proba`` averages the members' corrected p'.
-    tau_s : the threshold on p_s whose decisions ``predict`` keeps. The default 0.5 is the undersampled
-        model's own argmax rule; ``"prior"`` uses tau_s = pi_s+ (US eq. 10 in the undersampled space,
-        the paper's §VI protocol), for which tau' = pi+. With ``beta="balanced"`` the two coincide
-        (pi_s+ = 0.5, so tau' = pi+).
-    pos_label : the positive label, whose rows are all kept; it must be the minority class. ``None`` →
-        the minority class of the training y (ties → ``classes_[1]``) for every label type — for the
-        usual 0/1 data with rare 1s that is 1; unlike the functions, 0/1 data whose 1s are the majority
-        is not an error here (the 0s are then the kept "positives"), so any binary y fits.
-    random_state : seed for the undersampling draws (the base estimator keeps its own ``random_state``).
-
     ``predict(X)`` is ``pos_label_ if p' > threshold_ else the other class``, where
     ``threshold_ = tau' = corrected_threshold(tau_s_, beta_)``. For ``n_estimators == 1`` this is the
     decision ``p_s > tau_s`` of the undersampled model (US §IV-B), up to floating-point rounding of
     scores within ~1e-16 of tau_s. ``beta_`` is the realised rate ``round(beta·N−)/N−``.
 
-    Fitted attributes: ``classes_``, ``pos_label_``, ``beta_``, ``train_prior_`` (pi+),
-    ``undersampled_prior_`` (pi_s+), ``tau_s_``, ``threshold_`` (tau'), ``estimators_``,
-    ``estimator_`` (first member), ``sample_indices_``, ``n_features_in_``.
-
     ``sample_weight`` is passed to the base estimator for the kept rows (only if its ``fit`` accepts it);
     the undersampling draw itself ignores the weights.
+
+    Parameters
+    ----------
+    estimator : estimator
+        A scikit-learn binary classifier with ``predict_proba``.
+    beta : float or "balanced", default "balanced"
+        A float in (0, 1] or ``"balanced"`` (= N+/N−) — the fraction of negatives kept.
+    n_estimators : int, default 1
+        1 fits one model; > 1 is UnderBagging (US §III-C, [23]): each member gets an
+        independent undersample and ``predict_proba`` averages the members' corrected p'.
+    random_state : int, RandomState or None, default None
+        Seed for the undersampling draws (the base estimator keeps its own ``random_state``).
+    tau_s : float or "prior", default 0.5
+        The threshold on p_s whose decisions ``predict`` keeps. The default 0.5 is the undersampled
+        model's own argmax rule; ``"prior"`` uses tau_s = pi_s+ (US eq. 10 in the undersampled space,
+        the paper's §VI protocol), for which tau' = pi+. With ``beta="balanced"`` the two coincide
+        (pi_s+ = 0.5, so tau' = pi+).
+    pos_label : object, optional
+        The positive label, whose rows are all kept; it must be the minority class. ``None`` →
+        the minority class of the training y (ties → ``classes_[1]``) for every label type — for the
+        usual 0/1 data with rare 1s that is 1; unlike the functions, 0/1 data whose 1s are the majority
+        is not an error here (the 0s are then the kept "positives"), so any binary y fits.
+
+    Attributes
+    ----------
+    classes_ : ndarray
+        The two labels, sorted.
+    pos_label_ : object
+        The positive label used.
+    beta_ : float
+        The realised rate.
+    train_prior_ : float
+        pi+.
+    undersampled_prior_ : float
+        pi_s+.
+    tau_s_ : float
+        The threshold on p_s.
+    threshold_ : float
+        tau'.
+    estimators_ : list of estimators
+        The fitted members.
+    estimator_ : estimator
+        The first member.
+    sample_indices_ : list of ndarray
+        The rows each member was fitted on.
+    n_features_in_ : int
+        Number of features seen in ``fit``.
     """
 
     def __init__(
@@ -514,7 +736,22 @@ class UndersampledClassifier(ClassifierMixin, BaseEstimator):
             )
 
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> UndersampledClassifier:
-        """Undersample (US §III-A) and fit the base estimator(s); set beta_, threshold_ (eq. 12) and priors."""
+        """Undersample (US §III-A) and fit the base estimator(s); set beta_, threshold_ (eq. 12) and priors.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame or sparse matrix
+            Training features.
+        y : array-like
+            Binary training labels.
+        sample_weight : array-like, optional
+            Per-row weights passed to the base estimator for the kept rows.
+
+        Returns
+        -------
+        UndersampledClassifier
+            The fitted estimator.
+        """
         self._validate_params_()
         X = self._validate_X(X, reset=True)
         y_arr = column_or_1d(y, warn=True)
@@ -599,24 +836,70 @@ class UndersampledClassifier(ClassifierMixin, BaseEstimator):
 
     def predict_proba_undersampled(self, X: ArrayLike) -> np.ndarray:
         """US eq. 3's p_s: the uncorrected probabilities of the model(s) fitted on the undersampled rows
-        (members averaged), columns ordered as ``classes_``."""
+        (members averaged), columns ordered as ``classes_``.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame or sparse matrix
+            Rows to score.
+
+        Returns
+        -------
+        ndarray of shape (n, 2)
+            p_s and 1 − p_s in the columns of the positive and the other class.
+        """
         ps = np.clip(self._member_ps(X).mean(axis=0), 0.0, 1.0)
         return self._two_columns(ps)
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
-        """US eq. 9: p' = beta·p_s/(beta·p_s − p_s + 1) per member, averaged; columns ordered as ``classes_``."""
+        """US eq. 9: p' = beta·p_s/(beta·p_s − p_s + 1) per member, averaged; columns ordered as ``classes_``.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame or sparse matrix
+            Rows to score.
+
+        Returns
+        -------
+        ndarray of shape (n, 2)
+            p' and 1 − p' in the columns of the positive and the other class.
+        """
         ps = np.clip(self._member_ps(X), 0.0, 1.0)
         p_corr = _eq9(ps, self.beta_).mean(axis=0)
         return self._two_columns(p_corr)
 
     def predict(self, X: ArrayLike) -> np.ndarray:
-        """US §IV-B: ``pos_label_`` where p' > tau' (``threshold_``), the other class elsewhere."""
+        """US §IV-B: ``pos_label_`` where p' > tau' (``threshold_``), the other class elsewhere.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame or sparse matrix
+            Rows to score.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            Predicted labels.
+        """
         proba = self.predict_proba(X)
         pos_idx = int(np.flatnonzero(self.classes_ == self.pos_label_)[0])
         return np.where(proba[:, pos_idx] > self.threshold_, self.pos_label_, self._neg_label)
 
     def estimate_target_prior(self, X: ArrayLike, **em_params: Any) -> PriorEstimate:
-        """Saerens et al. 2002 EM on an unlabeled batch: its positive prior and p' re-adjusted to it."""
+        """Saerens et al. 2002 EM on an unlabeled batch: its positive prior and p' re-adjusted to it.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame or sparse matrix
+            The unlabeled batch.
+        **em_params : dict
+            Passed to :func:`em_target_prior` (``init_prior``, ``tol``, ``max_iter``).
+
+        Returns
+        -------
+        PriorEstimate
+            The batch's estimated positive prior and the re-adjusted p'.
+        """
         pos_idx = int(np.flatnonzero(self.classes_ == self.pos_label_)[0])
         return em_target_prior(self.predict_proba(X)[:, pos_idx], self.train_prior_, **em_params)
 
@@ -632,6 +915,27 @@ def reliability_figure(
     Top panel: mean predicted probability vs. observed positive rate per bin, one line per entry of
     ``probas`` (legend shows its Brier score, US eq. 13) and the diagonal of perfect calibration.
     Bottom panel: histogram of each p̂. Built on ``matplotlib.figure.Figure`` (no display needed).
+
+    Parameters
+    ----------
+    y : array-like
+        True labels.
+    probas : dict of str to array-like
+        Name → predicted probability of ``pos_label`` per row of ``y``.
+    n_bins : int, default 10
+        Uniform bins of the curve and the histogram.
+    pos_label : object, default 1
+        The positive label.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The two-panel figure.
+
+    Raises
+    ------
+    ValueError
+        If ``probas`` is empty, ``y`` has one class, or an entry's length differs from ``y``'s.
     """
     from matplotlib.figure import Figure  # lazy: keeps `import shiftlib.calibration` light
 
@@ -677,7 +981,30 @@ def undersampling_metrics(
 ) -> dict[str, float]:
     """US §V metrics of p_s (undersampled), p′ (eq. 9) and p (all rows): Brier (eq. 13) of each, AUC(p′),
     G-mean of p_s at τ_s and of p′ at τ′ (eq. 12). ``tau_prime`` may be one threshold per row (out-of-fold
-    predictions come from models with different realised β, hence different τ′)."""
+    predictions come from models with different realised β, hence different τ′).
+
+    Parameters
+    ----------
+    y : array-like
+        True labels.
+    p_s : array-like
+        Undersampled model's probability of ``pos_label`` per row.
+    p_prime : array-like
+        Corrected probability p′ per row.
+    p_full : array-like
+        Probability of the model fitted on all rows, per row.
+    tau_s : float
+        Threshold on p_s.
+    tau_prime : float or array-like
+        Threshold on p′, one value or one per row.
+    pos_label : object, default 1
+        The positive label.
+
+    Returns
+    -------
+    dict of str to float
+        ``brier_raw``, ``brier_corrected``, ``brier_full``, ``auc``, ``gmean_tau_s`` and ``gmean_tau_prime``.
+    """
     from shiftlib.metrics import auc, brier, g_mean  # local import: metrics does not import calibration
 
     p_prime = np.asarray(p_prime, dtype=float)
@@ -697,7 +1024,32 @@ def oof_undersampling(
     random_state: int | None = None, sample_weight: ArrayLike | None = None, pos_label: Any = 1,
 ) -> pd.DataFrame:
     """Stratified out-of-fold p_s, p′ (US eq. 9) and p (``estimator`` fitted on all training rows of the
-    fold) per row, with the fold's τ′ (eq. 12): columns ``y, p_s, p_prime, p_full, tau_prime``."""
+    fold) per row, with the fold's τ′ (eq. 12): columns ``y, p_s, p_prime, p_full, tau_prime``.
+
+    Parameters
+    ----------
+    estimator : estimator
+        A binary classifier with ``predict_proba``; cloned for every fit.
+    X : array-like, DataFrame or sparse matrix
+        Features.
+    y : array-like
+        Binary labels.
+    beta : float or "balanced", default "balanced"
+        The fraction of negatives kept (:class:`UndersampledClassifier`).
+    n_splits : int, default 5
+        Folds of the stratified split.
+    random_state : int, optional
+        Seed of the fold shuffle and of the undersampling draws.
+    sample_weight : array-like, optional
+        Per-row weights for both fits of each fold.
+    pos_label : object, default 1
+        The positive label, whose probability the columns hold.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per input row, columns ``y, p_s, p_prime, p_full, tau_prime``.
+    """
     from sklearn.model_selection import StratifiedKFold
 
     y = np.asarray(y)

@@ -73,7 +73,17 @@ __all__ = [
 
 @dataclass(frozen=True)
 class LogPosterior:
-    """DL eq. 24 at one parameter vector: value (without the constant C), gradient, Hessian (or None)."""
+    """DL eq. 24 at one parameter vector: value (without the constant C), gradient, Hessian (or None).
+
+    Parameters
+    ----------
+    value : float
+        J at the parameter vector (−inf where it is not finite).
+    gradient : numpy.ndarray
+        ∂J/∂params, in the order of the parameter vector.
+    hessian : numpy.ndarray or None
+        ∂²J/∂params² (negative semi-definite where J is concave); None when not computed.
+    """
 
     value: float
     gradient: np.ndarray
@@ -168,6 +178,37 @@ def primal_log_posterior(
     ``params = [w_0, w_1..w_d, v_0, v_1..v_d]``: intercepts first and unpenalised, slopes with the
     Gaussian priors of eq. 15. ``y`` is 0/1. ``prior_ratio`` defaults to m/n (Appendix A's ML estimate).
     ``sample_weight`` multiplies the labeled rows' class log-likelihood terms.
+
+    Parameters
+    ----------
+    params : numpy.ndarray of shape (2·(d+1),)
+        ``[w_0, w_1..w_d, v_0, v_1..v_d]``.
+    X_source : numpy.ndarray of shape (m, d)
+        Labeled rows L (no intercept column; it is added here).
+    y : numpy.ndarray of shape (m,)
+        Labels coded 0/1.
+    X_target : numpy.ndarray of shape (n, d)
+        Unlabeled target rows T.
+    s_w : float, default 1.0
+        Prior standard deviation of the slopes of w (eq. 15).
+    s_v : float, default 1.0
+        Prior standard deviation of the slopes of v (eq. 15).
+    prior_ratio : float, optional
+        r of eq. 24; None means m/n.
+    sample_weight : numpy.ndarray of shape (m,), optional
+        s_i; None means all 1.
+    hessian : bool, default True
+        Compute the Hessian; False leaves it None.
+
+    Returns
+    -------
+    LogPosterior
+        Value, gradient and (if asked) Hessian of J at ``params``.
+
+    Raises
+    ------
+    ValueError
+        If ``params`` has the wrong length or ``y`` is not 0/1.
     """
     Ls = np.asarray(X_source, dtype=float)
     Ts = np.asarray(X_target, dtype=float)
@@ -279,6 +320,35 @@ def kernel_log_posterior(
 
     ``K_all`` is the kernel matrix over the rows [L; T] (first ``m`` rows labeled).
     ``params = [ω (m), ν (m+n), β_w, β_v]`` (β = unpenalised intercepts).
+
+    Parameters
+    ----------
+    params : numpy.ndarray of shape (2m+n+2,)
+        ``[ω, ν, β_w, β_v]``.
+    K_all : numpy.ndarray of shape (m+n, m+n)
+        Kernel matrix over [L; T].
+    y : numpy.ndarray of shape (m,)
+        Labels of L coded 0/1.
+    m : int
+        Number of labeled rows (the first ``m`` rows of ``K_all``).
+    s_w : float, default 1.0
+        Prior standard deviation of w (eq. 15, in the feature space of the kernel).
+    s_v : float, default 1.0
+        Prior standard deviation of v.
+    prior_ratio : float, optional
+        r of eq. 24; None means m/n.
+    sample_weight : numpy.ndarray of shape (m,), optional
+        s_i; None means all 1.
+
+    Returns
+    -------
+    LogPosterior
+        Value and gradient of J at ``params``; ``hessian`` is None.
+
+    Raises
+    ------
+    ValueError
+        If ``y`` is not 0/1.
     """
     K_all = np.asarray(K_all, dtype=float)
     N = K_all.shape[0]
@@ -311,6 +381,22 @@ def convexity_margin(p: np.ndarray, q: np.ndarray, y: np.ndarray, prior_ratio: f
     """DL Appendix B: per labeled row the Cholesky-Crout pivot b_i + q_i(1−q_i) − a_i²/c_i of Λ (eq. 32–34).
 
     Λ's 2×2 block of a labeled row is PSD iff this is ≥ 0; it is what eq. 40 rewrites.
+
+    Parameters
+    ----------
+    p : numpy.ndarray
+        p(y=1|x_i; w) per labeled row.
+    q : numpy.ndarray
+        q_i = p(σ=1|x_i; v) per labeled row.
+    y : numpy.ndarray
+        Labels coded 0/1.
+    prior_ratio : float
+        r.
+
+    Returns
+    -------
+    numpy.ndarray
+        The pivot per labeled row.
     """
     p, q, y01 = np.asarray(p, float), np.asarray(q, float), _as_01(y)
     omega = prior_ratio * (1.0 / q - 1.0)
@@ -324,6 +410,22 @@ def appendix_b_condition(p: np.ndarray, q: np.ndarray, y: np.ndarray, prior_rati
     """DL eq. 40 per labeled row: (1/r) q² ≥ (1−p)/p − ln(1/p) if y=1, ≥ p/(1−p) − ln(1/(1−p)) if y=0.
 
     ``r`` = prior ratio (m/n in the paper, so 1/r = n/m). Returns a boolean array.
+
+    Parameters
+    ----------
+    p : numpy.ndarray
+        p(y=1|x_i; w) per labeled row.
+    q : numpy.ndarray
+        q_i = p(σ=1|x_i; v) per labeled row.
+    y : numpy.ndarray
+        Labels coded 0/1.
+    prior_ratio : float
+        r.
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        Whether eq. 40 holds, per labeled row.
     """
     p, q, y01 = np.asarray(p, float), np.asarray(q, float), _as_01(y)
     pc = np.where(y01 == 1, p, 1 - p)  # probability of the observed class
@@ -538,26 +640,57 @@ def _lr(C: float, tol: float = 1e-10) -> LogisticRegression:
 class CovariateShiftLogisticRegression(ClassifierMixin, BaseEstimator):
     """DL Optimization Problem 1 (eq. 12–15): joint MAP of classifier w and source/target model v.
 
-    Parameters
-    ----------
-    s_w, s_v : prior standard deviations of the slopes of w and v (eq. 15). ``s_w² = C`` of sklearn's LR.
-    alpha : symmetric Beta prior on p(σ=1); prior ratio r = (m+α)/(n+α) (Appendix A). 0 gives m/n.
-    kernel : None = primal (eq. 16); "linear" or "rbf" = dual kernel version (eq. 21–22).
-    gamma : RBF width on the standardised features; "scale" = 1/(d · Var(pooled standardised X)).
-    standardize : standardise features with the mean / sd of the pooled rows L ∪ T (see module doc).
-    max_iter, tol : Newton iterations; stop when the Newton decrement gᵀΔ/2 ≤ tol·(1+|J|).
-    max_dual_size : kernel mode solves a dense (2m+n+2)-square system per step; refuse above this.
-    init_v : start of v. "no_shift": constant q = m/(m+n)-like start with r·(1/q−1) = 1, so the start
-        (w_iid, v) is exactly i.i.d. LR (DL §5.3); "domain": the σ-discriminator alone (two-stage's v).
-
     ``fit(X, y, *, X_target, sample_weight=None)``: ``sample_weight`` s_i multiplies the i-th labeled
     row's class log-likelihood term of eq. 24 (its exponent in eq. 12); the σ-likelihood is unweighted.
 
-    Learned: ``classes_``, ``coef_``/``intercept_`` (primal, original feature units),
-    ``dual_coef_``/``domain_dual_coef_`` (kernel), ``domain_coef_``/``domain_intercept_`` (v, primal),
-    ``weights_`` (r·(1/q_i − 1)·s_i on the source rows, normalised to mean 1), ``raw_weights_`` (unnormalised),
-    ``ess_``, ``prior_ratio_``, ``n_iter_``, ``log_posterior_path_`` (J at the start and after each step),
-    ``converged_``, ``params_`` (the standardised-space parameter vector).
+    Parameters
+    ----------
+    s_w, s_v : float, default 1.0
+        Prior standard deviations of the slopes of w and v (eq. 15). ``s_w² = C`` of sklearn's LR.
+    alpha : float, default 0.0
+        Symmetric Beta prior on p(σ=1); prior ratio r = (m+α)/(n+α) (Appendix A). 0 gives m/n.
+    kernel : {None, "linear", "rbf"}, default None
+        None = primal (eq. 16); "linear" or "rbf" = dual kernel version (eq. 21–22).
+    gamma : float or "scale", default "scale"
+        RBF width on the standardised features; "scale" = 1/(d · Var(pooled standardised X)).
+    standardize : bool, default True
+        Standardise features with the mean / sd of the pooled rows L ∪ T (see module doc).
+    max_iter : int, default 100
+        Most Newton iterations.
+    tol : float, default 1e-10
+        Stop when the Newton decrement gᵀΔ/2 ≤ tol·(1+|J|).
+    max_dual_size : int, default 8000
+        Kernel mode solves a dense (2m+n+2)-square system per step; refuse when 2m+n is above this.
+    init_v : {"no_shift", "domain"}, default "no_shift"
+        Start of v. "no_shift": constant q = m/(m+n)-like start with r·(1/q−1) = 1, so the start
+        (w_iid, v) is exactly i.i.d. LR (DL §5.3); "domain": the σ-discriminator alone (two-stage's v).
+
+    Attributes
+    ----------
+    classes_ : ndarray
+        The two class labels; ``classes_[1]`` is the positive class.
+    coef_, intercept_ : ndarray
+        The classifier w (``coef_`` in primal mode only, original feature units).
+    dual_coef_, domain_dual_coef_ : ndarray
+        ω and ν (kernel mode).
+    domain_coef_, domain_intercept_ : ndarray
+        The source/target model v (``domain_coef_`` in primal mode only).
+    weights_ : ndarray
+        r·(1/q_i − 1)·s_i on the source rows, normalised to mean 1.
+    raw_weights_ : ndarray
+        The same, unnormalised.
+    ess_ : float
+        Effective sample size of the weights, (Σ w)² / Σ w².
+    prior_ratio_ : float
+        r.
+    n_iter_ : int
+        Newton steps taken.
+    log_posterior_path_ : ndarray
+        J at the start and after each step.
+    converged_ : bool
+        Whether the Newton decrement reached ``tol``.
+    params_ : ndarray
+        The standardised-space parameter vector.
     """
 
     requires_target = True
@@ -590,7 +723,24 @@ class CovariateShiftLogisticRegression(ClassifierMixin, BaseEstimator):
 
     def fit(self, X: Any, y: Any, *, X_target: Any, sample_weight: Any = None
             ) -> CovariateShiftLogisticRegression:
-        """Maximise DL eq. 24 over (w, v) given labeled (X, y) and unlabeled X_target; returns self."""
+        """Maximise DL eq. 24 over (w, v) given labeled (X, y) and unlabeled X_target; returns self.
+
+        Parameters
+        ----------
+        X : array-like of shape (m, d)
+            Labeled source rows L.
+        y : array-like of shape (m,)
+            Two distinct labels.
+        X_target : array-like of shape (n, d)
+            Unlabeled target rows T, same columns as ``X``.
+        sample_weight : array-like of shape (m,), optional
+            s_i: finite, non-negative, not all zero; None means all 1.
+
+        Returns
+        -------
+        CovariateShiftLogisticRegression
+            The fitted estimator.
+        """
         if self.s_w <= 0 or self.s_v <= 0:
             raise ValueError(f"s_w and s_v must be > 0 (got s_w={self.s_w}, s_v={self.s_v})")
         if self.init_v not in ("no_shift", "domain"):
@@ -711,7 +861,18 @@ class CovariateShiftLogisticRegression(ClassifierMixin, BaseEstimator):
     # -- prediction ------------------------------------------------------------------------------------
 
     def decision_function(self, X: Any) -> np.ndarray:
-        """w·x + w_0 (eq. 13's logit; eq. 22's kernel sum in kernel mode) for the positive class."""
+        """w·x + w_0 (eq. 13's logit; eq. 22's kernel sum in kernel mode) for the positive class.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            Rows to score.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The logit of ``classes_[1]``.
+        """
         check_is_fitted(self, "params_")
         X = validate_data(self, X, reset=False, dtype=float)
         Xs = (X - self.mean_) / self.scale_
@@ -720,16 +881,49 @@ class CovariateShiftLogisticRegression(ClassifierMixin, BaseEstimator):
         return self._kernel_matrix(Xs, self.X_fit_) @ self.dual_coef_ + self.intercept_[0]
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        """p(y|x; w) of eq. 13 (eq. 22 in kernel mode); columns follow ``classes_``."""
+        """p(y|x; w) of eq. 13 (eq. 22 in kernel mode); columns follow ``classes_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            Rows to score.
+
+        Returns
+        -------
+        ndarray of shape (n, 2)
+            Class probabilities.
+        """
         p1 = expit(self.decision_function(X))
         return np.column_stack([1.0 - p1, p1])
 
     def predict(self, X: Any) -> np.ndarray:
-        """argmax_y p(y|x; w) (DL §5.1)."""
+        """argmax_y p(y|x; w) (DL §5.1).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            Rows to score.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            Predicted class labels.
+        """
         return self.classes_[(self.decision_function(X) > 0).astype(int)]
 
     def domain_proba(self, X: Any) -> np.ndarray:
-        """q(x) = p(σ=1|x; v) of eq. 14: probability that x comes from the labeled source sample."""
+        """q(x) = p(σ=1|x; v) of eq. 14: probability that x comes from the labeled source sample.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            Rows to score.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            q(x) per row.
+        """
         check_is_fitted(self, "params_")
         X = validate_data(self, X, reset=False, dtype=float)
         if self.kernel is None:
@@ -826,6 +1020,23 @@ class TwoStageLogisticRegression(ClassifierMixin, BaseEstimator):
     Features are standardised on the pooled rows L ∪ T, as in ``CovariateShiftLogisticRegression``.
     Learned: ``classes_``, ``weights_`` (mean 1), ``ess_``, ``weighter_`` (the shiftlib.weights estimator,
     or None in-sample), ``estimator_`` (the weighted sklearn LR on standardised features).
+
+    Parameters
+    ----------
+    kind : {"discriminative", "ssb", "kmm"}, default "discriminative"
+        Which importance weights stage 1 computes.
+    C : float, default 1.0
+        Inverse L2 strength of the stage-2 LR.
+    C_domain : float, default 1.0
+        Inverse L2 strength of the source-vs-target LR (not used by ``kind="kmm"``).
+    cv : int or None, default 5
+        Folds for out-of-fold q_i; None fits the discriminator in-sample (not used by ``kind="kmm"``).
+    random_state : int, default 0
+        Seed of the out-of-fold split (unused in-sample and by ``kind="kmm"``).
+    weighter_params : dict, optional
+        Extra parameters of the ``shiftlib.weights`` weighter (not used in-sample).
+    standardize : bool, default True
+        Standardise features with the mean / sd of the pooled rows L ∪ T.
     """
 
     requires_target = True
@@ -868,7 +1079,24 @@ class TwoStageLogisticRegression(ClassifierMixin, BaseEstimator):
         return self.weighter_.weights_
 
     def fit(self, X: Any, y: Any, *, X_target: Any, sample_weight: Any = None) -> TwoStageLogisticRegression:
-        """Stage 1: importance weights from (X, X_target); stage 2: weighted LR on (X, y); returns self."""
+        """Stage 1: importance weights from (X, X_target); stage 2: weighted LR on (X, y); returns self.
+
+        Parameters
+        ----------
+        X : array-like of shape (m, d)
+            Labeled source rows.
+        y : array-like of shape (m,)
+            Two distinct labels.
+        X_target : array-like of shape (n, d)
+            Unlabeled target rows, same columns as ``X``.
+        sample_weight : array-like of shape (m,), optional
+            Multiplies the importance weights in stage 2.
+
+        Returns
+        -------
+        TwoStageLogisticRegression
+            The fitted estimator.
+        """
         if self.kind not in ("discriminative", "ssb", "kmm"):
             raise ValueError(f"kind must be 'discriminative' (DL eq. 7), 'ssb' (1/p(s=1|x)) or 'kmm', "
                              f"got {self.kind!r}")
@@ -883,16 +1111,49 @@ class TwoStageLogisticRegression(ClassifierMixin, BaseEstimator):
         return self
 
     def decision_function(self, X: Any) -> np.ndarray:
-        """Logit of the weighted LR for the positive class ``classes_[1]``."""
+        """Logit of the weighted LR for the positive class ``classes_[1]``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            Rows to score.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The logit per row.
+        """
         check_is_fitted(self, "estimator_")
         X = validate_data(self, X, reset=False, dtype=float)
         return self.estimator_.decision_function((X - self.mean_) / self.scale_)
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        """Class probabilities of the weighted LR; columns follow ``classes_``."""
+        """Class probabilities of the weighted LR; columns follow ``classes_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            Rows to score.
+
+        Returns
+        -------
+        ndarray of shape (n, 2)
+            Class probabilities.
+        """
         p1 = expit(self.decision_function(X))
         return np.column_stack([1.0 - p1, p1])
 
     def predict(self, X: Any) -> np.ndarray:
-        """Most probable class label."""
+        """Most probable class label.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            Rows to score.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            Predicted class labels.
+        """
         return self.classes_[(self.decision_function(X) > 0).astype(int)]

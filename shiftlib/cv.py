@@ -25,7 +25,36 @@ def cv_metrics(
     X_target: Any = None,
 ) -> dict[str, float]:
     """Out-of-fold accuracy, AUC (binary: positive = larger code; multi-class: one-vs-rest macro),
-    log-loss and (binary) Brier on the source; weighted by ``sample_weight`` when given (IWCV-style)."""
+    log-loss and (binary) Brier on the source; weighted by ``sample_weight`` when given (IWCV-style).
+
+    Parameters
+    ----------
+    estimator : BaseEstimator
+        The candidate; a clone is fitted on each training fold (through :func:`~shiftlib.learners.fit_learner`).
+    X : array-like or DataFrame
+        Source features.
+    y : numpy.ndarray
+        Source labels.
+    n_splits : int, default 5
+        Folds of the stratified k-fold, lowered to the size of the smallest class.
+    random_state : int, optional
+        Seed of the fold shuffle.
+    sample_weight : numpy.ndarray, optional
+        Per-row weights, used both to fit each fold and to weight the metrics.
+    X_target : array-like, optional
+        Unlabeled target features, passed to learners that use them.
+
+    Returns
+    -------
+    dict of str to float
+        ``accuracy``, ``log_loss`` and ``auc``, plus ``brier`` for two classes. The multi-class AUC is not
+        weighted by ``sample_weight``.
+
+    Raises
+    ------
+    ValueError
+        If a class has fewer than 2 source rows.
+    """
     y = np.asarray(y)
     classes = np.unique(y)
     n_splits = int(min(n_splits, np.bincount(np.searchsorted(classes, y)).min()))

@@ -88,7 +88,7 @@ DECISIONS = ("promoted", "kept", "undecided", "refused")
 class OverlapVerdict:
     """Whether the source covers the target batch well enough for a label-free estimate.
 
-    Attributes
+    Parameters
     ----------
     verdict : str
         ``"ok"`` or ``"poor"``.
@@ -117,7 +117,20 @@ class OverlapVerdict:
 def outside_share(source_scores: Any, target_scores: Any, *, quantile: float = 0.99) -> float:
     """Share of target rows the source does not reach: scored more target-like by the domain classifier
     (out-of-fold, ``shiftlib.drift.domain_classifier_test``) than ``quantile`` of the source rows. Without
-    shift the scores are exchangeable and the share is about 1 − ``quantile``."""
+    shift the scores are exchangeable and the share is about 1 − ``quantile``.
+
+    Parameters
+    ----------
+    source_scores, target_scores : array-like of float
+        The domain classifier's out-of-fold scores of the source rows and of the target rows.
+    quantile : float, default 0.99
+        Quantile of the source scores above which a target row counts as not reached.
+
+    Returns
+    -------
+    float
+        Share of target rows scored above that source quantile, in [0, 1].
+    """
     s, t = np.asarray(source_scores, float), np.asarray(target_scores, float)
     if len(s) == 0 or len(t) == 0:
         raise ValueError("outside_share needs source and target scores")
@@ -128,7 +141,24 @@ def overlap_verdict(domain_auc: float, ess: float | None, n_source: int, outside
     """``poor`` when the domain classifier separates the batch from the source (AUC ≥ :data:`OVERLAP_AUC`),
     when the importance weights rest on under :data:`LOW_ESS_SHARE` of the source rows, or when at least
     :data:`OUTSIDE_SHARE` of the batch lies beyond the source (:func:`outside_share`); else ``ok``. The
-    thresholds were fixed before any decision replication ran (``reports/decisions.md``)."""
+    thresholds were fixed before any decision replication ran (``reports/decisions.md``).
+
+    Parameters
+    ----------
+    domain_auc : float
+        The domain classifier's AUC of batch against source (NaN: that criterion is skipped).
+    ess : float or None
+        Kish effective sample size of the importance weights (None: not known, that criterion is skipped).
+    n_source : int
+        Number of source rows the weights are on.
+    outside : float
+        Share of the batch beyond the source (:func:`outside_share`).
+
+    Returns
+    -------
+    OverlapVerdict
+        The verdict, the reasons for a ``poor`` one, and the three numbers (``ess`` as a share of ``n_source``).
+    """
     ess_share = float("nan") if ess is None or n_source <= 0 else float(ess) / n_source
     reasons = []
     if np.isfinite(domain_auc) and domain_auc >= OVERLAP_AUC:
@@ -143,7 +173,20 @@ def overlap_verdict(domain_auc: float, ess: float | None, n_source: int, outside
 def accuracy_alert(ci_low: float, ci_high: float, min_accuracy: float | None) -> str:
     """The ``min_accuracy`` alert on an accuracy interval: ``"below"`` when its upper end is below the threshold
     (the model is surely short of it: alert), ``"straddles"`` when the threshold lies inside it (it may be:
-    warn, ask for labels), ``"ok"`` when its lower end reaches it, ``""`` without a threshold."""
+    warn, ask for labels), ``"ok"`` when its lower end reaches it, ``""`` without a threshold.
+
+    Parameters
+    ----------
+    ci_low, ci_high : float
+        The accuracy interval.
+    min_accuracy : float or None
+        The accuracy the model must keep; None: no alert.
+
+    Returns
+    -------
+    str
+        ``"below"``, ``"straddles"``, ``"ok"`` or ``""``.
+    """
     if min_accuracy is None:
         return ""
     if ci_high < float(min_accuracy):
@@ -154,14 +197,38 @@ def accuracy_alert(ci_low: float, ci_high: float, min_accuracy: float | None) ->
 def widen_for_overlap(ci_low: float, ci_high: float, share: float) -> tuple[float, float]:
     """The interval widened to what the source cannot rule out: on ``share`` of the batch the accuracy may
     be anything in [0, 1], on the rest it is in [ci_low, ci_high] (Manski 2003, ch. 1: worst-case bounds
-    of a mixture). ``share`` 0 leaves the interval; 1 gives [0, 1]."""
+    of a mixture). ``share`` 0 leaves the interval; 1 gives [0, 1].
+
+    Parameters
+    ----------
+    ci_low, ci_high : float
+        The label-free interval.
+    share : float
+        Share of the batch the source does not reach, in [0, 1].
+
+    Returns
+    -------
+    tuple of float
+        The widened interval (low, high).
+    """
     if not 0.0 <= share <= 1.0:
         raise ValueError(f"share must be in [0, 1]; got {share!r}")
     return float(ci_low * (1.0 - share)), float(ci_high * (1.0 - share) + share)
 
 
 def one_class_share(P: StoredPredictions) -> float:
-    """The largest share of the batch that the served model gives one class."""
+    """The largest share of the batch that the served model gives one class.
+
+    Parameters
+    ----------
+    P : StoredPredictions
+        The model's stored predictions on the batch (``shiftlib.estimation.StoredPredictions``).
+
+    Returns
+    -------
+    float
+        Share of batch rows predicted as the most often predicted class, in (0, 1].
+    """
     pred = np.argmax(P.proba_target, axis=1)
     return float(np.bincount(pred, minlength=len(P.classes)).max() / len(pred))
 
@@ -177,7 +244,19 @@ def baseline_components(P: StoredPredictions) -> dict[str, float]:
     ``iwcv`` the importance-weighted π_s(c); ``cbpe`` / ``weighted-cbpe`` the mean over the batch of the
     (weighted) calibrated posterior p(c|x) (covariate shift: P(y|x) as on the source); ``em`` / ``bbse`` /
     ``weighted-em`` the label-shift priors (Saerens et al. 2002; Lipton et al. 2018). The weighted ones only
-    when ``P`` carries weights."""
+    when ``P`` carries weights.
+
+    Parameters
+    ----------
+    P : StoredPredictions
+        The model's stored predictions on the batch (``shiftlib.estimation.StoredPredictions``).
+
+    Returns
+    -------
+    dict of str to float
+        Estimator name → its estimate of the majority-class rule's accuracy on the batch (the weighted
+        estimators only when ``P.weights`` is set).
+    """
     from shiftlib.estimation import bbse_prior, calibrated_posteriors, em_prior
 
     y, n_cls = P.y_source, len(P.classes)
@@ -198,7 +277,18 @@ def baseline_components(P: StoredPredictions) -> dict[str, float]:
 def majority_baseline(P: StoredPredictions) -> float:
     """Label-free accuracy on the batch of the rule that always predicts the source's largest class: the
     median of :func:`baseline_components`, as :data:`shiftlib.estimation.AUTO_METHOD` takes the median of its
-    estimators."""
+    estimators.
+
+    Parameters
+    ----------
+    P : StoredPredictions
+        The model's stored predictions on the batch (``shiftlib.estimation.StoredPredictions``).
+
+    Returns
+    -------
+    float
+        The estimated accuracy of the majority-class rule on the batch.
+    """
     return float(np.median(list(baseline_components(P).values())))
 
 
@@ -206,7 +296,18 @@ def majority_margin(P: StoredPredictions) -> float:
     """How much more accurate than the majority-class rule ``P``'s model is estimated to be: the median over
     :data:`BASELINE_PAIRS` of (the model's estimate − the rule's estimate), each pair under the same shift
     model. Under the shift that holds both members of its pair are right, and a shift model that misreads the
-    batch moves both the same way, so the paired margin is steadier than the gap between two medians."""
+    batch moves both the same way, so the paired margin is steadier than the gap between two medians.
+
+    Parameters
+    ----------
+    P : StoredPredictions
+        The model's stored predictions on the batch (``shiftlib.estimation.StoredPredictions``).
+
+    Returns
+    -------
+    float
+        The median paired margin; at most 0 when the model is estimated no better than the rule.
+    """
     from shiftlib.estimation import point_estimate
 
     base = baseline_components(P)
@@ -220,7 +321,27 @@ def champion_predictions(stored: StoredPredictions, proba_target: Any, X_source:
     columns in ``stored.classes`` order), and importance weights of its source rows (``X_source``, encoded as
     the champion encodes) for today's rows (``X_target``, encoded the same way) from
     ``DiscriminativeWeights`` (DL eq. 7), fitted as the estimation stage fits them. So the champion is
-    estimated as the model it is, on today's batch, not as its recipe refitted."""
+    estimated as the model it is, on today's batch, not as its recipe refitted.
+
+    Parameters
+    ----------
+    stored : StoredPredictions
+        The champion's stored out-of-fold source predictions (its ``proba_target`` and ``weights`` are replaced).
+    proba_target : array-like of shape (n_target, n_classes)
+        The champion's probabilities on today's rows, columns in ``stored.classes`` order.
+    X_source : DataFrame or array-like
+        The champion's source rows, encoded as the champion encodes them (one per ``stored.y_source``).
+    X_target : DataFrame or array-like
+        Today's rows, encoded the same way.
+    random_state : int, optional
+        Seed of the weights' classifier (None: 0).
+
+    Returns
+    -------
+    StoredPredictions
+        ``stored``'s source predictions with today's ``proba_target`` and the importance weights of its source
+        rows (TrCV residuals are not carried over).
+    """
     from shiftlib.estimation import StoredPredictions
     from shiftlib.selection.importance import importance_weights
     from shiftlib.weights import DiscriminativeWeights
@@ -240,7 +361,18 @@ def champion_predictions(stored: StoredPredictions, proba_target: Any, X_source:
 def ess_share(P: StoredPredictions) -> float:
     """Kish's effective sample size of ``P``'s importance weights as a share of its source rows (1 without
     weights): how much of its source vouches for the batch (Cortes et al. 2010 bound a weighted estimate's
-    error by n/ESS)."""
+    error by n/ESS).
+
+    Parameters
+    ----------
+    P : StoredPredictions
+        The model's stored predictions on the batch (``shiftlib.estimation.StoredPredictions``).
+
+    Returns
+    -------
+    float
+        Kish ESS of ``P.weights`` over the number of source rows, in (0, 1]; 1.0 without weights.
+    """
     from shiftlib.weights import effective_sample_size
 
     return 1.0 if P.weights is None else effective_sample_size(P.weights) / len(P.weights)
@@ -251,7 +383,24 @@ def p_better(champion: StoredPredictions, new: StoredPredictions, *, shared_sour
     """P(``new`` is more accurate than ``champion`` on this batch): the share of joint resamples
     (``shiftlib.estimation.paired_draws``, method ``auto``) in which new's estimate exceeds the champion's,
     ties counted half. Returns (P, champion's estimate, new's estimate). Two models that predict the same
-    class on every batch row are equally accurate on it: P = 0.5."""
+    class on every batch row are equally accurate on it: P = 0.5.
+
+    Parameters
+    ----------
+    champion, new : StoredPredictions
+        The served champion's and the new version's stored predictions on the same batch.
+    shared_source : bool, default False
+        Whether the two were calibrated on the same source rows (then the source resamples are shared).
+    n_boot : int, optional
+        Joint resamples (None: ``shiftlib.estimation.N_BOOT``).
+    random_state : int, optional
+        Seed of the resampling.
+
+    Returns
+    -------
+    tuple of float
+        (P, the champion's estimate, the new version's estimate).
+    """
     est_c, est_n, dc, dn = _paired(champion, new, shared_source, n_boot, random_state)
     if np.array_equal(np.argmax(champion.proba_target, axis=1), np.argmax(new.proba_target, axis=1)):
         return 0.5, est_c, est_n
@@ -276,7 +425,29 @@ def p_better_with_labels(champion: StoredPredictions, new: StoredPredictions, la
     without a prior, ``shiftlib.selection.fewlabel``, whose plan drew rows where the two disagree). The
     label-free difference and its standard error come from the joint resamples of :func:`p_better`; the two
     are pooled as :func:`with_labels` pools an accuracy (inverse variance, the label-free variance grown by the
-    squared disagreement beyond both standard errors; DerSimonian & Laird 1986), and P = Φ(difference / se)."""
+    squared disagreement beyond both standard errors; DerSimonian & Laird 1986), and P = Φ(difference / se).
+
+    Parameters
+    ----------
+    champion, new : StoredPredictions
+        The served champion's and the new version's stored predictions on the same batch.
+    label_difference : float
+        The labels' estimate of the accuracy difference new − champion.
+    label_se : float
+        Its standard error.
+    shared_source : bool, default False
+        Whether the two were calibrated on the same source rows (then the source resamples are shared).
+    n_boot : int, optional
+        Joint resamples (None: ``shiftlib.estimation.N_BOOT``).
+    random_state : int, optional
+        Seed of the resampling.
+
+    Returns
+    -------
+    tuple of float
+        (P, pooled difference new − champion, its standard error, weight of the label-free part); (0.5, 0, 0, 1)
+        when the two predict the same class on every batch row.
+    """
     est_c, est_n, dc, dn = _paired(champion, new, shared_source, n_boot, random_state)
     if np.array_equal(np.argmax(champion.proba_target, axis=1), np.argmax(new.proba_target, axis=1)):
         return 0.5, 0.0, 0.0, 1.0
@@ -290,7 +461,7 @@ def p_better_with_labels(champion: StoredPredictions, new: StoredPredictions, la
 class GateDecision:
     """What the gate decided about a new version against the served champion.
 
-    Attributes
+    Parameters
     ----------
     decision : str
         One of :data:`DECISIONS`: ``promoted`` (the new version becomes champion), ``kept`` (the champion
@@ -315,7 +486,22 @@ def domain_auc(X_source: Any, X_target: Any, *, random_state: int | None = None)
     """How well a model's source rows can be told from the batch: the out-of-fold ROC AUC (5 stratified folds)
     of a standardised logistic regression of "batch row" on the features, the discriminator of DL eq. 7. 0.5:
     the source reaches the batch as well as it reaches itself; near 1: the batch lies where the source has no
-    rows (:data:`OVERLAP_AUC`)."""
+    rows (:data:`OVERLAP_AUC`).
+
+    Parameters
+    ----------
+    X_source : array-like of shape (n_source, n_features)
+        The model's source rows, numeric (NaN is replaced by 0).
+    X_target : array-like of shape (n_target, n_features)
+        The batch rows, encoded the same way.
+    random_state : int, optional
+        Seed of the fold split (None: 0).
+
+    Returns
+    -------
+    float
+        The out-of-fold ROC AUC, in [0, 1].
+    """
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
     from sklearn.model_selection import StratifiedKFold, cross_val_predict
@@ -380,6 +566,32 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     Revision 2 (``reports/decisions.md``): revision 1 judged reach by the weights' :func:`ess_share` < 5 %,
     which the replication found almost never fires when source and batch are separated, and guarded the new
     version only.
+
+    Parameters
+    ----------
+    new : StoredPredictions
+        The new version's stored predictions on today's batch.
+    champion : StoredPredictions, optional
+        The served champion's stored predictions on the same batch (None: no champion).
+    new_estimate : float, optional
+        The new version's accuracy estimate reported in ``details`` (None: its ``auto`` point estimate).
+    confidence : float, default PROMOTE_CONFIDENCE
+        P needed to promote (P ≥ it) or keep (P ≤ 1 − it), in (0.5, 1).
+    shared_source : bool, default False
+        Whether the two were calibrated on the same source rows (passed to :func:`p_better`).
+    new_auc, champion_auc : float, optional
+        :func:`domain_auc` of each model's source rows against the batch (None: not known).
+    labels : tuple of (float, float, int), optional
+        (difference, standard error, number of labels) of the labels' estimate of new − champion accuracy.
+    n_boot : int, optional
+        Joint resamples of :func:`p_better` (None: ``shiftlib.estimation.N_BOOT``).
+    random_state : int, optional
+        Seed of the resampling.
+
+    Returns
+    -------
+    GateDecision
+        The decision, P, the reason and the numbers behind it.
     """
     if not 0.5 < float(confidence) < 1.0:
         raise ValueError(f"promote_confidence must be in (0.5, 1), e.g. {PROMOTE_CONFIDENCE}; got {confidence!r}")
@@ -440,7 +652,26 @@ def _labeled_gate(new: StoredPredictions, champion: StoredPredictions, labels: t
 def with_labels_interval(estimate: float, ci_low: float, ci_high: float, label: float, label_se: float, *,
                          confidence: float = 0.95) -> tuple[float, float, float, float]:
     """:func:`with_labels` with the label-free estimate given as its two-sided interval at ``confidence``: its
-    standard error is the half-width over the normal quantile."""
+    standard error is the half-width over the normal quantile.
+
+    Parameters
+    ----------
+    estimate : float
+        The label-free estimate.
+    ci_low, ci_high : float
+        Its two-sided interval at ``confidence``.
+    label : float
+        The estimate from the target labels.
+    label_se : float
+        Its standard error (> 0).
+    confidence : float, default 0.95
+        Level of the given interval and of the returned one.
+
+    Returns
+    -------
+    tuple of float
+        (estimate, ci_low, ci_high, weight of the label-free estimate), as :func:`with_labels`.
+    """
     z = NormalDist().inv_cdf((1 + confidence) / 2)
     return with_labels(estimate, (ci_high - ci_low) / (2 * z), label, label_se, confidence=confidence)
 
@@ -454,7 +685,26 @@ def with_labels(prior: float, prior_se: float, label: float, label_se: float, *,
     The label-free estimate may be biased by a shift it does not model, so its variance is increased by
     τ² = max(0, (prior − label)² − prior_se² − label_se²), the moment estimate of the squared bias the two
     disagree by (DerSimonian & Laird 1986); the two are then combined by inverse variance. A prior the
-    labels agree with narrows the interval; one they contradict loses its weight."""
+    labels agree with narrows the interval; one they contradict loses its weight.
+
+    Parameters
+    ----------
+    prior : float
+        The label-free estimate.
+    prior_se : float
+        Its standard error.
+    label : float
+        The estimate from the target labels.
+    label_se : float
+        Its standard error (> 0).
+    confidence : float, default 0.95
+        Two-sided level of the returned interval.
+
+    Returns
+    -------
+    tuple of float
+        (estimate, ci_low, ci_high, weight of the prior), the interval clipped to [0, 1].
+    """
     if label_se <= 0:
         raise ValueError(f"label_se must be > 0; got {label_se!r}")
     z = NormalDist().inv_cdf((1 + confidence) / 2)

@@ -103,6 +103,23 @@ class MMDResult:
     """MMD² permutation test: the biased MMD² (Gretton et al. 2012 eq. 5), ``(b+1)/(B+1)`` p-value, settings.
 
     ``bandwidth`` is σ of ``exp(−‖z − z'‖²/σ²)``, i.e. ``1/√gamma`` (:class:`shiftlib.kernels.SharedKernel`).
+
+    Parameters
+    ----------
+    mmd2 : float
+        The observed biased MMD² between the (subsampled) source and target rows.
+    p_value : float
+        The permutation p-value ``(b + 1)/(B + 1)``.
+    bandwidth : float
+        σ of the Gaussian kernel.
+    gamma : float
+        The kernel's ``gamma``.
+    n_permutations : int
+        B, the number of permutations.
+    n_source, n_target : int
+        Rows of each side the statistic was computed on (after subsampling).
+    null : numpy.ndarray of shape (B,)
+        The MMD² of every permuted split.
     """
 
     mmd2: float
@@ -117,7 +134,20 @@ class MMDResult:
 
 @dataclass(frozen=True)
 class DomainTestResult:
-    """Source-vs-target classifier test: out-of-fold AUC, one-sided p-value, per-row P(target|x)."""
+    """Source-vs-target classifier test: out-of-fold AUC, one-sided p-value, per-row P(target|x).
+
+    Parameters
+    ----------
+    auc : float
+        Out-of-fold AUC of the scores against the observed domain labels (target = positive).
+    p_value : float
+        The permutation p-value ``(b + 1)/(B + 1)`` (:func:`domain_classifier_test`).
+    method : str
+        The classifier, folds and permutations used, as text.
+    scores_source, scores_target : numpy.ndarray
+        Out-of-fold score of every source and every target row (higher = more target-like; ``z·w`` for the
+        default ridge, ``P(target|x)`` for a custom classifier).
+    """
 
     auc: float
     p_value: float
@@ -135,6 +165,35 @@ class DriftReport:
     ("source" / "target"), row (the input's index label or position), target_score (the domain
     classifier's out-of-fold score: higher = more target-like; a probability only for a custom
     classifier) and target_percentile (its rank among all rows, in (0, 1]).
+
+    Parameters
+    ----------
+    drifted : bool
+        The verdict: Holm over the domain-classifier and MMD p-values rejects at ``alpha``.
+    alpha : float
+        Level of the verdict and of the per-feature tests.
+    domain_auc, domain_pvalue : float
+        The domain classifier's out-of-fold AUC and permutation p-value.
+    domain_method : str
+        The domain classifier, folds and permutations used, as text.
+    mmd2, mmd_pvalue : float
+        The MMD² statistic and its permutation p-value.
+    mmd_bandwidth : float
+        σ of the MMD's Gaussian kernel.
+    features : pandas.DataFrame
+        The per-feature tests, one row per column (columns above).
+    row_scores : pandas.DataFrame
+        The domain classifier's score of every source and target row (columns above).
+    n_source, n_target : int
+        Rows of each side.
+    correction : str
+        The per-feature multiple-testing correction, ``"holm"`` or ``"bh"``.
+    verdict_rule : str
+        The verdict rule, as text.
+    notes : list of str
+        What was left out or subsampled (not-testable columns, the MMD subsample).
+    params : dict
+        The settings of the run (seed entropy, alpha, correction, permutations, limits, classifier name).
     """
 
     drifted: bool
@@ -212,6 +271,18 @@ def adjust_pvalues(p: Sequence[float] | np.ndarray, method: str = "holm") -> np.
 
     BH is ``scipy.stats.false_discovery_control``; Holm is written here because scipy has no Holm
     (and statsmodels is not a dependency): ``p̃_(i) = max_{j≤i} min(1, (m − j + 1)·p_(j))``.
+
+    Parameters
+    ----------
+    p : sequence of float or numpy.ndarray
+        Raw p-values; NaN entries are left out of the adjustment.
+    method : {"holm", "bh"}, default "holm"
+        Holm or Benjamini–Hochberg.
+
+    Returns
+    -------
+    numpy.ndarray
+        The adjusted p-values, in the order and shape of ``p`` (NaN where ``p`` is NaN).
     """
     p = np.asarray(p, dtype=float)
     out = np.full(p.shape, np.nan)
@@ -238,6 +309,22 @@ def psi(source: np.ndarray, target: np.ndarray, *, bins: int = 10, categorical: 
     """Population stability index ``Σ (t_i − s_i) ln(t_i/s_i)`` over source-decile bins (or levels).
 
     Proportions are floored at ``floor`` so empty bins give a finite value.
+
+    Parameters
+    ----------
+    source, target : numpy.ndarray
+        Observed (non-missing) values of one column on each side.
+    bins : int, default 10
+        Number of bins at the source quantiles (fewer when quantiles tie); ignored when ``categorical``.
+    categorical : bool, default False
+        Bin by the pooled levels (compared as text) instead of source quantiles.
+    floor : float, default 1e-4
+        Smallest proportion of a bin.
+
+    Returns
+    -------
+    float
+        The PSI (non-negative; 0 when both sides have the same bin proportions).
     """
     source, target = np.asarray(source), np.asarray(target)
     if categorical:
@@ -259,7 +346,22 @@ def psi(source: np.ndarray, target: np.ndarray, *, bins: int = 10, categorical: 
 
 def permutation_masks(n_source: int, n_target: int, n_permutations: int,
                       random_state: RandomState = None) -> np.ndarray:
-    """Boolean (1 + B, n_source + n_target) "is source" masks: row 0 the observed split, then B permutations."""
+    """Boolean (1 + B, n_source + n_target) "is source" masks: row 0 the observed split, then B permutations.
+
+    Parameters
+    ----------
+    n_source, n_target : int
+        Rows of each side; the first ``n_source`` pooled rows are the source.
+    n_permutations : int
+        B, the number of random splits.
+    random_state : int, numpy.random.Generator, numpy.random.SeedSequence or None
+        Seed of the permutations (``numpy.random.default_rng``).
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (1 + n_permutations, n_source + n_target)
+        True marks the rows taken as source; every row has ``n_source`` True entries.
+    """
     N = n_source + n_target
     masks = np.zeros((n_permutations + 1, N), dtype=bool)
     masks[0, :n_source] = True
@@ -287,6 +389,7 @@ def mmd_permutation_test(
     X_source, X_target : array-like of shape (m, d) and (m', d)
         Complete numeric rows.
     n_permutations : int, default 500
+        B, the number of permutations.
     gamma : float, optional
         Width of ``exp(−gamma·‖z − z'‖²)``; None means the shared median heuristic.
     standardize : bool, default True
@@ -301,6 +404,7 @@ def mmd_permutation_test(
     Returns
     -------
     MMDResult
+        The statistic, its p-value, the kernel's width, the row counts and the permutation statistics.
 
     Notes
     -----
@@ -393,6 +497,26 @@ def domain_classifier_test(
 
     A Mann–Whitney test on pooled out-of-fold scores was tried and rejected: with logistic regression it
     rejected in 7 of 40 no-shift breast_cancer splits at α = 0.05, i.e. it is not a valid test here.
+
+    Parameters
+    ----------
+    X_source, X_target : array-like of shape (m, d) and (m', d)
+        Complete numeric rows of each side.
+    classifier : scikit-learn classifier, optional
+        A classifier with ``predict_proba``; None means the closed-form ridge.
+    n_splits : int, default 10
+        Number of folds.
+    n_permutations : int, default 500
+        B, the number of domain-label permutations.
+    ridge_alpha : float, default 10.0
+        Penalty of the default ridge (per training row); ignored with a ``classifier``.
+    random_state : int, numpy.random.Generator, numpy.random.SeedSequence or None
+        Seed of the folds and the permutations.
+
+    Returns
+    -------
+    DomainTestResult
+        The AUC, p-value, method and the out-of-fold row scores.
     """
     Xs, Xt = np.asarray(X_source, dtype=float), np.asarray(X_target, dtype=float)
     ns, nt = Xs.shape[0], Xt.shape[0]
@@ -522,6 +646,26 @@ def feature_tests(
 
     Returns one row per column with the columns listed in :data:`FEATURE_COLUMNS`; untestable columns
     have ``test="none"``, NaN statistics and a ``note`` saying why.
+
+    Parameters
+    ----------
+    X_source, X_target : DataFrame or array-like
+        The source and target tables, with the same columns.
+    alpha : float, default 0.05
+        A feature is ``drifted`` when its adjusted p-value is at most ``alpha``.
+    correction : {"holm", "bh"}, default "holm"
+        Multiple-testing correction across features.
+    max_levels : int, default 10
+        A numeric column with integer values and at most this many pooled levels is categorical.
+    psi_bins : int, default 10
+        Bins of the numeric PSI.
+    min_rows : int, default 10
+        Fewest rows per side, and fewest observed values per side for a column to be tested.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per column, columns :data:`FEATURE_COLUMNS`.
     """
     S, T = _align(X_source, X_target, min_rows)
     return _feature_tests(S, T, alpha, correction, max_levels, psi_bins, min_rows)
@@ -616,6 +760,42 @@ def detect_drift(
     label permutations; MMD 500 permutations, median-heuristic Gaussian kernel, ≤ 5,000 rows per side, ≤ 1024²
     kernel entries at once; ≤ 10 integer levels → categorical; 10 PSI bins; ≥ 10 rows per side.
     Verdict: Holm over the two global p-values at ``alpha`` (module docstring).
+
+    Parameters
+    ----------
+    X_source, X_target : DataFrame or array-like
+        The source (training) and target (deployment) tables, with the same columns.
+    alpha : float, default 0.05
+        Level of the verdict and of the per-feature tests, in (0, 1).
+    random_state : int, numpy.random.Generator, numpy.random.SeedSequence or None
+        Seed of the domain-classifier folds and permutations and of the MMD permutations.
+    correction : {"holm", "bh"}, default "holm"
+        Multiple-testing correction across features.
+    domain_classifier : scikit-learn classifier, optional
+        Domain classifier with ``predict_proba``; None means the closed-form ridge.
+    ridge_alpha : float, default 10.0
+        Penalty of the default ridge domain classifier.
+    n_splits : int, default 10
+        Folds of the domain classifier.
+    domain_permutations : int, default 500
+        Permutations of the domain-classifier test.
+    mmd_permutations : int, default 500
+        Permutations of the MMD test.
+    mmd_max_rows : int, default 5000
+        Rows per side the MMD uses at most (seeded subsample).
+    block_size : int, default 1024
+        At most ``block_size²`` kernel entries exist at once.
+    max_levels : int, default 10
+        A numeric column with integer values and at most this many pooled levels is categorical.
+    psi_bins : int, default 10
+        Bins of the numeric PSI.
+    min_rows : int, default 10
+        Fewest rows per side, and fewest observed values per side for a column to be tested.
+
+    Returns
+    -------
+    DriftReport
+        The verdict, the global and per-feature tests, the row scores, notes and settings.
     """
     if not 0.0 < float(alpha) < 1.0:
         raise ValueError(f"alpha={alpha} must be in (0, 1)")
@@ -672,6 +852,18 @@ def plot_drift(report: DriftReport, *, max_features: int = 30) -> Figure:
 
     Built on ``matplotlib.figure.Figure`` (no pyplot, no display needed). Shows the ``max_features``
     smallest adjusted p-values; untestable features are listed with a hatched empty bar.
+
+    Parameters
+    ----------
+    report : DriftReport
+        The report of :func:`detect_drift`.
+    max_features : int, default 30
+        Most features shown.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The two-panel chart.
     """
     f = report.features.copy()
     f["_p"] = f["p_adjusted"].fillna(1.0)

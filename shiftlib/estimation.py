@@ -182,7 +182,20 @@ N_BOOT = 100
 @dataclass(frozen=True)
 class AccuracyEstimate:
     """Estimated accuracy on the target batch, its two-sided interval at ``details['confidence']``,
-    the method that made it (``"auto"`` resolved to the method used) and how (``details``)."""
+    the method that made it (``"auto"`` resolved to the method used) and how (``details``).
+
+    Parameters
+    ----------
+    accuracy : float
+        The estimated accuracy.
+    ci_low, ci_high : float
+        The interval, clipped to [0, 1].
+    method : str
+        The method used (``"auto"`` resolved).
+    details : dict
+        How: the confidence, the interval kind, the variance terms as standard errors, row counts and
+        method-specific values (:func:`estimate_methods`).
+    """
 
     accuracy: float
     ci_low: float
@@ -206,6 +219,27 @@ class StoredPredictions:
     ``y_source``: source labels as column positions into ``classes``; ``folds``: fold of each source
     row; ``weights``: importance weights on the source rows (mean 1, or None when not fitted);
     ``trcv_residuals``: TrCV Fig. 1's r(x) per source row (None unless TrCV was run).
+
+    Parameters
+    ----------
+    learner : str
+        The learner's name.
+    classes : numpy.ndarray
+        The class labels, in column order.
+    y_source : numpy.ndarray of shape (n_source,)
+        Source labels as column positions into ``classes``.
+    proba_source : numpy.ndarray of shape (n_source, n_classes)
+        Out-of-fold probabilities on the source rows.
+    proba_target : numpy.ndarray of shape (n_target, n_classes)
+        The served model's probabilities on the target batch.
+    folds : numpy.ndarray of shape (n_source,)
+        Fold of each source row.
+    weights : numpy.ndarray of shape (n_source,), optional
+        Importance weights of the source rows (None when not fitted).
+    trcv_residuals : numpy.ndarray of shape (n_source,), optional
+        TrCV's residual r(x) per source row (None unless TrCV was run).
+    trcv_error : str, optional
+        Why TrCV failed for this learner, raised when method ``"trcv"`` is asked for (None otherwise).
     """
 
     learner: str
@@ -239,7 +273,21 @@ def _neg_entropy(p: np.ndarray) -> np.ndarray:
 
 def atc_threshold(score_source: np.ndarray, accuracy: float) -> tuple[float, float]:
     """ATC's threshold (Garg et al. 2022) with ties split: returns (t, λ) such that
-    ``mean(s > t) + λ·mean(s == t) = accuracy`` on the source scores exactly (λ ∈ [0, 1])."""
+    ``mean(s > t) + λ·mean(s == t) = accuracy`` on the source scores exactly (λ ∈ [0, 1]).
+
+    Parameters
+    ----------
+    score_source : numpy.ndarray of shape (n,)
+        The confidence scores of the source rows (ATC-NE: negative entropy).
+    accuracy : float
+        The source accuracy the threshold must reproduce.
+
+    Returns
+    -------
+    tuple of float
+        (t, λ): the threshold and the share of rows scored exactly t counted above it (t = −inf when
+        ``accuracy`` is 1 or more).
+    """
     s = np.sort(np.asarray(score_source, float))[::-1]
     n = len(s)
     m = accuracy * n
@@ -257,7 +305,13 @@ class IsotonicMap:
     out_of_bounds="clip")`` (rows of weight 0 dropped, equal scores merged into their weighted mean label,
     the pooled-adjacent-violators fit, ``y_min``/``y_max`` clipping, queries clipped to the fitted range).
     Hand-written only as a thin wrapper: the bootstrap refits thousands of 1-D maps and scikit-learn's
-    per-call input validation was most of their time."""
+    per-call input validation was most of their time.
+
+    Parameters
+    ----------
+    y_min, y_max : float, optional
+        Bounds the fitted values are clipped to (None: no bound).
+    """
 
     def __init__(self, y_min: float | None = None, y_max: float | None = None) -> None:
         self.y_min, self.y_max = y_min, y_max
@@ -327,6 +381,22 @@ def calibrated_posteriors(proba_source: np.ndarray, y_source: np.ndarray, proba_
     one-vs-rest maps, rows renormalised (a row all maps send to 0 keeps its uncalibrated probabilities).
     Isotonic regression keeps the (weighted) mean of each class indicator, so the source rows' mean
     calibrated posterior is the (weighted) source prior — the reference prior of :func:`em_prior`.
+
+    Parameters
+    ----------
+    proba_source : numpy.ndarray of shape (n, k)
+        Out-of-fold class probabilities of the source rows.
+    y_source : numpy.ndarray of shape (n,)
+        Source labels as column positions.
+    proba_target : numpy.ndarray of shape (m, k)
+        The served model's class probabilities on the target rows.
+    sample_weight : numpy.ndarray of shape (n,), optional
+        Weights of the source rows in the calibration (e.g. importance weights); None: unweighted.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        The calibrated source rows (n, k) and target rows (m, k).
     """
     n_cls = proba_source.shape[1]
     if n_cls == 2:
@@ -349,7 +419,22 @@ def expected_calibration_error(y_true: np.ndarray, proba: np.ndarray, bins: int 
     (``nannyml/calibration.py`` ``_calculate_expected_calibration_error``): sort by score, cut into ``bins``
     runs of ⌊n/bins⌋ rows (the last takes the rest; fewer bins when n ≤ 2·bins), and sum over runs
     (run size / n)·|mean score − mean label|. Hand-written: NannyML is not a runtime dependency and
-    scikit-learn's ``calibration_curve`` bins differently."""
+    scikit-learn's ``calibration_curve`` bins differently.
+
+    Parameters
+    ----------
+    y_true : numpy.ndarray of shape (n,)
+        0/1 labels.
+    proba : numpy.ndarray of shape (n,)
+        The score (probability of label 1).
+    bins : int, default 10
+        Number of equal-count bins (lowered to n // 2 when n ≤ 2·bins; at least 4 rows are needed).
+
+    Returns
+    -------
+    float
+        The expected calibration error.
+    """
     y_true, proba = np.asarray(y_true, float), np.asarray(proba, float)
     n = len(proba)
     if n <= 2 * bins:
@@ -371,7 +456,26 @@ def needs_calibration(y_true: np.ndarray, proba: np.ndarray, *, bins: int = 10, 
     of the rows in each of ``splits`` ``StratifiedShuffleSplit`` splits (NannyML's seed 42), pool the 10%
     test rows, and return whether the calibrated scores' :func:`expected_calibration_error` is below the
     raw scores'. A class with a single row (possible in a bootstrap resample, where NannyML would raise)
-    → False."""
+    → False.
+
+    Parameters
+    ----------
+    y_true : numpy.ndarray of shape (n,)
+        Binary labels (the larger label is the positive class of the AUROC).
+    proba : numpy.ndarray of shape (n,)
+        The score of the positive class.
+    bins : int, default 10
+        Bins of :func:`expected_calibration_error`.
+    splits : int, default 10
+        Number of stratified shuffle splits.
+    random_state : int, default 42
+        Seed of the splits (NannyML's).
+
+    Returns
+    -------
+    bool
+        Whether the isotonic map lowers the pooled test rows' expected calibration error.
+    """
     from scipy.stats import rankdata
 
     y_true, proba = np.asarray(y_true), np.asarray(proba, float)
@@ -423,7 +527,22 @@ def checked_posteriors(proba_source: np.ndarray, y_source: np.ndarray, proba_tar
     """NannyML CBPE's calibrated target probabilities (``cbpe.py`` ``_fit_binary`` / ``_fit_calibrators``):
     binary, one isotonic map of the class-1 score fitted on the source rows when :func:`needs_calibration`
     says so (else the raw score), class 0 its complement; more classes, one such checked map per class
-    (one-vs-rest), rows renormalised, a row summing to 0 made uniform. Returns the target rows' matrix."""
+    (one-vs-rest), rows renormalised, a row summing to 0 made uniform. Returns the target rows' matrix.
+
+    Parameters
+    ----------
+    proba_source : numpy.ndarray of shape (n, k)
+        Out-of-fold class probabilities of the source rows.
+    y_source : numpy.ndarray of shape (n,)
+        Source labels as column positions.
+    proba_target : numpy.ndarray of shape (m, k)
+        The served model's class probabilities on the target rows.
+
+    Returns
+    -------
+    numpy.ndarray of shape (m, k)
+        The (checked-)calibrated target class probabilities, rows summing to one.
+    """
     def col(c: int) -> np.ndarray:
         yc = (y_source == c).astype(int)
         if not needs_calibration(yc, proba_source[:, c]):
@@ -571,6 +690,18 @@ def boosted_calibration(score_source: np.ndarray, label_source: np.ndarray, scor
         Scores to calibrate.
     sample_weight : ndarray of shape (n,), optional
         Row weights (PAPE: the capped density ratios); None → 1.
+    learning_rate : float, default 0.1
+        Shrinkage of each tree's leaf values.
+    n_iter : int, default 100
+        Most boosting rounds (fewer when a tree can no longer split).
+    max_leaves : int, default 31
+        Most leaves per tree.
+    min_leaf : int, default 20
+        Fewest rows per leaf.
+    max_bins : int, default 255
+        Most bins of the score.
+    min_hessian : float, default 1e-3
+        Smallest sum of weights (the squared loss's hessian) per leaf.
 
     Returns
     -------
@@ -642,7 +773,22 @@ def pape_posteriors(proba_source: np.ndarray, y_source: np.ndarray, proba_target
 
 def prior_shift_posteriors(posteriors: np.ndarray, prior_source: np.ndarray, prior_target: np.ndarray) -> np.ndarray:
     """Saerens et al. (2002) eq. 2.4: p_t(y|x) ∝ p_s(y|x)·π_t(y)/π_s(y), rows renormalised — the
-    posterior under a change of class prior with P(x|y) fixed (label shift). Equal priors: identity."""
+    posterior under a change of class prior with P(x|y) fixed (label shift). Equal priors: identity.
+
+    Parameters
+    ----------
+    posteriors : numpy.ndarray of shape (m, k)
+        Source posteriors p_s(y|x) of the rows.
+    prior_source : numpy.ndarray of shape (k,)
+        π_s, the source class prior (a class of prior 0 gets posterior 0).
+    prior_target : numpy.ndarray of shape (k,)
+        π_t, the target class prior.
+
+    Returns
+    -------
+    numpy.ndarray of shape (m, k)
+        The re-weighted posteriors, rows summing to one (a row re-weighted to all zeros keeps ``posteriors``).
+    """
     src = np.asarray(prior_source, float)
     # a class absent from the (resampled) source has no posterior mass to re-weight
     ratio = np.divide(np.asarray(prior_target, float), src, out=np.zeros_like(src), where=src > 0)
@@ -657,7 +803,24 @@ def em_prior(posteriors_target: np.ndarray, prior_source: np.ndarray, *, tol: fl
     start at π_s, then π ← mean over target rows of :func:`prior_shift_posteriors` (p_s(y|x), π_s, π) until
     the prior moves less than ``tol``. It is the maximum-likelihood prior of the target rows given
     calibrated source posteriors; when the mean target posterior already equals π_s, π_s is the fixed
-    point (no shift → no correction)."""
+    point (no shift → no correction).
+
+    Parameters
+    ----------
+    posteriors_target : numpy.ndarray of shape (m, k)
+        Calibrated source posteriors p_s(y|x) of the target rows.
+    prior_source : numpy.ndarray of shape (k,)
+        π_s, the source class prior the posteriors are calibrated for.
+    tol : float, default 1e-8
+        Stop when one EM step moves the prior less than this (largest absolute change).
+    max_iter : int, default 1000
+        Most EM steps.
+
+    Returns
+    -------
+    numpy.ndarray of shape (k,)
+        The estimated target class prior π_t.
+    """
     prior_source = np.asarray(prior_source, float)
     pi = prior_source.copy()
     post = np.asarray(posteriors_target, float)
@@ -731,7 +894,26 @@ def bbse_prior(pred_source: np.ndarray, y_source: np.ndarray, pred_target: np.nd
     """The target class prior by black-box shift estimation (Lipton, Wang & Smola, ICML 2018, eq. 3–4):
     w = C⁻¹·μ̂_t with C[i, j] = P_s(ŷ = i, y = j) (OOF predictions) and μ̂_t[i] = share of target rows
     predicted i; π_t = w·π_s, negative entries clipped to 0 and renormalised. A singular C (a class never
-    predicted) is solved by least squares. Unchanged prediction shares → w = 1, π_t = π_s."""
+    predicted) is solved by least squares. Unchanged prediction shares → w = 1, π_t = π_s.
+
+    Parameters
+    ----------
+    pred_source : numpy.ndarray of shape (n,)
+        Out-of-fold predicted class (column position) of each source row.
+    y_source : numpy.ndarray of shape (n,)
+        Source labels as column positions.
+    pred_target : numpy.ndarray of shape (m,)
+        The served model's predicted class (column position) of each target row.
+    n_classes : int
+        Number of classes k.
+    sample_weight : numpy.ndarray of shape (n,), optional
+        Weights of the source rows in C (None: unweighted).
+
+    Returns
+    -------
+    numpy.ndarray of shape (k,)
+        The estimated target class prior π_t (the source prior when every entry is clipped to 0).
+    """
     w_s = np.ones(len(y_source)) if sample_weight is None else np.asarray(sample_weight, float)
     C = np.zeros((n_classes, n_classes))
     np.add.at(C, (pred_source, y_source), w_s)
@@ -862,7 +1044,20 @@ def _resolve_method(method: str) -> str:
 
 
 def point_estimate(P: StoredPredictions, method: str) -> float:
-    """The method's accuracy estimate from the stored predictions (all source rows)."""
+    """The method's accuracy estimate from the stored predictions (all source rows).
+
+    Parameters
+    ----------
+    P : StoredPredictions
+        One learner's stored predictions.
+    method : str
+        One of :data:`METHODS` or ``"auto"``.
+
+    Returns
+    -------
+    float
+        The estimated accuracy on the target batch.
+    """
     m = _resolve_method(method)
     rows = np.arange(len(P.y_source))
     return _combine(m, {c: _method_fn(c, P)(rows) for c in _components(m, P)}, P)
@@ -875,6 +1070,18 @@ def shift_variance(P: StoredPredictions, models: dict[str, float] | None = None)
     Both are consistent for the target accuracy when the weights are right and the shift is covariate
     only; their gap measures how much the target's calibration differs from the source's, which the
     bootstrap (source rows, target fixed) does not see. ``models``: their estimates when already computed.
+
+    Parameters
+    ----------
+    P : StoredPredictions
+        One learner's stored predictions.
+    models : dict of str to float, optional
+        Already computed estimates of the shift models (name → value).
+
+    Returns
+    -------
+    float
+        V_shift (0.0 without weights).
     """
     if P.weights is None:
         return 0.0
@@ -897,6 +1104,20 @@ def model_variance(P: StoredPredictions, estimate: float, models: dict[str, floa
     ``em`` (label shift, Saerens et al. 2002). Which model holds is not identifiable from unlabeled rows, so
     an interval of ± z·√V_model (or wider) contains all three. Without weights, ``weighted-cbpe`` is left out.
     ``models``: their estimates when already computed (name → value), so they are not computed again.
+
+    Parameters
+    ----------
+    P : StoredPredictions
+        One learner's stored predictions.
+    estimate : float
+        The estimate the interval is centred on.
+    models : dict of str to float, optional
+        Already computed estimates of the shift models (name → value).
+
+    Returns
+    -------
+    float
+        V_model.
     """
     return float(max((v - estimate) ** 2 for v in _shift_models(P, models).values()))
 
@@ -919,7 +1140,28 @@ def estimate_from_predictions(
     """One method's estimate and interval from stored predictions; the bootstrap resamples stored rows only,
     so it costs no fits. ``interval`` (module docstring): ``"plain"`` V_source + V_target, ``"shift"``
     + V_shift, ``"model"`` + V_model; None → ``AUTO_INTERVAL`` for ``"auto"``, else ``"shift"``. Every
-    variance is in ``details`` whichever interval is returned."""
+    variance is in ``details`` whichever interval is returned.
+
+    Parameters
+    ----------
+    P : StoredPredictions
+        One learner's stored predictions.
+    method : str, default "auto"
+        One of :data:`METHODS` or ``"auto"``.
+    confidence : float, default 0.95
+        Two-sided level of the interval, in (0, 1).
+    n_boot : int, default N_BOOT
+        Bootstrap resamples of V_source (at least 2).
+    interval : {"plain", "shift", "model"}, optional
+        The interval kind (None: ``AUTO_INTERVAL`` for ``"auto"``, else ``"shift"``).
+    random_state : int, optional
+        Seed of the bootstrap.
+
+    Returns
+    -------
+    AccuracyEstimate
+        The estimate, its interval and ``details``.
+    """
     return estimate_methods(P, [method], confidence=confidence, n_boot=n_boot, interval=interval,
                             random_state=random_state)[method]
 
@@ -936,7 +1178,30 @@ def estimate_each(
 ) -> Iterator[AccuracyEstimate]:
     """:func:`estimate_from_predictions` for each learner's stored predictions, yielded in order as they finish.
     ``n_jobs`` > 1 runs them in that many joblib (loky) worker processes: the bootstrap is many small numpy
-    calls that hold the GIL, so threads would not run it in parallel; the results are the same either way."""
+    calls that hold the GIL, so threads would not run it in parallel; the results are the same either way.
+
+    Parameters
+    ----------
+    preds : sequence of StoredPredictions
+        The learners' stored predictions.
+    method : str, default "auto"
+        One of :data:`METHODS` or ``"auto"``.
+    confidence : float, default 0.95
+        Two-sided level of the interval, in (0, 1).
+    n_boot : int, default N_BOOT
+        Bootstrap resamples of V_source (at least 2).
+    interval : {"plain", "shift", "model"}, optional
+        The interval kind (None: ``AUTO_INTERVAL`` for ``"auto"``, else ``"shift"``).
+    random_state : int, optional
+        Seed of the bootstrap.
+    n_jobs : int, default 1
+        Worker processes.
+
+    Yields
+    ------
+    AccuracyEstimate
+        One estimate per element of ``preds``, in order.
+    """
     yield from _each(estimate_from_predictions, preds, n_jobs, method, confidence=confidence, n_boot=n_boot,
                      interval=interval, random_state=random_state)
 
@@ -965,7 +1230,28 @@ def estimate_methods(
     components) once, every base method is evaluated on it once, and the combinations (``minimax``,
     ``median``) are formed from those values — so a combination's V_source is its own variance, and
     evaluating many methods costs what evaluating their base methods costs. ``interval`` as in
-    :func:`estimate_from_predictions`."""
+    :func:`estimate_from_predictions`.
+
+    Parameters
+    ----------
+    P : StoredPredictions
+        One learner's stored predictions.
+    methods : sequence of str
+        Names from :data:`METHODS` or ``"auto"``.
+    confidence : float, default 0.95
+        Two-sided level of the interval, in (0, 1).
+    n_boot : int, default N_BOOT
+        Bootstrap resamples of V_source (at least 2).
+    interval : {"plain", "shift", "model"}, optional
+        The interval kind (None: ``AUTO_INTERVAL`` for ``"auto"``, else ``"shift"``).
+    random_state : int, optional
+        Seed of the bootstrap.
+
+    Returns
+    -------
+    dict of str to AccuracyEstimate
+        Requested name → its estimate (an ``"auto"`` key holds the resolved method's estimate).
+    """
     z = _z(confidence)
     methods = list(methods)
     resolved = {m: _resolve_method(m) for m in methods}
@@ -1036,7 +1322,26 @@ def paired_draws(
     source rows), else independently for each. Every method redraws the target rows here, not only the
     label-shift ones: the question is which learner is more accurate on rows like these, and the rows where
     the two disagree are a sample of them. This is :func:`estimate_methods`' bootstrap with the two learners'
-    resamples paired; the decisions gate (``shiftlib.decisions.p_better``) reads P(B > A) off the draws."""
+    resamples paired; the decisions gate (``shiftlib.decisions.p_better``) reads P(B > A) off the draws.
+
+    Parameters
+    ----------
+    A, B : StoredPredictions
+        The two learners' stored predictions on the same target batch.
+    method : str, default "auto"
+        One of :data:`METHODS` or ``"auto"``.
+    shared_source : bool, default False
+        Draw the same source rows for both (they need the same number of source rows).
+    n_boot : int, default N_BOOT
+        Joint resamples (at least 2).
+    random_state : int, optional
+        Seed of the resampling.
+
+    Returns
+    -------
+    tuple of (float, float, numpy.ndarray, numpy.ndarray)
+        A's estimate, B's estimate, A's ``n_boot`` resampled estimates and B's.
+    """
     if len(A.proba_target) != len(B.proba_target):
         raise ValueError(f"paired draws need the same target batch: {len(A.proba_target)} and "
                          f"{len(B.proba_target)} target rows")
@@ -1114,7 +1419,22 @@ def shared_source_cv(preds: Sequence[StoredPredictions], learners: Sequence[Any]
                      ) -> SelectorScores | None:
     """:func:`source_cv_scores` when they are the numbers ``shiftlib.selection.source_cv`` would compute on
     the whole source: the predictions used all ``n_source`` rows and no learner reads ``X_target``
-    (``shiftlib.learners.needs_target``: CSLR); else None, and selection must fit its own folds."""
+    (``shiftlib.learners.needs_target``: CSLR); else None, and selection must fit its own folds.
+
+    Parameters
+    ----------
+    preds : sequence of StoredPredictions
+        The learners' stored predictions.
+    learners : sequence
+        The learners (registry names or estimators) the predictions are of.
+    n_source : int
+        Number of rows of the whole source.
+
+    Returns
+    -------
+    SelectorScores or None
+        The SCV scores, or None when they would differ from ``source_cv``'s.
+    """
     from shiftlib.learners import make_learner, needs_target
 
     if not preds or len(preds[0].y_source) != n_source:
@@ -1132,6 +1452,16 @@ def source_cv_scores(preds: Sequence[StoredPredictions]) -> SelectorScores:
     and predicts the argmax class, as ``shiftlib.selection.source_cv`` does with the same ``k`` and
     ``random_state``; for learners that ignore ``X_target`` (all but CSLR) the scores are the same numbers
     (tests/shiftlib/test_estimation.py), so a flow that estimates accuracy need not refit them to select.
+
+    Parameters
+    ----------
+    preds : sequence of StoredPredictions
+        The learners' stored predictions, on one fold split.
+
+    Returns
+    -------
+    SelectorScores
+        The ``"scv"`` scores with each learner's fold accuracies.
     """
     if not preds:
         raise ValueError("no stored predictions to score")
@@ -1163,6 +1493,36 @@ def stored_predictions(
     ``trcv=True`` also runs TrCV Fig. 1 on the same folds (2 fits per fold) for method ``"trcv"``; when
     a TrCV fit fails, ``trcv_error`` keeps its message and only method ``"trcv"`` raises it. ``n_jobs`` > 1
     fits the candidates in that many joblib (loky) processes, with the same results.
+
+    Parameters
+    ----------
+    learners : str, estimator, Candidate, mapping or sequence
+        The learners (see above).
+    X_source : DataFrame or array-like
+        The labeled source rows.
+    y_source : array-like
+        Their labels.
+    X_target : DataFrame or array-like
+        The unlabeled target batch, with the source's columns.
+    weights : str, weighter, array-like or None, optional
+        None (``DiscriminativeWeights``, DL eq. 7), a ``shiftlib.weights`` name, a weighter, or one weight per
+        source row (``shiftlib.selection.importance.importance_weights``).
+    need_weights : bool, default True
+        Fit the importance weights (also fitted when ``trcv``).
+    trcv : bool, default False
+        Also run TrCV on the same folds.
+    k : int, default 10
+        Folds of the shared stratified split.
+    random_state : int, optional
+        Seed of the fold split, the default weights and the learners built from registry names (None: a random
+        split).
+    n_jobs : int, default 1
+        Worker processes fitting the candidates.
+
+    Returns
+    -------
+    list of StoredPredictions
+        One per learner, in the order of ``resolve_candidates``.
     """
     X_s = check_X(X_source, "X_source")
     y_raw = check_y(y_source, X_s, "y_source", "X_source")
@@ -1221,6 +1581,35 @@ def estimate_accuracies(
 
     ``method`` is one name (``"auto"`` included) or a list of them. See the module docstring for the
     methods and what the intervals cover.
+
+    Parameters
+    ----------
+    learners : str, estimator, Candidate, mapping or sequence
+        The learners, as :func:`stored_predictions` takes them.
+    X_source : DataFrame or array-like
+        The labeled source rows.
+    y_source : array-like
+        Their labels.
+    X_target : DataFrame or array-like
+        The unlabeled target batch, with the source's columns.
+    method : str or sequence of str, default "auto"
+        One name from :data:`METHODS` or ``"auto"``, or a list of them.
+    weights : str, weighter, array-like or None, optional
+        None (``DiscriminativeWeights``, DL eq. 7), a ``shiftlib.weights`` name, a weighter, or one weight per
+        source row (``shiftlib.selection.importance.importance_weights``).
+    confidence : float, default 0.95
+        Two-sided level of the interval, in (0, 1).
+    k : int, default 10
+        Folds of the shared stratified split.
+    n_boot : int, default N_BOOT
+        Bootstrap resamples of V_source.
+    random_state : int, optional
+        Seed of the fold split, the default weights, the learners built from registry names and the bootstrap.
+
+    Returns
+    -------
+    dict of str to dict of str to AccuracyEstimate
+        Learner name → requested method → estimate.
     """
     methods = [method] if isinstance(method, str) else list(method)
     if not methods:
@@ -1250,7 +1639,37 @@ def estimate_accuracy(
     random_state: int | None = None,
 ) -> AccuracyEstimate:
     """Estimated accuracy of ``learner`` (fit on all source rows) on the unlabeled ``X_target``, with a
-    two-sided interval at ``confidence`` (methods and intervals: module docstring)."""
+    two-sided interval at ``confidence`` (methods and intervals: module docstring).
+
+    Parameters
+    ----------
+    learner : str, estimator or Candidate
+        The learner: a registry name, an unfitted estimator or a ``Candidate``.
+    X_source : DataFrame or array-like
+        The labeled source rows.
+    y_source : array-like
+        Their labels.
+    X_target : DataFrame or array-like
+        The unlabeled target batch, with the source's columns.
+    method : str, default "auto"
+        One name from :data:`METHODS` or ``"auto"``.
+    weights : str, weighter, array-like or None, optional
+        None (``DiscriminativeWeights``, DL eq. 7), a ``shiftlib.weights`` name, a weighter, or one weight per
+        source row (``shiftlib.selection.importance.importance_weights``).
+    confidence : float, default 0.95
+        Two-sided level of the interval, in (0, 1).
+    k : int, default 10
+        Folds of the shared stratified split.
+    n_boot : int, default N_BOOT
+        Bootstrap resamples of V_source.
+    random_state : int, optional
+        Seed of the fold split, the default weights, the learners built from registry names and the bootstrap.
+
+    Returns
+    -------
+    AccuracyEstimate
+        The estimate and its interval.
+    """
     if not isinstance(method, str):
         raise TypeError("estimate_accuracy takes one method name; use estimate_accuracies for several")
     res = estimate_accuracies(learner, X_source, y_source, X_target, method=method, weights=weights,

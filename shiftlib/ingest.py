@@ -46,13 +46,45 @@ __all__ = ["CheckedTables", "EncodingPlan", "IngestError", "PreparedData", "cano
 
 
 class IngestError(ShiftflowInputError):
-    """The input tables cannot be used as given; the message names the problem and the fix."""
+    """The input tables cannot be used as given; the message names the problem and the fix.
+
+    Parameters
+    ----------
+    *args : object
+        The exception arguments; a single string is the message (bounded as in ``ShiftflowInputError``).
+    """
 
 
 @dataclass
 class PreparedData:
     """Encoded source/target tables. ``X`` frames are float64 with identical column order; ``preprocessor``
-    is the fitted ``shiftlib.preprocessor.TablePreprocessor`` that produced them (raw feature rows → ``X``)."""
+    is the fitted ``shiftlib.preprocessor.TablePreprocessor`` that produced them (raw feature rows → ``X``).
+
+    Parameters
+    ----------
+    source_X : pandas.DataFrame
+        Encoded source features (float64).
+    source_y : numpy.ndarray
+        Source labels as class codes 0 … K − 1.
+    target_X : pandas.DataFrame
+        Encoded target features, same columns as ``source_X``.
+    target_y : numpy.ndarray or None
+        Target class codes, held out for evaluation; None when the target has no complete label column.
+    classes : list
+        The label values in code order.
+    feature_columns : list of str
+        Names of the encoded columns, in order.
+    dropped_columns : dict, default {}
+        Dropped column → why it was dropped.
+    encodings : dict, default {}
+        Text/boolean column → its source levels (one-hot columns).
+    imputed : dict, default {}
+        Numeric column with missing values → the source median that fills them.
+    notes : list of str, default []
+        Warnings about the tables for the user.
+    preprocessor : TablePreprocessor, optional
+        The fitted encoder that produced ``source_X`` and ``target_X``.
+    """
 
     source_X: pd.DataFrame
     source_y: np.ndarray
@@ -68,14 +100,23 @@ class PreparedData:
 
     @property
     def n_source(self) -> int:
+        """Number of source rows."""
         return len(self.source_X)
 
     @property
     def n_target(self) -> int:
+        """Number of target rows."""
         return len(self.target_X)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable summary of the encoding decisions (for manifests)."""
+        """JSON-serialisable summary of the encoding decisions (for manifests).
+
+        Returns
+        -------
+        dict
+            Classes, positive label (two classes), feature columns, dropped columns, encodings, imputed
+            medians, notes, row counts and whether target labels were held out.
+        """
         return {
             "classes": [_jsonable(c) for c in self.classes],
             "positive_label": _jsonable(self.classes[1]) if len(self.classes) == 2 else None,
@@ -173,7 +214,18 @@ _NESTED = (list, tuple, dict, set, frozenset, np.ndarray)
 
 def plain_numbers(s: pd.Series) -> pd.Series | None:
     """A decimal column (Parquet and SQL money columns) as floats, a duration column as its seconds (a duration is
-    a quantity); None for any other column."""
+    a quantity); None for any other column.
+
+    Parameters
+    ----------
+    s : pandas.Series
+        A column as read.
+
+    Returns
+    -------
+    pandas.Series or None
+        The column as floats (decimals) or seconds (durations); None when it is neither.
+    """
     if pd.api.types.is_timedelta64_dtype(s):
         return s.dt.total_seconds()
     if s.dtype == object and pd.api.types.infer_dtype(s, skipna=True) == "decimal":
@@ -265,7 +317,29 @@ class EncodingPlan:
 
     ``kinds`` and ``empty_in_source`` cover every source feature column; ``kept`` are the columns encoded, in
     order; ``indicators`` the kept columns that get a ``<col>__missing`` column; ``feature_columns`` the
-    encoded names in output order."""
+    encoded names in output order.
+
+    Parameters
+    ----------
+    columns : list
+        The source's feature columns, in order.
+    kinds : dict
+        Column → ``"numeric"``, ``"text"`` or ``"boolean"``.
+    empty_in_source : dict
+        Column → whether it is all missing in the source.
+    dropped : dict
+        Dropped column → why (id-like, date/time).
+    kept : list
+        Columns encoded, in order.
+    encodings : dict
+        Kept text/boolean column → its sorted source levels.
+    imputed : dict
+        Kept numeric column with a missing value → the source median.
+    indicators : list
+        Kept columns that get a ``<col>__missing`` column.
+    feature_columns : list of str
+        Encoded column names in output order.
+    """
 
     columns: list[Any]
     kinds: dict[Any, str]
@@ -280,14 +354,56 @@ class EncodingPlan:
 
 def coerce_column(s: pd.Series, column: Any, source_kind: str, source_empty: bool) -> pd.Series:
     """A target (or served) column read as the source's column was: complex refused, integers beyond int64 as
-    numbers, and a kind other than the source's refused (unless either side is all missing)."""
+    numbers, and a kind other than the source's refused (unless either side is all missing).
+
+    Parameters
+    ----------
+    s : pandas.Series
+        The target (or served) column.
+    column : object
+        Its name, for the error messages.
+    source_kind : str
+        The source column's kind (``"numeric"``, ``"text"`` or ``"boolean"``).
+    source_empty : bool
+        Whether the source column is all missing (then any kind is accepted).
+
+    Returns
+    -------
+    pandas.Series
+        The column, with decimals, durations and integers beyond int64 read as numbers.
+
+    Raises
+    ------
+    IngestError
+        For complex numbers, nested cells, or a kind that differs from the source's.
+    """
     s = _coerce(s, column, "target")
     _check_kind(column, source_kind, source_empty, s)
     return s
 
 
 def canonical_column(s: pd.Series, column: Any, kind: str) -> np.ndarray:
-    """The encoder's input for one kept column: float64 with NaN (numbers, ±inf refused) or text with None."""
+    """The encoder's input for one kept column: float64 with NaN (numbers, ±inf refused) or text with None.
+
+    Parameters
+    ----------
+    s : pandas.Series
+        The column (already through :func:`coerce_column`).
+    column : object
+        Its name, for the error message.
+    kind : str
+        The source column's kind; ``"numeric"`` gives floats, anything else text.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 with NaN for missing, or object array of str with None for missing.
+
+    Raises
+    ------
+    IngestError
+        For ±inf in a numeric column.
+    """
     return _numbers(s, column, "target") if kind == "numeric" else _levels(s).to_numpy(dtype=object)
 
 
@@ -297,7 +413,29 @@ def plan_encoding(source: pd.DataFrame, target: pd.DataFrame | None = None, *, m
 
     Pure pandas (no scikit-learn import), so a refusal is fast. Medians and levels come from ``source``;
     ``target`` only decides the missing-value indicators, confirms id-like columns and is checked for the
-    same columns and kinds."""
+    same columns and kinds.
+
+    Parameters
+    ----------
+    source : pandas.DataFrame
+        Source feature table (label excluded).
+    target : pandas.DataFrame, optional
+        Target feature table with the same columns.
+    max_levels : int, default 20
+        A text column with more distinct source values is refused.
+    min_rows_for_id : int, default 20
+        Fewest rows for a column whose every value is distinct to be dropped as an id.
+
+    Returns
+    -------
+    EncodingPlan
+        Every encoding decision.
+
+    Raises
+    ------
+    IngestError
+        When the tables cannot be encoded as given.
+    """
     source = _table(source, "source").copy()
     cols = list(source.columns)
     if target is not None:
@@ -403,7 +541,20 @@ def _source_levels(s: pd.Series, column: Any, max_levels: int) -> list[str]:
 
 
 def check_label_column(source: pd.DataFrame, label: str) -> None:
-    """Raise ``IngestError`` naming the columns when ``label`` is not a column of the source table."""
+    """Raise ``IngestError`` naming the columns when ``label`` is not a column of the source table.
+
+    Parameters
+    ----------
+    source : pandas.DataFrame
+        The source table.
+    label : str
+        Name of the label column.
+
+    Raises
+    ------
+    IngestError
+        When ``label`` is not a column of ``source``.
+    """
     if label not in source.columns:
         raise IngestError(
             f"label column {quote(label)} is not in the source table (columns: {quote_list(source.columns)}); "
@@ -413,7 +564,26 @@ def check_label_column(source: pd.DataFrame, label: str) -> None:
 
 def check_labels(source: pd.DataFrame, label: str) -> list[Any]:
     """The source's classes in code order (sorted); raise ``IngestError`` for a missing label column, missing
-    labels or fewer than 2 classes — checked before anything (a simulated bias, a stage) needs the labels."""
+    labels or fewer than 2 classes — checked before anything (a simulated bias, a stage) needs the labels.
+
+    Parameters
+    ----------
+    source : pandas.DataFrame
+        The source table.
+    label : str
+        Name of the label column.
+
+    Returns
+    -------
+    list
+        The distinct label values, sorted (by type name, then value).
+
+    Raises
+    ------
+    IngestError
+        For a missing label column, missing, infinite or fractional labels, an empty source, one class
+        spelled several ways, or fewer than 2 classes.
+    """
     check_label_column(source, label)
     y_raw = source[label]
     n_nan = int(y_raw.isna().sum())
@@ -508,7 +678,20 @@ def _code_labels(source: pd.DataFrame, target: pd.DataFrame, label: str, positiv
 
 def spelling_hint(values: list[Any], classes: list[Any]) -> str:
     """': they differ from the source's only in case' (or surrounding spaces, or both) when that is all that
-    tells label ``values`` from the source's ``classes``; '' otherwise. For refusals: labels are not respelled."""
+    tells label ``values`` from the source's ``classes``; '' otherwise. For refusals: labels are not respelled.
+
+    Parameters
+    ----------
+    values : list
+        Label values not found in the source.
+    classes : list
+        The source's classes.
+
+    Returns
+    -------
+    str
+        The hint, or ``''``.
+    """
     source = {_spelled(c): c for c in classes}
     if not values or any(_spelled(v) not in source for v in values):
         return ""
@@ -519,7 +702,25 @@ def spelling_hint(values: list[Any], classes: list[Any]) -> str:
 
 @dataclass(frozen=True)
 class CheckedTables:
-    """``check_tables``' answer: the labels coded and the encoding decided, nothing encoded yet."""
+    """``check_tables``' answer: the labels coded and the encoding decided, nothing encoded yet.
+
+    Parameters
+    ----------
+    classes : list
+        The label values in code order.
+    source_y : numpy.ndarray
+        Source class codes.
+    target_y : numpy.ndarray or None
+        Target class codes; None when the target has no complete label column.
+    plan : EncodingPlan
+        The encoding decided.
+    notes : list of str
+        Warnings about the tables for the user.
+    n_source : int
+        Source rows.
+    n_target : int
+        Target rows.
+    """
 
     classes: list[Any]
     source_y: np.ndarray
@@ -531,6 +732,7 @@ class CheckedTables:
 
     @property
     def feature_columns(self) -> list[str]:
+        """The encoded column names (``plan.feature_columns``)."""
         return self.plan.feature_columns
 
 
@@ -575,6 +777,31 @@ def check_tables(
     Raises for: missing label column, NaN labels, fewer than 2 source classes, a target with 0 rows, feature
     columns that differ in name or kind, duplicate column names, a categorical column with more than
     ``max_levels`` levels, ±inf in a feature. Pure pandas: a refusal never imports scikit-learn.
+
+    Parameters
+    ----------
+    source : pandas.DataFrame
+        Labeled source table.
+    target : pandas.DataFrame
+        Target table; its label column, if present, is split off for evaluation.
+    label : str
+        Name of the label column.
+    positive_label : object, optional
+        For two classes, the label value coded 1; default the larger value.
+    max_levels : int, default 20
+        A text column with more distinct source values is refused.
+    min_rows_for_id : int, default 20
+        Fewest rows for a column whose every value is distinct to be dropped as an id.
+
+    Returns
+    -------
+    CheckedTables
+        The coded labels, the encoding plan and the notes.
+
+    Raises
+    ------
+    IngestError
+        When the tables cannot be used as given.
     """
     _table(source, "source")
     _table(target, "target")

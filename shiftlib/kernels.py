@@ -101,7 +101,7 @@ def median_heuristic_gamma(Z: Any, *, max_rows: int = MEDIAN_MAX_ROWS, seed: int
 class SharedKernel:
     """The shared Gaussian kernel: pooled standardization plus ``gamma`` of ``exp(−gamma·‖z − z'‖²)``.
 
-    Attributes
+    Parameters
     ----------
     scaler : StandardScaler or None
         Fitted on the pooled rows; None when the kernel works on the raw features.
@@ -114,11 +114,28 @@ class SharedKernel:
 
     @property
     def bandwidth(self) -> float:
-        """σ of ``exp(−‖z − z'‖²/σ²)``: the median pairwise distance when gamma is the median heuristic."""
+        """σ of ``exp(−‖z − z'‖²/σ²)``: the median pairwise distance when gamma is the median heuristic.
+
+        Returns
+        -------
+        float
+            ``1 / sqrt(gamma)``.
+        """
         return float(1.0 / np.sqrt(self.gamma))
 
     def transform(self, X: np.ndarray) -> np.ndarray:
-        """Map raw features to the (standardized) space the kernel is defined on."""
+        """Map raw features to the (standardized) space the kernel is defined on.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n, d)
+            Raw feature rows.
+
+        Returns
+        -------
+        ndarray of shape (n, d)
+            ``X`` standardized by ``scaler``, or ``X`` as float when ``scaler`` is None.
+        """
         return np.asarray(X, dtype=float) if self.scaler is None else self.scaler.transform(X)
 
 
@@ -224,7 +241,24 @@ def kernel_matmul(
 def kernel_row_sums(
     Z: np.ndarray, Z_other: np.ndarray, gamma: float, *, dtype: type[np.floating] = np.float64
 ) -> np.ndarray:
-    """``Σ_j k(z_i, z'_j)`` for every row of Z, blocked (see :func:`kernel_matmul`)."""
+    """``Σ_j k(z_i, z'_j)`` for every row of Z, blocked (see :func:`kernel_matmul`).
+
+    Parameters
+    ----------
+    Z : ndarray of shape (n, d)
+        Rows whose sums are returned.
+    Z_other : ndarray of shape (n', d)
+        Rows summed over.
+    gamma : float
+        Of ``exp(−gamma·‖z − z'‖²)``.
+    dtype : numpy float type, default float64
+        Precision of the kernel blocks; the sums are taken in float64.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        The kernel row sums.
+    """
     return kernel_matmul(Z, Z_other, gamma, None, dtype=dtype)
 
 
@@ -235,7 +269,22 @@ def kernel_row_sums(
 
 def subsample_rows(n: int, max_rows: int | None, seed: int = DIAG_SEED) -> np.ndarray:
     """Rows used for MMD²: all ``n`` when ``n ≤ max_rows`` (or ``max_rows`` is None), else a sorted
-    uniform subsample of ``max_rows`` rows drawn with ``seed``."""
+    uniform subsample of ``max_rows`` rows drawn with ``seed``.
+
+    Parameters
+    ----------
+    n : int
+        Number of rows.
+    max_rows : int or None
+        Most rows kept; None keeps all.
+    seed : int, default DIAG_SEED
+        Seed of the subsample.
+
+    Returns
+    -------
+    ndarray of int
+        Sorted row positions.
+    """
     if max_rows is None or n <= max_rows:
         return np.arange(n)
     return np.sort(np.random.default_rng(seed).choice(n, size=max_rows, replace=False))

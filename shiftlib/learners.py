@@ -77,9 +77,38 @@ class WeightedPipeline(Pipeline):
 
     scikit-learn's Pipeline only takes ``<step>__sample_weight``; selection and training code fit every
     learner through one call signature, so the routing lives here.
+
+    Parameters
+    ----------
+    steps : list of (str, estimator) tuples
+        The pipeline steps, as for :class:`sklearn.pipeline.Pipeline`.
+    transform_input : list of str, optional
+        Passed to :class:`~sklearn.pipeline.Pipeline`.
+    memory : str or object, optional
+        Passed to :class:`~sklearn.pipeline.Pipeline`.
+    verbose : bool, default False
+        Passed to :class:`~sklearn.pipeline.Pipeline`.
     """
 
     def fit(self, X: Any, y: Any = None, sample_weight: Any = None, **params: Any) -> WeightedPipeline:
+        """Fit the pipeline, passing ``sample_weight`` to the final step.
+
+        Parameters
+        ----------
+        X : array-like
+            Training rows.
+        y : array-like, optional
+            Training labels.
+        sample_weight : array-like, optional
+            Per-row weights, routed as ``<final step>__sample_weight``.
+        **params : dict
+            Other fit parameters, as for :meth:`sklearn.pipeline.Pipeline.fit`.
+
+        Returns
+        -------
+        WeightedPipeline
+            The fitted pipeline.
+        """
         if sample_weight is not None:
             params[f"{self.steps[-1][0]}__sample_weight"] = np.asarray(sample_weight, dtype=float)
         return super().fit(X, y, **params)
@@ -92,9 +121,40 @@ class PositiveWeightCalibratedClassifierCV(CalibratedClassifierCV):
     calibration's inner folds are stratified on the label alone: with many zero weights (KMM under a strong
     shift) a training fold can hold no positive-weight row of a class, and SVC then fails. Leaving those rows
     out changes only which rows the inner folds hold.
+
+    Parameters
+    ----------
+    estimator : estimator, optional
+        The classifier to calibrate, as for :class:`~sklearn.calibration.CalibratedClassifierCV`.
+    method : {"sigmoid", "isotonic", "temperature"}, default "sigmoid"
+        The calibration method, passed on.
+    cv : int, cross-validation generator or iterable, optional
+        The inner folds, passed on.
+    n_jobs : int, optional
+        Passed on.
+    ensemble : bool or "auto", default "auto"
+        Passed on.
     """
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None, **fit_params: Any) -> PositiveWeightCalibratedClassifierCV:
+        """Fit on the rows whose ``sample_weight`` is positive (all rows when it is None).
+
+        Parameters
+        ----------
+        X : array-like
+            Training rows.
+        y : array-like
+            Training labels.
+        sample_weight : array-like, optional
+            Per-row weights; rows of weight 0 (or less) are left out.
+        **fit_params : dict
+            Passed to :meth:`sklearn.calibration.CalibratedClassifierCV.fit`.
+
+        Returns
+        -------
+        PositiveWeightCalibratedClassifierCV
+            The fitted calibrated classifier.
+        """
         if sample_weight is not None:
             w = np.asarray(sample_weight, dtype=float)
             keep = np.flatnonzero(w > 0)
@@ -108,6 +168,21 @@ class WeightedKNeighborsClassifier(ClassifierMixin, BaseEstimator):
 
     ``predict_proba(x)[c] = Σ_{k∈N(x)} w_k·1[y_k=c] / Σ_{k∈N(x)} w_k`` (uniform w gives plain kNN).
     Written by hand because scikit-learn's KNeighborsClassifier has no ``sample_weight``.
+
+    Parameters
+    ----------
+    n_neighbors : int, default 5
+        Neighbours that vote (at most the number of training rows kept).
+    max_rows : int, optional
+        When set and the training set is larger, the index holds a uniform subsample of this many rows
+        (with their weights); None keeps every row.
+    random_state : int, optional
+        Seed of that subsample.
+
+    Attributes
+    ----------
+    classes_ : ndarray
+        The class labels, sorted.
     """
 
     def __init__(self, n_neighbors: int = 5, max_rows: int | None = None, random_state: int | None = None) -> None:
@@ -116,6 +191,27 @@ class WeightedKNeighborsClassifier(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> WeightedKNeighborsClassifier:
+        """Index the training rows with their labels and weights.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            Training rows.
+        y : array-like of shape (n,)
+            Training labels.
+        sample_weight : array-like of shape (n,), optional
+            Finite, non-negative importance weights; None means uniform.
+
+        Returns
+        -------
+        WeightedKNeighborsClassifier
+            The fitted classifier.
+
+        Raises
+        ------
+        ValueError
+            If ``sample_weight`` is not one finite, non-negative number per row.
+        """
         X, y = validate_data(self, X, y, reset=True)
         self._le = LabelEncoder().fit(y)
         self.classes_ = self._le.classes_
@@ -131,6 +227,20 @@ class WeightedKNeighborsClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def predict_proba(self, X: Any) -> np.ndarray:
+        """Weighted vote share of each class among the ``n_neighbors`` nearest training rows.
+
+        A neighbourhood whose weights are all 0 gets the unweighted vote.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            Rows to score.
+
+        Returns
+        -------
+        ndarray of shape (n, n_classes)
+            Class probabilities, columns in the order of ``classes_``.
+        """
         check_is_fitted(self, "classes_")
         X = validate_data(self, X, reset=False)
         idx = self._nn.kneighbors(X, return_distance=False)
@@ -148,6 +258,18 @@ class WeightedKNeighborsClassifier(ClassifierMixin, BaseEstimator):
         return proba / tot
 
     def predict(self, X: Any) -> np.ndarray:
+        """The class of largest :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            Rows to score.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            Predicted class labels.
+        """
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
 
 
@@ -242,6 +364,27 @@ def make_learner(
 
     ``params`` go to the final estimator (e.g. ``make_learner("kNN", n_neighbors=7)``). ``n_rows``, the
     number of rows it will be fitted on, picks the size-aware route (module docstring); None = exact.
+
+    Parameters
+    ----------
+    name : str
+        A key of ``LEARNERS``.
+    random_state : int, optional
+        Seed passed to the learner's randomized parts (not used by every learner).
+    n_rows : int, optional
+        Rows the learner will be fitted on; picks the size-aware route.
+    **params : dict
+        Parameters of the final estimator.
+
+    Returns
+    -------
+    BaseEstimator
+        The unfitted learner.
+
+    Raises
+    ------
+    UnknownNameError
+        If ``name`` is not in ``LEARNERS``.
     """
     if name not in LEARNERS:
         raise UnknownNameError(f"unknown learner {name!r}; choose one of {sorted(LEARNERS)}")
@@ -254,6 +397,16 @@ def needs_target(estimator: BaseEstimator) -> bool:
     Convention: such an estimator has ``requires_target = True`` and ``fit(X, y, *, X_target, ...)``.
     The target rows are the rows the fitted model will be asked about (the deployment batch in
     training; the set being scored in selection, e.g. D when ReverseTesting retrains on T).
+
+    Parameters
+    ----------
+    estimator : BaseEstimator
+        A learner, or a ``Pipeline`` whose final step is read.
+
+    Returns
+    -------
+    bool
+        The final estimator's ``requires_target`` (False when absent).
     """
     final = estimator.steps[-1][1] if isinstance(estimator, Pipeline) else estimator
     return bool(getattr(final, "requires_target", False))
@@ -273,6 +426,31 @@ def fit_learner(
 
     A class whose rows all have weight 0 (KMM sets many weights to exactly 0 under a strong shift) raises
     ``ValueError``: the weighted empirical distribution has no such class, so the model could never predict it.
+
+    Parameters
+    ----------
+    estimator : BaseEstimator
+        The learner to fit (fitted in place).
+    X : array-like
+        Training rows.
+    y : array-like
+        Training labels.
+    sample_weight : array-like, optional
+        Per-row weights; not passed when None.
+    X_target : array-like, optional
+        Unlabeled target rows; passed only to (and required by) learners that need them.
+
+    Returns
+    -------
+    BaseEstimator
+        What ``estimator.fit`` returns (the fitted estimator).
+
+    Raises
+    ------
+    WeightlessClassError
+        If the weights are 0 on every row of some class.
+    ValueError
+        If ``sample_weight`` has the wrong shape, or ``X_target`` is missing for a learner that needs it.
     """
     kwargs: dict[str, Any] = {}
     if sample_weight is not None:
@@ -301,7 +479,13 @@ def _check_weighted_classes(y: Any, sample_weight: Any) -> None:
 
 
 class WeightlessClassError(ValueError):
-    """The importance weights are 0 on every row of some class (``classes``; None: on every row at all)."""
+    """The importance weights are 0 on every row of some class (``classes``; None: on every row at all).
+
+    Parameters
+    ----------
+    classes : list or None
+        The classes whose rows all have weight 0; None when every row has weight 0.
+    """
 
     def __init__(self, classes: list[Any] | None) -> None:
         self.classes = classes
@@ -312,6 +496,18 @@ class WeightlessClassError(ValueError):
 
     @staticmethod
     def describe(classes: list[Any] | None) -> str:
+        """The error's message.
+
+        Parameters
+        ----------
+        classes : list or None
+            As for the constructor.
+
+        Returns
+        -------
+        str
+            The sentence naming the weightless classes (or every row).
+        """
         what = "every row" if classes is None else f"every row of class {', '.join(map(str, classes))}"
         return (f"the importance weights are 0 on {what}: a weighted model cannot learn the classes it never "
                 "sees (the weighting found almost no source rows like the target)")

@@ -132,6 +132,20 @@ def auc(y_true: ArrayLike, y_score: ArrayLike, pos_label: Any = 1) -> float:
     Hand-written on ``scipy.stats.rankdata`` (average ranks give ties ½) so the paper's definition is
     explicit: ``AUC = (R+ − n+(n+ + 1)/2) / (n+·n−)`` with R+ the rank sum of the positives.
     ``y_score`` may be any real score (it need not be a probability).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        True labels; both classes must occur.
+    y_score : array-like of shape (n,)
+        Finite scores, higher meaning more likely positive.
+    pos_label : label, default 1
+        The positive class; every other label counts as negative.
+
+    Returns
+    -------
+    float
+        The AUC, in [0, 1].
     """
     y = _binary_truth(y_true, pos_label)
     s = _scores(y_score, y.size)
@@ -142,7 +156,22 @@ def auc(y_true: ArrayLike, y_score: ArrayLike, pos_label: Any = 1) -> float:
 
 
 def brier(y_true: ArrayLike, y_proba: ArrayLike, pos_label: Any = 1) -> float:
-    """US eq. 13: Brier score (1/N)·Σ (y_i − p̂(+|x_i))², y_i ∈ {0, 1}; lower is better calibrated."""
+    """US eq. 13: Brier score (1/N)·Σ (y_i − p̂(+|x_i))², y_i ∈ {0, 1}; lower is better calibrated.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        True labels, at most two classes.
+    y_proba : array-like of shape (n,)
+        Positive-class probabilities, each in [0, 1].
+    pos_label : label, default 1
+        The positive class; every other label counts as negative.
+
+    Returns
+    -------
+    float
+        The Brier score, in [0, 1].
+    """
     y = _binary_truth(y_true, pos_label, need_both=False)
     p = _proba(y_proba, y.size, "y_proba")
     return float(skm.brier_score_loss(y, p, pos_label=1))
@@ -152,6 +181,22 @@ def log_loss(y_true: ArrayLike, y_proba: ArrayLike, pos_label: Any = 1, eps: flo
     """Mean negative log-likelihood −(1/N)·Σ [y log p + (1 − y) log(1 − p)], p clipped to [eps, 1 − eps].
 
     Clipping keeps a confident mistake finite (a calibrated p' can be exactly 0 or 1 when p_s is).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        True labels, at most two classes.
+    y_proba : array-like of shape (n,)
+        Positive-class probabilities, each in [0, 1].
+    pos_label : label, default 1
+        The positive class; every other label counts as negative.
+    eps : float, default 1e-15
+        Probabilities are clipped to [eps, 1 − eps] before the logarithm.
+
+    Returns
+    -------
+    float
+        The mean log-loss (non-negative; lower is better).
     """
     y = _binary_truth(y_true, pos_label, need_both=False)
     p = np.clip(_proba(y_proba, y.size, "y_proba"), eps, 1.0 - eps)
@@ -162,20 +207,71 @@ def log_loss(y_true: ArrayLike, y_proba: ArrayLike, pos_label: Any = 1, eps: flo
 # threshold metrics
 # ----------------------------------------------------------------------------------------------------
 def g_mean(y_true: ArrayLike, y_score: ArrayLike, threshold: float = 0.5, pos_label: Any = 1) -> float:
-    """US §V: G-mean = sqrt(TPR × TNR) of the rule ``score > threshold``; needs both classes in y_true."""
+    """US §V: G-mean = sqrt(TPR × TNR) of the rule ``score > threshold``; needs both classes in y_true.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        True labels, at most two classes.
+    y_score : array-like of shape (n,)
+        Positive-class probabilities, each in [0, 1].
+    threshold : float, default 0.5
+        A row is predicted positive when its score is above it (strict).
+    pos_label : label, default 1
+        The positive class; every other label counts as negative.
+
+    Returns
+    -------
+    float
+        The G-mean, in [0, 1].
+    """
     _binary_truth(y_true, pos_label)  # raises on a single class: TPR or TNR undefined
     tp, fp, fn, tn = _confusion(y_true, y_score, threshold, pos_label)
     return float(np.sqrt((tp / (tp + fn)) * (tn / (tn + fp))))
 
 
 def precision_at(y_true: ArrayLike, y_score: ArrayLike, threshold: float = 0.5, pos_label: Any = 1) -> float:
-    """US §V: Precision = TP / (TP + FP) of ``score > threshold`` (0.0 when nothing is predicted positive)."""
+    """US §V: Precision = TP / (TP + FP) of ``score > threshold`` (0.0 when nothing is predicted positive).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        True labels, at most two classes.
+    y_score : array-like of shape (n,)
+        Positive-class probabilities, each in [0, 1].
+    threshold : float, default 0.5
+        A row is predicted positive when its score is above it (strict).
+    pos_label : label, default 1
+        The positive class; every other label counts as negative.
+
+    Returns
+    -------
+    float
+        The precision, in [0, 1].
+    """
     tp, fp, _, _ = _confusion(y_true, y_score, threshold, pos_label)
     return tp / (tp + fp) if tp + fp else 0.0
 
 
 def recall_at(y_true: ArrayLike, y_score: ArrayLike, threshold: float = 0.5, pos_label: Any = 1) -> float:
-    """US §V: Recall = TPR = TP / (TP + FN) of ``score > threshold``; needs at least one positive row."""
+    """US §V: Recall = TPR = TP / (TP + FN) of ``score > threshold``; needs at least one positive row.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        True labels, at most two classes.
+    y_score : array-like of shape (n,)
+        Positive-class probabilities, each in [0, 1].
+    threshold : float, default 0.5
+        A row is predicted positive when its score is above it (strict).
+    pos_label : label, default 1
+        The positive class; every other label counts as negative.
+
+    Returns
+    -------
+    float
+        The recall, in [0, 1].
+    """
     y = _binary_truth(y_true, pos_label, need_both=False)
     if y.sum() == 0:
         raise ValueError(f"y_true has no positive rows (pos_label={pos_label!r}); recall is undefined")
@@ -184,20 +280,73 @@ def recall_at(y_true: ArrayLike, y_score: ArrayLike, threshold: float = 0.5, pos
 
 
 def f1_at(y_true: ArrayLike, y_score: ArrayLike, threshold: float = 0.5, pos_label: Any = 1) -> float:
-    """US §V: F-measure 2·Precision·Recall / (Precision + Recall) = 2TP / (2TP + FP + FN); 0.0 if TP = 0."""
+    """US §V: F-measure 2·Precision·Recall / (Precision + Recall) = 2TP / (2TP + FP + FN); 0.0 if TP = 0.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        True labels, at most two classes.
+    y_score : array-like of shape (n,)
+        Positive-class probabilities, each in [0, 1].
+    threshold : float, default 0.5
+        A row is predicted positive when its score is above it (strict).
+    pos_label : label, default 1
+        The positive class; every other label counts as negative.
+
+    Returns
+    -------
+    float
+        The F1 score, in [0, 1].
+    """
     tp, fp, fn, _ = _confusion(y_true, y_score, threshold, pos_label)
     return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
 
 
 def accuracy_at(y_true: ArrayLike, y_score: ArrayLike, threshold: float = 0.5, pos_label: Any = 1) -> float:
-    """US §V: accuracy (TP + TN) / N of the rule ``score > threshold``."""
+    """US §V: accuracy (TP + TN) / N of the rule ``score > threshold``.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        True labels, at most two classes.
+    y_score : array-like of shape (n,)
+        Positive-class probabilities, each in [0, 1].
+    threshold : float, default 0.5
+        A row is predicted positive when its score is above it (strict).
+    pos_label : label, default 1
+        The positive class; every other label counts as negative.
+
+    Returns
+    -------
+    float
+        The accuracy, in [0, 1].
+    """
     tp, fp, fn, tn = _confusion(y_true, y_score, threshold, pos_label)
     return (tp + tn) / (tp + fp + fn + tn)
 
 
 @dataclass(frozen=True)
 class ProbabilityMetrics:
-    """Every metric of one probability vector at one threshold (MLflow-ready via ``as_dict``)."""
+    """Every metric of one probability vector at one threshold (MLflow-ready via ``as_dict``).
+
+    Parameters
+    ----------
+    auc : float
+        AUC of the probabilities (:func:`auc`).
+    brier : float
+        Brier score (:func:`brier`).
+    log_loss : float
+        Mean log-loss (:func:`log_loss`).
+    g_mean, f1, precision, recall, accuracy : float
+        The threshold metrics of the rule ``p > threshold`` (:func:`g_mean`, :func:`f1_at`, :func:`precision_at`,
+        :func:`recall_at`, :func:`accuracy_at`).
+    threshold : float
+        The threshold the threshold metrics used.
+    n : int
+        Number of rows.
+    n_pos : int
+        Number of positive rows.
+    """
 
     auc: float
     brier: float
@@ -219,7 +368,24 @@ class ProbabilityMetrics:
 def evaluate_probabilities(
     y_true: ArrayLike, y_proba: ArrayLike, threshold: float = 0.5, pos_label: Any = 1
 ) -> ProbabilityMetrics:
-    """US §V: AUC, Brier (eq. 13), G-mean, F1, precision, recall, accuracy and log-loss of one p̂ at one τ."""
+    """US §V: AUC, Brier (eq. 13), G-mean, F1, precision, recall, accuracy and log-loss of one p̂ at one τ.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        True labels; both classes must occur.
+    y_proba : array-like of shape (n,)
+        Positive-class probabilities, each in [0, 1].
+    threshold : float, default 0.5
+        τ of the threshold metrics: a row is predicted positive when p̂ > τ.
+    pos_label : label, default 1
+        The positive class; every other label counts as negative.
+
+    Returns
+    -------
+    ProbabilityMetrics
+        All the metrics, with the threshold and the row and positive counts.
+    """
     y = _binary_truth(y_true, pos_label)
     p = _proba(y_proba, y.size, "y_proba")
     return ProbabilityMetrics(
@@ -262,6 +428,22 @@ def total_benefit(
 
     ``y_pred`` are hard labels in the same label space as ``y_true`` (threshold first:
     ``np.where(p > tau, pos, neg)``).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        True labels, at most two classes.
+    y_pred : array-like of shape (n,)
+        Predicted hard labels; a row is predicted positive when its label equals ``pos_label``.
+    benefit : array-like of shape (2, 2) or callable
+        The benefit matrix ``[actual][predicted]`` or the per-row benefit callable described above.
+    pos_label : label, default 1
+        The positive class; every other label counts as negative.
+
+    Returns
+    -------
+    float
+        The summed benefit over all rows.
     """
     yt = _binary_truth(y_true, pos_label, need_both=False)
     yp_raw = np.asarray(y_pred).ravel()
@@ -290,7 +472,21 @@ def total_benefit(
 def donation_benefit(amount: ArrayLike, cost: float = 0.68) -> BenefitCallable:
     """RT §6 (Donate): per-row benefit Y(x) − cost for a solicited donor, −cost for a solicited non-donor,
     0 for anyone not solicited. ``amount`` is Y(x) per row (aligned with ``y_true``). Returns a callable
-    for ``total_benefit``."""
+    for ``total_benefit``.
+
+    Parameters
+    ----------
+    amount : array-like of shape (n,)
+        Y(x), the donation amount of each row (aligned with ``y_true``).
+    cost : float, default 0.68
+        Cost of soliciting one person.
+
+    Returns
+    -------
+    callable
+        ``benefit(y_true01, y_pred01) -> per-row amounts`` for :func:`total_benefit`; it raises ``ValueError``
+        when ``amount`` does not have one value per row.
+    """
     y_amount = np.asarray(amount, dtype=float).ravel()
 
     def _benefit(yt: np.ndarray, yp: np.ndarray) -> np.ndarray:
@@ -304,5 +500,18 @@ def donation_benefit(amount: ArrayLike, cost: float = 0.68) -> BenefitCallable:
 def fraud_benefit(amount: ArrayLike, overhead: float = 90.0) -> BenefitCallable:
     """RT §6 (CCF): per-row benefit y(x) − v for a flagged fraud, −v for a flagged legitimate transaction,
     0 if not flagged (v = $90 in RT). ``amount`` is the transaction amount y(x) per row. Returns a callable
-    for ``total_benefit``."""
+    for ``total_benefit``.
+
+    Parameters
+    ----------
+    amount : array-like of shape (n,)
+        y(x), the transaction amount of each row (aligned with ``y_true``).
+    overhead : float, default 90.0
+        v, the cost of checking one flagged transaction.
+
+    Returns
+    -------
+    callable
+        ``benefit(y_true01, y_pred01) -> per-row amounts`` for :func:`total_benefit`.
+    """
     return donation_benefit(amount, cost=overhead)

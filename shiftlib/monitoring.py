@@ -38,7 +38,7 @@ __all__ = ["MONITOR_ROWS", "BatchMonitor", "monitor_batch", "monitor_rows"]
 class BatchMonitor:
     """The served version on one scored batch.
 
-    Attributes
+    Parameters
     ----------
     accuracy, ci_low, ci_high : float
         Label-free estimate of its accuracy on the batch and the interval (widened when the overlap is poor).
@@ -83,7 +83,22 @@ class BatchMonitor:
 
 
 def monitor_rows(n_rows: int, *, max_rows: int | None = MONITOR_ROWS, random_state: int | None = None) -> np.ndarray:
-    """Sorted positions of the batch rows :func:`monitor_batch` should get (all of them up to ``max_rows``)."""
+    """Sorted positions of the batch rows :func:`monitor_batch` should get (all of them up to ``max_rows``).
+
+    Parameters
+    ----------
+    n_rows : int
+        Number of rows in the batch.
+    max_rows : int or None
+        Most rows kept (a seeded uniform sample above it, ``shiftlib.budget.subsample``); ``None`` keeps every row.
+    random_state : int, optional
+        Seed of the sample.
+
+    Returns
+    -------
+    numpy.ndarray
+        Sorted row positions to score (``arange(n_rows)`` when the batch fits).
+    """
     return subsample(n_rows, max_rows, random_state=random_state)
 
 
@@ -114,6 +129,7 @@ def monitor_batch(stored: StoredPredictions, proba_target: Any, X_source: Any, X
     Returns
     -------
     BatchMonitor
+        The estimate and its interval, the overlap and drift verdicts, the majority baseline and the alert.
     """
     seed = 0 if random_state is None else int(random_state)
     P = champion_predictions(stored, proba_target, X_source, X_target, random_state=seed)

@@ -136,6 +136,31 @@ def prepare_tables(
 
     ``check_tables``, then a ``shiftlib.preprocessor.TablePreprocessor`` fitted on the source's features with
     the decided plan and applied to both tables. See the module docstring for the policies.
+
+    Parameters
+    ----------
+    source : pandas.DataFrame
+        Labeled source table.
+    target : pandas.DataFrame
+        Target table; its label column, if present, is split off for evaluation.
+    label : str
+        Name of the label column.
+    positive_label : object, optional
+        For two classes, the label value coded 1; default the larger value.
+    max_levels : int, default 20
+        A text column with more distinct source values is refused.
+    min_rows_for_id : int, default 20
+        Fewest rows for a column whose every value is distinct to be dropped as an id.
+
+    Returns
+    -------
+    PreparedData
+        The encoded tables, coded labels, decisions, notes and the fitted preprocessor.
+
+    Raises
+    ------
+    IngestError
+        When the tables cannot be used as given.
     """
     checked = check_tables(source, target, label, positive_label=positive_label, max_levels=max_levels,
                            min_rows_for_id=min_rows_for_id)

@@ -45,7 +45,7 @@ REALIZED_WINDOW = 10
 class RealizedCorrection:
     """Today's estimate corrected by the past realised errors of the same deployment.
 
-    Attributes
+    Parameters
     ----------
     accuracy, ci_low, ci_high : float
         The corrected estimate and its prediction interval, clipped to [0, 1].

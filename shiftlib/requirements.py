@@ -46,7 +46,15 @@ INNER_FOLDS = {"SVM": 5}  # shiftlib.learners: SVM calibrates with CalibratedCla
 
 @dataclass(frozen=True)
 class SizePlan:
-    """Learners kept (in the given order) and the dropped ones with the sentence saying why."""
+    """Learners kept (in the given order) and the dropped ones with the sentence saying why.
+
+    Parameters
+    ----------
+    learners : list of str
+        Names of the learners kept, in the order given.
+    dropped : dict of str to str, default {}
+        Each dropped learner's name and the sentence saying why it was dropped.
+    """
 
     learners: list[str]
     dropped: dict[str, str] = field(default_factory=dict)
@@ -56,7 +64,27 @@ class SizePlan:
 
 def check_classes(counts: Mapping[Any, int], label: str, *, max_classes: int = MAX_CLASSES) -> list[str]:
     """Refuse a label with more than ``max_classes`` classes (``IngestError`` with the count and the fix);
-    return a warning naming the classes with fewer than :data:`RARE_CLASS_ROWS` source rows and what they cost."""
+    return a warning naming the classes with fewer than :data:`RARE_CLASS_ROWS` source rows and what they cost.
+
+    Parameters
+    ----------
+    counts : Mapping
+        Source rows per class.
+    label : str
+        Name of the label column, quoted in the error.
+    max_classes : int, default MAX_CLASSES
+        Most classes accepted.
+
+    Returns
+    -------
+    list of str
+        One warning sentence when some class has fewer than :data:`RARE_CLASS_ROWS` rows, else empty.
+
+    Raises
+    ------
+    IngestError
+        If there are more than ``max_classes`` classes.
+    """
     if len(counts) > max_classes:
         raise IngestError(
             f"label {label!r} has {len(counts)} classes in the source, more than max_classes={max_classes}: merge "
@@ -73,7 +101,18 @@ def check_classes(counts: Mapping[Any, int], label: str, *, max_classes: int = M
 
 def inner_folds(estimator: Any) -> int:
     """Folds of a stratified CV the estimator runs inside ``fit`` (0 when none): found by walking the
-    estimator's parameters for an integer ``cv`` (e.g. ``CalibratedClassifierCV(cv=5)`` in SVM)."""
+    estimator's parameters for an integer ``cv`` (e.g. ``CalibratedClassifierCV(cv=5)`` in SVM).
+
+    Parameters
+    ----------
+    estimator : estimator
+        A scikit-learn estimator (``get_params(deep=True)`` is read).
+
+    Returns
+    -------
+    int
+        The largest integer ``cv`` (or ``…__cv``) parameter found, 0 when none.
+    """
     folds = 0
     for key, value in estimator.get_params(deep=True).items():
         if (key == "cv" or key.endswith("__cv")) and isinstance(value, int) and not isinstance(value, bool):
@@ -104,6 +143,31 @@ def check_sizes(
 
     ``class_counts``: source rows per class after ingest (and after any simulated bias); ``n_target``: target
     rows. Raises ``IngestError`` when a stage cannot run or no learner can be fitted.
+
+    Parameters
+    ----------
+    class_counts : Mapping
+        Source rows per class.
+    n_target : int
+        Target rows.
+    learners : sequence of str
+        Names of the learners asked for.
+    cv_folds : int
+        Folds of the source cross-validation (before it is lowered to the smallest class count).
+    selection_folds : int
+        Folds of the fold-based selectors (SCV, WCV, TrCV).
+    selectors : sequence of str
+        Names of the selectors asked for; ``selection_folds`` is checked only if one of them is fold-based.
+
+    Returns
+    -------
+    SizePlan
+        The learners that can be fitted and the dropped ones with the reason.
+
+    Raises
+    ------
+    IngestError
+        When a stage cannot run or no learner can be fitted.
     """
     counts = [int(c) for c in class_counts.values()]
     n_source = sum(counts)

@@ -20,7 +20,21 @@ __all__ = ["LabeledPredictor", "ServedModel"]
 
 
 class ServedModel(Pipeline):
-    """A fitted ``prepare`` → ``model`` pipeline with the class labels in code order (``class_labels``)."""
+    """A fitted ``prepare`` → ``model`` pipeline with the class labels in code order (``class_labels``).
+
+    Parameters
+    ----------
+    steps : list of (str, estimator) tuples
+        The pipeline steps, as for :class:`sklearn.pipeline.Pipeline` (``prepare`` then ``model``).
+    class_labels : sequence, optional
+        The user's label of each class code 0 … K − 1; ``None`` labels each class by its code.
+    transform_input : list of str, optional
+        Passed to :class:`~sklearn.pipeline.Pipeline`.
+    memory : str or object, optional
+        Passed to :class:`~sklearn.pipeline.Pipeline`.
+    verbose : bool, default False
+        Passed to :class:`~sklearn.pipeline.Pipeline`.
+    """
 
     def __init__(self, steps: Any, *, class_labels: Any = None, transform_input: Any = None, memory: Any = None,
                  verbose: bool = False) -> None:
@@ -28,7 +42,18 @@ class ServedModel(Pipeline):
         self.class_labels = class_labels
 
     def predict_labeled(self, X: Any) -> pd.DataFrame:
-        """``predicted`` (the class label) and ``proba_<label>`` per class, one row per row of ``X``."""
+        """``predicted`` (the class label) and ``proba_<label>`` per class, one row per row of ``X``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame
+            The rows to predict, as the ``prepare`` step takes them.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Column ``predicted`` and one ``proba_<label>`` column per class.
+        """
         proba = np.asarray(self.predict_proba(X), dtype=float)
         codes = np.asarray(self.classes_).astype(int)
         labels = list(self.class_labels) if self.class_labels is not None else codes.tolist()
@@ -40,12 +65,32 @@ class ServedModel(Pipeline):
 
 
 class LabeledPredictor:
-    """What ``mlflow.pyfunc.load_model`` wraps: ``predict`` is :meth:`ServedModel.predict_labeled`."""
+    """What ``mlflow.pyfunc.load_model`` wraps: ``predict`` is :meth:`ServedModel.predict_labeled`.
+
+    Parameters
+    ----------
+    model : ServedModel
+        The fitted model whose :meth:`~ServedModel.predict_labeled` answers :meth:`predict`.
+    """
 
     def __init__(self, model: Any) -> None:
         self.model = model
 
     def predict(self, model_input: Any, params: dict[str, Any] | None = None) -> pd.DataFrame:  # noqa: ARG002
+        """The model's :meth:`ServedModel.predict_labeled` of ``model_input``.
+
+        Parameters
+        ----------
+        model_input : array-like or DataFrame
+            The rows to predict.
+        params : dict, optional
+            MLflow's inference parameters; ignored.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Column ``predicted`` and one ``proba_<label>`` column per class.
+        """
         return self.model.predict_labeled(model_input)
 
 

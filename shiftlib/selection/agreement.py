@@ -82,7 +82,23 @@ def _names(true: pd.Series, selector: Any) -> list[str]:
 
 
 def corr_measure(true_scores: Any, selector: Any) -> int:
-    """TrCV §5.1: corr = C(|H|,2) − #pairs with (ε(f) − ε(g))·(v(f) − v(g)) < 0; returns an int."""
+    """TrCV §5.1: corr = C(|H|,2) − #pairs with (ε(f) − ε(g))·(v(f) − v(g)) < 0; returns an int.
+
+    Parameters
+    ----------
+    true_scores : Mapping or pandas.Series
+        Learner name to its true score on the target (higher is better); at least two learners, no NaN.
+    selector : pandas.Series, Mapping or result with ``scores`` and ``winner``
+        Estimated scores per learner (higher is better), or a selector result (``SelectorScores``,
+        ``ReverseTestingResult``) whose ``winner(a, b)`` decides each pair; it must score every learner of
+        ``true_scores``.
+
+    Returns
+    -------
+    int
+        The number of learner pairs minus those the selector orders against the truth (true ties and
+        undecided pairs are not discordant).
+    """
     true = _true(true_scores)
     names = _names(true, selector)
     win = _winner_fn(selector)
@@ -98,7 +114,19 @@ def corr_measure(true_scores: Any, selector: Any) -> int:
 
 @dataclass(frozen=True)
 class PairwiseAgreement:
-    """Pairwise-order accuracy: ``correct`` of ``counted`` pairs (true gap ≥ tie_tol); undecided count as wrong."""
+    """Pairwise-order accuracy: ``correct`` of ``counted`` pairs (true gap ≥ tie_tol); undecided count as wrong.
+
+    Parameters
+    ----------
+    correct : int
+        Counted pairs the selector orders as the truth.
+    counted : int
+        Pairs whose true gap is at least ``tie_tol``.
+    undecided : int
+        Counted pairs the selector leaves undecided (counted as wrong).
+    ties_skipped : int
+        Pairs skipped because their true gap is below ``tie_tol``.
+    """
 
     correct: int
     counted: int
@@ -111,7 +139,24 @@ class PairwiseAgreement:
 
 
 def pairwise_order_accuracy(true_scores: Any, selector: Any, *, tie_tol: float = 0.005) -> PairwiseAgreement:
-    """Share of learner pairs (true gap ≥ ``tie_tol``) the selector orders as the truth; returns ``PairwiseAgreement``."""
+    """Share of learner pairs (true gap ≥ ``tie_tol``) the selector orders as the truth; returns ``PairwiseAgreement``.
+
+    Parameters
+    ----------
+    true_scores : Mapping or pandas.Series
+        Learner name to its true score on the target (higher is better); at least two learners, no NaN.
+    selector : pandas.Series, Mapping or result with ``scores`` and ``winner``
+        Estimated scores per learner (higher is better), or a selector result (``SelectorScores``,
+        ``ReverseTestingResult``) whose ``winner(a, b)`` decides each pair; it must score every learner of
+        ``true_scores``.
+    tie_tol : float, default 0.005
+        Pairs whose true scores differ by less than this are skipped (true ties).
+
+    Returns
+    -------
+    PairwiseAgreement
+        The pair counts; its ``accuracy`` is ``correct / counted`` (NaN when no pair is counted).
+    """
     true = _true(true_scores)
     names = _names(true, selector)
     win = _winner_fn(selector)
@@ -130,7 +175,22 @@ def pairwise_order_accuracy(true_scores: Any, selector: Any, *, tie_tol: float =
 
 
 def kendall_tau(true_scores: Any, selector: Any) -> float:
-    """Kendall τ-b (``scipy.stats.kendalltau``) between true and estimated scores; NaN if either is constant."""
+    """Kendall τ-b (``scipy.stats.kendalltau``) between true and estimated scores; NaN if either is constant.
+
+    Parameters
+    ----------
+    true_scores : Mapping or pandas.Series
+        Learner name to its true score on the target (higher is better); at least two learners, no NaN.
+    selector : pandas.Series, Mapping or result with ``scores``
+        Estimated scores per learner (higher is better), or a selector result whose ``scores`` are used; it must
+        score every learner of ``true_scores``.
+
+    Returns
+    -------
+    float
+        τ-b over the learners the selector scored (non-NaN); NaN when fewer than two remain or either side is
+        constant.
+    """
     true = _true(true_scores)
     names = _names(true, selector)
     est = _estimated(selector)[names]
@@ -147,6 +207,18 @@ def regret(true_scores: Any, selected: Any) -> float:
     """True best score − true score of the selected learner (mean over a tied top tier).
 
     ``selected`` is a learner name, a collection of tied names, or a selector (its top tier is used).
+
+    Parameters
+    ----------
+    true_scores : Mapping or pandas.Series
+        Learner name to its true score on the target (higher is better); at least two learners, no NaN.
+    selected : str, collection of str, pandas.Series, Mapping or selector result
+        The chosen learner, tied learners, estimated scores (their top tier), or a result with ``ranking``.
+
+    Returns
+    -------
+    float
+        The true best score minus the mean true score of the chosen learner(s); 0 when the best is chosen.
     """
     true = _true(true_scores)
     if isinstance(selected, str):
@@ -165,7 +237,31 @@ def regret(true_scores: Any, selected: Any) -> float:
 
 @dataclass(frozen=True)
 class Agreement:
-    """All agreement measures of one selector against the truth (see module docstring)."""
+    """All agreement measures of one selector against the truth (see module docstring).
+
+    Parameters
+    ----------
+    corr : int
+        TrCV §5.1 corr (see :func:`corr_measure`).
+    n_pairs : int
+        C(|H|, 2), the number of learner pairs (corr's maximum).
+    pairwise_correct : int
+        Counted pairs ordered as the truth (see :class:`PairwiseAgreement`).
+    pairwise_counted : int
+        Pairs whose true gap is at least ``tie_tol``.
+    pairwise_undecided : int
+        Counted pairs the selector leaves undecided.
+    pairwise_accuracy : float
+        ``pairwise_correct / pairwise_counted``; NaN when no pair is counted.
+    kendall_tau : float
+        Kendall τ-b (see :func:`kendall_tau`).
+    regret : float
+        Regret of the selector's top tier (see :func:`regret`).
+    selected : tuple of str
+        The selector's top tier among the judged learners.
+    true_best : tuple of str
+        The learners with the best true score.
+    """
 
     corr: int
     n_pairs: int
@@ -186,7 +282,24 @@ class Agreement:
 
 
 def agreement(true_scores: Any, selector: Any, *, tie_tol: float = 0.005) -> Agreement:
-    """corr, pairwise-order accuracy, Kendall τ and regret of ``selector`` against ``true_scores``."""
+    """corr, pairwise-order accuracy, Kendall τ and regret of ``selector`` against ``true_scores``.
+
+    Parameters
+    ----------
+    true_scores : Mapping or pandas.Series
+        Learner name to its true score on the target (higher is better); at least two learners, no NaN.
+    selector : pandas.Series, Mapping or result with ``scores`` and ``winner``
+        Estimated scores per learner (higher is better), or a selector result (``SelectorScores``,
+        ``ReverseTestingResult``) whose ``winner(a, b)`` decides each pair; it must score every learner of
+        ``true_scores``.
+    tie_tol : float, default 0.005
+        Pairs whose true scores differ by less than this are skipped (true ties).
+
+    Returns
+    -------
+    Agreement
+        Every measure at once; regret is that of the selector's top tier among the learners of ``true_scores``.
+    """
     true = _true(true_scores)
     est = _estimated(selector)
     pw = pairwise_order_accuracy(true, selector, tie_tol=tie_tol)

@@ -59,6 +59,27 @@ def cv_score(
     """Mean fold score of ``candidate`` over ``splits`` (train, test) positions; returns (mean, fold scores).
 
     ``weights`` (one per row of X) weight the held-out rows' score (importance-weighted CV).
+
+    Parameters
+    ----------
+    candidate : Candidate
+        The learner; each fold fits a fresh clone on the training rows (with its own source weights).
+    X : array-like or pandas.DataFrame
+        Features of the rows the splits index.
+    y : numpy.ndarray
+        Labels, one per row of ``X``.
+    splits : iterable of (numpy.ndarray, numpy.ndarray)
+        (train, test) row positions, one pair per fold.
+    scoring : str or callable, default "accuracy"
+        ``"accuracy"``, ``"roc_auc"``/``"auc"`` or a scorer callable
+        (see :func:`~shiftlib.selection.scoring.get_scorer`).
+    weights : numpy.ndarray or None, default None
+        One weight per row of ``X`` used to weight the held-out rows' score; None scores unweighted.
+
+    Returns
+    -------
+    tuple of (float, numpy.ndarray)
+        The mean fold score and the score of each fold.
     """
     scorer = get_scorer(scoring)
     fold_scores = []
@@ -130,6 +151,30 @@ def source_cv(
     ``max_folds`` scores only the first ``max_folds`` of the k folds (every fit still sees (k−1)/k of the
     rows, so the candidates are compared where their learning curves are, at the size they are served
     at; only the number of scored rows shrinks). ``shiftlib.budget.scored_folds`` sets it for large tables.
+
+    Parameters
+    ----------
+    learners : dict, list, str, Candidate or estimator
+        The candidates, in any form :func:`~shiftlib.selection.candidates.resolve_candidates` accepts.
+    X_source : array-like or pandas.DataFrame
+        Labeled source features, one row per example.
+    y_source : array-like
+        Source labels, one per row of ``X_source``.
+    k : int, default 10
+        Number of folds (at least 2, at most the largest class count).
+    scoring : str or callable, default "accuracy"
+        ``"accuracy"``, ``"roc_auc"``/``"auc"`` or a scorer callable
+        (see :func:`~shiftlib.selection.scoring.get_scorer`).
+    random_state : int or None, default None
+        Seed for the fold shuffle and for learners built from registry names.
+    max_folds : int or None, default None
+        Score only the first ``max_folds`` of the k folds; None scores all.
+
+    Returns
+    -------
+    SelectorScores
+        Selector ``"scv"``: each learner's mean fold score, fold scores in ``details``; a learner whose fit
+        raised ``ValueError`` has score NaN and an entry in ``errors``.
     """
     X = check_X(X_source, "X_source")
     y = check_y(y_source, X, "y_source", "X_source")
@@ -148,7 +193,32 @@ def repeated_cv(
     scoring: str | Scorer = "accuracy",
     random_state: int | None = None,
 ) -> SelectorScores:
-    """RT §3.2: k-fold CV repeated ``n_repeats`` times (RT: 10 folds × 100) on the source rows; returns ``SelectorScores``."""
+    """RT §3.2: k-fold CV repeated ``n_repeats`` times (RT: 10 folds × 100) on the source rows; returns ``SelectorScores``.
+
+    Parameters
+    ----------
+    learners : dict, list, str, Candidate or estimator
+        The candidates, in any form :func:`~shiftlib.selection.candidates.resolve_candidates` accepts.
+    X_source : array-like or pandas.DataFrame
+        Labeled source features, one row per example.
+    y_source : array-like
+        Source labels, one per row of ``X_source``.
+    k : int, default 10
+        Number of folds (at least 2, at most the largest class count).
+    n_repeats : int, default 100
+        How many times the stratified k-fold is repeated (at least 1).
+    scoring : str or callable, default "accuracy"
+        ``"accuracy"``, ``"roc_auc"``/``"auc"`` or a scorer callable
+        (see :func:`~shiftlib.selection.scoring.get_scorer`).
+    random_state : int or None, default None
+        Seed for the fold shuffle and for learners built from registry names.
+
+    Returns
+    -------
+    SelectorScores
+        Selector ``"cv{k}x{n_repeats}"``: each learner's mean score over all k × n_repeats folds; a learner whose fit
+        raised ``ValueError`` has score NaN and an entry in ``errors``.
+    """
     X = check_X(X_source, "X_source")
     y = check_y(y_source, X, "y_source", "X_source")
     _check_k(k, y, "the source set")
@@ -167,7 +237,28 @@ def leave_one_out(
     scoring: str | Scorer = "accuracy",
     random_state: int | None = None,
 ) -> SelectorScores:
-    """RT §3.2 leave-one-out validation on the source rows (n fits per learner); returns ``SelectorScores``."""
+    """RT §3.2 leave-one-out validation on the source rows (n fits per learner); returns ``SelectorScores``.
+
+    Parameters
+    ----------
+    learners : dict, list, str, Candidate or estimator
+        The candidates, in any form :func:`~shiftlib.selection.candidates.resolve_candidates` accepts.
+    X_source : array-like or pandas.DataFrame
+        Labeled source features, one row per example.
+    y_source : array-like
+        Source labels, one per row of ``X_source``.
+    scoring : str or callable, default "accuracy"
+        ``"accuracy"`` or a scorer callable (AUC is refused:
+        undefined on one row; see :func:`~shiftlib.selection.scoring.get_scorer`).
+    random_state : int or None, default None
+        Seed for learners built from registry names.
+
+    Returns
+    -------
+    SelectorScores
+        Selector ``"loo"``: each learner's mean score over the n held-out rows; a learner whose fit
+        raised ``ValueError`` has score NaN and an entry in ``errors``.
+    """
     if scoring in ("roc_auc", "auc") or scoring is roc_auc_scorer:
         raise ValueError("AUC is undefined on one held-out row: use scoring='accuracy' with leave_one_out")
     X = check_X(X_source, "X_source")
@@ -195,6 +286,35 @@ def weighted_cv(
     ``weights``: a ``shiftlib.weights`` name (default KMM; needs ``X_target``), an estimator, or an
     array with one weight per source row. β is normalised to mean 1 (``details["weights"]``).
     ``max_folds``: score only the first folds, as in ``source_cv``.
+
+    Parameters
+    ----------
+    learners : dict, list, str, Candidate or estimator
+        The candidates, in any form :func:`~shiftlib.selection.candidates.resolve_candidates` accepts.
+    X_source : array-like or pandas.DataFrame
+        Labeled source features, one row per example.
+    y_source : array-like
+        Source labels, one per row of ``X_source``.
+    X_target : array-like, pandas.DataFrame or None, default None
+        Unlabeled target features; needed unless ``weights`` is an array (or None).
+    weights : str, estimator, array-like or None, default "kmm"
+        How to get β (see :func:`~shiftlib.selection.importance.importance_weights`); None gives all ones.
+    k : int, default 10
+        Number of folds (at least 2, at most the largest class count).
+    scoring : str or callable, default "accuracy"
+        ``"accuracy"``, ``"roc_auc"``/``"auc"`` or a scorer callable
+        (see :func:`~shiftlib.selection.scoring.get_scorer`).
+    random_state : int or None, default None
+        Seed for the fold shuffle and for learners built from registry names.
+    max_folds : int or None, default None
+        Score only the first ``max_folds`` of the k folds; None scores all.
+
+    Returns
+    -------
+    SelectorScores
+        Selector ``"wcv"``: each learner's mean importance-weighted fold score; β in
+        ``details["weights"]``; a learner whose fit
+        raised ``ValueError`` has score NaN and an entry in ``errors``.
     """
     X = check_X(X_source, "X_source")
     y = check_y(y_source, X, "y_source", "X_source")
@@ -220,7 +340,31 @@ def target_cv(
     scoring: str | Scorer = "accuracy",
     random_state: int | None = None,
 ) -> SelectorScores:
-    """TCV (TrCV §5.1): stratified k-fold on the labeled target rows only; returns ``SelectorScores``."""
+    """TCV (TrCV §5.1): stratified k-fold on the labeled target rows only; returns ``SelectorScores``.
+
+    Parameters
+    ----------
+    learners : dict, list, str, Candidate or estimator
+        The candidates, in any form :func:`~shiftlib.selection.candidates.resolve_candidates` accepts.
+    X_target_labeled : array-like or pandas.DataFrame
+        Features of the labeled target rows.
+    y_target_labeled : array-like
+        Their labels.
+    k : int, default 10
+        Number of folds; lowered to the largest class count when that is smaller
+        (``details["params"]["k_used"]``).
+    scoring : str or callable, default "accuracy"
+        ``"accuracy"``, ``"roc_auc"``/``"auc"`` or a scorer callable
+        (see :func:`~shiftlib.selection.scoring.get_scorer`).
+    random_state : int or None, default None
+        Seed for the fold shuffle and for learners built from registry names.
+
+    Returns
+    -------
+    SelectorScores
+        Selector ``"tcv"``: each learner's mean fold score on the labeled target rows; a learner whose fit
+        raised ``ValueError`` has score NaN and an entry in ``errors``.
+    """
     X = check_X(X_target_labeled, "X_target_labeled")
     y = check_y(y_target_labeled, X, "y_target_labeled", "X_target_labeled")
     k_used = int(min(k, np.unique(y, return_counts=True)[1].max()))
@@ -240,7 +384,32 @@ def source_target_validation(
     scoring: str | Scorer = "accuracy",
     random_state: int | None = None,
 ) -> SelectorScores:
-    """STV (TrCV §5.1): fit on all source rows, score on the labeled target rows; returns ``SelectorScores``."""
+    """STV (TrCV §5.1): fit on all source rows, score on the labeled target rows; returns ``SelectorScores``.
+
+    Parameters
+    ----------
+    learners : dict, list, str, Candidate or estimator
+        The candidates, in any form :func:`~shiftlib.selection.candidates.resolve_candidates` accepts.
+    X_source : array-like or pandas.DataFrame
+        Labeled source features, one row per example.
+    y_source : array-like
+        Source labels, one per row of ``X_source``.
+    X_target_labeled : array-like or pandas.DataFrame
+        Features of the labeled target rows (same kind and columns as ``X_source``).
+    y_target_labeled : array-like
+        Their labels.
+    scoring : str or callable, default "accuracy"
+        ``"accuracy"``, ``"roc_auc"``/``"auc"`` or a scorer callable
+        (see :func:`~shiftlib.selection.scoring.get_scorer`).
+    random_state : int or None, default None
+        Seed for learners built from registry names.
+
+    Returns
+    -------
+    SelectorScores
+        Selector ``"stv"``: each learner's score on the labeled target rows; a learner whose fit
+        raised ``ValueError`` has score NaN and an entry in ``errors``.
+    """
     X = check_X(X_source, "X_source")
     y = check_y(y_source, X, "y_source", "X_source")
     X_l = check_X(X_target_labeled, "X_target_labeled", like=X)

@@ -30,7 +30,19 @@ __all__ = ["Candidate", "CandidatesLike", "fit_candidate", "resolve_candidates"]
 
 @dataclass(frozen=True, eq=False)
 class Candidate:
-    """One learner to select among: ``name``, an unfitted ``estimator`` and optional source-row weights."""
+    """One learner to select among: ``name``, an unfitted ``estimator`` and optional source-row weights.
+
+    Parameters
+    ----------
+    name : str
+        The learner's name (non-empty); it labels the learner in every result.
+    estimator : sklearn.base.BaseEstimator
+        An unfitted estimator with ``fit``; it is cloned for every fit, never fitted itself.
+    sample_weight : numpy.ndarray or None, default None
+        Importance weights, one per source row, applied whenever the candidate is fitted on source rows.
+    registry : bool, default False
+        True when built from a registry name (``"LR"``, …); such learners take numeric features only.
+    """
 
     name: str
     estimator: BaseEstimator
@@ -67,6 +79,26 @@ def resolve_candidates(learners: Any, *, random_state: int | None = None) -> lis
     Accepts a dict ``name -> estimator | Candidate | registry name`` or a list of registry names
     (``"DT"``, ``"LR"``, ... see ``shiftlib.learners.LEARNERS``) and ``Candidate`` objects. Learners
     built from registry names get ``random_state``; given estimators keep their own.
+
+    Parameters
+    ----------
+    learners : Mapping, sequence, str, Candidate or sklearn.base.BaseEstimator
+        A dict ``name -> estimator | Candidate | registry name``, a list of registry names and ``Candidate``
+        objects, or a single registry name, ``Candidate`` or estimator (named by its class).
+    random_state : int or None, default None
+        Seed given to learners built from registry names.
+
+    Returns
+    -------
+    list of Candidate
+        One candidate per learner, in input order.
+
+    Raises
+    ------
+    TypeError
+        ``learners`` (or a list item) is of a kind not accepted.
+    ValueError
+        No learners, repeated names, or a ``Candidate`` stored under a key other than its name.
     """
     out: list[Candidate] = []
     if isinstance(learners, BaseEstimator):  # one estimator, named by its class
@@ -121,6 +153,26 @@ def fit_candidate(
 
     ``rows`` selects source rows (positions into X/y and into the candidate's weights); ``weighted``
     is False for fits on target rows. ``X_target`` is the set the model will be scored on / label.
+
+    Parameters
+    ----------
+    candidate : Candidate
+        The learner to fit.
+    X : array-like or pandas.DataFrame
+        Training features (all rows; ``rows`` picks the ones used).
+    y : array-like
+        Training labels, one per row of ``X``.
+    rows : numpy.ndarray or None, default None
+        Positions of the rows to fit on; None fits on all rows.
+    weighted : bool, default True
+        Whether to apply the candidate's ``sample_weight`` (restricted to ``rows``); False for target-row fits.
+    X_target : array-like, pandas.DataFrame or None, default None
+        Unlabeled rows passed on to learners that learn from the target (see ``shiftlib.learners.fit_learner``).
+
+    Returns
+    -------
+    sklearn.base.BaseEstimator
+        The fitted clone of ``candidate.estimator``.
     """
     if candidate.registry:
         _check_numeric(candidate.name, X)

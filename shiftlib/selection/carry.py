@@ -83,7 +83,27 @@ class CarriedLabels:
     ``theta`` (ℓ) and ``cov`` (ℓ × ℓ) are the estimate and its covariance (module docstring); with a source prior
     they are its combination with the prior (``details['tau2']``, ``details['prior_weight']``). ``weights``: the
     importance weights of yesterday's rows (mean 1 over yesterday's batch); ``ess``: their effective number
-    (Kish) over the labeled rows; ``n_carried``: labeled rows used."""
+    (Kish) over the labeled rows; ``n_carried``: labeled rows used.
+
+    Parameters
+    ----------
+    names : list of str
+        The candidates, in the order of ``theta``.
+    theta : numpy.ndarray
+        Estimated accuracy of each candidate on today's batch (ℓ).
+    cov : numpy.ndarray
+        Covariance of ``theta`` (ℓ × ℓ).
+    weights : numpy.ndarray
+        Importance weight of each row of yesterday's batch (all ones without shift correction).
+    n_carried : int
+        Number of yesterday's labeled rows used.
+    ess : float
+        Kish effective number of the weights over the labeled rows (0 when they sum to 0).
+    details : dict, default {}
+        Diagnostics: the weights and estimator used, the common part, the covariance parts, row counts of
+        the design (``n_missing_requested``, ``n_extra``, ``rounds_used``) and, with a prior, ``tau2``,
+        ``prior_weight`` and ``prior``.
+    """
 
     names: list[str]
     theta: np.ndarray
@@ -107,7 +127,26 @@ def prior_scores(selector: str, names: list[str], theta: Any, cov: Any, params: 
     whose mean is the estimate and whose covariance / k the estimate's covariance); returns ``SelectorScores``.
 
     k = ℓ + 1 points ``θ + √(k(k − 1)) · U Lᵀ`` with ``cov = L Lᵀ`` and U (k × ℓ) orthonormal columns orthogonal to
-    the all-ones vector: their mean is θ and ``np.cov(ddof=1)/k`` is ``U``-free: ``k(k − 1) L Lᵀ/((k − 1) k)``."""
+    the all-ones vector: their mean is θ and ``np.cov(ddof=1)/k`` is ``U``-free: ``k(k − 1) L Lᵀ/((k − 1) k)``.
+
+    Parameters
+    ----------
+    selector : str
+        The name of the returned ``SelectorScores``.
+    names : list of str
+        The candidates, in the order of ``theta``.
+    theta : array-like
+        The estimate, one value per name.
+    cov : array-like
+        Its covariance (ℓ × ℓ); symmetrised and clipped to positive semi-definite.
+    params : dict or None, default None
+        Recorded as ``details["params"]``.
+
+    Returns
+    -------
+    SelectorScores
+        Scores ``theta`` with ℓ + 1 fold scores per candidate in ``details["fold_scores"]``.
+    """
     theta = np.asarray(theta, float)
     cov = np.asarray(cov, float)
     ell = len(names)

@@ -165,7 +165,21 @@ class TargetPredictions:
 
     ``served`` names contenders that are compared but never chosen: models already serving (the champion),
     fitted on another source, so the source estimate (the prior) cannot score them. Labels are drawn where
-    they disagree too, and ``fewlabel_select`` reports their posterior beside the candidates'."""
+    they disagree too, and ``fewlabel_select`` reports their posterior beside the candidates'.
+
+    Parameters
+    ----------
+    names : list of str
+        The contenders, in the order of the columns of ``predictions``.
+    predictions : numpy.ndarray
+        (N, ℓ) each contender's predicted class on each target row.
+    proba : numpy.ndarray
+        (N, K) the contenders' mean predicted probability of each class (columns in the order of ``classes``).
+    classes : numpy.ndarray
+        The classes, sorted.
+    served : tuple of str, default ()
+        Names of contenders that are compared but never chosen (see above).
+    """
 
     names: list[str]
     predictions: np.ndarray  # (N, ℓ) predicted classes
@@ -194,7 +208,31 @@ def target_predictions(learners: Any, X_source: Any, y_source: Any, X_target: An
                        random_state: int | None = None) -> TargetPredictions:
     """Fit each candidate on all source rows (its own weights) and predict the target batch; returns
     ``TargetPredictions`` (classes = the source classes; a candidate without ``predict_proba`` counts as a
-    one-hot vote in the mean probability)."""
+    one-hot vote in the mean probability).
+
+    Parameters
+    ----------
+    learners : dict, list, str, Candidate or estimator
+        The candidates, in any form :func:`~shiftlib.selection.candidates.resolve_candidates` accepts.
+    X_source : array-like or pandas.DataFrame
+        Labeled source features.
+    y_source : array-like
+        Source labels, one per row of ``X_source``.
+    X_target : array-like or pandas.DataFrame
+        The target batch (same kind and columns as ``X_source``).
+    random_state : int or None, default None
+        Seed for learners built from registry names.
+
+    Returns
+    -------
+    TargetPredictions
+        The candidates' predictions and mean class probabilities on ``X_target`` (``served`` empty).
+
+    Raises
+    ------
+    ValueError
+        A candidate cannot be fitted on the source rows, or the inputs are invalid.
+    """
     X_s = check_X(X_source, "X_source")
     y_s = check_y(y_source, X_s, "y_source", "X_source")
     X_t = check_X(X_target, "X_target", like=X_s)
@@ -222,7 +260,20 @@ def target_predictions(learners: Any, X_source: Any, y_source: Any, X_target: An
 # sampling design
 # ----------------------------------------------------------------------------------------------------
 def inclusion_probabilities(q: Any, n: int) -> np.ndarray:
-    """First-order inclusion probabilities π_i = min(1, c·q_i) with Σ π_i = n (πps with capping)."""
+    """First-order inclusion probabilities π_i = min(1, c·q_i) with Σ π_i = n (πps with capping).
+
+    Parameters
+    ----------
+    q : array-like
+        Positive, finite sampling weights, one per row (1-D).
+    n : int
+        The number of rows to draw, 1 ≤ n ≤ ``len(q)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        π, one probability in [0, 1] per row, summing to ``n``.
+    """
     q = np.asarray(q, float)
     if q.ndim != 1 or np.any(~np.isfinite(q)) or np.any(q <= 0):
         raise ValueError("q must be a 1-D array of positive, finite sampling weights")
@@ -243,7 +294,20 @@ def inclusion_probabilities(q: Any, n: int) -> np.ndarray:
 
 def systematic_sample(pi: Any, rng: np.random.Generator) -> np.ndarray:
     """Systematic πps sampling in a random order (Madow 1949): exactly round(Σπ) distinct positions,
-    position i with probability π_i (for any order, over the uniform start)."""
+    position i with probability π_i (for any order, over the uniform start).
+
+    Parameters
+    ----------
+    pi : array-like
+        Inclusion probabilities (e.g. from :func:`inclusion_probabilities`), summing to a whole number n.
+    rng : numpy.random.Generator
+        Source of the random order and the uniform start.
+
+    Returns
+    -------
+    numpy.ndarray
+        The drawn positions, sorted.
+    """
     pi = np.asarray(pi, float)
     order = rng.permutation(len(pi))
     return _systematic(pi, order, float(rng.uniform()))
@@ -272,6 +336,24 @@ class LabelPlan:
     estimates unbiased); ``rounds``: the round of each row (1, 2, …; 0 = a label that was not requested,
     used as a uniform draw); ``new_rows``: the rows to label now (the round this plan drew; none when it drew
     none, e.g. every disagreement row is labeled already: ``details['note']`` says why).
+
+    Parameters
+    ----------
+    rows : numpy.ndarray
+        Positions in X_target of the rows to label, all rounds so far.
+    probabilities : numpy.ndarray
+        Each row's inclusion probability π_i in its round.
+    rounds : numpy.ndarray
+        Each row's round (0 = a label that was not requested).
+    budget : int
+        The total number of labeled rows asked for.
+    n_target : int
+        The number of rows in the target batch.
+    learners : list of str
+        The candidates the plan was made for.
+    details : dict, default {}
+        Planning record: among others the disagreement rows, per-round information (``round_info``), the
+        posterior behind the pair weights (after the first round) and a ``note`` when no round was drawn.
     """
 
     rows: np.ndarray
@@ -667,9 +749,35 @@ def _same_predictions(P: np.ndarray) -> np.ndarray:
 def fewlabel_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[int, Any],
                       prior: tuple[np.ndarray, np.ndarray, str] | None, estimator: str = DEFAULT_ESTIMATOR,
                       variance: str = DEFAULT_VARIANCE) -> _Estimate:
-    """Posterior θ (target accuracy per candidate) and covariance from labels and prior (private helper);
+    """Posterior θ (target accuracy per candidate) and covariance from labels and prior;
     ``estimator`` is the label estimate ('ht', 'difference', 'difference_cal'; see ``_label_estimate``),
-    ``variance`` its variance form ('sample' or 'hh')."""
+    ``variance`` its variance form ('sample', 'hh' or 'hh_model').
+
+    Parameters
+    ----------
+    tp : TargetPredictions
+        The candidates' predictions on the batch.
+    plan : LabelPlan or None
+        The plan the labels were drawn by; None when all labels are unrequested (uniform draws).
+    labels : dict of int to Any
+        Row position in the batch to its label.
+    prior : tuple of (numpy.ndarray, numpy.ndarray, str) or None
+        The source estimate θ_P, its covariance and its selector's name; None for labels only.
+    estimator : {"ht", "difference", "difference_cal"}, default "difference"
+        The label estimate.
+    variance : {"hh", "hh_model", "sample"}, default "hh"
+        The label estimate's variance form.
+
+    Returns
+    -------
+    _Estimate
+        ``theta`` (ℓ), ``cov`` (ℓ × ℓ) and ``details`` (among them ``tau2`` and ``prior_weight``).
+
+    Raises
+    ------
+    ValueError
+        Neither labels nor a prior, or an unknown ``estimator`` / ``variance``.
+    """
     return _combine(_label_estimate(tp, plan, labels, estimator, variance), prior, len(tp.names))
 
 
@@ -692,7 +800,24 @@ def _already(already_labeled: Any) -> tuple[LabelPlan | None, Any]:
 
 def check_budget(budget: Any, n_target: int, *, name: str = "budget") -> None:
     """Refuse a label budget that is not a whole number of rows between 1 and the batch's ``n_target``
-    (``TypeError`` / ``ValueError``; ``name`` is the budget's name in the message)."""
+    (``TypeError`` / ``ValueError``; ``name`` is the budget's name in the message).
+
+    Parameters
+    ----------
+    budget : Any
+        The label budget to check.
+    n_target : int
+        The number of rows in the batch.
+    name : str, default "budget"
+        The budget's name in the error message.
+
+    Raises
+    ------
+    TypeError
+        ``budget`` is not an integer (a bool is refused too).
+    ValueError
+        ``budget`` is below 1 or above ``n_target``.
+    """
     span = f"1 ≤ {name} ≤ {n_target}"
     if isinstance(budget, bool) or not isinstance(budget, int | np.integer):
         raise TypeError(f"{name} must be a whole number of rows to label ({span}); got {budget!r}")
@@ -754,6 +879,37 @@ def plan_labels(
     (from ``target_predictions``) are only needed to weigh the pairs after the first round, and can be
     passed in to avoid refitting. ``estimator`` is the label estimate behind those pair weights (as in
     ``fewlabel_select``; Horvitz–Thompson by default, the form every replication rule drew its plans with).
+
+    Parameters
+    ----------
+    learners : dict, list, str, Candidate or estimator
+        The candidates, in any form :func:`~shiftlib.selection.candidates.resolve_candidates` accepts.
+    X_source : array-like or pandas.DataFrame
+        Labeled source features.
+    y_source : array-like
+        Source labels, one per row of ``X_source``.
+    X_target : array-like or pandas.DataFrame
+        The target batch (same kind and columns as ``X_source``).
+    budget : int
+        Total number of labeled rows wanted, including those already labeled.
+    already_labeled : tuple or Mapping or None, default None
+        ``(plan, labels)`` from an earlier round, or a mapping row → label; None for the first round.
+    random_state : int or None, default None
+        Seed for the draw, the posterior's draws, the prior's folds and learners built from registry names.
+    prior : str, SelectorScores or None, default "cv"
+        The source estimate: ``"cv"`` (10-fold source CV), ``"iwcv"`` (10-fold KMM-weighted CV), None or
+        ``"none"`` (no prior), or a k-fold ``SelectorScores`` of the same candidates (its ``fold_scores``).
+    predictions : TargetPredictions or None, default None
+        The candidates' predictions on this batch (:func:`target_predictions`); None fits them here.
+    estimator : {"ht", "difference", "difference_cal"}, default "ht"
+        The label estimate (module docstring).
+    variance : {"hh", "hh_model", "sample"}, default "hh"
+        The label estimate's variance form (module docstring).
+
+    Returns
+    -------
+    LabelPlan
+        All rows requested so far; ``new_rows`` are those to label now.
     """
     _check_estimator(estimator)
     _check_variance(variance)
@@ -853,6 +1009,40 @@ def fewlabel_select(
     square of the drawn rows' mean π (kept to reproduce the replication's earlier rules; ``'hh'`` is the
     default); ``'hh_model'`` floors ``'hh'`` by the anticipated variance under the surrogate, for intervals and
     ``p_best`` that hold at 10–50 labels (module docstring; not the default, by the ninth rule).
+
+    Parameters
+    ----------
+    learners : dict, list, str, Candidate or estimator
+        The candidates, in any form :func:`~shiftlib.selection.candidates.resolve_candidates` accepts.
+    X_source : array-like or pandas.DataFrame
+        Labeled source features.
+    y_source : array-like
+        Source labels, one per row of ``X_source``.
+    X_target : array-like or pandas.DataFrame
+        The target batch (same kind and columns as ``X_source``).
+    plan : LabelPlan
+        The plan the labels were drawn by (from :func:`plan_labels`).
+    y_labeled : array-like or Mapping
+        One label per ``plan.rows`` (NaN/None = not filled) or a mapping row → label.
+    prior : str, SelectorScores or None, default "cv"
+        The source estimate: ``"cv"`` (10-fold source CV), ``"iwcv"`` (10-fold KMM-weighted CV), None or
+        ``"none"`` (no prior), or a k-fold ``SelectorScores`` of the same candidates (its ``fold_scores``).
+    random_state : int or None, default None
+        Seed for the ``p_best`` draws, the prior's folds and learners built from registry names.
+    predictions : TargetPredictions or None, default None
+        The candidates' predictions on this batch (:func:`target_predictions`); None fits them here.
+    confidence : float, default 0.95
+        Level of the normal intervals, in (0, 1).
+    estimator : {"ht", "difference", "difference_cal"}, default "difference"
+        The label estimate (module docstring).
+    variance : {"hh", "hh_model", "sample"}, default "hh"
+        The label estimate's variance form (module docstring).
+
+    Returns
+    -------
+    SelectorScores
+        Selector ``"fewlabel"``: posterior accuracy per candidate (served contenders left out, reported in
+        ``details['served']``), intervals clipped to [0, 1], and the ``details`` listed above.
     """
     estimator = _check_estimator(estimator)
     variance = _check_variance(variance)
@@ -914,7 +1104,36 @@ def trcv_labeled_select(
     target rows as U; returns ``SelectorScores`` (selector ``"trcv_l"``).
 
     TrCV uses L unweighted, as the paper's randomly drawn L; the plan's rows favour disagreement, so this
-    is TrCV as published fed with the same labels, not an unbiased estimate."""
+    is TrCV as published fed with the same labels, not an unbiased estimate.
+
+    Parameters
+    ----------
+    learners : dict, list, str, Candidate or estimator
+        The candidates, in any form :func:`~shiftlib.selection.candidates.resolve_candidates` accepts.
+    X_source : array-like or pandas.DataFrame
+        Labeled source features.
+    y_source : array-like
+        Source labels, one per row of ``X_source``.
+    X_target : array-like or pandas.DataFrame
+        The target batch (same kind and columns as ``X_source``).
+    plan : LabelPlan
+        The label plan; it places the labels when ``y_labeled`` is an array aligned with ``plan.rows``.
+    y_labeled : array-like or Mapping
+        One label per ``plan.rows`` (NaN/None = not filled) or a mapping row → label.
+    weights : str, estimator, array-like or None, default "kmm"
+        How TrCV gets β (see :func:`~shiftlib.selection.trcv.trcv_select`).
+    k : int, default 10
+        Number of TrCV folds.
+    confidence : float, default 0.95
+        Confidence level of the eq. 15 intervals.
+    random_state : int or None, default None
+        Seed for the folds and for learners built from registry names.
+
+    Returns
+    -------
+    SelectorScores
+        Selector ``"trcv_l"``: :func:`~shiftlib.selection.trcv.trcv_select`'s scores, with ``details["n_labels"]``.
+    """
     X_s = check_X(X_source, "X_source")
     y_s = check_y(y_source, X_s, "y_source", "X_source")
     X_t = check_X(X_target, "X_target", like=X_s)
@@ -942,7 +1161,23 @@ def guarded_select(fewlabel: SelectorScores, prior: SelectorScores, *, level: fl
     the labels overturn it with probability at most about 1 − ``level``. Scores are the pairs each learner
     wins (Copeland) plus half its posterior accuracy (in [0, 0.5]), which only breaks ties of wins; the
     posterior accuracies are in ``details['accuracy']``. A pair the prior scores exactly equal takes the
-    posterior's order."""
+    posterior's order.
+
+    Parameters
+    ----------
+    fewlabel : SelectorScores
+        The result of :func:`fewlabel_select` (it holds ``details['p_better']``).
+    prior : SelectorScores
+        The prior's scores (e.g. ``source_cv``) over the same candidates.
+    level : float, default 0.9
+        Posterior probability needed to overturn the prior's order of a pair, in (0.5, 1).
+
+    Returns
+    -------
+    SelectorScores
+        Selector ``"fewlabel_guard"``: wins plus half the posterior accuracy; ``details`` holds ``accuracy``,
+        ``wins``, the ``overturned`` pairs, ``level``, ``prior`` and ``p_better``.
+    """
     if not isinstance(fewlabel, SelectorScores) or "p_better" not in fewlabel.details:
         raise TypeError("fewlabel must be the SelectorScores of fewlabel_select (it holds details['p_better'])")
     if not 0.5 < level < 1:
@@ -976,7 +1211,23 @@ def decide(posterior: SelectorScores, prior: SelectorScores, *, decision: str = 
     (``"guard"``); returns ``SelectorScores`` (selector ``"fewlabel"``).
 
     The default was chosen by the eighth rule of ``replications.replicate_label_budget``, fixed before its
-    run and judged on fresh draws (``reports/label_budget_fresh8.md``); the guard is kept as an option."""
+    run and judged on fresh draws (``reports/label_budget_fresh8.md``); the guard is kept as an option.
+
+    Parameters
+    ----------
+    posterior : SelectorScores
+        The result of :func:`fewlabel_select`.
+    prior : SelectorScores
+        The prior's scores, used only by ``decision="guard"``.
+    decision : {"posterior", "guard"}, default "posterior"
+        How to order the candidates.
+
+    Returns
+    -------
+    SelectorScores
+        Selector ``"fewlabel"`` with the chosen order's scores; ``details`` merges the posterior's and the
+        decision's, plus ``decision``.
+    """
     if decision not in DECISIONS:
         raise ValueError(f"decision={decision!r} is not known: use one of {list(DECISIONS)}")
     if not isinstance(posterior, SelectorScores) or "p_better" not in posterior.details:

@@ -19,7 +19,23 @@ __all__ = ["importance_weights"]
 
 
 def importance_weights(weights: Any, X_source: Any, X_target: Any) -> np.ndarray:
-    """β on the source rows (TrCV Fig. 3 step 1 / WCV), normalised to mean 1; returns an ndarray."""
+    """β on the source rows (TrCV Fig. 3 step 1 / WCV), normalised to mean 1; returns an ndarray.
+
+    Parameters
+    ----------
+    weights : str, estimator, array-like or None
+        A ``shiftlib.weights`` estimator name (e.g. ``"kmm"``), an estimator with ``fit(X_source, X_target)``
+        and ``weights_`` (a copy is fitted), one weight per source row, or None (all ones).
+    X_source : array-like or pandas.DataFrame
+        Source features.
+    X_target : array-like or pandas.DataFrame
+        Target features (used only when ``weights`` is an estimator or a name).
+
+    Returns
+    -------
+    numpy.ndarray
+        One weight per source row, with mean 1.
+    """
     n = len(X_source)
     if weights is None:
         return np.ones(n)

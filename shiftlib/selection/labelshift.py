@@ -53,6 +53,23 @@ def bbse_class_prior(confusions: Any, target_shares: Any) -> np.ndarray:
 
     ``confusions``: (m, K, K) with ``C_j[a, c] = P_S(ŷ_j = a | y = c)`` (columns sum to 1);
     ``target_shares``: (m, K) with ``μ_j[a]`` = share of target rows candidate j predicts as class a.
+
+    Parameters
+    ----------
+    confusions : array-like
+        The m confusion matrices, shape (m, K, K); a single (K, K) matrix is taken as m = 1.
+    target_shares : array-like
+        The m predicted-class shares on the target, shape (m, K) (or (K,) with a single matrix).
+
+    Returns
+    -------
+    numpy.ndarray
+        π_T, one non-negative share per class, summing to 1.
+
+    Raises
+    ------
+    ValueError
+        Wrong shapes, non-finite entries, or a solution that is zero for every class.
     """
     C = np.asarray(confusions, float)
     mu = np.asarray(target_shares, float)
@@ -91,6 +108,31 @@ def label_shift_cv(
     BBSE is skipped); they must be non-negative and sum to 1.
     ``details``: ``fold_scores`` (paired over the same splits as ``source_cv``), ``target_prior`` and
     ``source_prior`` per class, ``plain_fold_scores`` (unweighted fold accuracies: ``source_cv``'s).
+
+    Parameters
+    ----------
+    learners : dict, list, str, Candidate or estimator
+        The candidates, in any form :func:`~shiftlib.selection.candidates.resolve_candidates` accepts.
+    X_source : array-like or pandas.DataFrame
+        Labeled source features.
+    y_source : array-like
+        Source labels, one per row of ``X_source``.
+    X_target : array-like or pandas.DataFrame
+        The unlabeled target batch.
+    k : int, default 10
+        Number of stratified folds.
+    random_state : int or None, default None
+        Seed for the fold split and for learners built from registry names.
+    target_predictions : array-like or None, default None
+        (N, ℓ) predicted class of each candidate on each target row; None fits each candidate on all source rows.
+    class_prior : array-like or None, default None
+        Known target class shares (sorted class order); None estimates them by BBSE.
+
+    Returns
+    -------
+    SelectorScores
+        Selector ``"cv_ls"``: each candidate's mean prior-weighted fold accuracy, with the per-fold recalls
+        (``details["fold_recalls"]``) and the items listed above in ``details``.
     """
     X = check_X(X_source, "X_source")
     y = check_y(y_source, X, "y_source", "X_source")
@@ -149,7 +191,21 @@ def label_shift_cv(
 def with_class_prior(res: SelectorScores, class_prior: Any) -> SelectorScores:
     """``label_shift_cv``'s result re-weighted to other target class shares, without refitting: each
     fold's score is ``Σ_c π_T(c) · recall_fc`` from the stored per-fold recalls; returns ``SelectorScores``
-    (selector ``"cv_lp"``)."""
+    (selector ``"cv_lp"``).
+
+    Parameters
+    ----------
+    res : SelectorScores
+        A :func:`label_shift_cv` result (it holds ``details["fold_recalls"]``).
+    class_prior : array-like
+        The target class shares, one per class in sorted order, non-negative and summing to 1.
+
+    Returns
+    -------
+    SelectorScores
+        Selector ``"cv_lp"`` with the re-weighted fold scores, ``target_prior`` set to ``class_prior`` and
+        ``n_fits`` 0.
+    """
     recalls = res.details.get("fold_recalls")
     if recalls is None:
         raise ValueError("res must be a label_shift_cv result (it holds details['fold_recalls'])")
@@ -176,6 +232,25 @@ def labeled_class_prior(tp: Any, plan: Any, labels: Any) -> np.ndarray:
     candidates agree). ``labels``: mapping row → class (as ``tp.classes``); rows requested but not
     labeled are left out of their round (the round's π scaled by the share answered), labels for rows no
     round asked for are ignored here. The shares are clipped at 0 and renormalised.
+
+    Parameters
+    ----------
+    tp : TargetPredictions
+        The candidates' predictions on the batch (classes, probabilities, disagreement rows).
+    plan : LabelPlan
+        The label plan whose rounds drew the labeled rows.
+    labels : Mapping
+        Row position in the batch to its label.
+
+    Returns
+    -------
+    numpy.ndarray
+        π̂_T, one share per class of ``tp.classes``, summing to 1.
+
+    Raises
+    ------
+    ValueError
+        No row of any planned round has a label.
     """
     N = tp.n_target
     classes = np.asarray(tp.classes)

@@ -13,10 +13,25 @@ __all__ = ["plot_rt_matrix"]
 
 
 def plot_rt_matrix(result: Any, *, title: str | None = None, fmt: str = "{:.3f}") -> Figure:
-    """Heatmap of M (rows = labeler i, columns = retrainer j; NaN cells hatched as undetermined); returns a Figure.
+    """Heatmap of M (rows = labeler i, columns = retrainer j; undetermined NaN cells grey, marked n/a); a Figure.
 
     Built with ``matplotlib.figure.Figure`` (no pyplot state), so it is safe in workers and notebooks;
     save with ``fig.savefig(path)``.
+
+    Parameters
+    ----------
+    result : ReverseTestingResult
+        A result with ``matrix`` (a DataFrame M[labeler, retrainer]); its ``scoring`` and ``rule`` label the
+        colour bar and the default title when present.
+    title : str or None, default None
+        The axes title; None uses ``"ReverseTesting M[labeler, retrainer] (rule=...)"``.
+    fmt : str, default "{:.3f}"
+        Format string for the value written in each finite cell.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The heatmap figure.
     """
     from matplotlib.figure import Figure  # lazy: keep `import shiftlib.selection` light for workers
 

@@ -20,13 +20,35 @@ SCORE_COLUMNS = ["learner", "selector", "score", "rank", "interval_low", "interv
 
 
 def ranks_from_scores(scores: pd.Series) -> pd.Series:
-    """Competition ranks (1 = best, equal scores share the smallest rank: 1, 2, 2, 4); NaN ranks last."""
+    """Competition ranks (1 = best, equal scores share the smallest rank: 1, 2, 2, 4); NaN ranks last.
+
+    Parameters
+    ----------
+    scores : pandas.Series
+        One score per learner (index), higher is better; NaN allowed.
+
+    Returns
+    -------
+    pandas.Series of int
+        The rank of each learner, same index as ``scores``.
+    """
     r = scores.rank(method="min", ascending=False, na_option="bottom")
     return r.astype(int)
 
 
 def ranking_tiers(scores: pd.Series) -> list[tuple[str, ...]]:
-    """Learners best first, grouped into tiers of equal score (input order inside a tier)."""
+    """Learners best first, grouped into tiers of equal score (input order inside a tier).
+
+    Parameters
+    ----------
+    scores : pandas.Series
+        One score per learner (index), higher is better; NaN ranks last.
+
+    Returns
+    -------
+    list of tuple of str
+        One tuple of learner names per distinct rank, best rank first.
+    """
     ranks = ranks_from_scores(scores)
     return [tuple(ranks.index[ranks == r]) for r in sorted(ranks.unique())]
 
@@ -44,6 +66,21 @@ class SelectorScores:
 
     A learner whose fit raised ``ValueError`` (e.g. too few rows of a class for its inner CV) has score
     NaN, ranks last and its message is in ``errors``; NaN never wins a comparison.
+
+    Parameters
+    ----------
+    selector : str
+        The selector's name (e.g. ``"scv"``, ``"trcv"``), written in the ``selector`` column of ``to_frame()``.
+    scores : pandas.Series
+        One estimated score per learner, indexed by learner name; higher is better.
+    n_fits : int
+        How many models the selector fitted to produce these scores.
+    intervals : pandas.DataFrame or None, default None
+        Optional per-learner interval with columns ``low`` and ``high``, indexed by learner name.
+    details : dict, default {}
+        Selector-specific extras (e.g. ``fold_scores``, ``params``).
+    errors : dict of str to str, default {}
+        Learner name to the message of the ``ValueError`` its fit raised (its score is NaN).
     """
 
     selector: str
@@ -132,6 +169,22 @@ def concat_scores(parts: list[SelectorScores]) -> SelectorScores:
 
     The parts must come from the same selector over disjoint learners with the same folds (same data,
     ``k`` and seed), so the joined result is the one the selector would return for all of them at once.
+
+    Parameters
+    ----------
+    parts : list of SelectorScores
+        Results of one selector over disjoint sets of learners; at least one.
+
+    Returns
+    -------
+    SelectorScores
+        Scores, errors and ``fold_scores`` of all parts joined; ``n_fits`` summed; ``params`` taken from the
+        first part; intervals concatenated only when every part has them (else None).
+
+    Raises
+    ------
+    ValueError
+        ``parts`` is empty, mixes selectors, or names a learner more than once.
     """
     if not parts:
         raise ValueError("no selector results to put together")

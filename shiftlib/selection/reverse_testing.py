@@ -58,7 +58,15 @@ Rule = Literal["pair", "all"]
 
 @dataclass(frozen=True, eq=False)
 class TargetLabels:
-    """RT Fig. 3 steps 1–2: T labeled by the model learner ``labeler`` fitted on D (one fit)."""
+    """RT Fig. 3 steps 1–2: T labeled by the model learner ``labeler`` fitted on D (one fit).
+
+    Parameters
+    ----------
+    labeler : str
+        Name of the learner whose model labeled T.
+    labels : numpy.ndarray
+        Its predicted label for each row of T.
+    """
 
     labeler: str
     labels: np.ndarray
@@ -85,7 +93,21 @@ class TargetLabels:
 
 @dataclass(frozen=True, eq=False)
 class ReverseCell:
-    """RT Fig. 3 steps 3–4: M[labeler, retrainer], the score on D of the retrainer fitted on T_labeler."""
+    """RT Fig. 3 steps 3–4: M[labeler, retrainer], the score on D of the retrainer fitted on T_labeler.
+
+    Parameters
+    ----------
+    labeler : str
+        Name of the learner whose labels of T the retrainer was fitted on (row i of M).
+    retrainer : str
+        Name of the learner fitted on the labeled T (column j of M).
+    score : float
+        M[i, j], the retrainer's score on D; NaN when undetermined.
+    fitted : bool
+        Whether a reverse fit was attempted (False for a one-class labeling); counted in ``n_fits``.
+    reason : str or None, default None
+        Why the cell is NaN (one-class labeling or the fit's ``ValueError``); None for a scored cell.
+    """
 
     labeler: str
     retrainer: str
@@ -95,7 +117,24 @@ class ReverseCell:
 
 
 def label_target(candidate: Candidate, X_source: Any, y_source: Any, X_target: Any) -> TargetLabels:
-    """RT Fig. 3 steps 1–2: fit ``candidate`` on D = (X_source, y_source) and label T; returns ``TargetLabels``."""
+    """RT Fig. 3 steps 1–2: fit ``candidate`` on D = (X_source, y_source) and label T; returns ``TargetLabels``.
+
+    Parameters
+    ----------
+    candidate : Candidate
+        The labeler i; fitted on D with its source weights, if any.
+    X_source : array-like or pandas.DataFrame
+        Features of the labeled source set D.
+    y_source : array-like
+        Labels of D, one per row of ``X_source``.
+    X_target : array-like or pandas.DataFrame
+        Features of the unlabeled target set T.
+
+    Returns
+    -------
+    TargetLabels
+        The model's predictions on T, under the candidate's name.
+    """
     model = fit_candidate(candidate, X_source, y_source, X_target=X_target)
     return TargetLabels(candidate.name, np.asarray(model.predict(X_target)))
 
@@ -113,6 +152,26 @@ def reverse_score(
     The reverse fit is unweighted (candidate weights belong to source rows) and is told the rows it
     will be scored on (``X_target=X_source`` for target-aware learners). A one-class labeling is not
     fitted; a ``ValueError`` from the fit is recorded as the reason, score NaN.
+
+    Parameters
+    ----------
+    retrainer : Candidate
+        The learner j fitted on the labeled T.
+    labels : TargetLabels
+        T labeled by the labeler i (from :func:`label_target`).
+    X_target : array-like or pandas.DataFrame
+        Features of the unlabeled target set T.
+    X_source : array-like or pandas.DataFrame
+        Features of the labeled source set D.
+    y_source : array-like
+        Labels of D, one per row of ``X_source``.
+    scoring : str or callable, default "accuracy"
+        ``"accuracy"``, ``"roc_auc"`` or a scorer callable such as ``BenefitScorer`` (amounts of the rows of D).
+
+    Returns
+    -------
+    ReverseCell
+        The cell M[i, j]: the score on D, or NaN with the reason.
     """
     reason = labels.one_class_reason
     if reason is not None:
@@ -135,6 +194,30 @@ def pair_decision(M: pd.DataFrame, a: str, b: str, rule: Rule = "pair",
 
     ``rule="pair"``: RT Condition 4.1 (b wins), 4.2 (a wins), 4.3 (tie). ``rule="all"``: every retrainer
     must score T_winner above T_loser.
+
+    Parameters
+    ----------
+    M : pandas.DataFrame
+        The matrix M[labeler, retrainer] (learner names as index and columns).
+    a : str
+        One learner of the pair.
+    b : str
+        The other learner.
+    rule : {"pair", "all"}, default "pair"
+        The pairwise rule (see the module docstring).
+    reasons : dict of (str, str) to str or None, default None
+        Why a cell (labeler, retrainer) is NaN, used to explain an undetermined pair.
+
+    Returns
+    -------
+    tuple of (str or None, str, str or None)
+        The winner (None for a tie / undetermined pair); the condition label (``"4.1"``, ``"4.2"``, ``"4.3"``,
+        ``"all"``, ``"tie"`` or ``"undetermined"``); the reason when no winner, else None.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``rule`` (when the needed cells are all finite).
     """
     reasons = reasons or {}
     cols = [a, b] if rule == "pair" else list(M.columns)
@@ -163,7 +246,25 @@ def pair_decision(M: pd.DataFrame, a: str, b: str, rule: Rule = "pair",
 
 @dataclass(frozen=True, eq=False)
 class ReverseTestingResult:
-    """RT §4 result: the matrix M[labeler, retrainer], pairwise decisions and a Copeland ranking."""
+    """RT §4 result: the matrix M[labeler, retrainer], pairwise decisions and a Copeland ranking.
+
+    Parameters
+    ----------
+    matrix : pandas.DataFrame
+        M[labeler, retrainer]: the score on D of retrainer j fitted on T labeled by i; NaN when undetermined.
+    pairs : pandas.DataFrame
+        One row per learner pair, columns ``a``, ``b``, ``winner``, ``condition``, ``reason``.
+    rule : str
+        The pairwise rule used (``"pair"`` or ``"all"``).
+    scoring : str
+        The scorer's name (see :func:`~shiftlib.selection.scoring.scorer_name`).
+    n_fits : int
+        Labeler fits plus reverse fits attempted.
+    label_counts : dict of str to dict
+        Per labeler, how many rows of T it gave each class.
+    reasons : dict of (str, str) to str
+        Why each NaN cell (labeler, retrainer) is missing.
+    """
 
     matrix: pd.DataFrame
     pairs: pd.DataFrame
@@ -286,6 +387,27 @@ def combine(
     """RT Fig. 3 steps 5–7 for every pair: assemble M from the cells and decide each pair; returns the result.
 
     ``n_fits`` counts the ℓ labeler fits plus every reverse fit attempted.
+
+    Parameters
+    ----------
+    labels : iterable of TargetLabels
+        One labeling of T per learner (each labeler once); their order is the order of M's rows and columns.
+    cells : iterable of ReverseCell
+        The computed cells, each (labeler, retrainer) at most once; a missing cell stays NaN.
+    rule : {"pair", "all"}, default "pair"
+        The pairwise rule (see the module docstring).
+    scoring : str or callable, default "accuracy"
+        The scoring the cells were computed with; only its name is recorded.
+
+    Returns
+    -------
+    ReverseTestingResult
+        The matrix, pairwise decisions and Copeland ranking.
+
+    Raises
+    ------
+    ValueError
+        An unknown rule, a repeated labeler, or a cell that is repeated or names a learner without labels.
     """
     if rule not in ("pair", "all"):
         raise ValueError(f"unknown rule {rule!r}; use 'pair' (RT Conditions 4.1-4.3) or 'all'")
@@ -336,6 +458,28 @@ def reverse_testing(
     and Candidates. ``scoring``: ``"accuracy"``, ``"roc_auc"`` or a callable such as
     ``BenefitScorer`` (its amounts are those of the source rows D). ``random_state`` seeds learners
     built from registry names.
+
+    Parameters
+    ----------
+    learners : dict, list, str, Candidate or estimator
+        The candidates, in any form :func:`~shiftlib.selection.candidates.resolve_candidates` accepts.
+    X_source : array-like or pandas.DataFrame
+        Features of the labeled source set D.
+    y_source : array-like
+        Labels of D, one per row of ``X_source``.
+    X_target : array-like or pandas.DataFrame
+        Features of the unlabeled target set T.
+    rule : {"pair", "all"}, default "pair"
+        The pairwise rule (see the module docstring).
+    scoring : str or callable, default "accuracy"
+        ``"accuracy"``, ``"roc_auc"`` or a scorer callable such as ``BenefitScorer`` (amounts of the rows of D).
+    random_state : int or None, default None
+        Seed for learners built from registry names.
+
+    Returns
+    -------
+    ReverseTestingResult
+        The matrix, pairwise decisions and Copeland ranking.
     """
     X_source = check_X(X_source, "X_source")
     y_source = check_y(y_source, X_source, "y_source", "X_source")
@@ -371,7 +515,31 @@ def reverse_testing_row(
     """One row of M (RT Fig. 3 steps 1–4 for labeler i): label T with i, then every retrainer j's cell M[i, j].
 
     1 + ℓ fits, independent of every other row, so a pipeline can fan the rows out;
-    ``combine(all labels, all cells)`` then gives exactly :func:`reverse_testing`'s result."""
+    ``combine(all labels, all cells)`` then gives exactly :func:`reverse_testing`'s result.
+
+    Parameters
+    ----------
+    labeler : str
+        Name of the learner i whose row is computed; one of ``learners``.
+    learners : dict, list, str, Candidate or estimator
+        All candidates (the retrainers), in any form :func:`~shiftlib.selection.candidates.resolve_candidates`
+        accepts.
+    X_source : array-like or pandas.DataFrame
+        Features of the labeled source set D.
+    y_source : array-like
+        Labels of D, one per row of ``X_source``.
+    X_target : array-like or pandas.DataFrame
+        Features of the unlabeled target set T.
+    scoring : str or callable, default "accuracy"
+        ``"accuracy"``, ``"roc_auc"`` or a scorer callable such as ``BenefitScorer`` (amounts of the rows of D).
+    random_state : int or None, default None
+        Seed for learners built from registry names.
+
+    Returns
+    -------
+    tuple of (TargetLabels, list of ReverseCell)
+        T labeled by i, and the cells M[i, j] for every learner j in input order.
+    """
     X_source = check_X(X_source, "X_source")
     y_source = check_y(y_source, X_source, "y_source", "X_source")
     X_target = check_X(X_target, "X_target (the unlabeled target set T)", like=X_source)

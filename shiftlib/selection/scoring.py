@@ -25,6 +25,22 @@ def accuracy_scorer(estimator: Any, X: Any, y: Any, sample_weight: Any = None) -
 
     The weighted form is the IW 0-1 loss of Sugiyama et al. (2007) / TrCV eq. 4 (not renormalised by
     Σw), so with weights of mean 1 on the scored rows it equals plain accuracy when all w are 1.
+
+    Parameters
+    ----------
+    estimator : fitted estimator
+        The model to score; it must have ``predict``.
+    X : array-like or pandas.DataFrame
+        Features of the scored rows.
+    y : array-like
+        True labels of the scored rows.
+    sample_weight : array-like or None, default None
+        Per-row weights (importance weights); None scores unweighted.
+
+    Returns
+    -------
+    float
+        The (weighted) accuracy.
     """
     wrong = np.asarray(estimator.predict(X)) != np.asarray(y)
     if sample_weight is None:
@@ -33,7 +49,29 @@ def accuracy_scorer(estimator: Any, X: Any, y: Any, sample_weight: Any = None) -
 
 
 def roc_auc_scorer(estimator: Any, X: Any, y: Any, sample_weight: Any = None) -> float:
-    """Binary ROC AUC of ``predict_proba[:, 1]`` (positive class = ``estimator.classes_[1]``)."""
+    """Binary ROC AUC of ``predict_proba[:, 1]`` (positive class = ``estimator.classes_[1]``).
+
+    Parameters
+    ----------
+    estimator : fitted estimator
+        The model to score; it must have ``predict_proba`` and two ``classes_``.
+    X : array-like or pandas.DataFrame
+        Features of the scored rows.
+    y : array-like
+        True labels of the scored rows.
+    sample_weight : array-like or None, default None
+        Per-row weights passed to ``sklearn.metrics.roc_auc_score``; None scores unweighted.
+
+    Returns
+    -------
+    float
+        The ROC AUC.
+
+    Raises
+    ------
+    ValueError
+        The model or the scored rows do not have exactly the two classes.
+    """
     y = np.asarray(y)
     classes = list(getattr(estimator, "classes_", []))
     present = np.unique(y)
@@ -55,6 +93,17 @@ class BenefitScorer:
     ``decision_amounts`` (default ``amounts``) are the amounts used in the decision rule, e.g. a
     regression's estimate of Y(x) when the realised donation is what ``amounts`` holds. Not acting is
     worth 0. With ``sample_weight`` each row's benefit is multiplied by its weight.
+
+    Parameters
+    ----------
+    amounts : numpy.ndarray
+        One finite amount per row of the scored set (the realised donation / transaction amount).
+    cost : float
+        The cost of acting on one row (finite).
+    positive_label : Any, default 1
+        The label of the positive class (donor / fraud).
+    decision_amounts : numpy.ndarray or None, default None
+        Amounts used in the decision rule, one per row; None uses ``amounts``.
     """
 
     amounts: np.ndarray
@@ -118,7 +167,25 @@ _NAMED: dict[str, Scorer] = {"accuracy": accuracy_scorer, "roc_auc": roc_auc_sco
 
 
 def get_scorer(scoring: str | Scorer) -> Scorer:
-    """Resolve ``scoring`` (``"accuracy"``, ``"roc_auc"``/``"auc"`` or a callable) to a scorer."""
+    """Resolve ``scoring`` (``"accuracy"``, ``"roc_auc"``/``"auc"`` or a callable) to a scorer.
+
+    Parameters
+    ----------
+    scoring : str or callable
+        ``"accuracy"``, ``"roc_auc"``, ``"auc"``, or a callable ``scorer(estimator, X, y, sample_weight=None)``.
+
+    Returns
+    -------
+    callable
+        The named scorer, or ``scoring`` itself when it is callable.
+
+    Raises
+    ------
+    ValueError
+        An unknown scoring name.
+    TypeError
+        ``scoring`` is neither a string nor callable.
+    """
     if isinstance(scoring, str):
         if scoring not in _NAMED:
             raise ValueError(f"unknown scoring {scoring!r}; use one of {sorted(_NAMED)} or a BenefitScorer/callable")
@@ -129,7 +196,19 @@ def get_scorer(scoring: str | Scorer) -> Scorer:
 
 
 def scorer_name(scoring: str | Scorer) -> str:
-    """A short label for reports: the string itself or the callable's class / function name."""
+    """A short label for reports: the string itself or the callable's class / function name.
+
+    Parameters
+    ----------
+    scoring : str or callable
+        A scoring name or scorer.
+
+    Returns
+    -------
+    str
+        The name (``"auc"`` becomes ``"roc_auc"``), ``benefit(cost=...)`` for a ``BenefitScorer``, else the
+        callable's ``__name__`` or class name.
+    """
     if isinstance(scoring, str):
         return "roc_auc" if scoring == "auc" else scoring
     if isinstance(scoring, BenefitScorer):
@@ -139,7 +218,29 @@ def scorer_name(scoring: str | Scorer) -> str:
 
 def score_rows(scorer: Scorer, estimator: Any, X: Any, y: Any, rows: np.ndarray | None,
                sample_weight: Any = None) -> float:
-    """Score ``estimator`` on a subset of a scored set, restricting row-aligned scorers (benefit) too."""
+    """Score ``estimator`` on a subset of a scored set, restricting row-aligned scorers (benefit) too.
+
+    Parameters
+    ----------
+    scorer : callable
+        A scorer ``scorer(estimator, X, y, sample_weight=None)``.
+    estimator : fitted estimator
+        The model to score.
+    X : array-like or pandas.DataFrame
+        Features of the rows being scored (already restricted to ``rows``).
+    y : array-like
+        Labels of the rows being scored.
+    rows : numpy.ndarray or None
+        Positions of these rows in the full scored set, used to restrict a ``BenefitScorer``'s amounts; None
+        for the full set.
+    sample_weight : array-like or None, default None
+        Per-row weights; passed to the scorer only when given.
+
+    Returns
+    -------
+    float
+        The score.
+    """
     if rows is not None and isinstance(scorer, BenefitScorer):
         scorer = scorer.subset(rows)
     if sample_weight is None:

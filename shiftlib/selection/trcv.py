@@ -72,7 +72,22 @@ def _check_acc_n(accuracy: float, n: int) -> None:
 
 
 def accuracy_interval(accuracy: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """TrCV eq. 15 inverted: (2nε + z² ∓ z√(4nε + z² − 4nε²)) / (2(n + z²)), z the (1+λ)/2 normal quantile."""
+    """TrCV eq. 15 inverted: (2nε + z² ∓ z√(4nε + z² − 4nε²)) / (2(n + z²)), z the (1+λ)/2 normal quantile.
+
+    Parameters
+    ----------
+    accuracy : float
+        The accuracy estimate ε in [0, 1] (eq. 14).
+    n : int
+        The number of validated rows (source rows), at least 1.
+    confidence : float, default 0.95
+        The confidence level λ in (0, 1); z is the (1+λ)/2 normal quantile.
+
+    Returns
+    -------
+    tuple of (float, float)
+        The lower and upper end of the interval.
+    """
     _check_acc_n(accuracy, n)
     z = _z(confidence)
     mid = 2 * n * accuracy + z * z
@@ -82,7 +97,22 @@ def accuracy_interval(accuracy: float, n: int, confidence: float = 0.95) -> tupl
 
 
 def accuracy_distribution(accuracy: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """TrCV §4.3 (before eq. 16): μ = (2nε + z²)/(2(n + z²)), σ = z√(4nε + z² − 4nε²)/(2(n + z²))."""
+    """TrCV §4.3 (before eq. 16): μ = (2nε + z²)/(2(n + z²)), σ = z√(4nε + z² − 4nε²)/(2(n + z²)).
+
+    Parameters
+    ----------
+    accuracy : float
+        The accuracy estimate ε in [0, 1] (eq. 14).
+    n : int
+        The number of validated rows (source rows), at least 1.
+    confidence : float, default 0.95
+        The confidence level λ in (0, 1); z is the (1+λ)/2 normal quantile.
+
+    Returns
+    -------
+    tuple of (float, float)
+        μ (the interval's midpoint) and σ (its half-width).
+    """
     lo, hi = accuracy_interval(accuracy, n, confidence)
     return ((lo + hi) / 2, (hi - lo) / 2)
 
@@ -92,6 +122,22 @@ def probability_better(f1: Any, f2: Any, *, n: int | None = None, confidence: fl
 
     ``f1``/``f2`` are ``TrCVResult``s (their n and confidence are used) or accuracy estimates in
     [0, 1] with ``n`` and ``confidence`` given.
+
+    Parameters
+    ----------
+    f1 : TrCVResult or float
+        The first model's TrCV result or accuracy estimate.
+    f2 : TrCVResult or float
+        The second model's TrCV result or accuracy estimate.
+    n : int or None, default None
+        Number of validated rows; required when either of ``f1``/``f2`` is a plain number.
+    confidence : float or None, default None
+        Confidence level; required when either of ``f1``/``f2`` is a plain number.
+
+    Returns
+    -------
+    float
+        P(ε(f1) > ε(f2)); when both σ are 0 it is 0.5 for equal μ, else 1 or 0.
     """
     def params(f: Any) -> tuple[float, float]:
         if isinstance(f, TrCVResult):
@@ -109,7 +155,17 @@ def probability_better(f1: Any, f2: Any, *, n: int | None = None, confidence: fl
 
 @dataclass(frozen=True, eq=False)
 class FoldResidual:
-    """TrCV Fig. 1 output for one fold: r(x) per held-out row and the fits it took."""
+    """TrCV Fig. 1 output for one fold: r(x) per held-out row and the fits it took.
+
+    Parameters
+    ----------
+    r : numpy.ndarray
+        r(x) = 1[y ≠ ȳ] (as float) for each held-out row S_i, in the order of the fold's row positions.
+    n_fits : int
+        Fits made in the fold: 2, or 1 when f̄_i is constant.
+    constant : bool
+        Whether f̄_i was the constant classifier (U's pseudo labels ∪ Y_L held one class).
+    """
 
     r: np.ndarray
     n_fits: int
@@ -126,7 +182,30 @@ def reverse_validation_fold(
     X_labeled: Any = None,
     y_labeled: Any = None,
 ) -> FoldResidual:
-    """TrCV Fig. 1: r(x) = 1[y ≠ ȳ] on S_i = rows ``holdout`` via f_i (on S̄_i) → U → f̄_i (on U ∪ L)."""
+    """TrCV Fig. 1: r(x) = 1[y ≠ ȳ] on S_i = rows ``holdout`` via f_i (on S̄_i) → U → f̄_i (on U ∪ L).
+
+    Parameters
+    ----------
+    candidate : Candidate
+        The learner; f_i uses its source weights, f̄_i is unweighted.
+    X_source : array-like or pandas.DataFrame
+        Features of the source rows S.
+    y_source : array-like
+        Labels of S.
+    holdout : numpy.ndarray
+        Positions of the held-out rows S_i; the rest S̄_i trains f_i.
+    X_unlabeled : array-like or pandas.DataFrame
+        The unlabeled target rows U, labeled by f_i.
+    X_labeled : array-like, pandas.DataFrame or None, default None
+        Labeled target rows L added to U for f̄_i, if any.
+    y_labeled : array-like or None, default None
+        Labels of L.
+
+    Returns
+    -------
+    FoldResidual
+        r(x) on S_i, the number of fits and whether f̄_i was constant.
+    """
     n = len(X_source)
     mask = np.ones(n, bool)
     mask[holdout] = False
@@ -150,7 +229,43 @@ def reverse_validation_fold(
 
 @dataclass(frozen=True, eq=False)
 class TrCVResult:
-    """TrCV Fig. 3 / eq. 14–16 for one learner: loss, accuracy = 1 − loss, eq. 15 interval, eq. 16 μ and σ."""
+    """TrCV Fig. 3 / eq. 14–16 for one learner: loss, accuracy = 1 − loss, eq. 15 interval, eq. 16 μ and σ.
+
+    Parameters
+    ----------
+    learner : str
+        The learner's name.
+    loss : float
+        Σ β(x)·r(x) / n over the source rows (Fig. 3).
+    accuracy : float
+        1 − loss (eq. 14 with α = 0).
+    interval : tuple of (float, float)
+        The eq. 15 interval of ``accuracy``.
+    confidence : float
+        The interval's confidence level.
+    n : int
+        The number of source rows validated.
+    mu : float
+        μ of eq. 16 (the interval's midpoint).
+    sigma : float
+        σ of eq. 16 (the interval's half-width).
+    residuals : numpy.ndarray
+        r(x) per source row.
+    weights : numpy.ndarray
+        β per source row (mean 1).
+    folds : numpy.ndarray
+        The fold (0-based) of each source row.
+    k : int
+        The number of folds.
+    n_fits : int
+        Fits made over all folds.
+    n_constant_folds : int
+        Folds where f̄_i was the constant classifier.
+    n_labeled_target : int, default 0
+        The number of labeled target rows L used.
+    notes : list of str, default []
+        Remarks about the run (e.g. constant folds).
+    """
 
     learner: str
     loss: float
@@ -226,7 +341,33 @@ class TrCVSetup:
     """What every TrCV fold shares (Fig. 3 step 1): checked inputs, one β on S vs U ∪ L, one fold split.
 
     Built once by :func:`trcv_setup`; each fold (:func:`trcv_fold`) is then an independent job, so a
-    pipeline can fan the folds out and put them back with :func:`trcv_assemble` / :func:`trcv_scores`."""
+    pipeline can fan the folds out and put them back with :func:`trcv_assemble` / :func:`trcv_scores`.
+
+    Parameters
+    ----------
+    X_source : array-like or pandas.DataFrame
+        The checked source features S.
+    y_source : numpy.ndarray
+        The source labels.
+    X_unlabeled : array-like or pandas.DataFrame
+        The unlabeled target rows U.
+    X_labeled : array-like, pandas.DataFrame or None
+        The labeled target rows L, or None.
+    y_labeled : numpy.ndarray or None
+        Labels of L, or None.
+    beta : numpy.ndarray
+        β per source row, mean 1.
+    folds : numpy.ndarray
+        The fold (0-based) of each source row.
+    k : int
+        The number of folds.
+    confidence : float
+        Confidence level of the eq. 15 interval.
+    random_state : int or None
+        The seed used for the fold split.
+    weights : str or None
+        How β was given: the weighter's name, None, or ``"given"`` for an array or estimator.
+    """
 
     X_source: Any
     y_source: np.ndarray
@@ -262,7 +403,37 @@ def trcv_setup(
 ) -> TrCVSetup:
     """Checked inputs, β (fitted on all of S against U ∪ L) and the fold split shared by every learner.
 
-    Input errors (including a wrong candidate weight vector) raise here, before any fit."""
+    Input errors (including a wrong candidate weight vector) raise here, before any fit.
+
+    Parameters
+    ----------
+    learners : dict, list, str, Candidate or estimator
+        The candidates (checked here for their weights), in any form
+        :func:`~shiftlib.selection.candidates.resolve_candidates` accepts.
+    X_source : array-like or pandas.DataFrame
+        Features of the labeled source rows S.
+    y_source : array-like
+        Labels of S, one per row of ``X_source``.
+    X_target : array-like or pandas.DataFrame
+        Features of the unlabeled target rows U.
+    X_target_labeled : array-like, pandas.DataFrame or None, default None
+        Features of labeled target rows L, if any (given together with ``y_target_labeled``).
+    y_target_labeled : array-like or None, default None
+        Labels of L.
+    weights : str, estimator, array-like or None, default "kmm"
+        How to get β on S (see :func:`~shiftlib.selection.importance.importance_weights`); fitted on S vs U ∪ L.
+    k : int, default 10
+        Number of stratified folds of S (at least 2; some class needs k rows).
+    confidence : float, default 0.95
+        Confidence level of the eq. 15 interval (and of eq. 16's σ).
+    random_state : int or None, default None
+        Seed for the fold split and for learners built from registry names.
+
+    Returns
+    -------
+    TrCVSetup
+        The checked inputs, β and the fold split.
+    """
     X_s, y_s, X_u, X_l, y_l = _prepare(X_source, y_source, X_target, X_target_labeled, y_target_labeled, k)
     _z(confidence)
     for c in resolve_candidates(learners, random_state=random_state):
@@ -274,7 +445,22 @@ def trcv_setup(
 
 
 def trcv_fold(candidate: Candidate, setup: TrCVSetup, i: int) -> FoldResidual:
-    """TrCV Fig. 1 for fold ``i`` of ``setup``; a ``ValueError`` from a fit names the learner and the fold."""
+    """TrCV Fig. 1 for fold ``i`` of ``setup``; a ``ValueError`` from a fit names the learner and the fold.
+
+    Parameters
+    ----------
+    candidate : Candidate
+        The learner.
+    setup : TrCVSetup
+        The shared inputs, β and fold split (from :func:`trcv_setup`).
+    i : int
+        The fold, 0-based.
+
+    Returns
+    -------
+    FoldResidual
+        r(x) on the fold's held-out rows.
+    """
     try:
         return reverse_validation_fold(candidate, setup.X_source, setup.y_source, setup.holdout(i),
                                        setup.X_unlabeled, X_labeled=setup.X_labeled, y_labeled=setup.y_labeled)
@@ -286,7 +472,22 @@ def trcv_fold(candidate: Candidate, setup: TrCVSetup, i: int) -> FoldResidual:
 
 def trcv_fold_all(candidates: list[Candidate], setup: TrCVSetup, i: int) -> dict[str, FoldResidual | str]:
     """Fold ``i`` for every candidate: name → its :class:`FoldResidual`, or the fit's error message (one
-    independent job; :func:`trcv_from_folds` puts the folds together)."""
+    independent job; :func:`trcv_from_folds` puts the folds together).
+
+    Parameters
+    ----------
+    candidates : list of Candidate
+        The learners.
+    setup : TrCVSetup
+        The shared inputs, β and fold split (from :func:`trcv_setup`).
+    i : int
+        The fold, 0-based.
+
+    Returns
+    -------
+    dict of str to FoldResidual or str
+        Per learner name, its fold residual or the ``ValueError`` message of its failed fit.
+    """
     out: dict[str, FoldResidual | str] = {}
     for c in candidates:
         try:
@@ -298,7 +499,22 @@ def trcv_fold_all(candidates: list[Candidate], setup: TrCVSetup, i: int) -> dict
 
 def trcv_from_folds(names: list[str], setup: TrCVSetup, folds: list[dict[str, FoldResidual | str]]) -> SelectorScores:
     """TrCV's selector table from all k folds (``folds[i]`` = :func:`trcv_fold_all` of fold i): a learner
-    that failed in any fold scores NaN with the first fold's message in ``errors`` (and a warning)."""
+    that failed in any fold scores NaN with the first fold's message in ``errors`` (and a warning).
+
+    Parameters
+    ----------
+    names : list of str
+        The learners, in output order.
+    setup : TrCVSetup
+        The shared inputs, β and fold split (from :func:`trcv_setup`).
+    folds : list of dict of str to FoldResidual or str
+        One entry per fold, in fold order, each as returned by :func:`trcv_fold_all`.
+
+    Returns
+    -------
+    SelectorScores
+        As :func:`trcv_scores` returns it.
+    """
     results, errors = {}, {}
     for n in names:
         parts = [f[n] for f in folds]
@@ -312,7 +528,22 @@ def trcv_from_folds(names: list[str], setup: TrCVSetup, folds: list[dict[str, Fo
 
 
 def trcv_assemble(learner: str, setup: TrCVSetup, folds: list[FoldResidual]) -> TrCVResult:
-    """TrCV Fig. 3 / eq. 14–16 from one learner's k fold residuals (``folds[i]`` = fold i)."""
+    """TrCV Fig. 3 / eq. 14–16 from one learner's k fold residuals (``folds[i]`` = fold i).
+
+    Parameters
+    ----------
+    learner : str
+        The learner's name.
+    setup : TrCVSetup
+        The shared inputs, β and fold split (from :func:`trcv_setup`).
+    folds : list of FoldResidual
+        All k fold residuals of the learner, in fold order.
+
+    Returns
+    -------
+    TrCVResult
+        The loss, accuracy, interval, μ and σ of the learner.
+    """
     if len(folds) != setup.k:
         raise ValueError(f"TrCV needs all {setup.k} folds of {learner!r}; got {len(folds)}")
     n = len(setup.y_source)
@@ -335,7 +566,24 @@ def trcv_assemble(learner: str, setup: TrCVSetup, folds: list[FoldResidual]) -> 
 def trcv_scores(names: list[str], setup: TrCVSetup, results: dict[str, TrCVResult],
                 errors: dict[str, str]) -> SelectorScores:
     """The selector table over ``names`` (score = eq. 14 accuracy, interval = eq. 15); a learner in
-    ``errors`` scores NaN and keeps its message."""
+    ``errors`` scores NaN and keeps its message.
+
+    Parameters
+    ----------
+    names : list of str
+        The learners, in output order.
+    setup : TrCVSetup
+        The shared inputs, β and fold split (from :func:`trcv_setup`).
+    results : dict of str to TrCVResult
+        The result of each learner that was scored.
+    errors : dict of str to str
+        The message of each learner that could not be scored.
+
+    Returns
+    -------
+    SelectorScores
+        Selector ``"trcv"``; ``details["results"]`` holds ``results`` and ``n_fits`` sums their fits.
+    """
     scores = pd.Series({n: results[n].accuracy if n in results else np.nan for n in names}, dtype=float)
     intervals = pd.DataFrame({"low": {n: results[n].interval[0] if n in results else np.nan for n in names},
                               "high": {n: results[n].interval[1] if n in results else np.nan for n in names}})
@@ -365,6 +613,41 @@ def trcv(
     ``weights``: a ``shiftlib.weights`` name (default KMM), an estimator with ``fit(X_source,
     X_target)`` / ``weights_``, an array (one per source row) or None (all 1); β is fitted on S vs
     U ∪ L and normalised to mean 1. ``random_state`` seeds the folds and registry-built learners.
+
+    Parameters
+    ----------
+    learner : str, Candidate or estimator
+        One learner: a registry name, a ``Candidate``, or an estimator (named by its class).
+    X_source : array-like or pandas.DataFrame
+        Features of the labeled source rows S.
+    y_source : array-like
+        Labels of S, one per row of ``X_source``.
+    X_target : array-like or pandas.DataFrame
+        Features of the unlabeled target rows U.
+    X_target_labeled : array-like, pandas.DataFrame or None, default None
+        Features of labeled target rows L, if any (given together with ``y_target_labeled``).
+    y_target_labeled : array-like or None, default None
+        Labels of L.
+    weights : str, estimator, array-like or None, default "kmm"
+        How to get β on S (see :func:`~shiftlib.selection.importance.importance_weights`); fitted on S vs U ∪ L.
+    k : int, default 10
+        Number of stratified folds of S (at least 2; some class needs k rows).
+    confidence : float, default 0.95
+        Confidence level of the eq. 15 interval (and of eq. 16's σ).
+    random_state : int or None, default None
+        Seed for the fold split and for learners built from registry names.
+
+    Returns
+    -------
+    TrCVResult
+        The learner's loss, accuracy, eq. 15 interval and eq. 16 μ and σ.
+
+    Raises
+    ------
+    TypeError
+        ``learner`` is a list, tuple or dict (use :func:`trcv_select`).
+    ValueError
+        A fit fails in some fold (the message names the learner and fold), or the inputs are invalid.
     """
     if isinstance(learner, Candidate | str):
         cand = resolve_candidates([learner], random_state=random_state)[0]
@@ -396,6 +679,34 @@ def trcv_select(
 
     ``details["results"]`` maps learner → ``TrCVResult``; intervals are eq. 15. A learner that cannot
     be fitted in some fold (``ValueError``) scores NaN with a warning and an entry in ``errors``.
+
+    Parameters
+    ----------
+    learners : dict, list, str, Candidate or estimator
+        The candidates, in any form :func:`~shiftlib.selection.candidates.resolve_candidates` accepts.
+    X_source : array-like or pandas.DataFrame
+        Features of the labeled source rows S.
+    y_source : array-like
+        Labels of S, one per row of ``X_source``.
+    X_target : array-like or pandas.DataFrame
+        Features of the unlabeled target rows U.
+    X_target_labeled : array-like, pandas.DataFrame or None, default None
+        Features of labeled target rows L, if any (given together with ``y_target_labeled``).
+    y_target_labeled : array-like or None, default None
+        Labels of L.
+    weights : str, estimator, array-like or None, default "kmm"
+        How to get β on S (see :func:`~shiftlib.selection.importance.importance_weights`); fitted on S vs U ∪ L.
+    k : int, default 10
+        Number of stratified folds of S (at least 2; some class needs k rows).
+    confidence : float, default 0.95
+        Confidence level of the eq. 15 interval (and of eq. 16's σ).
+    random_state : int or None, default None
+        Seed for the fold split and for learners built from registry names.
+
+    Returns
+    -------
+    SelectorScores
+        Selector ``"trcv"``: each learner's eq. 14 accuracy with its eq. 15 interval.
     """
     cands = resolve_candidates(learners, random_state=random_state)
     setup = trcv_setup(cands, X_source, y_source, X_target, X_target_labeled=X_target_labeled,

@@ -101,7 +101,25 @@ TARGET_WEIGHTERS: tuple[str, ...] = ROWS_ONLY_WEIGHTERS
 
 
 def make_weighter(name: str, **params: Any) -> BaseWeighter:
-    """Build an unfitted weighter by registry name (see ``WEIGHTERS``), e.g. ``make_weighter("kmm", B=10)``."""
+    """Build an unfitted weighter by registry name (see ``WEIGHTERS``), e.g. ``make_weighter("kmm", B=10)``.
+
+    Parameters
+    ----------
+    name : str
+        A key of ``WEIGHTERS``.
+    **params : dict
+        Constructor parameters of that weighter.
+
+    Returns
+    -------
+    BaseWeighter
+        The unfitted weighter.
+
+    Raises
+    ------
+    UnknownNameError
+        If ``name`` is not in ``WEIGHTERS``.
+    """
     if name not in WEIGHTERS:
         raise UnknownNameError(f"unknown weighter {name!r}; choose one of {sorted(WEIGHTERS)}")
     return WEIGHTERS[name](**params)

@@ -29,13 +29,31 @@ __all__ = ["DiscriminativeWeights", "default_domain_classifier", "domain_probabi
 
 
 def default_domain_classifier() -> Pipeline:
-    """StandardScaler → LogisticRegression (DL §5's "two-stage LR" discriminator)."""
+    """StandardScaler → LogisticRegression (DL §5's "two-stage LR" discriminator).
+
+    Returns
+    -------
+    sklearn.pipeline.Pipeline
+        An unfitted ``StandardScaler`` → ``LogisticRegression(max_iter=1000)`` pipeline.
+    """
     return Pipeline([("scale", StandardScaler()), ("clf", LogisticRegression(max_iter=1000))])
 
 
 @dataclass(frozen=True)
 class DomainProbabilities:
-    """Out-of-fold ``p(σ=1|x)`` (σ=1: source row) for both sets, plus the classifier refit on all rows."""
+    """Out-of-fold ``p(σ=1|x)`` (σ=1: source row) for both sets, plus the classifier refit on all rows.
+
+    Parameters
+    ----------
+    source : numpy.ndarray
+        Out-of-fold p(σ=1|x) on the source rows.
+    target : numpy.ndarray
+        Out-of-fold p(σ=1|x) on the target rows.
+    classifier : BaseEstimator
+        The classifier refit on all rows (classes ``[0, 1]``).
+    auc : float
+        Out-of-fold ROC AUC of source vs target.
+    """
 
     source: np.ndarray
     target: np.ndarray
@@ -53,7 +71,33 @@ def _check_classifier(classifier: Any) -> BaseEstimator:
 def domain_probabilities(
     X_source: np.ndarray, X_target: np.ndarray, classifier: Any, *, cv: int, random_state: int
 ) -> DomainProbabilities:
-    """Out-of-fold ``p(σ=1|x)`` of a source(σ=1)-vs-target(σ=0) classifier (DL eq. 7's discriminator)."""
+    """Out-of-fold ``p(σ=1|x)`` of a source(σ=1)-vs-target(σ=0) classifier (DL eq. 7's discriminator).
+
+    Parameters
+    ----------
+    X_source : numpy.ndarray of shape (m, d)
+        Source rows (σ=1).
+    X_target : numpy.ndarray of shape (m', d)
+        Target rows (σ=0).
+    classifier : estimator or None
+        A classifier with ``predict_proba`` (cloned); None → :func:`default_domain_classifier`.
+    cv : int
+        Folds of the stratified, shuffled split (at least 2, and at most the rows of each set).
+    random_state : int
+        Seed of the fold shuffle.
+
+    Returns
+    -------
+    DomainProbabilities
+        The out-of-fold probabilities of both sets, the refit classifier and the out-of-fold AUC.
+
+    Raises
+    ------
+    ValueError
+        If ``cv < 2`` or a set has fewer than ``cv`` rows.
+    TypeError
+        If the classifier has no ``predict_proba``.
+    """
     m, mt = X_source.shape[0], X_target.shape[0]
     if cv < 2:
         raise ValueError(f"cv must be at least 2 (out-of-fold probabilities); got {cv}")
@@ -79,6 +123,18 @@ def _clip(q: np.ndarray, clip: float | None) -> np.ndarray:
 
 
 def check_clip(clip: float | None) -> None:
+    """Refuse a ``clip`` that is neither None nor in (0, 0.5).
+
+    Parameters
+    ----------
+    clip : float or None
+        The clipping level of p(σ=1|x) (or p(s=1|x)) to ``[clip, 1 − clip]``.
+
+    Raises
+    ------
+    ValueError
+        If ``clip`` is not None and not in (0, 0.5).
+    """
     if clip is not None and not 0.0 < clip < 0.5:
         raise ValueError(f"clip must be None or in (0, 0.5); got {clip}")
 
@@ -86,14 +142,29 @@ def check_clip(clip: float | None) -> None:
 class DiscriminativeWeights(BaseWeighter):
     """Importance weights from a source-vs-target classifier (DL eq. 7), out-of-fold.
 
-    Parameters: ``classifier`` (any scikit-learn classifier with ``predict_proba``; None →
-    StandardScaler + LogisticRegression), ``cv`` (folds for the out-of-fold probabilities), ``clip``
-    (None, or clip p(σ=1|x) to [clip, 1 − clip] before eq. 7, bounding weights by
-    (m/m')(1/clip − 1)), ``random_state`` (fold shuffling seed).
+    Learned: the attributes below plus those of :class:`~shiftlib.weights.BaseWeighter`.
 
-    Learned: ``proba_source_`` (out-of-fold p(σ=1|x) on the source rows), ``prior_ratio_`` (m/m'),
-    ``domain_auc_`` (out-of-fold AUC of the discriminator: 0.5 means no detectable shift),
-    ``classifier_`` (refit on all rows), plus the base attributes.
+    Parameters
+    ----------
+    classifier : estimator, optional
+        Any scikit-learn classifier with ``predict_proba``; None → StandardScaler + LogisticRegression.
+    cv : int, default 5
+        Folds for the out-of-fold probabilities.
+    clip : float, optional
+        None, or clip p(σ=1|x) to [clip, 1 − clip] before eq. 7, bounding weights by (m/m')(1/clip − 1).
+    random_state : int, default 0
+        Fold shuffling seed.
+
+    Attributes
+    ----------
+    proba_source_ : ndarray
+        Out-of-fold p(σ=1|x) on the source rows.
+    prior_ratio_ : float
+        m/m'.
+    domain_auc_ : float
+        Out-of-fold AUC of the discriminator: 0.5 means no detectable shift.
+    classifier_ : estimator
+        The discriminator refit on all rows.
     """
 
     _min_rows = 2

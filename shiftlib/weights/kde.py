@@ -26,12 +26,25 @@ __all__ = ["KDEWeights"]
 class KDEWeights(BaseWeighter):
     """Importance weights as a ratio of Gaussian KDEs, target over source (Shimodaira 2000; DL §5).
 
-    Parameters: ``bw_method`` ("silverman" | "scott" | positive float, scipy's meaning),
-    ``max_dim`` (largest number of features accepted).
+    ``predict_weights`` evaluates both KDEs at new points.
+    Learned: the attributes below plus those of :class:`~shiftlib.weights.BaseWeighter`.
 
-    Learned: ``scaler_`` (pooled StandardScaler), ``kde_source_``, ``kde_target_``, ``log_shift_``
-    (``raw_weights_ = exp(log p̂_t − log p̂_s − log_shift_)``, shifted so the largest raw weight is 1 and
-    nothing overflows), plus the base attributes. ``predict_weights`` evaluates both KDEs at new points.
+    Parameters
+    ----------
+    bw_method : {"silverman", "scott"} or float, default "silverman"
+        The bandwidth rule, or a positive factor (scipy's meaning).
+    max_dim : int, default 5
+        Largest number of features accepted.
+
+    Attributes
+    ----------
+    scaler_ : StandardScaler
+        Fitted on the pooled source and target rows.
+    kde_source_, kde_target_ : scipy.stats.gaussian_kde
+        The two density estimates, in the standardized space.
+    log_shift_ : float
+        ``raw_weights_ = exp(log p̂_t − log p̂_s − log_shift_)``, shifted so the largest raw weight is 1 and
+        nothing overflows.
     """
 
     def __init__(self, *, bw_method: Literal["silverman", "scott"] | float = "silverman", max_dim: int = 5) -> None:

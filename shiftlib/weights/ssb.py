@@ -40,14 +40,30 @@ TargetRows = Literal["population", "unselected"]
 class SSBWeights(BaseWeighter):
     """Inverse-selection-probability weights ``1/p(s=1|x)``, normalized (DL Prop. 2).
 
-    Parameters: ``classifier`` (None → StandardScaler + LogisticRegression; ignored when
-    ``selection_proba`` is passed to ``fit``), ``target_rows`` ("population" | "unselected", see the
-    module docstring), ``cv`` (folds for out-of-fold probabilities), ``clip`` (None, or clip
-    p(s=1|x) to [clip, 1 − clip]), ``random_state`` (fold shuffling seed).
+    ``fit(X_source, X_target, selection_proba=None)``.
+    Learned: the attributes below plus those of :class:`~shiftlib.weights.BaseWeighter`.
 
-    ``fit(X_source, X_target, selection_proba=None)``. Learned: ``selection_proba_`` (p(s=1|x) used,
-    per source row), ``mode_`` ("given" | "classifier"), ``classifier_`` and ``domain_auc_`` (classifier
-    mode), plus the base attributes.
+    Parameters
+    ----------
+    classifier : estimator, optional
+        None → StandardScaler + LogisticRegression; ignored when ``selection_proba`` is passed to ``fit``.
+    target_rows : {"population", "unselected"}, default "population"
+        What the target rows are; see the module docstring.
+    cv : int, default 5
+        Folds for out-of-fold probabilities.
+    clip : float, optional
+        None, or clip p(s=1|x) to [clip, 1 − clip].
+    random_state : int, default 0
+        Fold shuffling seed.
+
+    Attributes
+    ----------
+    selection_proba_ : ndarray
+        p(s=1|x) used, per source row.
+    mode_ : {"given", "classifier"}
+        Where ``selection_proba_`` came from.
+    classifier_, domain_auc_ : estimator, float
+        The refit classifier and its out-of-fold AUC (classifier mode).
     """
 
     _min_rows = 2
