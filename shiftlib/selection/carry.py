@@ -263,6 +263,145 @@ def _psd(V: np.ndarray) -> np.ndarray:
     return (Q * np.clip(lam, 0.0, None)) @ Q.T
 
 
+def _check_carry_args(estimator: str, predictions_prev: Any, predictions: Any, plan_prev: Any, prior: Any) -> None:
+    """Refuse an unknown estimator and arguments of the wrong kind."""
+    if estimator not in CARRY_ESTIMATORS:
+        raise ValueError(f"estimator={estimator!r} is not known: use one of {list(CARRY_ESTIMATORS)}")
+    if not isinstance(predictions_prev, TargetPredictions) or not isinstance(predictions, TargetPredictions):
+        raise TypeError("predictions_prev and predictions must be TargetPredictions (target_predictions) of today's "
+                        "candidates on yesterday's and today's batch")
+    if plan_prev is not None and not isinstance(plan_prev, LabelPlan):
+        raise TypeError(f"plan_prev must be yesterday's LabelPlan or None (got {type(plan_prev).__name__})")
+    if prior is not None and not isinstance(prior, SelectorScores):
+        raise TypeError("prior must be None or a k-fold SelectorScores of today's candidates (e.g. source_cv(...))")
+
+
+def _yesterday_labels(plan: LabelPlan | None, y_prev: Any, Np: int, predictions_prev: TargetPredictions,
+                      classes: np.ndarray) -> tuple[dict[int, Any], np.ndarray]:
+    """Yesterday's labels (row → label) and the disagreement rows D' its plan drew from, refused where they cannot
+    stand for today's candidates (D_t ∩ T' must lie in D')."""
+    if plan is not None and plan.n_target != Np:
+        raise ValueError(f"plan_prev was made for a batch of {plan.n_target} rows but X_prev has {Np}: pass "
+                         "yesterday's whole batch")
+    labels = _labels_map(plan, y_prev, Np, classes)
+    if not labels:
+        raise ValueError("y_prev holds no label: carry nothing and plan today afresh")
+    Dt_prev = predictions_prev.disagreement
+    if plan is None or not len(plan.rows[plan.rounds > 0]):
+        return labels, Dt_prev
+    D_plan = np.asarray(plan.details.get("disagreement"), int)
+    outside = np.setdiff1d(Dt_prev, D_plan)
+    if len(outside):
+        raise ValueError(f"today's candidates disagree on {len(outside)} rows of yesterday's batch where "
+                         "yesterday's plan could not draw labels: its labels cannot stand for them; carry "
+                         "labels between plans of the same candidates, or plan today afresh")
+    return labels, D_plan
+
+
+def _shift_weights(weights: Any, Xp: Any, Xt: Any, random_state: int) -> tuple[np.ndarray, str]:
+    """The importance weights today/yesterday on yesterday's rows (all ones for ``weights=None``) and their name."""
+    if weights is None:
+        return np.ones(len(Xp)), "none"
+    if isinstance(weights, str) and weights == "discriminative":
+        from shiftlib.weights import DiscriminativeWeights
+
+        weights = DiscriminativeWeights(random_state=random_state)
+    w = importance_weights(weights, Xp.to_numpy() if isinstance(Xp, pd.DataFrame) else Xp,
+                           Xt.to_numpy() if isinstance(Xt, pd.DataFrame) else Xt)
+    return w, (weights if isinstance(weights, str) else type(weights).__name__)
+
+
+@dataclass(frozen=True, eq=False)
+class _Yesterday:
+    """Yesterday's batch as the carried estimate reads it: its plan (None: uniform labels) and the disagreement rows
+    D' it drew from, the labeled rows (mask), the importance weights w, today's candidates' disagreement rows D_t
+    (mask), c on the labeled rows (0 elsewhere) and p̄(ŷ_j | x_i), all on yesterday's N' rows."""
+
+    plan: LabelPlan | None
+    D_plan: np.ndarray
+    labeled: np.ndarray
+    w: np.ndarray
+    in_D: np.ndarray
+    C: np.ndarray
+    p_right: np.ndarray
+
+    @classmethod
+    def of(cls, plan: LabelPlan | None, D_plan: np.ndarray, labels: dict[int, Any], w: np.ndarray,
+           predictions_prev: TargetPredictions) -> _Yesterday:
+        """Yesterday's batch from its plan, D', labels, weights and today's candidates' predictions on it."""
+        Np, ell = predictions_prev.predictions.shape
+        in_D = np.zeros(Np, bool)
+        in_D[predictions_prev.disagreement] = True
+        labeled = np.zeros(Np, bool)
+        labeled[list(labels)] = True
+        Pp = predictions_prev.predictions
+        C = np.zeros((Np, ell))
+        for i, lab in labels.items():
+            C[i] = Pp[i] == lab
+        return cls(plan, D_plan, labeled, w, in_D, C, predictions_prev.right_proba())
+
+    @property
+    def H(self) -> np.ndarray:
+        """h = w c 1[D_t], whose total over T' estimates N' E_today[c 1[D_t]]."""
+        return self.w[:, None] * self.C * self.in_D[:, None]
+
+    @property
+    def G(self) -> np.ndarray:
+        """ĝ = w p̄ 1[D_t], the surrogate of h (and its stand-in on a requested row left unlabeled)."""
+        return self.w[:, None] * self.p_right * self.in_D[:, None]
+
+    def total(self, H: np.ndarray, G: np.ndarray | None, stand_in: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        """Yesterday's design estimate of Σ_{T'} H with its covariance (``_design_total``)."""
+        return _design_total(self.plan, self.labeled, len(self.w), self.D_plan, H, G, stand_in)
+
+
+def _carried_estimate(y: _Yesterday, estimator: str) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """μ = Ŝ/N', the estimate of E_today[c 1[D_t]] (module docstring, "Estimate"; ĝ = 0 for 'ht'), with the design
+    covariance of Ŝ and the design's row counts."""
+    G_all = y.G
+    total, V_design, info = y.total(y.H, None if estimator == "ht" else G_all, G_all)
+    return total / len(y.w), V_design, info
+
+
+def _population_covariances(y: _Yesterday, mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The population moments behind the second and third parts of the covariance (module docstring):
+    Cov_y(h − w μ) of yesterday's batch and Cov_t(c 1[D_t]) of today's, both estimated from the labeled rows with
+    yesterday's design weights (Horvitz–Thompson)."""
+    Np, ell = y.C.shape
+
+    def outer(X: np.ndarray) -> np.ndarray:
+        return np.einsum("ia,ib->iab", X, X).reshape(Np, -1)
+
+    w = y.w
+    M_y = y.total(outer(y.H - w[:, None] * mu), None, outer(y.G - w[:, None] * mu))[0].reshape(ell, ell) / Np
+    # E_today[c cᵀ 1[D]] = E_yesterday[w c cᵀ 1[D]]; rows outside D_t hold 0 (a D' row outside D_t is not counted)
+    sw = np.sqrt(w * y.in_D)[:, None]
+    M_t = y.total(outer(sw * y.C), None, outer(sw * y.p_right))[0].reshape(ell, ell) / Np
+    return _psd(M_y), _psd(M_t - np.outer(mu, mu))
+
+
+def _common_sum(predictions: TargetPredictions) -> float:
+    """Σ_{A_t} p̄(ŷ | x_i) over today's rows where the candidates agree, as ``fewlabel_select`` takes it."""
+    A = np.setdiff1d(np.arange(predictions.n_target), predictions.disagreement)
+    return float(predictions.right_proba(A)[:, 0].sum()) if len(A) else 0.0
+
+
+def _kish(w: np.ndarray) -> float:
+    """Kish's effective number of the weights ``w`` (0 when they sum to 0)."""
+    return float(w.sum() ** 2 / np.sum(w ** 2)) if w.sum() > 0 else 0.0
+
+
+def _with_prior(theta: np.ndarray, V: np.ndarray, prior: SelectorScores, names: list[str]
+                ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """The carried estimate combined with a source prior as ``fewlabel`` combines labels with one (inverse variance
+    in contrasts, τ²), with the combination's ``tau2``, ``prior_weight`` and ``prior``."""
+    pri = _prior(prior, None, None, None, None, None, names)  # reads the fold scores only
+    est = _combine((theta, V, {}), pri, len(names))
+    return est.theta, est.cov, {"tau2": est.details["tau2"], "prior_weight": est.details["prior_weight"],
+                                "prior": est.details.get("prior")}
+
+
 def carry_labels(
     X_prev: Any,
     X_target: Any,
@@ -313,88 +452,25 @@ def carry_labels(
     -------
     CarriedLabels
         ``theta``, ``cov`` (module docstring), the weights, their effective number over the labeled rows, and
-        ``details`` (``domain``: the weights used; ``n_missing_requested``; with a prior, ``tau2`` and
+        ``details`` (``weights``: the weights used; ``n_missing_requested``; with a prior, ``tau2`` and
         ``prior_weight``).
     """
-    if estimator not in CARRY_ESTIMATORS:
-        raise ValueError(f"estimator={estimator!r} is not known: use one of {list(CARRY_ESTIMATORS)}")
-    if not isinstance(predictions_prev, TargetPredictions) or not isinstance(predictions, TargetPredictions):
-        raise TypeError("predictions_prev and predictions must be TargetPredictions (target_predictions) of today's "
-                        "candidates on yesterday's and today's batch")
-    if plan_prev is not None and not isinstance(plan_prev, LabelPlan):
-        raise TypeError(f"plan_prev must be yesterday's LabelPlan or None (got {type(plan_prev).__name__})")
-    if prior is not None and not isinstance(prior, SelectorScores):
-        raise TypeError("prior must be None or a k-fold SelectorScores of today's candidates (e.g. source_cv(...))")
+    _check_carry_args(estimator, predictions_prev, predictions, plan_prev, prior)
     Xp, Xt = _check_inputs(X_prev, X_target, predictions_prev, predictions, keys_prev, keys_target)
     Np, N = len(Xp), len(Xt)
-    plan = plan_prev
-    if plan is not None and plan.n_target != Np:
-        raise ValueError(f"plan_prev was made for a batch of {plan.n_target} rows but X_prev has {Np}: pass "
-                         "yesterday's whole batch")
-    labels = _labels_map(plan, y_prev, Np, predictions.classes)
-    if not labels:
-        raise ValueError("y_prev holds no label: carry nothing and plan today afresh")
-    Dt_prev = predictions_prev.disagreement
-    if plan is not None and len(plan.rows[plan.rounds > 0]):
-        D_plan = np.asarray(plan.details.get("disagreement"), int)
-        outside = np.setdiff1d(Dt_prev, D_plan)
-        if len(outside):
-            raise ValueError(f"today's candidates disagree on {len(outside)} rows of yesterday's batch where "
-                             "yesterday's plan could not draw labels: its labels cannot stand for them; carry "
-                             "labels between plans of the same candidates, or plan today afresh")
-    else:
-        D_plan = Dt_prev
-    if weights is None:
-        w = np.ones(Np)
-        how = "none"
-    else:
-        if isinstance(weights, str) and weights == "discriminative":
-            from shiftlib.weights import DiscriminativeWeights
-
-            weights = DiscriminativeWeights(random_state=random_state)
-        w = importance_weights(weights, Xp.to_numpy() if isinstance(Xp, pd.DataFrame) else Xp,
-                               Xt.to_numpy() if isinstance(Xt, pd.DataFrame) else Xt)
-        how = weights if isinstance(weights, str) else type(weights).__name__
-    ell = len(predictions.names)
-    in_D = np.zeros(Np, bool)
-    in_D[Dt_prev] = True
-    labeled = np.zeros(Np, bool)
-    labeled[list(labels)] = True
-    Pp = predictions_prev.predictions
-    C = np.zeros((Np, ell))
-    for i, lab in labels.items():
-        C[i] = Pp[i] == lab
-    p_right = predictions_prev.right_proba()
-    H = w[:, None] * C * in_D[:, None]
-    G_all = w[:, None] * p_right * in_D[:, None]
-    G = None if estimator == "ht" else G_all
-    total, V_design, info = _design_total(plan, labeled, Np, D_plan, H, G, G_all)
-    mu = total / Np  # E_today[c 1[D_t]]
-    # population moments (Horvitz–Thompson over yesterday's design): yesterday's batch and today's as samples
-    def outer(X: np.ndarray) -> np.ndarray:
-        return np.einsum("ia,ib->iab", X, X).reshape(Np, -1)
-
-    M_y = _design_total(plan, labeled, Np, D_plan, outer(H - w[:, None] * mu), None,
-                        outer(G_all - w[:, None] * mu))[0].reshape(ell, ell) / Np
-    # E_today[c cᵀ 1[D]] = E_yesterday[w c cᵀ 1[D]]; rows outside D_t hold 0 (a D' row outside D_t is not counted)
-    sw = np.sqrt(w * in_D)[:, None]
-    M_t = _design_total(plan, labeled, Np, D_plan, outer(sw * C), None,
-                        outer(sw * p_right))[0].reshape(ell, ell) / Np
-    cov_y = _psd(M_y)
-    cov_t = _psd(M_t - np.outer(mu, mu))
+    labels, D_plan = _yesterday_labels(plan_prev, y_prev, Np, predictions_prev, predictions.classes)
+    w, how = _shift_weights(weights, Xp, Xt, random_state)
+    y = _Yesterday.of(plan_prev, D_plan, labels, w, predictions_prev)
+    mu, V_design, info = _carried_estimate(y, estimator)  # mu: E_today[c 1[D_t]]
+    cov_y, cov_t = _population_covariances(y, mu)
     V = _psd(V_design) / Np ** 2 + cov_y / Np + cov_t / N
-    A = np.setdiff1d(np.arange(N), predictions.disagreement)
-    common = float(predictions.right_proba(A)[:, 0].sum()) if len(A) else 0.0
+    common = _common_sum(predictions)
     theta = common / N + mu
-    rows = np.flatnonzero(labeled)
-    ess = float(w[rows].sum() ** 2 / np.sum(w[rows] ** 2)) if w[rows].sum() > 0 else 0.0
+    rows = np.flatnonzero(y.labeled)
     details: dict[str, Any] = {**info, "weights": how, "estimator": estimator, "common": common / N,
                                "cov_parts": {"design": _psd(V_design) / Np ** 2, "yesterday": cov_y / Np,
                                              "today": cov_t / N}}
     if prior is not None:
-        pri = _prior(prior, None, None, None, None, None, list(predictions.names))  # reads the fold scores only
-        est = _combine((theta, V, {}), pri, ell)
-        theta, V = est.theta, est.cov
-        details.update({"tau2": est.details["tau2"], "prior_weight": est.details["prior_weight"],
-                        "prior": est.details.get("prior")})
-    return CarriedLabels(list(predictions.names), theta, V, w, int(len(rows)), ess, details)
+        theta, V, combined = _with_prior(theta, V, prior, list(predictions.names))
+        details.update(combined)
+    return CarriedLabels(list(predictions.names), theta, V, w, int(len(rows)), _kish(w[rows]), details)

@@ -530,6 +530,142 @@ def _recalibrated(p_right: np.ndarray, Y: np.ndarray, w: np.ndarray, p_target: n
     return fit.predict_proba(_logit(p_target).reshape(-1, 1))[:, 1].reshape(p_target.shape)
 
 
+@dataclass(frozen=True, eq=False)
+class _LabeledBatch:
+    """The batch as the label estimate reads it: the candidates' predictions, the labels (row → label), the
+    disagreement rows D (and their mask) and p̄(ŷ_j | x_i) on every row (rows × ℓ), which is the surrogate and the
+    stand-in for a requested row left unlabeled."""
+
+    tp: TargetPredictions
+    labels: dict[int, Any]
+    D: np.ndarray
+    in_D: np.ndarray
+    correct_prob: np.ndarray
+
+    @classmethod
+    def of(cls, tp: TargetPredictions, labels: dict[int, Any]) -> _LabeledBatch:
+        """The batch ``tp`` with its ``labels``."""
+        D = tp.disagreement
+        in_D = np.zeros(tp.n_target, bool)
+        in_D[D] = True
+        return cls(tp, labels, D, in_D, tp.right_proba())
+
+    def c(self, i: int) -> np.ndarray:
+        """c_i on a labeled row; p̄ on a requested row left unlabeled (the stand-in)."""
+        return (self.tp.predictions[i] == self.labels[i]).astype(float) if i in self.labels else self.correct_prob[i]
+
+    def correct(self, rows: Any) -> np.ndarray:
+        """c on labeled rows (rows × ℓ)."""
+        P = self.tp.predictions
+        return np.vstack([(P[i] == self.labels[i]).astype(float) for i in rows])
+
+
+def _answered(plan: LabelPlan, r: int, labels: dict[int, Any]) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """Round r's requested rows that came back, their π scaled by the share answered (the rest are missing at random
+    within the round), that share, and the number left unlabeled."""
+    sel = plan.rounds == r
+    rows, pis = plan.rows[sel], plan.probabilities[sel]
+    got = np.array([i in labels for i in rows])
+    missing = int((~got).sum())
+    if not got.any():
+        return rows[:0], pis[:0], 0.0, missing
+    share = got.sum() / len(got)
+    return rows[got], pis[got] * share, share, missing
+
+
+def _surrogate(lb: _LabeledBatch, estimator: str, rows: np.ndarray, fit_rows: np.ndarray,
+               fit_w: np.ndarray) -> np.ndarray:
+    """ĉ on ``rows``: p̄, or for 'difference_cal' p̄ recalibrated on the earlier rounds' labeled ``fit_rows``
+    (weights ``fit_w`` = 1/π), so the round stays unbiased given the rounds before it."""
+    if estimator == "difference_cal" and len(fit_rows):
+        cal = _recalibrated(lb.correct_prob[fit_rows], lb.correct(fit_rows), fit_w, lb.correct_prob[rows])
+        if cal is not None:
+            return cal
+    return lb.correct_prob[rows]
+
+
+def _round_surrogate(lb: _LabeledBatch, plan: LabelPlan, r: int, before: np.ndarray, rows: np.ndarray,
+                     estimator: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The surrogate over round r's population R_r (fitted on the rounds before r only): its sum Σ_{R_r} ĉ, its
+    values on the drawn ``rows`` and on R_r (None for 'ht', where ĉ = 0)."""
+    ell = len(lb.tp.names)
+    if estimator == "ht":
+        return np.zeros(ell), np.zeros((len(rows), ell)), None
+    pop = lb.D[~np.isin(lb.D, before)]
+    earlier = (plan.rounds > 0) & (plan.rounds < r) & np.isin(plan.rows, list(lb.labels))
+    chat = _surrogate(lb, estimator, pop, plan.rows[earlier], 1.0 / plan.probabilities[earlier])
+    return chat.sum(axis=0), chat[np.searchsorted(pop, rows)], chat
+
+
+def _hh_covariance(U: np.ndarray, pis: np.ndarray, variance: str) -> np.ndarray:
+    """Hansen–Hurwitz covariance of a round's 1/π sum of the residuals ``U`` over its uncertain rows (π < 1), the
+    with-replacement approximation (conservative for πps): draw probabilities π/n for ``variance='hh'``; any other
+    form normalises them over the drawn rows (the 'sample' form, an underestimate by about mean_S(π)²)."""
+    n_u = len(U)
+    if n_u >= 2:
+        p_draw = pis / (n_u if variance == "hh" else pis.sum())
+        z = U / p_draw[:, None]
+        dz = z - z.mean(axis=0)
+        return dz.T @ dz / (n_u * (n_u - 1))
+    if n_u == 1:
+        z = U / pis[:, None]
+        return np.outer(z[0], z[0])
+    return np.zeros((U.shape[1], U.shape[1]))
+
+
+def _round_estimate(lb: _LabeledBatch, plan: LabelPlan, r_info: dict[str, Any], rows: np.ndarray, pis: np.ndarray,
+                    share: float, estimator: str, variance: str) -> tuple[Any, ...]:
+    """Round r's estimate ``E_r = Σ_{labeled before} c + Σ_{R_r} ĉ + Σ_{S_r} (c − ĉ)/π`` of the disagreement sum
+    from its answered ``rows`` (π ``pis``), with its covariance, its 'hh_model' floor (None otherwise) and its
+    record."""
+    r = r_info["round"]
+    before = np.asarray(r_info["labeled_before"], int)
+    known = sum((lb.c(i) for i in before if lb.in_D[i]), np.zeros(len(lb.tp.names)))
+    base, Yhat, Yhat_pop = _round_surrogate(lb, plan, r, before, rows, estimator)
+    R = lb.correct(rows) - Yhat
+    cert = pis >= 1 - 1e-12
+    est = known + base + R[cert].sum(axis=0) + (R[~cert] / pis[~cert, None]).sum(axis=0)
+    V = _hh_covariance(R[~cert], pis[~cert], variance)
+    floor = _anticipated(lb.tp, r_info, lb.D, before, share, Yhat_pop) if variance == "hh_model" else None
+    return est, len(rows), V, floor, {"round": r, "n_labeled": len(rows), "n_certain": int(cert.sum())}
+
+
+def _unrequested_estimate(lb: _LabeledBatch, extra: list[int], estimator: str) -> tuple[Any, ...]:
+    """The labels no plan asked for as a simple random sample of m of the N rows,
+    ``Σ_D ĉ + (N/m) Σ_extra (c − ĉ)·1[i ∈ D]``, with its covariance (finite-population factor 1 − m/N; no
+    floor: it is unbiased and not skewed by π) and its record (round 0)."""
+    N, ell = lb.tp.predictions.shape
+    m = len(extra)
+    ex = np.asarray(extra, int)
+    chat_D = np.zeros((0, ell)) if estimator == "ht" else lb.correct_prob[lb.D]
+    Yhat = np.zeros((m, ell)) if estimator == "ht" else lb.correct_prob[ex]
+    R = (lb.correct(extra) - Yhat) * lb.in_D[ex, None]
+    est = chat_D.sum(axis=0) + R.mean(axis=0) * N
+    S = np.cov(R, rowvar=False, ddof=1).reshape(ell, ell) if m >= 2 else np.outer(R[0], R[0])
+    return est, m, N * N * (1 - m / N) * S / m, None, {"round": 0, "n_labeled": m, "n_certain": 0}
+
+
+def _pool_rounds(parts: list[tuple[Any, ...]], variance: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The rounds averaged with weights proportional to their sizes: the disagreement sum and its covariance
+    ('hh_model': each round's floored by the Loewner maximum), and the unfloored 'hh' covariance that τ²'s moments
+    keep ('hh_model' only, None otherwise)."""
+    estimates, sizes, variances, floors, _ = zip(*parts, strict=True)
+    alpha = np.asarray(sizes, float) / sum(sizes)
+    s_hat = sum(a * e for a, e in zip(alpha, estimates, strict=True))
+    V_s = sum(a * a * V for a, V in zip(alpha, variances, strict=True))
+    if variance != "hh_model":
+        return s_hat, V_s, None
+    V_floored = sum(a * a * (V if F is None else _loewner_max(V, F))
+                    for a, V, F in zip(alpha, variances, floors, strict=True))
+    return s_hat, V_floored, V_s
+
+
+def _common_part(lb: _LabeledBatch) -> float:
+    """Σ c over the rows where every candidate agrees: exact where labeled, p̄ of the common class otherwise."""
+    P, labels, p_right = lb.tp.predictions, lb.labels, lb.correct_prob
+    return sum((float(P[i, 0] == labels[i]) if i in labels else p_right[i, 0]) for i in np.flatnonzero(~lb.in_D))
+
+
 def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[int, Any],
                     estimator: str = DEFAULT_ESTIMATOR, variance: str = DEFAULT_VARIANCE
                     ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]] | None:
@@ -546,106 +682,27 @@ def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[
     _check_variance(variance)
     if not labels:
         return None
-    N, ell = tp.predictions.shape
-    D = tp.disagreement
-    in_D = np.zeros(N, bool)
-    in_D[D] = True
-    P = tp.predictions
-    correct_prob = tp.right_proba()  # p̄(ŷ_j | x_i): stand-in for a requested row left unlabeled
-
-    def c(i: int) -> np.ndarray:
-        return (P[i] == labels[i]).astype(float) if i in labels else correct_prob[i]
-
-    def surrogate(rows: np.ndarray, fit_rows: np.ndarray, fit_w: np.ndarray) -> np.ndarray:  # not for 'ht'
-        if estimator == "difference_cal" and len(fit_rows):
-            Yf = np.vstack([(P[i] == labels[i]).astype(float) for i in fit_rows])
-            cal = _recalibrated(correct_prob[fit_rows], Yf, fit_w, correct_prob[rows])
-            if cal is not None:
-                return cal
-        return correct_prob[rows]
-
+    N = tp.n_target
+    lb = _LabeledBatch.of(tp, labels)
     planned = set() if plan is None else set(plan.rows[plan.rounds > 0].tolist())
     extra = sorted(set(labels) - planned)
-    estimates, sizes, variances, info = [], [], [], []
-    floors: list[np.ndarray | None] = []  # per round: the anticipated variance ("hh_model"), None otherwise
+    parts = []  # per round: (E_r, size, covariance, "hh_model" floor or None, record)
     missing = 0
-    if plan is not None:
-        for r_info in plan.details.get("round_info", []):
-            r = r_info["round"]
-            sel = plan.rounds == r
-            rows, pis = plan.rows[sel], plan.probabilities[sel]
-            got = np.array([i in labels for i in rows])
-            missing += int((~got).sum())
-            if not got.any():
-                continue
-            rows, pis = rows[got], pis[got] * (got.sum() / len(got))
-            before = np.asarray(r_info["labeled_before"], int)
-            known = sum((c(i) for i in before if in_D[i]), np.zeros(ell))
-            Y = np.vstack([(P[i] == labels[i]).astype(float) for i in rows])
-            if estimator == "ht":
-                base, Yhat = np.zeros(ell), np.zeros_like(Y)
-                Yhat_pop = None
-            else:  # the surrogate over the round's population, fitted only on rounds before r
-                pop = D[~np.isin(D, before)]
-                earlier = (plan.rounds > 0) & (plan.rounds < r) & np.isin(plan.rows, list(labels))
-                fit_rows, fit_w = plan.rows[earlier], 1.0 / plan.probabilities[earlier]
-                chat = surrogate(pop, fit_rows, fit_w)
-                Yhat_pop = chat
-                base = chat.sum(axis=0)
-                Yhat = chat[np.searchsorted(pop, rows)]
-            R = Y - Yhat
-            cert = pis >= 1 - 1e-12
-            est = known + base + R[cert].sum(axis=0) + (R[~cert] / pis[~cert, None]).sum(axis=0)
-            U = R[~cert]
-            n_u = len(U)
-            if n_u >= 2:  # with-replacement (Hansen–Hurwitz) approximation: conservative for πps
-                # draw probability per draw: π/n over the round's population (variance="hh"); the
-                # "sample" form normalises over the drawn rows instead and underestimates by about mean_S(π)²
-                p_draw = pis[~cert] / (n_u if variance == "hh" else pis[~cert].sum())
-                z = U / p_draw[:, None]
-                dz = z - z.mean(axis=0)
-                V = dz.T @ dz / (n_u * (n_u - 1))
-            elif n_u == 1:
-                z = U / pis[~cert][:, None]
-                V = np.outer(z[0], z[0])
-            else:
-                V = np.zeros((ell, ell))
-            estimates.append(est)
-            sizes.append(len(rows))
-            variances.append(V)
-            floors.append(_anticipated(tp, r_info, D, before, got.sum() / len(got), Yhat_pop)
-                          if variance == "hh_model" else None)
-            info.append({"round": r, "n_labeled": len(rows), "n_certain": int(cert.sum())})
-    if extra:  # a simple random sample of m of the N rows: Σ_D ĉ + (N/m) Σ_extra (c − ĉ)·1[i ∈ D]
-        m = len(extra)
-        ex = np.asarray(extra, int)
-        chat_D = np.zeros((0, ell)) if estimator == "ht" else correct_prob[D]
-        Yhat = np.zeros((m, ell)) if estimator == "ht" else correct_prob[ex]
-        Y = np.vstack([(P[i] == labels[i]).astype(float) for i in extra])
-        R = (Y - Yhat) * in_D[ex, None]
-        est = chat_D.sum(axis=0) + R.mean(axis=0) * N
-        S = np.cov(R, rowvar=False, ddof=1).reshape(ell, ell) if m >= 2 else np.outer(R[0], R[0])
-        V = N * N * (1 - m / N) * S / m
-        estimates.append(est)
-        sizes.append(m)
-        variances.append(V)
-        floors.append(None)  # a simple random sample's variance is unbiased and not skewed by π: no floor
-        info.append({"round": 0, "n_labeled": m, "n_certain": 0})
-    if not estimates:
+    for r_info in [] if plan is None else plan.details.get("round_info", []):
+        rows, pis, share, n_missing = _answered(plan, r_info["round"], labels)
+        missing += n_missing
+        if len(rows):
+            parts.append(_round_estimate(lb, plan, r_info, rows, pis, share, estimator, variance))
+    if extra:
+        parts.append(_unrequested_estimate(lb, extra, estimator))
+    if not parts:
         return None
-    alpha = np.asarray(sizes, float) / sum(sizes)
-    s_hat = sum(a * e for a, e in zip(alpha, estimates, strict=True))
-    V_s = sum(a * a * V for a, V in zip(alpha, variances, strict=True))
-    details: dict[str, Any] = {"rounds_used": info, "n_missing_requested": missing, "n_extra": len(extra),
-                               "estimator": estimator, "variance": variance}
-    if variance == "hh_model":  # the floored variance weighs the labels; τ²'s moments keep the "hh" one
-        details["_cov_moments"] = V_s / (N * N)
-        V_s = sum(a * a * (V if F is None else _loewner_max(V, F))
-                  for a, V, F in zip(alpha, variances, floors, strict=True))
-    # common part (rows where every candidate agrees): exact where labeled, p̄ of the common class otherwise
-    A = np.flatnonzero(~in_D)
-    common = sum((float(P[i, 0] == labels[i]) if i in labels else correct_prob[i, 0]) for i in A)
-    theta = (common + s_hat) / N
+    s_hat, V_s, V_hh = _pool_rounds(parts, variance)
+    details: dict[str, Any] = {"rounds_used": [p[4] for p in parts], "n_missing_requested": missing,
+                               "n_extra": len(extra), "estimator": estimator, "variance": variance}
+    if V_hh is not None:  # the floored variance weighs the labels; τ²'s moments keep the "hh" one
+        details["_cov_moments"] = V_hh / (N * N)
+    theta = (_common_part(lb) + s_hat) / N
     return theta, V_s / (N * N), details
 
 
@@ -855,20 +912,75 @@ def _draw_distribution(tp: TargetPredictions, remaining: np.ndarray, w: dict[tup
     return (1 - DEFENSIVE_MIX) * u / u.sum() + DEFENSIVE_MIX / len(remaining)
 
 
-def plan_labels(
-    learners: Any,
-    X_source: Any,
-    y_source: Any,
-    X_target: Any,
-    *,
-    budget: int,
-    already_labeled: Any = None,
-    random_state: int | None = None,
-    prior: Any = "cv",
-    predictions: TargetPredictions | None = None,
-    estimator: str = PLAN_ESTIMATOR,
-    variance: str = DEFAULT_VARIANCE,
-) -> LabelPlan:
+def _check_batch(X_source: Any, y_source: Any, X_target: Any) -> tuple[Any, Any, Any]:
+    """The source rows, their labels and the target batch, checked (the batch in the source's kind and columns)."""
+    X_s = check_X(X_source, "X_source")
+    y_s = check_y(y_source, X_s, "y_source", "X_source")
+    return X_s, y_s, check_X(X_target, "X_target", like=X_s)
+
+
+def _earlier_labels(already_labeled: Any, tp: TargetPredictions, N: int) -> tuple[LabelPlan | None, dict[int, Any]]:
+    """The earlier plan of ``already_labeled`` (checked against this batch and these candidates) and its labels,
+    row → label."""
+    old_plan, y_old = _already(already_labeled)
+    if old_plan is not None:
+        _check_plan(old_plan, tp)
+    return old_plan, ({} if y_old is None else _labels_map(old_plan, y_old, N, tp.classes))
+
+
+def _requested_so_far(old_plan: LabelPlan | None, labels: dict[int, Any], N: int
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+    """The rows requested before this call with their rounds and π (labels no plan asked for as round 0), and the
+    earlier rounds' records."""
+    if old_plan is None:
+        rows, rounds, probs, round_info = np.zeros(0, int), np.zeros(0, int), np.zeros(0), []
+    else:
+        rows, rounds, probs = old_plan.rows, old_plan.rounds, old_plan.probabilities
+        round_info = list(old_plan.details.get("round_info", []))
+    return (*_with_unrequested(labels, old_plan, rows, rounds, probs, N), round_info)
+
+
+def _no_round_note(n_new: int, D: np.ndarray) -> str:
+    """Why this call draws no round: the budget is used, or no disagreement row is left to label."""
+    return ("budget already used by the labeled rows" if n_new <= 0
+            else "the candidates predict the same class on every batch row: labels cannot change "
+            "their order" if len(D) == 0
+            else "every disagreement row is labeled already: more labels cannot change the order")
+
+
+def _pair_weights(est: _Estimate | None, names: list[str], rng: np.random.Generator
+                  ) -> tuple[dict[tuple[int, int], float], dict[str, Any] | None]:
+    """w_ab, how much each pair is still in doubt under the posterior ``est`` of the labels so far (module docstring,
+    "Sampling"; all 1 before any label, ``est`` None), and the posterior's summary for the plan's details."""
+    pairs = list(combinations(range(len(names)), 2))
+    if est is None:
+        return {p: 1.0 for p in pairs}, None
+    pb = _p_better(est, names).to_numpy()
+    best = _p_best(est, rng)
+    w = {(a, b): (PAIR_FLOOR + 2 * min(pb[a, b], pb[b, a])) * (1 + best[a] + best[b]) for a, b in pairs}
+    return w, {"theta": est.theta.tolist(), "p_best": best.tolist(), "tau2": est.details["tau2"]}
+
+
+def _draw_round(tp: TargetPredictions, remaining: np.ndarray, w: dict[tuple[int, int], float], n_new: int,
+                rounds_old: np.ndarray, done: set[int], rng: np.random.Generator
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any], tuple[float, float]]:
+    """The new round: q over the remaining disagreement rows, π for up to ``n_new`` of them, the systematic draw;
+    returns the drawn rows, their π and round, the round's record and q's range."""
+    q = _draw_distribution(tp, remaining, w)
+    n_draw = min(n_new, len(remaining))
+    pi = inclusion_probabilities(q, n_draw)
+    chosen = systematic_sample(pi, rng)
+    r_new = int(rounds_old.max()) + 1 if len(rounds_old) and rounds_old.max() > 0 else 1
+    info = {"round": r_new, "n": int(n_draw), "population": int(len(remaining)),
+            "labeled_before": sorted(int(i) for i in done),
+            "pair_weights": {f"{tp.names[a]}|{tp.names[b]}": float(v) for (a, b), v in w.items()}}
+    return remaining[chosen], pi[chosen], np.full(n_draw, r_new), info, (float(q.min()), float(q.max()))
+
+
+def plan_labels(learners: Any, X_source: Any, y_source: Any, X_target: Any, *, budget: int,
+                already_labeled: Any = None, random_state: int | None = None, prior: Any = "cv",
+                predictions: TargetPredictions | None = None, estimator: str = PLAN_ESTIMATOR,
+                variance: str = DEFAULT_VARIANCE) -> LabelPlan:
     """Which target rows to label (Sawade et al. 2012 variance-optimal sampling for ℓ candidates); returns a ``LabelPlan``.
 
     ``budget`` is the total number of labeled rows, including ``already_labeled`` — ``(plan, labels)``
@@ -913,81 +1025,90 @@ def plan_labels(
     """
     _check_estimator(estimator)
     _check_variance(variance)
-    X_s = check_X(X_source, "X_source")
-    y_s = check_y(y_source, X_s, "y_source", "X_source")
-    X_t = check_X(X_target, "X_target", like=X_s)
+    X_s, y_s, X_t = _check_batch(X_source, y_source, X_target)
     N = len(X_t)
     check_budget(budget, N)
     tp = predictions or target_predictions(learners, X_s, y_s, X_t, random_state=random_state)
     if tp.n_target != N:
         raise ValueError(f"predictions cover {tp.n_target} rows but X_target has {N}: predict this batch")
     _check_two(tp)
-    old_plan, y_old = _already(already_labeled)
-    if old_plan is not None:
-        _check_plan(old_plan, tp)
-    labels = {} if y_old is None else _labels_map(old_plan, y_old, N, tp.classes)
-    D = tp.disagreement
-    ell = len(tp.names)
-    rows_old = np.zeros(0, int) if old_plan is None else old_plan.rows
-    rounds_old = np.zeros(0, int) if old_plan is None else old_plan.rounds
-    probs_old = np.zeros(0) if old_plan is None else old_plan.probabilities
-    round_info = [] if old_plan is None else list(old_plan.details.get("round_info", []))
-    rows_old, rounds_old, probs_old = _with_unrequested(labels, old_plan, rows_old, rounds_old, probs_old, N)
+    old_plan, labels = _earlier_labels(already_labeled, tp, N)
+    rows_old, rounds_old, probs_old, round_info = _requested_so_far(old_plan, labels, N)
     done = set(rows_old.tolist()) | set(labels)
     n_new = budget - len(done)
+    D = tp.disagreement
     details: dict[str, Any] = {"disagreement": D, "round_info": round_info,
                                "n_disagreement": int(len(D)), "budget_total": int(budget)}
-    seq = seed_sequence(random_state)
-    rng = np.random.default_rng(seq)
+    rng = np.random.default_rng(seed_sequence(random_state))
     remaining = np.array([i for i in D if i not in done], int)
     if n_new <= 0 or len(remaining) == 0:
-        details["note"] = ("budget already used by the labeled rows" if n_new <= 0
-                           else "the candidates predict the same class on every batch row: labels cannot change "
-                           "their order" if len(D) == 0
-                           else "every disagreement row is labeled already: more labels cannot change the order")
+        details["note"] = _no_round_note(n_new, D)
         return LabelPlan(rows_old, probs_old, rounds_old, int(budget), N, tp.names, details)
-    # pair weights: how much each comparison is still in doubt (all 1 before any label)
-    pairs = list(combinations(range(ell), 2))
-    if labels:
-        pri = (_prior(prior, learners, X_s, y_s, X_t, random_state, tp.names, tp.served)
-               if prior is not None else None)
+    est = None
+    if labels:  # the posterior of the labels so far weighs the pairs
+        pri = _prior(prior, learners, X_s, y_s, X_t, random_state, tp.names, tp.served) if prior is not None else None
         est = fewlabel_estimate(tp, old_plan, labels, pri, estimator, variance)
-        pb = _p_better(est, tp.names).to_numpy()
-        best = _p_best(est, rng)
-        w = {(a, b): (PAIR_FLOOR + 2 * min(pb[a, b], pb[b, a])) * (1 + best[a] + best[b]) for a, b in pairs}
-        details["posterior"] = {"theta": est.theta.tolist(), "p_best": best.tolist(), "tau2": est.details["tau2"]}
-    else:
-        w = {p: 1.0 for p in pairs}
-    q = _draw_distribution(tp, remaining, w)
-    n_draw = min(n_new, len(remaining))
-    pi = inclusion_probabilities(q, n_draw)
-    chosen = systematic_sample(pi, rng)
-    r_new = int(rounds_old.max()) + 1 if len(rounds_old) and rounds_old.max() > 0 else 1
-    round_info = round_info + [{"round": r_new, "n": int(n_draw), "population": int(len(remaining)),
-                                "labeled_before": sorted(int(i) for i in done),
-                                "pair_weights": {f"{tp.names[a]}|{tp.names[b]}": float(v) for (a, b), v in w.items()}}]
-    details["round_info"] = round_info
-    details["q_min_max"] = (float(q.min()), float(q.max()))
-    return LabelPlan(np.concatenate([rows_old, remaining[chosen]]).astype(int),
-                     np.concatenate([probs_old, pi[chosen]]), np.concatenate([rounds_old, np.full(n_draw, r_new)]),
-                     int(budget), N, tp.names, details)
+    w, posterior = _pair_weights(est, tp.names, rng)
+    if posterior is not None:
+        details["posterior"] = posterior
+    rows_new, pi_new, rounds_new, info, q_range = _draw_round(tp, remaining, w, n_new, rounds_old, done, rng)
+    details.update({"round_info": round_info + [info], "q_min_max": q_range})
+    return LabelPlan(np.concatenate([rows_old, rows_new]).astype(int), np.concatenate([probs_old, pi_new]),
+                     np.concatenate([rounds_old, rounds_new]), int(budget), N, tp.names, details)
 
 
-def fewlabel_select(
-    learners: Any,
-    X_source: Any,
-    y_source: Any,
-    X_target: Any,
-    *,
-    plan: LabelPlan,
-    y_labeled: Any,
-    prior: Any = "cv",
-    random_state: int | None = None,
-    predictions: TargetPredictions | None = None,
-    confidence: float = CONFIDENCE,
-    estimator: str = DEFAULT_ESTIMATOR,
-    variance: str = DEFAULT_VARIANCE,
-) -> SelectorScores:
+def _check_select_args(plan: Any, confidence: float) -> None:
+    """Refuse a plan that is not a ``LabelPlan`` and a confidence outside (0, 1)."""
+    if not isinstance(plan, LabelPlan):
+        raise TypeError(f"plan must be a LabelPlan from plan_labels (got {type(plan).__name__})")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1); got {confidence}")
+
+
+def _candidates_only(full: _Estimate, tp: TargetPredictions) -> tuple[list[str], np.ndarray, _Estimate]:
+    """The posterior of the candidates alone, as the choice is among them (served contenders are compared, never
+    chosen): their names, their mask among the contenders and their estimate."""
+    keep = np.array([n not in tp.served for n in tp.names])
+    names = [n for n, k in zip(tp.names, keep, strict=True) if k]
+    return names, keep, _Estimate(full.theta[keep], full.cov[np.ix_(keep, keep)], full.details)
+
+
+def _normal_intervals(est: _Estimate, names: list[str], confidence: float) -> tuple[pd.Series, pd.DataFrame]:
+    """The posterior means as scores, with normal intervals at ``confidence`` clipped to [0, 1]."""
+    zq = _NORMAL.inv_cdf((1 + confidence) / 2)
+    sd = np.sqrt(np.clip(np.diag(est.cov), 0, None))
+    scores = pd.Series(est.theta, index=names, dtype=float)
+    intervals = pd.DataFrame({"low": np.clip(est.theta - zq * sd, 0, 1), "high": np.clip(est.theta + zq * sd, 0, 1)},
+                             index=names)
+    return scores, intervals
+
+
+def _served_posterior(full: _Estimate, tp: TargetPredictions) -> dict[str, dict[str, float]]:
+    """Each served contender's posterior accuracy and standard error, reported beside the candidates'."""
+    return {n: {"accuracy": float(full.theta[i]), "se": float(math.sqrt(max(full.cov[i, i], 0.0)))}
+            for i, n in enumerate(tp.names) if n in tp.served}
+
+
+def _select_params(prior: Any, confidence: float, random_state: int | None, estimator: str,
+                   variance: str) -> dict[str, Any]:
+    """The settings recorded in ``details['params']``."""
+    return {"prior": prior if isinstance(prior, str | None) else getattr(prior, "selector", "given"),
+            "confidence": confidence, "random_state": random_state, "pair_floor": PAIR_FLOOR,
+            "defensive_mix": DEFENSIVE_MIX, "tau_floor": TAU_FLOOR, "estimator": estimator, "variance": variance}
+
+
+def _select_fits(predictions: TargetPredictions | None, prior: Any, n_candidates: int) -> int:
+    """Models this call fitted: the candidates (unless their predictions were passed) and the 10-fold prior's."""
+    n_fits = 0 if predictions is not None else n_candidates
+    if isinstance(prior, str) and prior in ("cv", "iwcv"):
+        n_fits += 10 * n_candidates
+    return n_fits
+
+
+def fewlabel_select(learners: Any, X_source: Any, y_source: Any, X_target: Any, *, plan: LabelPlan, y_labeled: Any,
+                    prior: Any = "cv", random_state: int | None = None, predictions: TargetPredictions | None = None,
+                    confidence: float = CONFIDENCE, estimator: str = DEFAULT_ESTIMATOR,
+                    variance: str = DEFAULT_VARIANCE) -> SelectorScores:
     """Each candidate's target accuracy from the labeled rows (1/π-weighted, unbiased) combined with the
     source estimate (inverse-variance, shift-aware); returns ``SelectorScores`` (selector ``"fewlabel"``).
 
@@ -1044,47 +1165,24 @@ def fewlabel_select(
         Selector ``"fewlabel"``: posterior accuracy per candidate (served contenders left out, reported in
         ``details['served']``), intervals clipped to [0, 1], and the ``details`` listed above.
     """
-    estimator = _check_estimator(estimator)
-    variance = _check_variance(variance)
-    X_s = check_X(X_source, "X_source")
-    y_s = check_y(y_source, X_s, "y_source", "X_source")
-    X_t = check_X(X_target, "X_target", like=X_s)
-    if not isinstance(plan, LabelPlan):
-        raise TypeError(f"plan must be a LabelPlan from plan_labels (got {type(plan).__name__})")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1); got {confidence}")
+    estimator, variance = _check_estimator(estimator), _check_variance(variance)
+    X_s, y_s, X_t = _check_batch(X_source, y_source, X_target)
+    _check_select_args(plan, confidence)
     tp = predictions or target_predictions(learners, X_s, y_s, X_t, random_state=random_state)
     _check_two(tp)
     _check_plan(plan, tp)
     labels = _labels_map(plan, y_labeled, len(X_t), tp.classes)
     pri = _prior(prior, learners, X_s, y_s, X_t, random_state, tp.names, tp.served)
     full = fewlabel_estimate(tp, plan, labels, pri, estimator, variance)
-    p_better = _p_better(full, tp.names)  # every pair, the served contenders' too
-    keep = np.array([n not in tp.served for n in tp.names])  # the choice is among the candidates only
-    names = [n for n, k in zip(tp.names, keep, strict=True) if k]
-    est = _Estimate(full.theta[keep], full.cov[np.ix_(keep, keep)], full.details)
-    zq = _NORMAL.inv_cdf((1 + confidence) / 2)
-    sd = np.sqrt(np.clip(np.diag(est.cov), 0, None))
-    scores = pd.Series(est.theta, index=names, dtype=float)
-    intervals = pd.DataFrame({"low": np.clip(est.theta - zq * sd, 0, 1), "high": np.clip(est.theta + zq * sd, 0, 1)},
-                             index=names)
+    names, keep, est = _candidates_only(full, tp)
+    scores, intervals = _normal_intervals(est, names, confidence)
     rng = np.random.default_rng(seed_sequence(random_state))
-    same = _same_predictions(tp.predictions[:, keep])
-    served = {n: {"accuracy": float(full.theta[i]), "se": float(math.sqrt(max(full.cov[i, i], 0.0)))}
-              for i, n in enumerate(tp.names) if n in tp.served}
-    details = {
-        **est.details, "p_better": p_better, "p_best": pd.Series(_p_best(est, rng, same=same), index=names),
-        "served": served,
-        "cov": est.cov, "n_labels": len(labels), "n_disagreement": int(len(tp.disagreement)),
-        "params": {"prior": prior if isinstance(prior, str | None) else getattr(prior, "selector", "given"),
-                   "confidence": confidence, "random_state": random_state, "pair_floor": PAIR_FLOOR,
-                   "defensive_mix": DEFENSIVE_MIX, "tau_floor": TAU_FLOOR, "estimator": estimator,
-                   "variance": variance},
-    }
-    n_fits = 0 if predictions is not None else len(names)
-    if isinstance(prior, str) and prior in ("cv", "iwcv"):
-        n_fits += 10 * len(names)
-    return SelectorScores("fewlabel", scores, n_fits, intervals, details)
+    p_best = pd.Series(_p_best(est, rng, same=_same_predictions(tp.predictions[:, keep])), index=names)
+    details = {**est.details, "p_better": _p_better(full, tp.names),  # every pair, the served contenders' too
+               "p_best": p_best, "served": _served_posterior(full, tp), "cov": est.cov, "n_labels": len(labels),
+               "n_disagreement": int(len(tp.disagreement)),
+               "params": _select_params(prior, confidence, random_state, estimator, variance)}
+    return SelectorScores("fewlabel", scores, _select_fits(predictions, prior, len(names)), intervals, details)
 
 
 def trcv_labeled_select(
