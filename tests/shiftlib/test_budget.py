@@ -67,6 +67,7 @@ def test_auto_weighting_policy():
     assert auto_weighting(True, KMM_MAX_ROWS + 1) == "discriminative"
 
 
+@pytest.mark.heavy
 def test_svm_above_the_exact_size_is_nystroem_plus_a_linear_model():
     small = make_learner("SVM", n_rows=SVM_EXACT_ROWS)
     big = make_learner("SVM", n_rows=SVM_EXACT_ROWS + 1, random_state=0)
@@ -95,6 +96,7 @@ def test_knn_above_its_size_keeps_a_subsample_and_votes_like_plain_knn_on_it():
     assert make_learner("kNN", n_rows=KNN_MAX_ROWS + 1).steps[-1][1].max_rows == KNN_MAX_ROWS
 
 
+@pytest.mark.heavy
 def test_rf_above_its_size_has_bounded_trees():
     rf = make_learner("RF", n_rows=10**6, random_state=0)
     p = rf.steps[-1][1].get_params()
@@ -104,6 +106,7 @@ def test_rf_above_its_size_has_bounded_trees():
     assert max(t.get_n_leaves() for t in fitted.steps[-1][1].estimators_) <= 16
 
 
+@pytest.mark.heavy
 def test_hgb_is_a_weight_aware_candidate():
     X, y = make_classification(n_samples=400, n_features=5, random_state=0)
     w = np.r_[np.zeros(200), np.ones(200)]
@@ -113,6 +116,7 @@ def test_hgb_is_a_weight_aware_candidate():
     assert np.mean(a.argmax(1) == b.argmax(1)) > 0.95
 
 
+@pytest.mark.heavy
 def test_candidates_scored_one_at_a_time_put_together_equal_one_call():
     X, y = make_classification(n_samples=200, n_features=5, random_state=0)
     names = ["LR", "NB", "DT"]

@@ -100,6 +100,7 @@ def test_beta_one_is_identity(ps):
     np.testing.assert_array_equal(undersampled_posterior(a, 1.0), a)
 
 
+@pytest.mark.heavy
 @settings(max_examples=100, deadline=None)
 @given(probs, betas)
 def test_eq9_inverts_eq3(p, beta):
@@ -108,6 +109,7 @@ def test_eq9_inverts_eq3(p, beta):
     assert undersampled_posterior(correct_posterior(p, beta), beta) == pytest.approx(p, abs=1e-9)
 
 
+@pytest.mark.heavy
 @settings(max_examples=150, deadline=None)
 @given(probs, probs, betas)
 def test_threshold_keeps_decisions_floats(p_s, tau_s, beta):
@@ -122,6 +124,7 @@ def test_threshold_keeps_decisions_floats(p_s, tau_s, beta):
         assert p1 > t1
 
 
+@pytest.mark.heavy
 @settings(max_examples=150, deadline=None)
 @given(st.integers(0, 1000), st.integers(1, 999), betas)
 def test_threshold_keeps_decisions_on_score_grid(k, j, beta):
@@ -139,6 +142,7 @@ def test_eq11_odds_relation(tau_s, beta):
     assert t / (1 - t) * (1 - tau_s) / tau_s == pytest.approx(beta, rel=1e-9)
 
 
+@pytest.mark.heavy
 @settings(max_examples=100, deadline=None)
 @given(st.integers(1, 5000), st.integers(1, 50000), st.floats(0.0, 1.0))
 def test_tau_prime_is_pi_plus_when_tau_s_is_pi_s_plus(n_pos, n_neg, frac):
@@ -150,6 +154,7 @@ def test_tau_prime_is_pi_plus_when_tau_s_is_pi_s_plus(n_pos, n_neg, frac):
     assert corrected_threshold(pi_s, beta) == pytest.approx(n_pos / (n_pos + n_neg), rel=1e-12)
 
 
+@pytest.mark.heavy
 @settings(max_examples=100, deadline=None)
 @given(probs, st.integers(1, 5000), st.integers(1, 50000), st.floats(0.0, 1.0))
 def test_eq9_is_saerens_eq14_with_undersampling_priors(p_s, n_pos, n_neg, frac):
@@ -533,6 +538,7 @@ def test_sklearn_estimator_checks_slow(estimator, check):
 # ====================================================================================================
 # reliability figure
 # ====================================================================================================
+@pytest.mark.heavy
 def test_reliability_figure_plots_calibration_curve_numbers():
     rng = np.random.default_rng(0)
     p = rng.uniform(0, 1, 2000)

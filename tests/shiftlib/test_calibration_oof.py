@@ -22,6 +22,7 @@ def oof():
                              beta="balanced", n_splits=5, random_state=0)
 
 
+@pytest.mark.heavy
 def test_every_row_is_predicted_once_and_decisions_are_kept(oof):
     assert oof[["p_s", "p_prime", "p_full", "tau_prime"]].notna().all().all()
     # US eq. 12: p′ > τ′ exactly where p_s > τ_s = 0.5, fold by fold
@@ -31,6 +32,7 @@ def test_every_row_is_predicted_once_and_decisions_are_kept(oof):
     assert (oof.loc[inner, "p_prime"] < oof.loc[inner, "p_s"]).all()
 
 
+@pytest.mark.heavy
 def test_metrics_match_the_metric_functions(oof):
     m = undersampling_metrics(oof["y"], oof["p_s"], oof["p_prime"], oof["p_full"], 0.5, oof["tau_prime"])
     assert m["brier_raw"] == brier(oof["y"], oof["p_s"])  # independent call of US eq. 13

@@ -156,6 +156,7 @@ def _carried_errors(seeds: range, shift: np.ndarray, weights: str, n_prev: int =
     return np.array(errs), np.array(var)
 
 
+@pytest.mark.heavy
 def test_no_shift_the_carried_contrasts_are_unbiased_and_their_variance_holds() -> None:
     """Yesterday's and today's batches from one distribution, w ≡ 1: over 400 seeds (batches, plan and labels
     drawn anew) the mean error of the carried contrasts against today's batch contrasts (computed from today's
@@ -168,6 +169,7 @@ def test_no_shift_the_carried_contrasts_are_unbiased_and_their_variance_holds() 
     assert np.all((ratio >= 0.9) & (ratio <= 1.5)), ratio
 
 
+@pytest.mark.heavy
 def test_under_a_covariate_shift_the_true_density_ratio_removes_the_bias() -> None:
     """Today's batch shifted by 0.8 along x₀ (p(y | x) unchanged). With the true ratio w(x) ∝ exp(0.8 x₀) the carried
     contrasts' mean error is within 4 standard errors plus 0.005 of 0 (the normalisation of w over yesterday's
@@ -181,6 +183,7 @@ def test_under_a_covariate_shift_the_true_density_ratio_removes_the_bias() -> No
     assert abs(flat.mean(axis=0)[0]) > 0.04 and abs(flat.mean(axis=0)[0]) > 5 * abs(errs.mean(axis=0)[0])
 
 
+@pytest.mark.heavy
 def test_the_default_discriminative_weights_come_close_to_the_true_ratio() -> None:
     """The default weights (DL eq. 7, a logistic domain classifier fitted on yesterday's vs today's batch) on the same
     shift, paired with the true ratio on the same draws (12 seeds): the carried contrasts' mean distance to the

@@ -9,9 +9,12 @@ import sys
 from pathlib import Path
 from typing import get_args
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.heavy
 def test_every_name_list_is_the_catalogs() -> None:
     import tasks.selection
     from flows.config import LearnerName, RetrainConfig
@@ -56,6 +59,7 @@ def test_every_name_list_is_the_catalogs() -> None:
     assert set(RetrainConfig().learners) <= set(LEARNERS)
 
 
+@pytest.mark.heavy
 def test_the_catalog_and_the_config_load_without_scikit_learn() -> None:
     """The config reads the names at import, before a refused input may start anything heavy (test_door)."""
     code = ("import sys, shiftlib.catalog, flows.config; "

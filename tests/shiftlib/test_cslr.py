@@ -117,6 +117,7 @@ def _shifted(seed: int, m: int = 200, n: int = 300, d: int = 4, shift: float = 1
     return L, y, T
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(
     "params",
     [dict(), dict(init_v="domain"), dict(s_w=10.0, s_v=10.0), dict(s_v=0.3, alpha=5.0), dict(kernel="rbf")],
@@ -159,6 +160,7 @@ def test_v_intercept_balance_identity():
     assert q_T.sum() - (1 - q_L).sum() == pytest.approx(weighted_log_loss, rel=1e-6)
 
 
+@pytest.mark.heavy
 def test_linear_kernel_equals_primal():
     # Representer theorem (§5.2): with k(x, x') = x·x' the dual problem is the primal one.
     L, y, T = _shifted(7, m=60, n=50, d=3)
@@ -313,6 +315,7 @@ def test_eq40_satisfied_implies_concave_and_violation_can_break_it():
 # ----------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_two_stage_weights_recover_gaussian_density_ratio():
     # source N(0, I), target N(μ, I): p_T/p_S = exp(μᵀx − |μ|²/2) is log-linear, so the LR discriminator is
     # well specified and log eq.-7 weights = μᵀx + const (slope 1 on μᵀx); SSB weights ∝ 1/q =
@@ -387,6 +390,7 @@ def test_errors_name_the_problem():
         est.fit(L, y, X_target=T, sample_weight=-np.ones(40))
 
 
+@pytest.mark.heavy
 def test_registry_convention_fit_learner_passes_target():
     L, y, T = _shifted(17, m=60, n=50, d=2)
     for est in (CovariateShiftLogisticRegression(), TwoStageLogisticRegression(kind="ssb")):

@@ -159,6 +159,7 @@ def _pair() -> tuple[StoredPredictions, StoredPredictions]:
     return champ, new
 
 
+@pytest.mark.heavy
 def test_p_better_sees_a_clearly_better_model_and_is_antisymmetric():
     champ, new = _pair()
     p, est_c, est_n = p_better(champ, new, shared_source=True, n_boot=30, random_state=1)
@@ -185,6 +186,7 @@ def test_paired_draws_point_estimates_are_the_shipped_estimates():
         paired_draws(new, _P([0, 1], _onehot(np.array([0, 1])), _onehot(np.array([0]))))
 
 
+@pytest.mark.heavy
 def test_gate_promotes_keeps_and_refuses():
     champ, new = _pair()
     d = gate(new, _meh(), shared_source=True, n_boot=30, random_state=1)  # 90 % against 70 %
@@ -215,6 +217,7 @@ def test_gate_refuses_a_model_no_better_than_the_majority_rule():
     assert d.details["majority_margin"] == pytest.approx(-0.1, abs=1e-9)
 
 
+@pytest.mark.heavy
 def test_gate_undecided_between_the_levels():
     # two models that differ only on 6 batch rows where both are 50/50 (class 0 by a hair, class 1 by a hair):
     # nothing tells which is right there, P(new better) stays near 1/2, and the gate does not decide
@@ -278,6 +281,7 @@ def _meh() -> StoredPredictions:
     return _P(list(new.y_source), _onehot(pred, conf=0.7), _onehot(t, conf=0.7), name="meh")
 
 
+@pytest.mark.heavy
 def test_gate_promotes_when_only_the_new_source_reaches_the_batch():
     # a weaker new version (70 %) against a champion that looks better (90 %) but whose source the batch is told
     # apart from (domain AUC 0.97 ≥ 0.95): nothing vouches for the champion here, the new version's source does
@@ -296,12 +300,14 @@ def test_a_one_class_champion_yields_to_a_new_version_that_passes_the_guards():
     assert d.decision == "promoted" and "nothing vouches for the champion" in d.reason and "one class" in d.reason
 
 
+@pytest.mark.heavy
 def test_gate_does_not_promote_a_new_version_whose_source_does_not_reach_the_batch():
     _, new = _pair()
     d = gate(new, _meh(), new_auc=0.99, shared_source=True, n_boot=30, random_state=1)
     assert d.decision == "undecided" and d.p_better >= 0.9 and "either" in d.reason
 
 
+@pytest.mark.heavy
 def test_domain_auc_tells_separated_rows_and_not_exchangeable_ones():
     rng = np.random.default_rng(0)
     a, b = rng.normal(size=(200, 3)), rng.normal(size=(200, 3))
@@ -311,6 +317,7 @@ def test_domain_auc_tells_separated_rows_and_not_exchangeable_ones():
         domain_auc(a, b[:, :2])
 
 
+@pytest.mark.heavy
 def test_p_better_with_labels_pools_the_label_free_difference_with_the_labels():
     # hand-checked pooling: prior difference d0 ± s0 from the same paired draws, labels −0.10 ± 0.02;
     # τ² = max(0, (d0 + 0.10)² − s0² − 0.02²), weights 1/(s0² + τ²) and 1/0.02², P = Φ(d/se)
@@ -332,6 +339,7 @@ def test_p_better_with_labels_pools_the_label_free_difference_with_the_labels():
     assert p == pytest.approx(NormalDist().cdf(d / se)) and p < 0.01
 
 
+@pytest.mark.heavy
 def test_gate_with_labels_decides_by_them_and_exact_labels_settle_it():
     champ, new = _pair()
     sure = gate(new, _meh(), shared_source=True, n_boot=30, random_state=1)

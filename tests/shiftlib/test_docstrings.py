@@ -45,6 +45,7 @@ def test_the_walk_finds_the_public_api() -> None:
     assert "shiftlib.decisions.gate" in PUBLIC
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("qualname", PUBLIC)
 def test_public_definition_has_a_numpydoc_docstring(qualname: str) -> None:
     errors = [f"{code} {msg}" for code, msg in numpydoc_validate.validate(qualname)["errors"] if code in CHECKS]

@@ -178,6 +178,7 @@ def test_domain_auc_matches_binormal_formula() -> None:
     assert res.p_value == pytest.approx(1 / 100)
 
 
+@pytest.mark.heavy
 def test_custom_classifier_permutation_path() -> None:
     rng = np.random.default_rng(7)
     Xs, Xt = rng.normal(size=(60, 2)), rng.normal(loc=2.0, size=(60, 2))
@@ -223,6 +224,7 @@ def test_feature_tests_ks_and_chi2_against_hand_formulas() -> None:
 # ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_detect_drift_report_on_rt_bias(cancer) -> None:
     X, y = cancer
     sp = split_biased(X, y, "rt_sort", random_state=0)
@@ -310,6 +312,7 @@ def test_partial_missing_values_are_imputed_for_global_tests() -> None:
     assert math.isfinite(rep.mmd2)
 
 
+@pytest.mark.heavy
 def test_plot_drift_bars_are_minus_log10_adjusted_p(cancer) -> None:
     X, y = cancer
     sp = split_biased(X, y, "kmm_threshold", random_state=2)

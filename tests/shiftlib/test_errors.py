@@ -3,6 +3,8 @@ characters escaped once, a whole message that keeps its head and its fix."""
 
 from __future__ import annotations
 
+import pytest
+
 from shiftlib.errors import MAX_MESSAGE, MAX_QUOTE, ShiftflowInputError, bounded, quote, quote_list
 
 
@@ -29,6 +31,7 @@ def test_bounded_keeps_the_head_and_the_tail_where_the_fix_is():
     assert bounded("short") == "short"
 
 
+@pytest.mark.heavy
 def test_an_input_error_is_bounded_whatever_it_quotes():
     err = ShiftflowInputError("label column is not in " + repr("\x00" * 10**6) + "; pass the label")
     assert len(str(err)) < MAX_MESSAGE + 40 and str(err).endswith("; pass the label")

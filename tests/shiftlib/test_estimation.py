@@ -116,6 +116,7 @@ def test_atc_and_doc_follow_the_target_confidence_shift() -> None:
     assert point_estimate(P, "doc") == pytest.approx(0.8 - (conf.mean() - conf_t.mean()))
 
 
+@pytest.mark.heavy
 def test_single_and_many_share_folds_and_registry_names_work(shifted) -> None:
     Xs, ys, Xt, _ = shifted
     one = estimate_accuracy("NB", Xs, ys, Xt, method="cbpe", k=5, n_boot=30, random_state=1)
@@ -153,6 +154,7 @@ def test_bad_arguments_name_the_problem(shifted, kwargs, message) -> None:
         estimate_accuracy("NB", Xs, ys, Xt, **kwargs)
 
 
+@pytest.mark.heavy
 def test_a_class_rarer_than_k_is_kept_in_every_training_fold(shifted) -> None:
     # 10 folds, a class of 4 rows: StratifiedKFold puts each of its rows in a different holdout fold, so
     # every training fold still holds ≥ 3 of them (what source_cv does with the same k)
@@ -205,6 +207,7 @@ def _two_cell_world(n_a_target: int, n_b_target: int) -> StoredPredictions:
     return StoredPredictions("toy", np.array([0, 1]), y, ps, pt, np.arange(len(y)) % 5, np.ones(len(y)))
 
 
+@pytest.mark.heavy
 def test_em_and_bbse_recover_a_hand_worked_target_prior_and_accuracy() -> None:
     # target prior π_t(1) = 0.2: share of A = 0.2·0.9 + 0.8·0.3 = 0.42 → 42 A rows, 58 B rows of 100.
     # True accuracy (predict 1 on A, 0 on B) = P(y=1, A) + P(y=0, B) = 0.2·0.9 + 0.8·0.7 = 0.74.
@@ -258,6 +261,7 @@ def test_interval_kinds_nest_and_bad_kind_is_named() -> None:
         estimate_from_predictions(P, "em", n_boot=10, interval="wide")
 
 
+@pytest.mark.heavy
 def test_auto_is_the_rules_method_with_the_rules_interval() -> None:
     from shiftlib.estimation import AUTO_INTERVAL, AUTO_METHOD
 
@@ -284,6 +288,7 @@ def test_three_classes_calibrated_posteriors_are_distributions_and_em_runs_on_ir
     assert 0.0 <= est.ci_low <= est.accuracy <= est.ci_high <= 1.0
 
 
+@pytest.mark.heavy
 def test_source_cv_scores_equal_source_cv_on_the_same_folds():
     # independent computation: shiftlib.selection.source_cv refits the same learners on the same folds
     from shiftlib.estimation import source_cv_scores, stored_predictions
@@ -446,6 +451,7 @@ def test_shared_source_cv_only_when_every_row_was_used_and_no_learner_reads_the_
     assert shared_source_cv(preds, ["NB", "CSLR"], n_source=120) is None  # CSLR reads X_target: its own folds
 
 
+@pytest.mark.heavy
 def test_multiclass_em_prior_reaches_the_maximum_likelihood_prior():
     """SQUAREM-accelerated ``em_prior`` ends at least as close to EM's fixed point as plain EM with the same
     stopping rule: the independent computation is plain EM (iterating ``prior_shift_posteriors``), once with
@@ -494,6 +500,7 @@ def test_isotonic_map_groups_crowded_scores_as_scikit_learn():
         np.testing.assert_allclose(ours, ref, atol=1e-12)
 
 
+@pytest.mark.heavy
 def test_needs_calibration_splits_are_scikit_learns():
     """``needs_calibration`` draws NannyML's StratifiedShuffleSplit(10, test_size=0.1, random_state=42) splits
     through a faster copy: the same index arrays as scikit-learn's own, for two to four classes."""
@@ -512,6 +519,7 @@ def test_needs_calibration_splits_are_scikit_learns():
             np.testing.assert_array_equal(te, te_ref)
 
 
+@pytest.mark.heavy
 def test_estimates_in_worker_processes_equal_the_sequential_ones(shifted) -> None:
     """``estimate_each(n_jobs=2)`` runs the same seeded bootstraps in two processes: equal, in order."""
     Xs, ys, Xt, _ = shifted
@@ -539,6 +547,7 @@ def _pinned_predictions() -> StoredPredictions:
                              np.arange(n_s) % 5, w / w.mean())
 
 
+@pytest.mark.heavy
 def test_the_shipped_auto_interval_is_the_median_with_the_model_variance() -> None:
     """What ships (issue 28: a mutation to V_shift + V_model/4 survived): ``auto`` is the median of the
     fit-free estimators, and its 95% interval is acc ± z·√(V_source + V_target + V_model), with
@@ -560,6 +569,7 @@ def test_the_shipped_auto_interval_is_the_median_with_the_model_variance() -> No
     assert (e.ci_low, e.ci_high) == pytest.approx((acc - half, acc + half), abs=1e-12)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("method", ["em", "bbse", "median"])
 def test_label_shift_methods_and_the_median_redraw_the_target_rows(method: str) -> None:
     """Their target prior comes from the target rows, so each bootstrap resample draws target rows too

@@ -90,6 +90,7 @@ def test_boosted_calibration_two_bins_hand_worked():
     np.testing.assert_allclose(got_w, [0.5 + (0.6 - 0.5) * d, 0.75 + (0.6 - 0.75) * d], rtol=1e-12)
 
 
+@pytest.mark.heavy
 def test_boosted_calibration_equals_sklearn_hist_gradient_boosting():
     rng = np.random.default_rng(0)
     # ≤ 255 distinct scores (one bin each), weighted, as PAPE fits it
@@ -154,6 +155,7 @@ def _selection_shift(seed: int, n: int = 4000):
     return P, truth
 
 
+@pytest.mark.heavy
 def test_pape_beats_plain_cbpe_under_covariate_shift_by_selection():
     err = {"pape": [], "cbpe": []}
     for seed in range(4):
@@ -165,6 +167,7 @@ def test_pape_beats_plain_cbpe_under_covariate_shift_by_selection():
     assert np.mean(err["pape"]) < 0.01
 
 
+@pytest.mark.heavy
 def test_multiclass_is_one_vs_rest_renormalised():
     rng = np.random.default_rng(3)
     n, k = 300, 3
@@ -190,6 +193,7 @@ def test_bootstrap_resample_is_the_method_on_the_resampled_rows():
     assert _method_fn("pape", P)(r) == pytest.approx(point_estimate(sub, "pape"), abs=1e-12)
 
 
+@pytest.mark.heavy
 def test_pape_through_estimate_and_paired_draws():
     P, _ = _selection_shift(5, n=500)
     one = estimate_from_predictions(P, "pape", n_boot=4, random_state=0)

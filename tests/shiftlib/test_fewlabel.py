@@ -106,6 +106,7 @@ def test_systematic_sampling_exact_inclusion_for_every_order() -> None:
         assert ht == pytest.approx(y.sum(), abs=1e-9)
 
 
+@pytest.mark.heavy
 def test_systematic_sample_frequencies_match_pi() -> None:
     pi = inclusion_probabilities([0.5, 1.0, 2.0, 4.0, 0.5, 1.0], 3)
     rng = np.random.default_rng(3)
@@ -160,6 +161,7 @@ def _contrasts(theta: np.ndarray) -> np.ndarray:
     return np.array([theta[0] - theta[1], theta[0] - theta[2], theta[1] - theta[2]])
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("two_rounds", [False, True])
 def test_label_estimate_of_differences_is_unbiased(two_rounds: bool) -> None:
     tp, truth = tiny(), _contrasts(true_theta())
@@ -208,6 +210,7 @@ def data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 LEARNERS = ["NB", "LR", "DT"]
 
 
+@pytest.mark.heavy
 def test_all_disagreement_rows_labeled_gives_exact_differences(data: tuple) -> None:
     Xs, ys, Xt, yt = data
     tp = target_predictions(LEARNERS, Xs, ys, Xt, random_state=0)
@@ -219,6 +222,7 @@ def test_all_disagreement_rows_labeled_gives_exact_differences(data: tuple) -> N
     assert res.selector == "fewlabel" and res.details["prior_weight"] == pytest.approx(0.0, abs=1e-9)
 
 
+@pytest.mark.heavy
 def test_no_labels_returns_the_prior_and_p_better_is_consistent(data: tuple) -> None:
     Xs, ys, Xt, yt = data
     tp = target_predictions(LEARNERS, Xs, ys, Xt, random_state=0)
@@ -290,6 +294,7 @@ def test_plan_from_other_candidates_is_refused(data: tuple) -> None:
         fewlabel_select(["NB", "DT"], Xs, ys, Xt, plan=plan, y_labeled=[0] * 5, prior=None)
 
 
+@pytest.mark.heavy
 def test_unequal_draw_probabilities_need_the_1_over_pi_weights() -> None:
     """4 candidates: a 2–2 split disagrees on 4 pairs, a 3–1 split on 3, so q differs between rows. The
     1/π estimate of the centred accuracies is unbiased; the plain mean of the drawn rows is not (it
@@ -365,6 +370,7 @@ def test_guard_keeps_the_prior_unless_the_posterior_reaches_the_level() -> None:
     assert g.ranking == [("C",), ("B",), ("A",)]
 
 
+@pytest.mark.heavy
 def test_guard_with_certain_labels_is_the_posterior_order_and_with_none_the_prior_order() -> None:
     rng = np.random.default_rng(0)
     names = list("ABCDE")
@@ -457,6 +463,7 @@ def test_difference_estimate_with_a_perfect_surrogate_is_exact_with_zero_varianc
         np.testing.assert_allclose(V, 0.0, atol=1e-15)
 
 
+@pytest.mark.heavy
 def test_difference_estimate_is_exactly_unbiased_over_the_systematic_design() -> None:
     """Exact expectation over the design: every order of 5 rows and every stretch of the uniform start
     between breakpoints (as in the systematic-sampling test); E[θ̂] equals θ to rounding."""
@@ -541,6 +548,7 @@ def test_hansen_hurwitz_variance_hand_worked() -> None:
     assert info["variance"] == "hh"
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(("n_pop", "n"), [(6, 3), (6, 2)])
 def test_hansen_hurwitz_variance_is_conservative_over_the_exact_design(n_pop: int, n: int) -> None:
     """Exact expectation over every order and start of the systematic design: E[V̂_hh] ≥ Var(θ̂_a − θ̂_b),

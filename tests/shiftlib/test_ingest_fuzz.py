@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -121,6 +122,7 @@ def _check_valid(p: PreparedData, src: pd.DataFrame, tgt: pd.DataFrame) -> None:
 MIN_ENCODED_SHARE = 0.10
 
 
+@pytest.mark.heavy
 def test_ingest_gives_a_valid_table_or_its_input_error():
     outcomes: list[str] = []
 

@@ -64,6 +64,7 @@ def test_lure_is_unbiased_exactly(M: int) -> None:
     assert _exact_lure_mean(loss, score, M) == pytest.approx(loss.mean(), abs=1e-12)
 
 
+@pytest.mark.heavy
 def test_active_testing_accuracy_is_unbiased_over_draws() -> None:
     # the mean of active testing's accuracy estimates over many seeds is each candidate's true accuracy
     rng = np.random.default_rng(0)

@@ -53,6 +53,7 @@ def data() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return X[:300], y[:300], X[300:]
 
 
+@pytest.mark.heavy
 def test_fold_scores_are_class_weighted_accuracy_on_source_cv_splits(data: tuple) -> None:
     Xs, ys, Xt = data
     learners = ["LR", "NB"]
@@ -82,6 +83,7 @@ def test_fold_scores_are_class_weighted_accuracy_on_source_cv_splits(data: tuple
     assert res.selector == "cv_ls"
 
 
+@pytest.mark.heavy
 def test_no_label_shift_gives_the_source_prior(data: tuple) -> None:
     # property: when the target's predicted classes are the out-of-fold source predictions themselves,
     # μ_j = C_j π_S exactly for every candidate, so BBSE returns the source prior
@@ -100,6 +102,7 @@ def test_target_predictions_of_the_wrong_shape(data: tuple) -> None:
         label_shift_cv(["LR", "NB"], Xs, ys, Xt, k=5, target_predictions=np.zeros((3, 2), int))
 
 
+@pytest.mark.heavy
 def test_a_given_class_prior_replaces_bbse(data: tuple) -> None:
     # with π_T = (1, 0) each fold's score is the recall of class 0 on that fold (Σ_c π_T(c) · recall_c)
     Xs, ys, Xt = data
@@ -136,6 +139,7 @@ def test_labeled_class_prior_hand_worked() -> None:
         labeled_class_prior(tp, _plan([0], [0.5]), {})
 
 
+@pytest.mark.heavy
 def test_with_class_prior_matches_a_refit_with_that_prior(data: tuple) -> None:
     Xs, ys, Xt = data
     bbse = label_shift_cv(["LR", "NB"], Xs, ys, Xt, k=5, random_state=1)

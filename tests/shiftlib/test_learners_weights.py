@@ -33,6 +33,7 @@ def test_svm_fails_on_those_weights_when_zero_rows_are_kept() -> None:
         CalibratedClassifierCV(SVC(random_state=0), method="sigmoid", ensemble=False, cv=5).fit(Xs, y, sample_weight=w)
 
 
+@pytest.mark.heavy
 def test_svm_fits_them_as_plain_scikit_learn_does_on_the_positive_rows() -> None:
     """The independent computation: the scaler on every row, then scikit-learn's own CalibratedClassifierCV(SVC)
     on the rows of positive weight (a zero-weight row adds nothing to SVC or to the sigmoid fit)."""
@@ -66,6 +67,7 @@ def test_zero_weight_rows_add_nothing_to_a_weighted_loss() -> None:
     np.testing.assert_allclose(got, ref, atol=1e-3)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", [n for n in LEARNERS if not n.startswith("CSLR")])
 def test_every_learner_fits_sparse_weights(name: str) -> None:
     X, y, w = _sparse_weights()

@@ -53,6 +53,7 @@ def test_auc_ties_count_half_by_hand():
     assert auc([1, 0], [0.3, 0.3]) == pytest.approx(0.5)
 
 
+@pytest.mark.heavy
 @settings(max_examples=60, deadline=None)
 @given(_labels_and_scores())
 def test_auc_equals_sklearn_roc_auc_score(data):
@@ -60,6 +61,7 @@ def test_auc_equals_sklearn_roc_auc_score(data):
     assert auc(y, s) == pytest.approx(skm.roc_auc_score(y, s), abs=1e-12)
 
 
+@pytest.mark.heavy
 @settings(max_examples=30, deadline=None)
 @given(_labels_and_scores(), st.floats(0.01, 1.0))
 def test_auc_invariant_under_eq9(data, beta):
@@ -108,6 +110,7 @@ def test_threshold_is_strict():
     assert recall_at([1, 0], [0.5, 0.1], threshold=0.49) == 1.0
 
 
+@pytest.mark.heavy
 @settings(max_examples=30, deadline=None)
 @given(_labels_and_scores(), st.floats(0.0, 1.0))
 def test_threshold_metrics_match_sklearn(data, tau):

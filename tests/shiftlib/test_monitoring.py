@@ -46,6 +46,7 @@ def test_accuracy_alert_by_hand(low, high, threshold, expected):
     assert accuracy_alert(low, high, threshold) == expected
 
 
+@pytest.mark.heavy
 def test_without_shift_the_interval_holds_the_batchs_true_accuracy_and_nothing_is_flagged(no_shift):
     P, X_s, X_t, y_t, mon = no_shift
     truth = float(np.mean(P.proba_target.argmax(axis=1) == y_t))  # the batch's own labels, never shown to it
@@ -61,6 +62,7 @@ def test_without_shift_the_interval_holds_the_batchs_true_accuracy_and_nothing_i
                                                                     est.method)
 
 
+@pytest.mark.heavy
 def test_a_batch_beyond_the_source_is_flagged_and_its_interval_widened_to_what_the_source_cannot_rule_out():
     P, X_s, X_t, _ = _served(5.0)
     mon = monitor_batch(P, P.proba_target, X_s, X_t, min_accuracy=0.99, random_state=0)
@@ -74,12 +76,14 @@ def test_a_batch_beyond_the_source_is_flagged_and_its_interval_widened_to_what_t
     assert mon.alert == accuracy_alert(mon.ci_low, mon.ci_high, 0.99)
 
 
+@pytest.mark.heavy
 def test_the_alert_compares_the_threshold_with_the_interval(no_shift):
     P, X_s, X_t, _, base = no_shift
     assert monitor_batch(P, P.proba_target, X_s, X_t, min_accuracy=base.ci_high + 0.01,
                          random_state=0).alert == "below"
 
 
+@pytest.mark.heavy
 def test_metrics_carry_the_retrain_parent_runs_names(no_shift):
     mon = no_shift[-1]
     m = mon.metrics()
@@ -99,6 +103,7 @@ def test_monitor_rows_takes_every_row_up_to_the_cap_then_a_seeded_sorted_sample(
     assert np.array_equal(monitor_rows(500, max_rows=None), np.arange(500))
 
 
+@pytest.mark.heavy
 def test_probabilities_of_the_wrong_shape_are_refused(no_shift):
     P, X_s, X_t, _, _ = no_shift
     with pytest.raises(ValueError, match="one column per class"):

@@ -23,6 +23,7 @@ def _tables() -> tuple[pd.DataFrame, pd.DataFrame]:
     return src, tgt
 
 
+@pytest.mark.heavy
 def test_a_row_encodes_the_same_alone_as_in_its_batch():
     # a served model scores whatever batch it is given: no row's encoding may depend on the other rows
     src, tgt = _tables()

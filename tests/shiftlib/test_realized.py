@@ -38,6 +38,7 @@ def test_only_the_most_recent_window_counts():
     assert got == want and got.bias == pytest.approx((-0.02 - 0.01 - 0.05 + 0.02) / 4)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("k", [3, 5])
 def test_the_interval_holds_a_new_residual_at_its_level(k):
     # the defining property: residuals i.i.d. normal with an unknown bias and spread → P(new one inside) = 0.95

@@ -38,6 +38,7 @@ def nights() -> pd.DataFrame:
                                           n_boot=20))
 
 
+@pytest.mark.heavy
 def test_replay_gives_one_row_per_candidate_and_night(nights):
     assert len(nights) == 4 * len(LEARNERS)
     assert set(nights.candidate) == set(LEARNERS) and sorted(nights.night.unique()) == [1, 2, 3, 4]
@@ -49,6 +50,7 @@ def test_replay_gives_one_row_per_candidate_and_night(nights):
     assert np.allclose(nights.binom_sd, np.sqrt(nights.realized * (1 - nights.realized) / nights.n_target))
 
 
+@pytest.mark.heavy
 def test_corrections_are_realized_correction_of_the_previous_k_nights(nights):
     corr = corrections(nights, HISTORIES)
     # nights > k, every candidate, every k
@@ -71,6 +73,7 @@ def test_c4_is_the_mean_of_the_sample_sd_of_normal_draws():
     assert 0.93 < c4(5) < 0.95 and c4(10) < 1
 
 
+@pytest.mark.heavy
 def test_report_and_report_only_from_the_rows(nights, tmp_path):
     corr = corrections(nights, HISTORIES)
     prefix = "estimation_realized_quick"

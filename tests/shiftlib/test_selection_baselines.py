@@ -39,6 +39,7 @@ X, Y = X_ALL[:120], Y_ALL[:120]  # scikit-learn's breast_cancer, first 120 rows 
 X_T, Y_T = X_ALL[300:360], Y_ALL[300:360]
 
 
+@pytest.mark.heavy
 def test_scv_equals_sklearn_cross_val_score():
     got = source_cv({"NB": GaussianNB(), "DT": make_learner("DT", random_state=0)}, X, Y, k=10, random_state=3)
     cv = StratifiedKFold(10, shuffle=True, random_state=3)
@@ -68,6 +69,7 @@ def test_repeated_cv_equals_sklearn_repeated_stratified_kfold():
     assert got.selector == "cv5x3" and got.n_fits == 15
 
 
+@pytest.mark.heavy
 def test_loo_equals_sklearn_leave_one_out():
     knn = KNeighborsClassifier(3)
     got = leave_one_out({"kNN": knn}, X[:30], Y[:30])

@@ -36,6 +36,7 @@ def _problem() -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame, list[Candidate]]
     return X.iloc[src].reset_index(drop=True), y.iloc[src].to_numpy(), X.iloc[tgt].reset_index(drop=True), cands
 
 
+@pytest.mark.heavy
 def test_reverse_testing_rows_combine_to_the_one_call_result() -> None:
     X_s, y_s, X_t, cands = _problem()
     whole = reverse_testing(cands, X_s, y_s, X_t)
@@ -49,6 +50,7 @@ def test_reverse_testing_rows_combine_to_the_one_call_result() -> None:
         reverse_testing_row("SVM", cands, X_s, y_s, X_t)
 
 
+@pytest.mark.heavy
 def test_trcv_folds_assemble_to_the_one_call_result() -> None:
     X_s, y_s, X_t, cands = _problem()
     beta = np.random.default_rng(1).uniform(0.2, 3.0, size=len(y_s))

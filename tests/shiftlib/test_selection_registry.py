@@ -44,6 +44,7 @@ def test_the_registry_is_built_from_the_catalog() -> None:
         make_selector("cv")
 
 
+@pytest.mark.heavy
 def test_each_selector_equals_its_function(data) -> None:
     Xs, ys, Xt = data
     learners = ["NB", "LR"]

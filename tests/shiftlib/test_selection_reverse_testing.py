@@ -249,6 +249,7 @@ def test_exports_are_consistent_and_json_serialisable():
     assert d["n_fits"] == 6 and d["ranking"] == [["B"], ["A"]]
 
 
+@pytest.mark.heavy
 def test_heatmap_annotates_every_cell_with_its_matrix_value():
     learners = {**learners_ab(), "C": BinMajority(())}
     res = reverse_testing(learners, X_D, Y_D, X_T)
@@ -290,6 +291,7 @@ def test_dataframes_give_the_same_matrix_as_arrays():
     pd.testing.assert_frame_equal(res.matrix, M_HAND, check_names=False)  # hand-computed M above
 
 
+@pytest.mark.heavy
 @settings(max_examples=40, deadline=None)
 @given(st.integers(2, 5).flatmap(lambda n: st.lists(st.lists(st.sampled_from([0.5, 0.6, 0.7, 0.8]), min_size=n,
                                                               max_size=n), min_size=n, max_size=n)))

@@ -148,6 +148,7 @@ def _shift_problem(draw):
     return X, y, X_u, X_l, y_l, seed
 
 
+@pytest.mark.heavy
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_shift_problem())
 def test_property_trcv_with_unit_weights_is_reverse_validation(problem):

@@ -188,6 +188,7 @@ _CASES = [
 ] + [pytest.param("oracle", "selection", d, id=f"oracle-selection-{d}d") for d in (1, 5)]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(("name", "design", "d"), _CASES)
 def test_weights_rank_like_the_true_density_ratio(name: str, design: str, d: int) -> None:
     # Spearman ρ(weights, true p_t/p_s) with every estimator's defaults on five seeds; the MEDIAN must be
@@ -210,6 +211,7 @@ def test_weights_rank_like_the_true_density_ratio(name: str, design: str, d: int
 # --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_discriminative_matches_the_analytic_density_ratio() -> None:
     # source N(0,1), target N(1,1): logistic regression on x is the correct model (log-odds
     # log p_s/p_t = 1/2 − x, linear), so DL eq. 7 — with its m/m' prior, before normalization —
@@ -225,6 +227,7 @@ def test_discriminative_matches_the_analytic_density_ratio() -> None:
     assert est.raw_weights_.mean() == pytest.approx(1.0, abs=0.05)
 
 
+@pytest.mark.heavy
 def test_discriminative_direction_weights_target_dense_regions_up() -> None:
     # target to the right of the source: p_t/p_s grows with x, so w(2) ≫ w(−2) (exp(2·1) vs exp(−2·1)
     # analytically: a factor e⁴ ≈ 55). The reciprocal (a known peer bug) would invert this.
@@ -236,6 +239,7 @@ def test_discriminative_direction_weights_target_dense_regions_up() -> None:
     assert spearmanr(est.weights_, Xs[:, 0]).statistic > 0.99
 
 
+@pytest.mark.heavy
 def test_discriminative_prior_ratio_uses_row_counts() -> None:
     # m = 600 source rows, m' = 1800 target rows: eq. 7 with p(σ=1)/p(σ=0) = 600/1800, by hand from the
     # stored out-of-fold probabilities; and E_source[w] ≈ 1 only with the prior the right way round
@@ -272,6 +276,7 @@ def test_discriminative_predict_weights_uses_the_refit_classifier() -> None:
     assert np.corrcoef(est.predict_weights(Xs), est.weights_)[0, 1] > 0.99
 
 
+@pytest.mark.heavy
 def test_same_distribution_gives_weights_near_one() -> None:
     # no shift: p_t/p_s = 1, so an estimator that does not overfit gives weights ≈ 1 (high ESS)
     rng = np.random.default_rng(7)
@@ -283,6 +288,7 @@ def test_same_distribution_gives_weights_near_one() -> None:
     assert DiscriminativeWeights().fit(Xs, Xt).domain_auc_ == pytest.approx(0.5, abs=0.05)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", ["kmm", "discriminative", "ssb", "kde"])
 def test_every_estimator_reduces_mmd_on_a_shift(name: str) -> None:
     rng = np.random.default_rng(8)
@@ -309,6 +315,7 @@ def _selection(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     return x[s], x[~s], p[s], s
 
 
+@pytest.mark.heavy
 def test_ssb_on_unselected_rows_recovers_the_selection_model() -> None:
     # target = the rows not selected: the classifier learns P(s=1|x) itself (logistic, correctly
     # specified), so the weights approach the oracle 1/P(s=1|x) (DL Prop. 2)
@@ -321,6 +328,7 @@ def test_ssb_on_unselected_rows_recovers_the_selection_model() -> None:
     assert est.mmd2_after_ < 0.2 * est.mmd2_before_
 
 
+@pytest.mark.heavy
 def test_ssb_population_mode_is_the_shrunk_discriminative_ratio() -> None:
     # algebra (module docstring): 1/q = 1 + (m'/m)·d with d the raw eq.-7 weight, so the normalized SSB
     # weights are λ + (1 − λ)·w_disc with λ = 1/(1 + (m'/m)·mean(d)) ≈ m/(m + m')
@@ -361,6 +369,7 @@ def test_oracle_weights_by_hand() -> None:
 # --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_kde_ratio_tracks_the_analytic_ratio() -> None:
     Xs, Xt = _shift_1d(2000, 2000, 1.0, seed=12)
     est = KDEWeights().fit(Xs, Xt)
@@ -418,6 +427,7 @@ def test_clone_and_get_params_round_trip(est: object) -> None:
         copy.set_params(**{first: a[first]})  # type: ignore[attr-defined]
 
 
+@pytest.mark.heavy
 def test_fits_are_reproducible_from_the_seed() -> None:
     Xs, Xt = _shift_1d(300, 300, 0.5, seed=14)
     w1 = DiscriminativeWeights(random_state=1).fit(Xs, Xt).weights_

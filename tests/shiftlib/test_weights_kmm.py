@@ -96,6 +96,7 @@ def _reference_qp(K: np.ndarray, kappa: np.ndarray, B: float, eps: float) -> tup
     return kmm_objective(K, kappa, b), b
 
 
+@pytest.mark.heavy
 def test_objective_matches_a_reference_dense_qp_at_m500() -> None:
     # issue: KMM's objective within 1e-6 (relative) of a reference solve of the dense QP at m = 500;
     # KMM §4.1's shift in 5 dimensions. Three routes: solve_kmm on the float64 K, κ ("auto" and the
@@ -151,6 +152,7 @@ def _box_reference(K: np.ndarray, kappa: np.ndarray, lam: float) -> np.ndarray:
     return beta
 
 
+@pytest.mark.heavy
 def test_tie_break_picks_the_ridge_solution_within_1e6() -> None:
     # "auto" returns the minimizer of ½βᵀKβ − κᵀβ + ½λ‖β − 1‖² for the largest λ of _TIE_RIDGES whose certified
     # excess over eq. 12's optimum is < 1e-6·|f|: checked against a lower bound on eq. 12's optimum and against
@@ -185,6 +187,7 @@ def test_tie_break_picks_the_ridge_solution_within_1e6() -> None:
     assert spearmanr(sol.beta, log_ratio).statistic > 0.9
 
 
+@pytest.mark.heavy
 def test_tie_break_does_not_depend_on_the_row_order() -> None:
     # the ridged problem has a unique minimizer, so permuting the source rows permutes β (to solver accuracy)
     K, kappa, _ = _flat_1d_problem()
@@ -195,6 +198,7 @@ def test_tie_break_does_not_depend_on_the_row_order() -> None:
     np.testing.assert_allclose(b.beta, a.beta[perm], atol=1e-6 * a.beta.max())
 
 
+@pytest.mark.heavy
 def test_bound_B_binds_and_holds_exactly() -> None:
     # m = 500, a strong shift with B = 3: the default solve (B = 1000) has weights above 10, so B = 3 must
     # bind; all routes agree with the reference (1e-6) and respect every bound to 1e-8 — in fact exactly
@@ -213,6 +217,7 @@ def test_bound_B_binds_and_holds_exactly() -> None:
     assert np.sum(sols["auto"].beta == 3.0) >= 5  # the active-set route puts them on B exactly
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("direction", ["below", "above"])
 def test_sum_constraint_binds_and_holds_exactly(direction: str) -> None:
     # target shifted by 2 in 3-D: the box optimum's Σβ ≈ 155, far below m = 200 ("below"); the same K with
@@ -235,6 +240,7 @@ def test_sum_constraint_binds_and_holds_exactly(direction: str) -> None:
         solve_kmm(K, kappa, eps=eps, solver="lbfgsb")
 
 
+@pytest.mark.heavy
 @settings(
     max_examples=15, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
 )
@@ -305,6 +311,7 @@ def test_chunk_indices_partition_deterministically() -> None:
         combine_chunks(1003, [chunks[0], chunks[0]], [np.ones(len(chunks[0]))] * 2)
 
 
+@pytest.mark.heavy
 def test_ensemble_kmm_equals_its_fanned_out_pieces() -> None:
     # KMM(chunk_size) must equal the flow's recipe: shared kernel → chunk_indices → kmm_chunk → combine
     # → kmm_polish (polish=False stops after combine)
@@ -329,6 +336,7 @@ def test_ensemble_kmm_equals_its_fanned_out_pieces() -> None:
     assert est.mmd2_after_ < 0.2 * est.mmd2_before_
 
 
+@pytest.mark.heavy
 def test_polish_re_solves_the_full_problem_on_the_ensemble_support() -> None:
     # kmm_polish: eq. 12 of the whole source with β = 0 outside the support U of the combined ensemble β.
     # Its result is feasible for the full problem, never worse than the ensemble, and here (KMM §4.1's
