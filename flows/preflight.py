@@ -146,7 +146,7 @@ def _check_filled(config: RetrainConfig, classes: list[Any], n_target: int) -> N
 def _preflight(config: RetrainConfig) -> Checked:
     from shiftlib.ingest import check_labels
     from shiftlib.requirements import check_classes, check_sizes
-    from tasks.inputs import prepare_inputs, read_inputs
+    from tasks.inputs import IngestOptions, prepare_inputs, read_inputs
 
     bias = config.applied_bias()
     if bias is not None:
@@ -163,9 +163,10 @@ def _preflight(config: RetrainConfig) -> Checked:
         positive = _positive_label(positive, check_labels(raw_source, config.label))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        inp = prepare_inputs(raw_source, raw_target, config.label, positive_label=positive,
-                             simulate_bias=bias_dict, seed=config.seed, drop_columns=config.drop_columns,
-                             max_levels=config.max_levels, encode=False, id_column=config.id_column)
+        options = IngestOptions(positive_label=positive, simulate_bias=bias_dict, seed=config.seed,
+                                drop_columns=tuple(config.drop_columns), max_levels=config.max_levels,
+                                id_column=config.id_column)
+        inp = prepare_inputs(raw_source, raw_target, config.label, options=options, encode=False)
     notes += [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
     prepared = inp.prepared
     notes += list(prepared.notes)  # a target label column not held out, target levels the source lacks

@@ -24,17 +24,25 @@ from shiftlib.budget import auto_weighting, concurrency, fan_out
 from shiftlib.catalog import LABELED_SELECTOR, SOURCE_CV
 from shiftlib.learners import make_learner, needs_target
 from shiftlib.selection import selector_fan_out
-from tasks.champion import champion, check_model_name, default_model_name, input_schema, served
+from tasks.champion import GatePolicy, champion, check_model_name, default_model_name, input_schema, served
 from tasks.drift import drift
 from tasks.estimation import estimation, realized_history, served_estimate
 from tasks.evaluation import evaluate
 from tasks.history import log_history
-from tasks.ingest import ingest
+from tasks.ingest import IngestOptions, ingest
 from tasks.labels import labels, labels_form
 from tasks.limits import task_threads
 from tasks.recalibration import recalibration
 from tasks.report import summary_markdown
-from tasks.selection import cv_candidate, rt_row, selection, selection_plan, trcv_fold_task
+from tasks.selection import (
+    FannedResults,
+    SelectionSpec,
+    cv_candidate,
+    rt_row,
+    selection,
+    selection_plan,
+    trcv_fold_task,
+)
 from tasks.store import MANIFEST, StageStore
 from tasks.tracking import (
     RunContext,
@@ -101,9 +109,8 @@ def _training(run: _Run, method: str) -> list[Any]:
     candidates = [(name, None) for name in config.learners]
     if method != "none":  # CSLR learns its own weights from the target rows (DL): no pre-weighted variant
         candidates += [(n, method) for n in config.learners if not needs_target(make_learner(n))]
-    return run_mapped(train_learner, (run.store,), candidates, **run.fan(what="training"), seed=ctx.seed,
-                      cv_folds=config.cv_folds, tracking_uri=ctx.tracking_uri, experiment_id=ctx.experiment_id,
-                      parent_run_id=ctx.parent_run_id, flow_run_id=ctx.flow_run_id, cv_rows=config.selection_rows)
+    return run_mapped(train_learner, (run.store,), candidates, **run.fan(what="training"), ctx=ctx,
+                      cv_folds=config.cv_folds, cv_rows=config.selection_rows)
 
 
 def _selection(run: _Run, run_ids: dict[str, str], labeled: dict[str, Any] | None) -> dict[str, Any]:
@@ -128,19 +135,18 @@ def _selection(run: _Run, run_ids: dict[str, str], labeled: dict[str, Any] | Non
         if "trcv_fold" in fans.values():  # TrCV: one task per fold (2 fits per candidate)
             parts["trcv_folds"] = run_mapped(trcv_fold_task, (store,), [(f, plan["beta"]) for f in range(k)],
                                              **run.fan(what="TrCV folds", seed=seed, rows=rows, k=k))
-    return selection(store, sels, primary, seed=seed, k=k, tracking_uri=run.ctx.tracking_uri,
-                     parent_run_id=run.ctx.parent_run_id, run_ids=run_ids, beta=plan["beta"], rows=rows,
-                     labeled=labeled, **parts)
+    return selection(store, SelectionSpec(sels, primary, k, rows), ctx=run.ctx, run_ids=run_ids,
+                     fanned=FannedResults(**parts, beta=plan["beta"]), labeled=labeled)
 
 
 def _prepare(run: _Run) -> dict[str, Any]:
     """ingest → drift → weights → training → estimation → evaluation."""
     config, store, ctx, uri = run.config, run.store, run.ctx, run.ctx.tracking_uri
     with run.stage("ingest"):
-        ing = ingest(store, config.source, config.target, config.label, positive_label=config.positive_label,
-                     simulate_bias=config.simulate_bias.model_dump() if config.simulate_bias else None,
-                     seed=config.seed, drop_columns=config.drop_columns, max_levels=config.max_levels,
-                     id_column=config.id_column)
+        ing = ingest(store, config.source, config.target, config.label, options=IngestOptions(
+            positive_label=config.positive_label,
+            simulate_bias=config.simulate_bias.model_dump() if config.simulate_bias else None, seed=config.seed,
+            drop_columns=tuple(config.drop_columns), max_levels=config.max_levels, id_column=config.id_column))
     _tag_data(uri, ctx.parent_run_id, ing)
     schema = input_schema(store)
     if config.model_name:  # a name whose versions take other inputs is refused now, not after training
@@ -166,8 +172,8 @@ def _prepare(run: _Run) -> dict[str, Any]:
                      "; ".join(f"{n}: {why}" for n, why in training["extra"]["skipped"].items())[:5000])
     run_ids = {n: m["run_id"] for n, m in training["extra"]["models"].items()}
     with run.stage("estimation"):
-        estimates = estimation(store, seed=config.seed, k=config.selection_folds, tracking_uri=uri,
-                               run_ids=run_ids, rows=config.selection_rows, n_jobs=run.workers)
+        estimates = estimation(store, ctx=ctx, k=config.selection_folds, run_ids=run_ids, rows=config.selection_rows,
+                               n_jobs=run.workers)
     with run.stage("evaluation"):
         target_scores = evaluate(store, run_ids, tracking_uri=uri)
     return {"drift": drift_summary, "weighting": method, "weights": weights_summary, "results": results,
@@ -183,21 +189,18 @@ def _decide(run: _Run, prep: dict[str, Any], labeled: dict[str, Any] | None) -> 
     recal = None
     with run.stage("recalibration"):
         if config.undersample is not None:
-            recal = recalibration(run.store, chosen["chosen"], beta=config.undersample, seed=config.seed,
-                                  cv_folds=config.cv_folds, tracking_uri=ctx.tracking_uri,
-                                  experiment_id=ctx.experiment_id, parent_run_id=ctx.parent_run_id,
-                                  flow_run_id=ctx.flow_run_id)
+            recal = recalibration(run.store, chosen["chosen"], beta=config.undersample, ctx=ctx,
+                                  cv_folds=config.cv_folds)
     model_name = registered_name(run)
     estimate = served_estimate(prep["estimates"], chosen["chosen"], min_accuracy=config.min_accuracy,
                                tracking_uri=ctx.tracking_uri, parent_run_id=ctx.parent_run_id, model_name=model_name,
                                labeled=chosen.get("fewlabel"), history=prep["history"])
     with run.stage("champion"):
-        decision = champion(run.store, chosen, model_name=model_name, seed=config.seed, k=config.selection_folds,
-                            tracking_uri=ctx.tracking_uri, parent_run_id=ctx.parent_run_id,
-                            flow_run_id=ctx.flow_run_id, rows=config.selection_rows,
-                            served_model_uri=None if recal is None else recal["model_uri"],
-                            hold_champion="accuracy alert" if estimate["alert"] else None,
-                            promote_confidence=config.promote_confidence, labeled=labeled)
+        policy = GatePolicy(k=config.selection_folds, rows=config.selection_rows,
+                            promote_confidence=config.promote_confidence,
+                            hold_champion="accuracy alert" if estimate["alert"] else None)
+        decision = champion(run.store, chosen, ctx=ctx, model_name=model_name, policy=policy,
+                            served_model_uri=None if recal is None else recal["model_uri"], labeled=labeled)
     return {"chosen": chosen, "recalibration": recal, "served": estimate, "champion": decision}
 
 

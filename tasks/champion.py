@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import mlflow
@@ -58,7 +59,7 @@ from tasks.selection import (
     uses_weights,
 )
 from tasks.store import code_version, stage_key
-from tasks.tracking import link_model_output, log_metrics, mask_secrets, with_retries
+from tasks.tracking import RunContext, link_model_output, log_metrics, mask_secrets, with_retries
 
 FINGERPRINT = "shiftflow.fingerprint"
 SCHEMA, EVIDENCE, DECISION = "shiftflow.schema", "shiftflow.evidence", "shiftflow.decision"
@@ -427,13 +428,12 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
                 labels=label_difference(store, labeled, chosen, inc.version)), ""
 
 
-def _version_tags(facts: dict[str, str], info: dict[str, Any], chosen: str, seed: int, selector: str,
-                  new_score: float, flow_run_id: str, parent_run_id: str, estimate: dict[str, Any] | None,
-                  schema: dict[str, Any]) -> dict[str, str]:
+def _version_tags(facts: dict[str, str], info: dict[str, Any], chosen: str, selector: str, new_score: float,
+                  estimate: dict[str, Any] | None, schema: dict[str, Any], ctx: RunContext) -> dict[str, str]:
     tags = {"recalibrated": facts["recalibrated"], "candidate": chosen, "learner": info["learner"],
-            "weighting": info["weighting"], "seed": str(seed), "selector": selector,
-            "selector_score": repr(new_score), "prefect.flow_run_id": flow_run_id,
-            "mlflow_parent_run_id": parent_run_id, "features_sha256": facts["features_sha256"],
+            "weighting": info["weighting"], "seed": str(ctx.seed), "selector": selector,
+            "selector_score": repr(new_score), "prefect.flow_run_id": ctx.flow_run_id,
+            "mlflow_parent_run_id": ctx.parent_run_id, "features_sha256": facts["features_sha256"],
             "source_sha256": facts["source_sha256"], "target_sha256": facts["target_sha256"],
             "code_version": facts["code_version"], FINGERPRINT: facts["fingerprint"], SCHEMA: schema["digest"],
             "shiftflow.input_columns": _columns_words(schema["inputs"])}
@@ -445,10 +445,11 @@ def _version_tags(facts: dict[str, str], info: dict[str, Any], chosen: str, seed
     return tags
 
 
-def _register(client: MlflowClient, tracking_uri: str, store: Any, served_uri: str, model_name: str,
-              tags: dict[str, str], parent_run_id: str, *, description: dict[str, Any]) -> Any:
+def _register(client: MlflowClient, ctx: RunContext, store: Any, served_uri: str, model_name: str,
+              tags: dict[str, str], *, description: dict[str, Any]) -> Any:
     """Register ``served_uri`` as a new version of ``model_name`` with ``tags`` and its description
-    (:func:`version_description` of ``description``, linked to the parent run); returns the version."""
+    (:func:`version_description` of ``description``, linked to ``ctx``'s parent run); returns the version."""
+    tracking_uri, parent_run_id = ctx.tracking_uri, ctx.parent_run_id
     mv = with_retries(mlflow.register_model, served_uri, model_name, tags=tags)
     experiment_id = with_retries(client.get_run, parent_run_id).info.experiment_id
     text = version_description(**description, data_refs=store.manifest("ingest")["params"],
@@ -457,21 +458,45 @@ def _register(client: MlflowClient, tracking_uri: str, store: Any, served_uri: s
     return mv
 
 
+def _set_alias(client: MlflowClient, model_name: str, decision: str, mv: Any, inc: Any) -> None:
+    """Give version ``mv`` the alias ``decision``; a new champion is tagged with the version it replaced."""
+    with_retries(client.set_registered_model_alias, model_name, decision, mv.version)
+    if decision == "champion" and inc is not None and str(inc.version) != str(mv.version):
+        with_retries(client.set_model_version_tag, model_name, mv.version, PREVIOUS, str(inc.version))
+
+
+def _announce(client: MlflowClient, ctx: RunContext, record: dict[str, Any], waited: float) -> None:
+    """The decision record on ``ctx``'s parent run (:func:`_log_decision`) and as a Prefect event."""
+    _log_decision(client, ctx.parent_run_id, record, waited)
+    emit(f"shiftflow.champion.{record['gate_decision']}", record["registered_model"],
+         {"version": record["version"], "champion_version": record["incumbent_version"],
+          "p_better": record["p_better"], "decision": record["gate_decision"], "reason": record["reason"],
+          "candidate": record["candidate"], "mlflow_run_id": ctx.parent_run_id})
+
+
+@dataclass(frozen=True)
+class GatePolicy:
+    """How the gate decides: the selection's folds ``k`` and ``rows``, its confidence, a reason to hold the alias."""
+
+    k: int
+    rows: int | None = None
+    promote_confidence: float = PROMOTE_CONFIDENCE
+    hold_champion: str | None = None
+
+
 @task(name="champion", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 8])
-def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, seed: int, k: int,
-             tracking_uri: str, parent_run_id: str, flow_run_id: str = "",
-             served_model_uri: str | None = None, rows: int | None = None,
-             hold_champion: str | None = None, promote_confidence: float = PROMOTE_CONFIDENCE,
-             labeled: dict[str, Any] | None = None) -> dict[str, Any]:
+def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, model_name: str, policy: GatePolicy,
+             served_model_uri: str | None = None, labeled: dict[str, Any] | None = None) -> dict[str, Any]:
     """Register the chosen model (or ``served_model_uri``, e.g. its recalibrated version) and let the gate
-    (module docstring) decide ``champion`` or ``challenger``; returns the decision record. ``hold_champion`` (a
-    reason, e.g. an accuracy alert) keeps the ``champion`` alias where it is: the new model is then
-    ``challenger``. ``labeled`` (the labels task's result) lets the gate weigh the target labels when their
-    plan had the served champion as a contender (:func:`label_difference`).
+    (module docstring) decide ``champion`` or ``challenger`` as ``policy`` says; returns the decision record.
+    ``policy.hold_champion`` (a reason, e.g. an accuracy alert) keeps the ``champion`` alias where it is: the new
+    model is then ``challenger``. ``labeled`` (the labels task's result) lets the gate weigh the target labels
+    when their plan had the served champion as a contender (:func:`label_difference`).
 
     No new version is registered when one with the same fingerprint (``served_fingerprint``) exists: the
     record's ``new_version`` is False, and the decision is ``unchanged`` when that version is the champion."""
     log = run_logger()
+    tracking_uri, seed, rows, hold_champion = ctx.tracking_uri, ctx.seed, policy.rows, policy.hold_champion
     mlflow.set_tracking_uri(tracking_uri)
     client = MlflowClient(tracking_uri)
     selector, chosen = selection_result["selector"], selection_result["chosen"]
@@ -489,11 +514,10 @@ def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, s
         inc = _incumbent(client, model_name)
         twin = _registered_twin(client, model_name, facts["fingerprint"])
         if twin is None:
-            tags = _version_tags(facts, info, chosen, seed, selector, new_score, flow_run_id, parent_run_id,
-                                 estimate, schema)
+            tags = _version_tags(facts, info, chosen, selector, new_score, estimate, schema, ctx)
             if evidence is not None and served_model_uri is None:  # a recalibrated model scores otherwise
-                tags[EVIDENCE] = _log_evidence(tracking_uri, parent_run_id, chosen, evidence)
-            mv = _register(client, tracking_uri, store, served_uri, model_name, tags, parent_run_id, description=dict(
+                tags[EVIDENCE] = _log_evidence(tracking_uri, ctx.parent_run_id, chosen, evidence)
+            mv = _register(client, ctx, store, served_uri, model_name, tags, description=dict(
                 selector=selector, score=new_score, n_candidates=len(scores), facts=facts, estimate=estimate))
             same = ""
         else:
@@ -506,11 +530,11 @@ def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, s
             decision, gate_decision, inc_score, inc_version = "unchanged", "kept", None, inc.version
             reason = f"{same}; it stays champion" + (f" ({hold_champion} on this run)" if hold_champion else "")
         else:
-            g, why = _gate(client, store, model_name, inc, new_P, evidence, estimate, facts["source_sha256"],
-                           seed=seed, rows=rows, confidence=promote_confidence, labeled=labeled, chosen=chosen)
+            g, why = _gate(client, store, model_name, inc, new_P, evidence, estimate, facts["source_sha256"], seed=seed,
+                           rows=rows, confidence=policy.promote_confidence, labeled=labeled, chosen=chosen)
             if g is None:  # the champion's evidence is missing: its recipe is re-scored (the earlier gate)
                 decision, inc_score, inc_version, reason, new_score = _decide(
-                    store, inc, scores, selector, chosen, new_score, facts["features_sha256"], seed, k, rows)
+                    store, inc, scores, selector, chosen, new_score, facts["features_sha256"], seed, policy.k, rows)
                 gate_decision = "promoted" if decision == "champion" else "kept"
                 reason = f"{reason} ({why})"
             else:
@@ -522,21 +546,16 @@ def champion(store: Any, selection_result: dict[str, Any], *, model_name: str, s
                 decision, gate_decision, reason = "challenger", "kept", f"{hold_champion} (else champion: {reason})"
             if same:
                 reason = f"{same}; {reason}"
-            with_retries(client.set_registered_model_alias, model_name, decision, mv.version)
-            if decision == "champion" and inc is not None and str(inc.version) != str(mv.version):
-                with_retries(client.set_model_version_tag, model_name, mv.version, PREVIOUS, str(inc.version))
+            _set_alias(client, model_name, decision, mv, inc)
         with_retries(client.set_model_version_tag, model_name, mv.version, DECISION, gate_decision)
-    link_model_output(tracking_uri, parent_run_id, served_uri)  # the parent run's "Logged models"
+    link_model_output(tracking_uri, ctx.parent_run_id, served_uri)  # the parent run's "Logged models"
     record = {"registered_model": model_name, "version": str(mv.version), "decision": decision,
-              "gate_decision": gate_decision, "p_better": p_better, "promote_confidence": promote_confidence,
+              "gate_decision": gate_decision, "p_better": p_better, "promote_confidence": policy.promote_confidence,
               "new_version": new_version, "selector": selector, "new_score": new_score,
               "incumbent_score": inc_score, "incumbent_version": None if inc_version is None else str(inc_version),
               "reason": reason, "candidate": chosen, "fingerprint": facts["fingerprint"],
               "labels": None if g_labels is None else int(g_labels)}
-    _log_decision(client, parent_run_id, record, waited)
-    emit(f"shiftflow.champion.{gate_decision}", model_name,
-         {"version": record["version"], "champion_version": record["incumbent_version"], "p_better": p_better,
-          "decision": gate_decision, "reason": reason, "candidate": chosen, "mlflow_run_id": parent_run_id})
+    _announce(client, ctx, record, waited)
     log.info("champion: %s v%s is %s, %s (%s)", model_name, mv.version, decision, gate_decision, reason)
     return record
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ from tasks.ingest import ingest_inputs
 from tasks.logs import run_logger
 from tasks.selection import make_candidates, selection_data
 from tasks.store import MANIFEST, StageStore, stage_key
-from tasks.tracking import log_metrics, with_retries
+from tasks.tracking import RunContext, log_metrics, with_retries
 
 STAGE = "estimation"
 COLUMNS = ["candidate", "method", "estimate", "ci_low", "ci_high", "confidence", "interval", "se_source",
@@ -159,14 +160,25 @@ def read_predictions(store: StageStore, candidate: str, classes: Any) -> StoredP
                              t[cols].to_numpy(float), o["fold"].to_numpy(), None if np.isnan(w).all() else w)
 
 
+@dataclass(frozen=True)
+class EstimationSettings:
+    """How each candidate's target accuracy is estimated: the method, the interval's confidence, bootstrap draws."""
+
+    method: str = "auto"
+    confidence: float = 0.95
+    n_boot: int = N_BOOT
+
+
 @task(name="estimation", cache_policy=NO_CACHE)
-def estimation(store: StageStore, *, seed: int, k: int, tracking_uri: str, run_ids: dict[str, str],
-               method: str = "auto", confidence: float = 0.95, n_boot: int = N_BOOT,
-               rows: int | None = None, n_jobs: int = 1) -> pd.DataFrame:
-    """Estimate every candidate's target accuracy (reusing an identical earlier stage), write the stage,
-    log the estimates into the candidates' nested runs; returns the stage table. ``n_jobs``: worker processes
-    for the candidates' fits and bootstraps (the result does not depend on it, so it is not in the stage key)."""
+def estimation(store: StageStore, *, ctx: RunContext, k: int, run_ids: dict[str, str], rows: int | None = None,
+               settings: EstimationSettings | None = None, n_jobs: int = 1) -> pd.DataFrame:
+    """Estimate every candidate's target accuracy (``settings``, default ``EstimationSettings()``; reusing an
+    identical earlier stage), write the stage, log the estimates into the candidates' nested runs; returns the
+    stage table. ``n_jobs``: worker processes for the candidates' fits and bootstraps (the result does not depend
+    on it, so it is not in the stage key)."""
     log = run_logger()
+    seed, how = ctx.seed, settings or EstimationSettings()
+    method, confidence, n_boot = how.method, how.confidence, how.n_boot
     inputs = ingest_inputs(store) | {"training": store.manifest("training")["files"]["learners.parquet"]["sha256"]}
     if (store.stage_dir("weights") / MANIFEST).exists():
         inputs["weights"] = store.manifest("weights")["files"]["weights.parquet"]["sha256"]
@@ -185,7 +197,7 @@ def estimation(store: StageStore, *, seed: int, k: int, tracking_uri: str, run_i
                                        rows=rows, n_jobs=n_jobs)
         tables = {"estimates": table} | ({} if folds is None else {"fold_scores": folds}) | preds
         store.write_stage(STAGE, tables, key=key, params=params, inputs=inputs)
-    client = MlflowClient(tracking_uri)
+    client = MlflowClient(ctx.tracking_uri)
     for r in table.to_dict("records"):
         run_id = run_ids.get(r["candidate"])
         if run_id is None:

@@ -21,14 +21,14 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from sklearn.pipeline import Pipeline
 
-from tasks.inputs import LABEL, ROW, IngestError, prepare_inputs, read_inputs
+from tasks.inputs import LABEL, ROW, IngestError, IngestOptions, prepare_inputs, read_inputs
 from tasks.logs import run_logger
 from tasks.sources import mask_secrets
 from tasks.store import CorruptStageError, StageStore, sha256_file, stage_key
 
-__all__ = ["LABEL", "PREPROCESSOR_STAGE", "ROW", "frame_hash", "ingest", "ingest_inputs", "load_preprocessor",
-           "load_raw_example", "load_target_labels", "load_xy", "preprocessor_hash", "raw_input_schema",
-           "readable_rows", "served_pipeline"]
+__all__ = ["LABEL", "PREPROCESSOR_STAGE", "ROW", "IngestOptions", "frame_hash", "ingest", "ingest_inputs",
+           "load_preprocessor", "load_raw_example", "load_target_labels", "load_xy", "preprocessor_hash",
+           "raw_input_schema", "readable_rows", "served_pipeline"]
 
 PREPROCESSOR_STAGE = "ingest_preprocessor"
 PREPROCESSOR, RAW_EXAMPLE = "preprocessor.pkl", "raw_example.pkl"
@@ -64,18 +64,15 @@ def ingest(
     target_spec: str | None,
     label: str,
     *,
-    positive_label: Any = None,
-    simulate_bias: dict[str, Any] | None = None,
-    seed: int = 0,
-    drop_columns: list[str] | None = None,
-    max_levels: int = 20,
-    id_column: str | None = None,
+    options: IngestOptions | None = None,
 ) -> dict[str, Any]:
-    """Returns the stage manifest (``extra`` holds classes, encodings and data hashes). ``id_column``: a
-    row key of the target, not a feature, kept beside ``_row`` in ``target.parquet`` for ``shiftflow evaluate
-    --id-column`` (and first in ``target_rows.parquet``, so in the labels stage's ``to_label.csv``); None: rows
-    are known by order."""
+    """Returns the stage manifest (``extra`` holds classes, encodings and data hashes). ``options`` (default
+    ``IngestOptions()``): how the tables are read. Its ``id_column``: a row key of the target, not a feature, kept
+    beside ``_row`` in ``target.parquet`` for ``shiftflow evaluate --id-column`` (and first in
+    ``target_rows.parquet``, so in the labels stage's ``to_label.csv``); None: rows are known by order."""
     log = run_logger()
+    opts = options or IngestOptions()
+    simulate_bias, id_column = opts.simulate_bias, opts.id_column
     raw_source, raw_target, notes = read_inputs(source_spec, target_spec, label, simulate_bias)
     for note in notes:
         log.info("ingest: %s", note)
@@ -84,8 +81,8 @@ def ingest(
         inputs["target"] = frame_hash(raw_target)
     # the manifest keeps the references without their passwords (tasks.sources.mask_secrets)
     params = {"source": mask_secrets(source_spec), "target": target_spec and mask_secrets(target_spec), "label": label,
-              "positive_label": positive_label, "simulate_bias": simulate_bias, "seed": seed,
-              "drop_columns": sorted(drop_columns or []), "max_levels": max_levels}
+              "positive_label": opts.positive_label, "simulate_bias": simulate_bias, "seed": opts.seed,
+              "drop_columns": sorted(opts.drop_columns or []), "max_levels": opts.max_levels}
     if id_column is not None:  # only when set: runs without it keep their stage keys
         params["id_column"] = id_column
     key, pkey = stage_key("ingest", params, inputs), stage_key(PREPROCESSOR_STAGE, params, inputs)
@@ -98,9 +95,7 @@ def ingest(
 
     with warnings.catch_warnings(record=True) as caught:  # the flow's preflight already warned of each
         warnings.simplefilter("always")
-        inp = prepare_inputs(raw_source, raw_target, label, positive_label=positive_label,
-                             simulate_bias=simulate_bias, seed=seed, drop_columns=drop_columns,
-                             max_levels=max_levels, id_column=id_column)
+        inp = prepare_inputs(raw_source, raw_target, label, options=opts)
     for w in caught:  # the preflight turned the UserWarnings into the flow's warnings; pass the others on
         if issubclass(w.category, UserWarning):
             log.debug("ingest: %s", w.message)

@@ -122,24 +122,34 @@ def biased_split(
     )
 
 
+@dataclass(frozen=True)
+class IngestOptions:
+    """How ingest reads the tables: positive label, simulated bias, seed, dropped columns, level limit, row key."""
+
+    positive_label: Any = None
+    simulate_bias: dict[str, Any] | None = None
+    seed: int = 0
+    drop_columns: tuple[str, ...] = ()
+    max_levels: int = 20
+    id_column: str | None = None
+
+
 def prepare_inputs(
     raw_source: pd.DataFrame,
     raw_target: pd.DataFrame | None,
     label: str,
     *,
-    positive_label: Any = None,
-    simulate_bias: dict[str, Any] | None = None,
-    seed: int = 0,
-    drop_columns: list[str] | None = None,
-    max_levels: int = 20,
+    options: IngestOptions | None = None,
     notes: tuple[str, ...] = (),
     encode: bool = True,
-    id_column: str | None = None,
 ) -> Inputs:
-    """Validate and encode raw tables exactly as the ingest stage does; raises ``IngestError``.
+    """Validate and encode raw tables exactly as the ingest stage does (with ``options``, default
+    ``IngestOptions()``); raises ``IngestError``.
 
     ``encode=False`` (the preflight) makes every check and decision but fits no encoder: ``prepared`` is then
     ``shiftlib.ingest.CheckedTables`` and nothing imports scikit-learn."""
+    opts = options or IngestOptions()
+    drop_columns, simulate_bias = opts.drop_columns, opts.simulate_bias
     source, target = raw_source, raw_target
     # a column to drop may be in one table only (e.g. a timestamp only the batch carries), but not in neither
     present = set(source.columns) | (set(target.columns) if target is not None else set())
@@ -153,18 +163,18 @@ def prepare_inputs(
     check_labels(source, label)  # before a simulated bias needs the labels
     bias_info, p_select = None, None
     if simulate_bias is not None:
-        source, target, bias_info, p_select = biased_split(source, target, label, simulate_bias, seed)
+        source, target, bias_info, p_select = biased_split(source, target, label, simulate_bias, opts.seed)
     if target is None:
         raise IngestError("no target given: name a target table (--target) or pass --simulate-bias with a "
                           "mechanism to split the source into a biased source and a target")
     _check_readable_names(target, label)
     target_table = target
-    source, target, target_ids = _split_ids(source, target, label, id_column)
+    source, target, target_ids = _split_ids(source, target, label, opts.id_column)
     if encode:  # scikit-learn only for tables that will be encoded: a preflight refusal stays fast
         from shiftlib.preprocessor import prepare_tables as prepare
     else:
         prepare = check_tables
-    prepared = prepare(source, target, label, positive_label=positive_label, max_levels=max_levels)
+    prepared = prepare(source, target, label, positive_label=opts.positive_label, max_levels=opts.max_levels)
     for reserved in (ROW, LABEL):
         if reserved in prepared.feature_columns:
             raise IngestError(f"a feature column is named {reserved!r}, a name shiftflow reserves; rename it")

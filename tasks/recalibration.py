@@ -43,7 +43,7 @@ from tasks.ingest import (
 )
 from tasks.logs import run_logger
 from tasks.store import StageStore, stage_key
-from tasks.tracking import log_metrics, log_sklearn_model, tracking_key, with_retries
+from tasks.tracking import RunContext, log_metrics, log_sklearn_model, tracking_key, with_retries
 from tasks.weights import stage_weights
 
 STAGE = "recalibration"
@@ -51,10 +51,12 @@ POS = 1  # ingest codes the positive (larger / given) label as 1
 
 
 @task(name="recalibration", cache_policy=NO_CACHE)
-def recalibration(store: StageStore, chosen: str, *, beta: float | str, seed: int, cv_folds: int,
-                  tracking_uri: str, experiment_id: str, parent_run_id: str, flow_run_id: str = "") -> dict[str, Any]:
-    """Undersample-train the chosen candidate, correct it, score it, log it; returns the metrics."""
+def recalibration(store: StageStore, chosen: str, *, beta: float | str, ctx: RunContext,
+                  cv_folds: int) -> dict[str, Any]:
+    """Undersample-train the chosen candidate, correct it, score it, log it (a nested run under ``ctx``'s parent
+    run); returns the metrics."""
     log = run_logger()
+    seed, tracking_uri, parent_run_id = ctx.seed, ctx.tracking_uri, ctx.parent_run_id
     info = store.manifest("training")["extra"]["models"][chosen]
     base = make_learner(info["learner"], random_state=seed)
     if needs_target(base):
@@ -103,10 +105,10 @@ def recalibration(store: StageStore, chosen: str, *, beta: float | str, seed: in
             metrics["calibration.target.true_prior"] = float(np.mean(y_t == POS))
 
         def _log() -> str:
-            with mlflow.start_run(experiment_id=experiment_id, run_name=f"recalibrated:{chosen}",
+            with mlflow.start_run(experiment_id=ctx.experiment_id, run_name=f"recalibrated:{chosen}",
                                   parent_run_id=parent_run_id, nested=True,
                                   tags={"shiftflow.learner": info["learner"], "shiftflow.weighting": info["weighting"],
-                                        "shiftflow.recalibrated": "true", "prefect.flow_run_id": flow_run_id}):
+                                        "shiftflow.recalibrated": "true", "prefect.flow_run_id": ctx.flow_run_id}):
                 mlflow.log_params({"candidate": chosen, "beta": str(beta), "beta_realised": served.beta_,
                                    "tau_s": tau_s, "tau_prime": tau_p, "seed": seed})
                 mlflow.log_metrics(metrics)

@@ -54,7 +54,7 @@ from tasks.labels import stage_predictions
 from tasks.limits import limited
 from tasks.logs import run_logger
 from tasks.store import MANIFEST, StageStore, stage_key
-from tasks.tracking import log_metrics, with_retries
+from tasks.tracking import RunContext, log_metrics, with_retries
 from tasks.weights import METHODS, fit_weighter, stage_weights
 
 STAGE = "selection"
@@ -252,21 +252,38 @@ def trcv_fold_task(store: StageStore, fold: int, beta: np.ndarray, *, seed: int,
                                            random_state=seed), fold)
 
 
-@task(name="selection", cache_policy=NO_CACHE)
-def selection(store: StageStore, selectors: list[str], primary: str, *, seed: int, k: int,
-              tracking_uri: str, parent_run_id: str, run_ids: dict[str, str],
-              rt_rows: list[tuple[TargetLabels, list[ReverseCell]]] | None = None,
-              trcv_folds: list[dict[str, FoldResidual | str]] | None = None,
-              cv_parts: dict[str, list[Any]] | None = None,
-              beta: np.ndarray | None = None, rows: int | None = None,
-              labeled: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Score every candidate with every selector; pick the primary selector's best candidate.
+@dataclass(frozen=True)
+class SelectionSpec:
+    """Which selectors run (``selectors``), which one decides (``primary``), on ``k`` folds and ``rows`` rows."""
 
-    ``rt_rows`` / ``trcv_folds`` / ``cv_parts`` (selector → one result per candidate) (+ ``beta``):
-    ReverseTesting rows, TrCV folds and SCV/WCV candidates already computed by fanned-out tasks; without
-    them those selectors run here, in-process, on the selection rows (``rows``, ``selection_data``).
-    ``labeled`` (the ``labels`` task's result: plan and labels) enables the ``fewlabel`` selector."""
+    selectors: list[str]
+    primary: str
+    k: int
+    rows: int | None = None
+
+
+@dataclass(frozen=True)
+class FannedResults:
+    """Selector parts computed by fanned-out tasks: RT rows, TrCV folds, SCV/WCV per candidate, and the plan's β."""
+
+    rt_rows: list[tuple[TargetLabels, list[ReverseCell]]] | None = None
+    trcv_folds: list[dict[str, FoldResidual | str]] | None = None
+    cv_parts: dict[str, list[Any]] | None = None
+    beta: np.ndarray | None = None
+
+
+@task(name="selection", cache_policy=NO_CACHE)
+def selection(store: StageStore, spec: SelectionSpec, *, ctx: RunContext, run_ids: dict[str, str],
+              fanned: FannedResults | None = None, labeled: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Score every candidate with every selector of ``spec``; pick the primary selector's best candidate.
+
+    ``fanned``: ReverseTesting rows, TrCV folds and SCV/WCV candidates (selector → one result per candidate)
+    already computed by fanned-out tasks (+ their ``beta``); without them those selectors run here, in-process,
+    on the selection rows (``spec.rows``, ``selection_data``). ``labeled`` (the ``labels`` task's result: plan
+    and labels) enables the ``fewlabel`` selector."""
     log = run_logger()
+    selectors, primary, k, rows, seed = spec.selectors, spec.primary, spec.k, spec.rows, ctx.seed
+    fan = fanned or FannedResults()
     if primary not in selectors:
         raise ValueError(f"the deciding selector {primary!r} must be one of the selectors run: {selectors}")
     key, params, inputs = _stage_key(store, selectors, primary, seed, k, rows,
@@ -281,8 +298,8 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
         agree = store.read_table(STAGE, "agreement") if "agreement.parquet" in found["files"] else None
         posterior = store.read_table(STAGE, "fewlabel") if "fewlabel.parquet" in found["files"] else None
     else:
-        results = _results(store, selectors, seed=seed, k=k, rows=rows, beta=beta, rt_rows=rt_rows,
-                           trcv_folds=trcv_folds, cv_parts=cv_parts or {}, labeled=labeled)
+        results = _results(store, selectors, seed=seed, k=k, rows=rows, beta=fan.beta, rt_rows=fan.rt_rows,
+                           trcv_folds=fan.trcv_folds, cv_parts=fan.cv_parts or {}, labeled=labeled)
         scores = pd.concat([r.to_frame() for r in results.values()], ignore_index=True)
         tables = {"scores": scores}
         rt = next((r for r in results.values() if isinstance(r, ReverseTestingResult)), None)
@@ -309,7 +326,7 @@ def selection(store: StageStore, selectors: list[str], primary: str, *, seed: in
                          "se": dict(zip(posterior["learner"], posterior["se"].astype(float), strict=True))}
         log.info("selection: fewlabel posterior: P(%s is the best) = %.2f from %d labels", chosen,
                  fewlabel["p_best"].get(chosen, float("nan")), fewlabel["n_labels"])
-    _log_selection(MlflowClient(tracking_uri), scores, run_ids, parent_run_id, primary, chosen, agree, rt,
+    _log_selection(MlflowClient(ctx.tracking_uri), scores, run_ids, ctx.parent_run_id, primary, chosen, agree, rt,
                    None if fewlabel is None else fewlabel["p_best"],
                    store.manifest("training")["extra"]["models"][chosen])
     log.info("selection: %s picks %s", primary, chosen)

@@ -37,7 +37,7 @@ from tasks.ingest import (
 from tasks.limits import limited
 from tasks.logs import run_logger
 from tasks.store import StageStore, stage_key
-from tasks.tracking import log_sklearn_model, tracking_key, with_retries
+from tasks.tracking import RunContext, log_sklearn_model, tracking_key, with_retries
 from tasks.weights import stage_weights
 
 STAGE = "training"
@@ -88,22 +88,13 @@ def _skip_reason(err: ValueError, store: StageStore, w: np.ndarray | None, y_s: 
 
 @task(name="train-learner", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 8])
 @limited
-def train_learner(
-    store: StageStore,
-    learner: str,
-    weighting: str | None = None,
-    *,
-    seed: int,
-    cv_folds: int,
-    tracking_uri: str,
-    experiment_id: str,
-    parent_run_id: str,
-    flow_run_id: str = "",
-    cv_rows: int | None = None,
-) -> dict[str, Any]:
-    """Fit one candidate on every source row (or reuse its finished part), log a nested MLflow run, predict
-    the target. The source-CV metrics use a stratified subsample of at most ``cv_rows`` rows."""
+def train_learner(store: StageStore, learner: str, weighting: str | None = None, *, ctx: RunContext,
+                  cv_folds: int, cv_rows: int | None = None) -> dict[str, Any]:
+    """Fit one candidate on every source row (or reuse its finished part), log a nested MLflow run under
+    ``ctx``'s parent run, predict the target. The source-CV metrics use a stratified subsample of at most
+    ``cv_rows`` rows."""
     log = run_logger()
+    seed, tracking_uri = ctx.seed, ctx.tracking_uri
     name = candidate_name(learner, weighting)
     weighting = weighting if weighting and weighting != "none" else None
     part = f"training_parts/{name}"
@@ -112,13 +103,13 @@ def train_learner(
     key = stage_key(part, params, inputs)
     mlflow.set_tracking_uri(tracking_uri)
     tags = {"shiftflow.learner": learner, "shiftflow.weighting": weighting or "none",
-            "prefect.flow_run_id": flow_run_id}
+            "prefect.flow_run_id": ctx.flow_run_id}
     found = store.find_reusable(part, key)
     if found is not None:
         m = store.adopt(part, found)["extra"]
         preds = store.read_table(part, "predictions")
         run_id, _ = with_retries(
-            _nested_run, name, experiment_id=experiment_id, parent_run_id=parent_run_id,
+            _nested_run, name, experiment_id=ctx.experiment_id, parent_run_id=ctx.parent_run_id,
             tags=tags | {"shiftflow.reused_from_run": m["run_id"], "shiftflow.model_uri": m["model_uri"]},
             params={"learner": learner, "weighting": weighting or "none"},
             metrics={f"training.cv_{k}": v for k, v in m["cv"].items()},
@@ -151,7 +142,7 @@ def train_learner(
         else type(est).__name__
     hyper["training.cv_rows"] = len(sub)
     run_id, model_uri = with_retries(
-        _nested_run, name, experiment_id=experiment_id, parent_run_id=parent_run_id, tags=tags,
+        _nested_run, name, experiment_id=ctx.experiment_id, parent_run_id=ctx.parent_run_id, tags=tags,
         params={"learner": learner, "weighting": weighting or "none", "seed": seed, "cv_folds": cv_folds,
                 "estimator": type(final).__name__} | hyper,
         metrics={f"training.cv_{k}": v for k, v in cv.items()}, model=served_pipeline(store, model),

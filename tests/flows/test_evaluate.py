@@ -14,9 +14,10 @@ from threadpoolctl import threadpool_limits
 from flows.evaluate import HISTORY, EvaluateError, evaluate_run, main
 from shiftlib.bias import split_biased
 from shiftlib.learners import fit_learner, make_learner
-from tasks.estimation import estimation
-from tasks.ingest import LABEL, ROW, ingest
+from tasks.estimation import EstimationSettings, estimation
+from tasks.ingest import LABEL, ROW, IngestOptions, ingest
 from tasks.store import StageStore
+from tasks.tracking import RunContext
 
 NAMES = ["NB", "LR"]
 
@@ -60,7 +61,8 @@ def _finish(tmp, store, flow_id, X_s, y_s, X_t, y_t, ids):
         store.write_stage("training", {"predictions": pd.concat(preds, ignore_index=True),
                                        "learners": pd.DataFrame({"learner": NAMES})},
                           key="t", params={}, inputs={}, extra={"models": models})
-        estimation.fn(store, seed=0, k=5, tracking_uri=uri, run_ids={}, n_boot=30)
+        estimation.fn(store, ctx=RunContext(uri, exp, parent, "", 0), k=5, run_ids={},
+                      settings=EstimationSettings(n_boot=30))
     return {"tmp": tmp, "store": store, "uri": uri, "client": client, "parent": parent, "run_ids": run_ids,
             "ids": ids, "y_t": y_t, "preds": pd.concat(preds, ignore_index=True)}
 
@@ -79,7 +81,8 @@ def kept_ids_run(tmp_path_factory):
     X_s.assign(label=y_s).to_csv(tmp / "source.csv", index=False)
     X_t.assign(id=ids).to_csv(tmp / "target.csv", index=False)
     store = StageStore(tmp / "runs", "flow-2")
-    ingest.fn(store, f"file:{tmp / 'source.csv'}", f"file:{tmp / 'target.csv'}", "label", id_column="id")
+    ingest.fn(store, f"file:{tmp / 'source.csv'}", f"file:{tmp / 'target.csv'}", "label",
+              options=IngestOptions(id_column="id"))
     (tmp / "target.csv").unlink()  # evaluate must not need the table the run read: the ids are in the store
     return _finish(tmp, store, "flow-2", X_s, y_s, X_t, y_t, ids)
 

@@ -15,9 +15,10 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from shiftlib.errors import ShiftflowInputError
-from tasks.estimation import estimation
+from tasks.estimation import EstimationSettings, estimation
 from tasks.ingest import ingest
 from tasks.store import StageStore, sha256_file
+from tasks.tracking import RunContext
 from tasks.training import collect_training, train_learner
 
 SECRET = "s3cr3t-pw"
@@ -55,11 +56,17 @@ def _store(reg, run_id: str, target: str = "tgt", source: str = "src") -> tuple[
     store = StageStore(reg["root"] / "runs", run_id)
     # a source given as a SQL URL would carry a password: the description masks it (the file is what is read)
     ingest.fn(store, f"file:{reg['root'] / f'{source}.csv'}", f"file:{reg['root'] / f'{target}.csv'}", "y")
-    kw = {"seed": 0, "cv_folds": 3, "tracking_uri": reg["uri"], "experiment_id": reg["exp"], "parent_run_id": parent}
-    collect_training.fn(store, [train_learner.fn(store, n, **kw) for n in NAMES], 0, 3)
+    ctx = _ctx(reg, parent, "")
+    collect_training.fn(store, [train_learner.fn(store, n, ctx=ctx, cv_folds=3) for n in NAMES], 0, 3)
     run_ids = {n: m["run_id"] for n, m in store.manifest("training")["extra"]["models"].items()}
-    estimation.fn(store, seed=0, k=5, tracking_uri=reg["uri"], run_ids=run_ids, n_boot=20)
+    estimation.fn(store, ctx=ctx, k=5, run_ids=run_ids, settings=EstimationSettings(n_boot=20))
     return store, parent
+
+
+def _ctx(reg, parent: str, flow_run_id: str) -> RunContext:
+    """Where a test run logs: the registry's store and experiment, its parent run, seed 0."""
+    return RunContext(tracking_uri=reg["uri"], experiment_id=reg["exp"], parent_run_id=parent,
+                      flow_run_id=flow_run_id, seed=0)
 
 
 def _selection(chosen: str = "LR") -> dict:
@@ -69,10 +76,10 @@ def _selection(chosen: str = "LR") -> dict:
 
 
 def _run(reg, store: StageStore, parent: str, name: str = "shop-model", chosen: str = "LR") -> dict:
-    from tasks.champion import champion
+    from tasks.champion import GatePolicy, champion
 
-    return champion.fn(store, _selection(chosen), model_name=name, seed=0, k=5, tracking_uri=reg["uri"],
-                       parent_run_id=parent, flow_run_id=store.run_id)
+    return champion.fn(store, _selection(chosen), ctx=_ctx(reg, parent, store.run_id), model_name=name,
+                       policy=GatePolicy(k=5))
 
 
 def test_versions_carry_description_tags_and_evidence_and_reruns_add_none(registry):

@@ -13,9 +13,10 @@ from threadpoolctl import threadpool_limits
 from shiftlib.bias import split_biased
 from shiftlib.estimation import estimate_accuracies
 from shiftlib.learners import make_learner
-from tasks.estimation import estimation, served_estimate, summary_lines
+from tasks.estimation import EstimationSettings, estimation, served_estimate, summary_lines
 from tasks.ingest import LABEL, ROW
 from tasks.store import StageStore
+from tasks.tracking import RunContext
 
 NAMES = ["NB", "LR"]
 
@@ -48,7 +49,8 @@ def test_stage_numbers_equal_an_independent_shiftlib_computation(tmp_path, mlflo
     uri, client, parent, run_ids = mlflow_runs
     store, X_s, y_s, X_t = _store(tmp_path / "runs", "r1")
     with threadpool_limits(1):
-        table = estimation.fn(store, seed=0, k=5, tracking_uri=uri, run_ids=run_ids, n_boot=50)
+        table = estimation.fn(store, ctx=RunContext(uri, "", parent, "", 0), k=5, run_ids=run_ids,
+                              settings=EstimationSettings(n_boot=50))
         ref = estimate_accuracies({n: make_learner(n, random_state=0) for n in NAMES}, X_s, y_s, X_t,
                                   method="auto", k=5, n_boot=50, random_state=0)
     on_disk = store.read_table("estimation", "estimates")
@@ -66,7 +68,8 @@ def test_stage_numbers_equal_an_independent_shiftlib_computation(tmp_path, mlflo
 
     # same inputs and parameters in another run folder: the stage is reused, byte-identical
     again, *_ = _store(tmp_path / "runs", "r2")
-    estimation.fn(again, seed=0, k=5, tracking_uri=uri, run_ids=run_ids, n_boot=50)
+    estimation.fn(again, ctx=RunContext(uri, "", parent, "", 0), k=5, run_ids=run_ids,
+                  settings=EstimationSettings(n_boot=50))
     assert again.manifest("estimation")["reused_from"] == "r1"
     pd.testing.assert_frame_equal(again.read_table("estimation", "estimates"), table)
 
@@ -147,7 +150,8 @@ def test_a_poor_overlap_widens_every_interval_to_what_the_source_cannot_rule_out
     store.write_stage("drift", {"row_scores": rows}, key="k-drift", params={}, inputs={},
                       files={"summary.json": json.dumps({"domain_auc": 0.99}).encode()})
     with threadpool_limits(1):
-        table = estimation.fn(store, seed=0, k=5, tracking_uri=uri, run_ids=run_ids, n_boot=20)
+        table = estimation.fn(store, ctx=RunContext(uri, "", "", "", 0), k=5, run_ids=run_ids,
+                              settings=EstimationSettings(n_boot=20))
     assert set(table["overlap"]) == {"poor"} and np.allclose(table["outside_share"], share)
     for r in table.to_dict("records"):
         assert (r["ci_low"], r["ci_high"]) == pytest.approx(widen_for_overlap(r["ci_low_source"], r["ci_high_source"],
@@ -156,6 +160,7 @@ def test_a_poor_overlap_widens_every_interval_to_what_the_source_cannot_rule_out
     # the same tables without the drift stage: no verdict, the intervals as estimated
     plain, *_ = _store(tmp_path / "runs", "plain")
     with threadpool_limits(1):
-        t2 = estimation.fn(plain, seed=0, k=5, tracking_uri=uri, run_ids=run_ids, n_boot=20)
+        t2 = estimation.fn(plain, ctx=RunContext(uri, "", "", "", 0), k=5, run_ids=run_ids,
+                           settings=EstimationSettings(n_boot=20))
     assert set(t2["overlap"]) == {"unknown"}
     assert np.allclose(t2["ci_low"], t2["ci_low_source"]) and np.allclose(t2["ci_low_source"], table["ci_low_source"])

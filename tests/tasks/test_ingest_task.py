@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from shiftlib.ingest import IngestError
-from tasks.ingest import ingest, load_target_labels, load_xy, readable_rows
+from tasks.ingest import IngestOptions, ingest, load_target_labels, load_xy, readable_rows
 from tasks.sources import SourceSpecError, load_table
 from tasks.store import StageStore, sha256_file
 
@@ -188,7 +188,7 @@ def test_id_column_is_kept_in_the_target_table_and_is_not_a_feature(tmp_path):
     src.assign(key=[f"s{i}" for i in range(len(src))]).to_csv(tmp_path / "src_id.csv", index=False)
     store = StageStore(tmp_path / "runs", "run-id")
     m = ingest.fn(store, f"file:{tmp_path / 'src_id.csv'}", f"file:{tmp_path / 'tgt_id.parquet'}", "y",
-                  id_column="key")
+                  options=IngestOptions(id_column="key"))
     assert m["params"]["id_column"] == "key"
     stored = store.read_table("ingest", "target")
     assert stored["key"].tolist() == ids  # the user's key, in the batch's row order
@@ -212,7 +212,8 @@ def test_bad_id_column_is_refused_before_writing(tmp_path, make, needle):
     make(tgt).to_parquet(tmp_path / "tgt_bad.parquet")
     store = StageStore(tmp_path / "runs", "run-bad")
     with pytest.raises(IngestError, match=needle):
-        ingest.fn(store, f"file:{tmp_path / 'src.csv'}", f"file:{tmp_path / 'tgt_bad.parquet'}", "y", id_column="key")
+        ingest.fn(store, f"file:{tmp_path / 'src.csv'}", f"file:{tmp_path / 'tgt_bad.parquet'}", "y",
+                  options=IngestOptions(id_column="key"))
     assert not store.stage_dir("ingest").exists() or not any(store.stage_dir("ingest").iterdir())
 
 
@@ -224,10 +225,10 @@ def test_drop_columns_may_name_a_column_of_one_table_only():
     rng = np.random.default_rng(0)
     src = pd.DataFrame({"a": rng.normal(size=40), "b": rng.normal(size=40), "y": rng.choice(["n", "p"], 40)})
     tgt = src.drop(columns=["y"]).assign(loaded_at="2026-11-26")
-    got = prepare_inputs(src, tgt, "y", drop_columns=["loaded_at"], encode=False)
+    got = prepare_inputs(src, tgt, "y", options=IngestOptions(drop_columns=("loaded_at",)), encode=False)
     assert list(got.prepared.feature_columns) == ["a", "b"]
     with pytest.raises(IngestError, match=r"names \['nosuch'\], which neither table has"):
-        prepare_inputs(src, tgt, "y", drop_columns=["nosuch"], encode=False)
+        prepare_inputs(src, tgt, "y", options=IngestOptions(drop_columns=("nosuch",)), encode=False)
     with pytest.raises(IngestError, match=r"only in the target \['loaded_at'\].*drop_columns"):
         prepare_inputs(src, tgt, "y", encode=False)
 

@@ -55,13 +55,15 @@ def test_scv_in_the_flow_scores_enough_folds_over_every_row(tmp_path):
 
 
 def test_scv_is_read_from_the_estimation_stage_when_it_fitted_every_row(tmp_path):
-    from tasks.estimation import estimation
+    from tasks.estimation import EstimationSettings, estimation
     from tasks.selection import scv_from_estimation
+    from tasks.tracking import RunContext
 
     store, X_s, y_s = _store(tmp_path)
     assert scv_from_estimation(store, 0, 10) is None  # no estimation stage yet
     with threadpool_limits(1):
-        estimation.fn(store, seed=0, k=10, tracking_uri=f"sqlite:///{tmp_path / 'm.db'}", run_ids={}, n_boot=20)
+        estimation.fn(store, ctx=RunContext(f"sqlite:///{tmp_path / 'm.db'}", "", "", "", 0), k=10, run_ids={},
+                      settings=EstimationSettings(n_boot=20))
         shared = scv_from_estimation(store, 0, 10)
         ref = source_cv({n: make_learner(n, random_state=0, n_rows=400) for n in NAMES}, X_s, y_s, k=10,
                         random_state=0)
@@ -138,7 +140,8 @@ catalog.SELECTION_METHODS["toy"] = "toy_selector:ToySelector"  # the one catalog
 
 from mlflow.tracking import MlflowClient
 from flows.config import RetrainConfig
-from tasks.selection import selection
+from tasks.selection import SelectionSpec, selection
+from tasks.tracking import RunContext
 from tests.tasks.test_selection_task import _store
 
 cfg = RetrainConfig(selectors="scv,toy", selector="toy")
@@ -146,8 +149,8 @@ store, _, _ = _store(sys.argv[1] + "/runs")
 uri = "sqlite:///" + sys.argv[1] + "/m.db"
 client = MlflowClient(uri)
 parent = client.create_run(client.create_experiment("walk")).info.run_id
-out = selection.fn(store, cfg.selectors, cfg.selector, seed=0, k=5, tracking_uri=uri, parent_run_id=parent,
-                   run_ids={}, rows=None)
+out = selection.fn(store, SelectionSpec(cfg.selectors, cfg.selector, k=5, rows=None),
+                   ctx=RunContext(uri, "", parent, "", 0), run_ids={})
 print(json.dumps({"selectors": cfg.selectors, "chosen": out["chosen"], "by": out["selector"],
                   "scored": sorted({r["selector"] for r in out["scores"]}),
                   "toy": {r["learner"]: r["score"] for r in out["scores"] if r["selector"] == "toy"},

@@ -116,12 +116,12 @@ def test_missing_sqlite_file_is_not_created(tmp_path: Path) -> None:
 
 
 def test_a_select_without_the_label_column_is_refused_by_ingest(warehouse: Path) -> None:
-    from tasks.inputs import prepare_inputs, read_inputs
+    from tasks.inputs import IngestOptions, prepare_inputs, read_inputs
 
     src, tgt, _ = read_inputs(f"sql:sqlite:///{warehouse}::SELECT npreg, glu FROM pima_train",
                               f"sql:sqlite:///{warehouse}::pima_test", "type", None)
     with pytest.raises(IngestError, match="type"):
-        prepare_inputs(src, tgt, "type", simulate_bias=None, seed=0)
+        prepare_inputs(src, tgt, "type", options=IngestOptions(simulate_bias=None, seed=0))
 
 
 def test_spec_parsing_and_masking() -> None:

@@ -13,6 +13,7 @@ from mlflow.tracking import MlflowClient
 from tasks.ingest import PREPROCESSOR, PREPROCESSOR_STAGE, ingest, load_preprocessor, load_xy
 from tasks.recalibration import recalibration
 from tasks.store import CorruptStageError, StageStore
+from tasks.tracking import RunContext
 from tasks.training import collect_training, train_learner
 
 
@@ -47,7 +48,8 @@ def trained(tmp_path_factory):
     # an id column: dropped from the features (the flow's preflight warns of it), kept in the input
     m = ingest.fn(store, f"file:{tmp_path / 'src.csv'}", f"file:{tmp_path / 'tgt.csv'}", "y")
     assert "cust_id" in m["extra"]["dropped_columns"]
-    kw = {"seed": 0, "cv_folds": 3, "tracking_uri": uri, "experiment_id": exp, "parent_run_id": parent}
+    kw = {"ctx": RunContext(tracking_uri=uri, experiment_id=exp, parent_run_id=parent, flow_run_id="", seed=0),
+          "cv_folds": 3}
     res = train_learner.fn(store, "LR", **kw)
     collect_training.fn(store, [res], 0, 3)
     return store, kw, res, tmp_path
