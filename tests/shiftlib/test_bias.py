@@ -122,6 +122,7 @@ def test_selected_count_matches_sum_of_probabilities(name: str, n: int, seed: in
     assert np.array_equal(sel.p_select, p[sel.indices])
 
 
+@pytest.mark.heavy
 def test_horvitz_thompson_identity_on_breast_cancer(cancer) -> None:
     # E[Σ_{selected} f(x_i)/p_i] = Σ_i f(x_i): oracle weights 1/P(s=1|x) undo KMM §4.2.1's bias, while the
     # unweighted selected mean is biased upward (x>t is kept 4x as often as x≤t).
@@ -222,6 +223,7 @@ def test_oracle_weights_are_inverse_probabilities_with_mean_one(cancer) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", sorted(BIAS_MECHANISMS))
 def test_same_seed_same_selection_and_names_match_positions(cancer, name: str) -> None:
     X, y = cancer
@@ -268,6 +270,7 @@ def test_split_biased_holdout_is_disjoint_and_sized(cancer) -> None:
     assert np.array_equal(everyone.target, np.arange(len(y)))
 
 
+@pytest.mark.heavy
 def test_holdout_target_is_unbiased_but_source_is_not(cancer) -> None:
     # the holdout target is a uniform random subset: its mean of 'mean radius' over 200 splits matches the
     # population mean (within 4 standard errors); the rt_sort source mean is far above it

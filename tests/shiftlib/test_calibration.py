@@ -73,6 +73,7 @@ def test_prior_shift_by_hand():
 # ====================================================================================================
 # properties (hypothesis)
 # ====================================================================================================
+@pytest.mark.heavy
 @settings(max_examples=100, deadline=None)
 @given(probs, betas)
 @example(p_s=1.0, beta=0.1)  # unclipped, eq. 9 overshoots 1 by an ulp here (0.1/(0.1 − 1 + 1) = 1.0000000000000002)
@@ -81,6 +82,7 @@ def test_p_prime_in_unit_interval(p_s, beta):
     assert 0.0 <= p <= 1.0
 
 
+@pytest.mark.heavy
 @settings(max_examples=100, deadline=None)
 @given(probs, probs, betas)
 def test_p_prime_monotone_in_p_s(a, b, beta):
@@ -92,6 +94,7 @@ def test_p_prime_monotone_in_p_s(a, b, beta):
         assert correct_posterior(lo, beta) < correct_posterior(hi, beta)
 
 
+@pytest.mark.heavy
 @settings(max_examples=50, deadline=None)
 @given(st.lists(probs, min_size=1, max_size=20))
 def test_beta_one_is_identity(ps):
@@ -133,6 +136,7 @@ def test_threshold_keeps_decisions_on_score_grid(k, j, beta):
     assert (p_s > tau_s) == (correct_posterior(p_s, beta) > corrected_threshold(tau_s, beta))
 
 
+@pytest.mark.heavy
 @settings(max_examples=100, deadline=None)
 @given(st.floats(1e-3, 0.999), betas)
 def test_eq11_odds_relation(tau_s, beta):
@@ -170,6 +174,7 @@ def test_eq9_is_saerens_eq14_with_undersampling_priors(p_s, n_pos, n_neg, frac):
     assert prior_shift(p_s, pi_s, pi) == pytest.approx(correct_posterior(p_s, beta), abs=tol)
 
 
+@pytest.mark.heavy
 @settings(max_examples=100, deadline=None)
 @given(probs, st.floats(0.01, 0.99), st.floats(0.01, 0.99))
 def test_prior_shift_round_trip(p, a, b):
@@ -314,6 +319,7 @@ def _gaussian_sample(rng, n, prior, mu=2.5):
     return x.reshape(-1, 1), y
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("target_prior", [0.3, 0.03])
 def test_em_recovers_target_prior_with_calibrated_lr(target_prior):
     # Train at prior 0.1; one-feature LR is the correct (hence calibrated) model for equal-variance
@@ -403,6 +409,7 @@ def test_p_prime_is_better_calibrated_than_p_s():
     assert brier(yt, m.predict_proba(Xt)[:, 1]) < brier(yt, m.predict_proba_undersampled(Xt)[:, 1])
 
 
+@pytest.mark.heavy
 def test_underbagging_averages_corrected_members():
     X, y = _imbalanced()
     m = UndersampledClassifier(LogisticRegression(), n_estimators=4, random_state=0).fit(X, y)
@@ -516,6 +523,7 @@ _EXPECTED_FAILED = {
 }
 
 
+@pytest.mark.heavy
 @parametrize_with_checks(
     [UndersampledClassifier(make_learner("LR"))], expected_failed_checks=lambda est: _EXPECTED_FAILED
 )

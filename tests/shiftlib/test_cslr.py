@@ -171,6 +171,7 @@ def test_linear_kernel_equals_primal():
     np.testing.assert_allclose(dual.weights_, primal.weights_, rtol=1e-5)
 
 
+@pytest.mark.heavy
 def test_rbf_fit_reaches_a_stationary_point():
     L, y, T = _shifted(8, m=80, n=70, d=2)
     est = CovariateShiftLogisticRegression(kernel="rbf", s_w=2.0).fit(L, y, X_target=T)

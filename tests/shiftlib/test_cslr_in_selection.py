@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from shiftlib.cslr import CovariateShiftLogisticRegression
 from shiftlib.learners import make_learner
@@ -25,6 +26,7 @@ def _data():
     return Xs, ys, Xt
 
 
+@pytest.mark.heavy
 def test_reverse_testing_passes_the_scored_set_as_x_target():
     Xs, ys, Xt = _data()
     SEEN.clear()
@@ -35,6 +37,7 @@ def test_reverse_testing_passes_the_scored_set_as_x_target():
     assert np.isfinite(res.matrix.to_numpy(dtype=float)).all()
 
 
+@pytest.mark.heavy
 def test_source_cv_gives_cslr_the_target_rows():
     Xs, ys, Xt = _data()
     SEEN.clear()

@@ -168,6 +168,7 @@ def test_p_better_sees_a_clearly_better_model_and_is_antisymmetric():
     assert p + q == pytest.approx(1.0)  # the same paired draws, roles swapped
 
 
+@pytest.mark.heavy
 def test_paired_draws_point_estimates_are_the_shipped_estimates():
     champ, new = _pair()
     est_c, est_n, dc, dn = paired_draws(champ, new, "auto", shared_source=True, n_boot=5, random_state=0)
@@ -239,6 +240,7 @@ def test_promote_confidence_outside_the_open_interval_is_refused(bad):
         gate(new, champ, confidence=bad)
 
 
+@pytest.mark.heavy
 def test_champion_predictions_takes_the_champions_own_target_probabilities():
     champ, _ = _pair()
     rng = np.random.default_rng(3)

@@ -44,6 +44,7 @@ def _binary(conf: np.ndarray, correct: np.ndarray, conf_t: np.ndarray, w: np.nda
     return StoredPredictions("toy", np.array([0, 1]), y, ps, pt, np.arange(len(y)) % 2, w)
 
 
+@pytest.mark.heavy
 def test_uniform_weights_make_iwcv_equal_cv_and_cv_equals_sklearn(shifted) -> None:
     Xs, ys, Xt, _ = shifted
     res = estimate_accuracies({"LR": make_pipeline(StandardScaler(), LogisticRegression())}, Xs, ys, Xt, method=["cv", "iwcv"],
@@ -129,6 +130,7 @@ def test_single_and_many_share_folds_and_registry_names_work(shifted) -> None:
     assert 0 <= auto.ci_low <= auto.accuracy <= auto.ci_high <= 1
 
 
+@pytest.mark.heavy
 def test_trcv_method_reuses_trcv(shifted) -> None:
     from shiftlib.selection import trcv
 
@@ -249,6 +251,7 @@ def test_no_prior_shift_means_no_correction() -> None:
     np.testing.assert_allclose(em_prior(post, post.mean(axis=0)), post.mean(axis=0), atol=1e-7)
 
 
+@pytest.mark.heavy
 def test_interval_kinds_nest_and_bad_kind_is_named() -> None:
     P = _two_cell_world(42, 58)
     ests = {k: estimate_from_predictions(P, "bbse", n_boot=40, interval=k, random_state=1)
@@ -356,6 +359,7 @@ def test_cbpe_nml_equals_nannyml_cbpe_on_the_same_predictions(seed: int, sharpen
     assert point_estimate(P, "cbpe-nml") == pytest.approx(ref.to_df().iloc[0][("accuracy", "value")], abs=1e-12)
 
 
+@pytest.mark.heavy
 def test_minimax_is_the_midpoint_of_the_three_shift_models_and_its_model_interval_holds_them() -> None:
     # two-cell world (hand-worked above): cbpe = weighted-cbpe = 0.8225, em = 0.74 → midpoint 0.78125
     P = _two_cell_world(42, 58)
@@ -437,6 +441,7 @@ def test_binary_em_prior_follows_the_general_iteration():
         np.testing.assert_allclose(em_prior(post, ps), new, atol=1e-12)
 
 
+@pytest.mark.heavy
 def test_shared_source_cv_only_when_every_row_was_used_and_no_learner_reads_the_target():
     from shiftlib.estimation import shared_source_cv, source_cv_scores, stored_predictions
     from shiftlib.learners import make_learner
@@ -481,6 +486,7 @@ def test_multiclass_em_prior_reaches_the_maximum_likelihood_prior():
         assert np.abs(got - ref).max() <= np.abs(same_rule - ref).max() + 1e-8
 
 
+@pytest.mark.heavy
 def test_isotonic_map_groups_crowded_scores_as_scikit_learn():
     """Scores crowded within 1e-15 (probabilities near 0 and saturated at 1, as multi-class learners give) are
     grouped as ``IsotonicRegression`` groups them: the same fitted map."""

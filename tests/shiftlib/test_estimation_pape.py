@@ -112,6 +112,7 @@ def test_boosted_calibration_equals_sklearn_hist_gradient_boosting():
 
 
 # ---------------------------------------------------------------------------------------------------- the estimate
+@pytest.mark.heavy
 def test_uniform_weights_give_the_unweighted_calibrated_estimate():
     # constant weights (n_s = n_t, so the implied h is 0.5 and no cap binds) change nothing: PAPE is then the
     # unweighted class-score calibration, and its estimate the paper's expected accuracy
@@ -125,6 +126,7 @@ def test_uniform_weights_give_the_unweighted_calibrated_estimate():
     assert point_estimate(P, "pape") == pytest.approx(expected, abs=1e-6)
 
 
+@pytest.mark.heavy
 def test_calibrated_scores_and_no_shift_recover_the_accuracy():
     # y ~ Bernoulli(p) on both sides: the expected accuracy of ŷ = 1[p > 1/2] is mean(max(p, 1 − p)) (≈ 0.75)
     rng = np.random.default_rng(2)

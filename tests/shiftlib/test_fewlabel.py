@@ -252,6 +252,7 @@ def test_partly_filled_labels_are_counted(data: tuple) -> None:
     assert res.details["n_missing_requested"] == 4
 
 
+@pytest.mark.heavy
 def test_trcv_labeled_select_is_trcv_with_the_plan_rows_as_L(data: tuple) -> None:
     Xs, ys, Xt, yt = data
     plan = plan_labels(["NB", "LR"], Xs, ys, Xt, budget=8, random_state=0)
@@ -701,6 +702,7 @@ def test_a_plan_that_draws_nothing_has_no_new_rows(data):
 # ----------------------------------------------------------------------------------------------------
 # a served contender (the champion): compared, labels drawn where it disagrees, never chosen
 # ----------------------------------------------------------------------------------------------------
+@pytest.mark.heavy
 def test_a_served_contender_is_planned_and_compared_but_never_chosen(data: tuple) -> None:
     Xs, ys, Xt, yt = data
     cands = target_predictions(LEARNERS, Xs, ys, Xt, random_state=0)

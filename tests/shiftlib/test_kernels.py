@@ -83,6 +83,7 @@ def test_subsample_rows_is_seeded_and_capped() -> None:
     np.testing.assert_array_equal(a, subsample_rows(100, 10, seed=3))
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("weighter", [KMM(), DiscriminativeWeights()])
 def test_drift_mmd2_equals_weighter_mmd2_before(weighter) -> None:
     # the issue: drift.mmd2 and weights.*.mmd2_before differed by construction; now one statistic

@@ -96,6 +96,7 @@ def test_no_label_shift_gives_the_source_prior(data: tuple) -> None:
     assert res.details["target_prior"].to_numpy() == pytest.approx(res.details["source_prior"].to_numpy(), abs=1e-9)
 
 
+@pytest.mark.heavy
 def test_target_predictions_of_the_wrong_shape(data: tuple) -> None:
     Xs, ys, Xt = data
     with pytest.raises(ValueError, match="target_predictions has shape"):

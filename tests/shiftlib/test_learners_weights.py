@@ -52,6 +52,7 @@ def test_svm_fits_them_as_plain_scikit_learn_does_on_the_positive_rows() -> None
     np.testing.assert_allclose(frame.predict_proba(pd.DataFrame(X)), ref, atol=1e-12)
 
 
+@pytest.mark.heavy
 def test_zero_weight_rows_add_nothing_to_a_weighted_loss() -> None:
     """LR minimises Σ w_i·loss_i + penalty, so its fit with the zero-weight rows kept equals scikit-learn's fit on
     the positive rows alone (the scaler in front sees every row in both); to the solver's tolerance."""

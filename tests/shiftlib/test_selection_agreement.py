@@ -61,6 +61,7 @@ def _rt_result(M):
     return combine(labels, cells)
 
 
+@pytest.mark.heavy
 def test_rt_is_judged_on_its_pairwise_decisions_with_undecided_pairs_counted_wrong():
     # Hand matrix (rows labeler): a: .7 .6 .5 | b: .8 .7 .4 | c: .5 .5 .3  (see test_selection_reverse_testing)
     # pair rule ⇒ a–b: b, a–c: a, b–c: b. With TRUE-like scores a > b > c every decision except a–b is right.

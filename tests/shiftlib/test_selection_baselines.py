@@ -48,6 +48,7 @@ def test_scv_equals_sklearn_cross_val_score():
     assert got.n_fits == 20
 
 
+@pytest.mark.heavy
 def test_scv_with_max_folds_equals_sklearn_on_the_first_folds():
     # the first 3 of 10 StratifiedKFold splits, scored with cross_val_score on exactly those splits
     got = source_cv({"NB": GaussianNB()}, X, Y, k=10, random_state=3, max_folds=3)
@@ -62,6 +63,7 @@ def test_scv_with_max_folds_equals_sklearn_on_the_first_folds():
         source_cv({"NB": GaussianNB()}, X, Y, k=10, max_folds=0)
 
 
+@pytest.mark.heavy
 def test_repeated_cv_equals_sklearn_repeated_stratified_kfold():
     got = repeated_cv({"NB": GaussianNB()}, X, Y, k=5, n_repeats=3, random_state=1)
     cv = RepeatedStratifiedKFold(n_splits=5, n_repeats=3, random_state=1)
@@ -89,6 +91,7 @@ def test_wcv_hand_worked_with_a_constant_predictor():
     assert weighted_cv(const, Xs, y, weights=None, k=2, random_state=0).scores["one"] == pytest.approx(0.5)
 
 
+@pytest.mark.heavy
 def test_wcv_with_unit_weights_equals_scv():
     a = weighted_cv(["NB", "DT"], X, Y, weights=np.ones(len(Y)), k=10, random_state=4)
     b = source_cv(["NB", "DT"], X, Y, k=10, random_state=4)
@@ -216,6 +219,7 @@ def test_a_registry_learner_refuses_a_text_column_by_name():
             call()
 
 
+@pytest.mark.heavy
 def test_a_pipeline_that_encodes_text_is_not_refused():
     """A user's own Pipeline may take text columns: only registry learners are checked; its CV accuracy
     equals scikit-learn's cross_val_score on the same folds."""

@@ -267,6 +267,7 @@ def test_discriminative_probabilities_are_out_of_fold() -> None:
     assert est.raw_weights_.max() <= 99.0 + 1e-12
 
 
+@pytest.mark.heavy
 def test_discriminative_predict_weights_uses_the_refit_classifier() -> None:
     Xs, Xt = _shift_1d(500, 400, 0.8, seed=6)
     est = DiscriminativeWeights().fit(Xs, Xt)

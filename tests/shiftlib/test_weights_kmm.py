@@ -286,6 +286,7 @@ def test_objective_is_mmd_up_to_constants() -> None:
     assert mmd_path == pytest.approx(2 / 60**2 * kmm_objective(K, kappa, beta) + tt, rel=1e-10)
 
 
+@pytest.mark.heavy
 def test_kmm_reduces_mmd_and_is_transductive() -> None:
     rng = np.random.default_rng(6)
     Xs, Xt = rng.normal(size=(300, 3)), rng.normal(loc=0.6, size=(250, 3))
