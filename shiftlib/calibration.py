@@ -316,14 +316,9 @@ class UndersampleResult:
 
 
 def undersample(
-    X: ArrayLike,
-    y: ArrayLike,
-    beta: float | str | None = None,
-    random_state: int | np.random.RandomState | None = None,
-    *,
-    sampling_strategy: float | str | None = None,
-    pos_label: Any = None,
-    sample_weight: ArrayLike | None = None,
+    X: ArrayLike, y: ArrayLike, beta: float | str | None = None,
+    random_state: int | np.random.RandomState | None = None, *, sampling_strategy: float | str | None = None,
+    pos_label: Any = None, sample_weight: ArrayLike | None = None,
 ) -> UndersampleResult:
     """US §III-A: keep every positive and a uniform random ``round(beta·N−)`` of the negatives.
 
@@ -377,6 +372,29 @@ def undersample(
             f"would have to be below N+/N− = {cc.n_pos / cc.n_neg:.4g}, and beta must be in (0, 1]; pass "
             "pos_label= the minority class"
         )
+    b, n_keep = _requested_beta(beta, sampling_strategy, cc)
+    rng = check_random_state(random_state)
+    kept_neg = rng.choice(cc.neg_idx, size=n_keep, replace=False)
+    idx = np.sort(np.concatenate([cc.pos_idx, kept_neg]))
+    sw = _kept_weights(sample_weight, n_rows, idx)
+    y_out = _safe_indexing(y, idx) if hasattr(y, "iloc") else y_arr[idx]
+    return UndersampleResult(
+        X=_safe_indexing(X, idx),
+        y=y_out,
+        indices=idx,
+        beta=n_keep / cc.n_neg,
+        beta_requested=b,
+        pos_label=cc.pos_label,
+        n_pos=cc.n_pos,
+        n_neg=cc.n_neg,
+        n_neg_kept=n_keep,
+        sample_weight=sw,
+    )
+
+
+def _requested_beta(beta: float | str | None, sampling_strategy: float | str | None,
+                    cc: _ClassCounts) -> tuple[float, int]:
+    """The rate asked for and the negatives it keeps; refused if it keeps fewer negatives than positives."""
     if sampling_strategy is not None:
         b = beta_from_sampling_strategy(sampling_strategy, cc.n_pos, cc.n_neg)
     elif beta is None or (isinstance(beta, str) and beta == "balanced"):
@@ -392,28 +410,17 @@ def undersample(
             f"negatives. The smallest beta is N+/N− = {cc.n_pos / cc.n_neg:.4g}; pass beta='balanced' or a "
             "larger beta"
         )
-    rng = check_random_state(random_state)
-    kept_neg = rng.choice(cc.neg_idx, size=n_keep, replace=False)
-    idx = np.sort(np.concatenate([cc.pos_idx, kept_neg]))
-    sw = None
-    if sample_weight is not None:
-        sw_all = np.asarray(sample_weight, dtype=float).ravel()
-        if sw_all.shape[0] != n_rows:
-            raise ValueError(f"sample_weight has {sw_all.shape[0]} rows but X has {n_rows}")
-        sw = sw_all[idx]
-    y_out = _safe_indexing(y, idx) if hasattr(y, "iloc") else y_arr[idx]
-    return UndersampleResult(
-        X=_safe_indexing(X, idx),
-        y=y_out,
-        indices=idx,
-        beta=n_keep / cc.n_neg,
-        beta_requested=b,
-        pos_label=cc.pos_label,
-        n_pos=cc.n_pos,
-        n_neg=cc.n_neg,
-        n_neg_kept=n_keep,
-        sample_weight=sw,
-    )
+    return b, n_keep
+
+
+def _kept_weights(sample_weight: ArrayLike | None, n_rows: int, idx: np.ndarray) -> np.ndarray | None:
+    """The kept rows' weights (None without weights), so the undersampled set keeps its row weights."""
+    if sample_weight is None:
+        return None
+    sw_all = np.asarray(sample_weight, dtype=float).ravel()
+    if sw_all.shape[0] != n_rows:
+        raise ValueError(f"sample_weight has {sw_all.shape[0]} rows but X has {n_rows}")
+    return sw_all[idx]
 
 
 def _num_rows(X: Any) -> int:

@@ -595,13 +595,7 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     """
     if not 0.5 < float(confidence) < 1.0:
         raise ValueError(f"promote_confidence must be in (0.5, 1), e.g. {PROMOTE_CONFIDENCE}; got {confidence!r}")
-    from shiftlib.estimation import point_estimate
-
-    est = float(point_estimate(new, "auto") if new_estimate is None else new_estimate)
-    base, margin, share = majority_baseline(new), majority_margin(new), one_class_share(new)
-    details: dict[str, Any] = {"new_estimate": est, "majority_baseline": base, "majority_margin": margin,
-                               "one_class_share": share, "confidence": float(confidence), "new_auc": new_auc,
-                               "champion_auc": champion_auc}
+    details = _gate_details(new, new_estimate, confidence, new_auc, champion_auc)
     refusal = _unvouched(new, None)
     if refusal is not None:
         return GateDecision("refused", float("nan"), refusal, details)
@@ -612,6 +606,26 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
                             details)
     if labels is not None:
         return _labeled_gate(new, champion, labels, confidence, shared_source, n_boot, random_state, details)
+    return _unlabeled_gate(new, champion, confidence, shared_source, new_auc, champion_auc, n_boot,
+                           random_state, details)
+
+
+def _gate_details(new: StoredPredictions, new_estimate: float | None, confidence: float,
+                  new_auc: float | None, champion_auc: float | None) -> dict[str, Any]:
+    """The numbers every decision reports: the new version's estimate, its guards' values, the settings."""
+    from shiftlib.estimation import point_estimate
+
+    est = float(point_estimate(new, "auto") if new_estimate is None else new_estimate)
+    base, margin, share = majority_baseline(new), majority_margin(new), one_class_share(new)
+    return {"new_estimate": est, "majority_baseline": base, "majority_margin": margin,
+            "one_class_share": share, "confidence": float(confidence), "new_auc": new_auc,
+            "champion_auc": champion_auc}
+
+
+def _unlabeled_gate(new: StoredPredictions, champion: StoredPredictions, confidence: float,
+                    shared_source: bool, new_auc: float | None, champion_auc: float | None,
+                    n_boot: int | None, random_state: int | None, details: dict[str, Any]) -> GateDecision:
+    """Steps 4 and 5 without labels: replace a champion nothing vouches for, else decide by P(better)."""
     new_reaches = new_auc is None or new_auc < OVERLAP_AUC
     stale = _unvouched(champion, champion_auc)
     if stale is not None and new_reaches:

@@ -737,21 +737,10 @@ def _design_matrix(S: pd.DataFrame, T: pd.DataFrame, columns: list[str]) -> tupl
 
 
 def detect_drift(
-    X_source: Any,
-    X_target: Any,
-    *,
-    alpha: float = 0.05,
-    random_state: RandomState = None,
-    correction: str = "holm",
-    domain_classifier: ClassifierMixin | None = None,
-    ridge_alpha: float = 10.0,
-    n_splits: int = 10,
-    domain_permutations: int = 500,
-    mmd_permutations: int = 500,
-    mmd_max_rows: int = DIAG_MAX_ROWS,
-    block_size: int = 1024,
-    max_levels: int = 10,
-    psi_bins: int = 10,
+    X_source: Any, X_target: Any, *, alpha: float = 0.05, random_state: RandomState = None,
+    correction: str = "holm", domain_classifier: ClassifierMixin | None = None, ridge_alpha: float = 10.0,
+    n_splits: int = 10, domain_permutations: int = 500, mmd_permutations: int = 500,
+    mmd_max_rows: int = DIAG_MAX_ROWS, block_size: int = 1024, max_levels: int = 10, psi_bins: int = 10,
     min_rows: int = 10,
 ) -> DriftReport:
     """Has the target drifted from the source? Domain-classifier AUC test, MMD² test, per-feature tests.
@@ -803,16 +792,7 @@ def detect_drift(
     seq = _seed_sequence(random_state)
     seq_dom, seq_mmd = seq.spawn(2)
     feats = _feature_tests(S, T, alpha, correction, max_levels, psi_bins, min_rows)
-    notes = [f"column {f!r}: {n}" for f, n in zip(feats["feature"], feats["note"], strict=True)
-             if n.startswith("not testable")]
-    # constant or (nearly) all-missing columns are left out of the global tests; a categorical column
-    # whose levels are too rare for χ² still carries information and stays in
-    usable = [c for c, t, n in zip(S.columns, feats["test"], feats["note"], strict=True)
-              if t != "none" or n.startswith(_FEW_LEVELS)]
-    if not usable:
-        raise ValueError("no testable column: every column is constant, or nearly all missing, on a side")
-    if len(usable) < S.shape[1]:
-        notes.append(f"{S.shape[1] - len(usable)} not-testable column(s) left out of the domain and MMD tests")
+    usable, notes = _usable_columns(S, feats)
     Ms, Mt = _design_matrix(S, T, usable)
     dom = domain_classifier_test(Ms, Mt, classifier=domain_classifier, n_splits=n_splits,
                                  n_permutations=domain_permutations, ridge_alpha=ridge_alpha,
@@ -824,27 +804,52 @@ def detect_drift(
                      "(shiftlib.kernels, the same rows the weighters use)")
     global_adj = adjust_pvalues([dom.p_value, mmd.p_value], "holm")
     drifted = bool(np.any(global_adj <= alpha))
+    params = _drift_params(seq, domain_classifier, alpha=float(alpha), correction=correction,
+                           ridge_alpha=float(ridge_alpha), domain_permutations=domain_permutations,
+                           n_splits=n_splits, mmd_permutations=mmd_permutations, mmd_max_rows=mmd_max_rows,
+                           block_size=block_size, max_levels=max_levels, psi_bins=psi_bins, min_rows=min_rows)
+    return DriftReport(
+        drifted=drifted, alpha=float(alpha), domain_auc=dom.auc, domain_pvalue=dom.p_value,
+        domain_method=dom.method, mmd2=mmd.mmd2, mmd_pvalue=mmd.p_value, mmd_bandwidth=mmd.bandwidth,
+        features=feats, row_scores=_row_scores(S, T, dom), n_source=int(S.shape[0]), n_target=int(T.shape[0]),
+        correction=correction, notes=notes, params=params,
+        verdict_rule=f"drifted iff Holm over (domain, MMD) p-values rejects at alpha={alpha}",
+    )
+
+
+def _drift_params(seq: np.random.SeedSequence, domain_classifier: ClassifierMixin | None,
+                  **settings: Any) -> dict[str, Any]:
+    """The settings the report records, in order; the seed's entropy as text above 2**53 (JSON keeps it)."""
+    return {
+        "random_state_entropy": seq.entropy if seq.entropy < 2**53 else str(seq.entropy), **settings,
+        "domain_classifier": type(domain_classifier).__name__ if domain_classifier is not None else "ridge",
+    }
+
+
+def _usable_columns(S: pd.DataFrame, feats: pd.DataFrame) -> tuple[list[Any], list[str]]:
+    """Columns the global tests use, and the notes on those left out: a refusal when none is testable."""
+    notes = [f"column {f!r}: {n}" for f, n in zip(feats["feature"], feats["note"], strict=True)
+             if n.startswith("not testable")]
+    # constant or (nearly) all-missing columns are left out of the global tests; a categorical column
+    # whose levels are too rare for χ² still carries information and stays in
+    usable = [c for c, t, n in zip(S.columns, feats["test"], feats["note"], strict=True)
+              if t != "none" or n.startswith(_FEW_LEVELS)]
+    if not usable:
+        raise ValueError("no testable column: every column is constant, or nearly all missing, on a side")
+    if len(usable) < S.shape[1]:
+        notes.append(f"{S.shape[1] - len(usable)} not-testable column(s) left out of the domain and MMD tests")
+    return usable, notes
+
+
+def _row_scores(S: pd.DataFrame, T: pd.DataFrame, dom: DomainTestResult) -> pd.DataFrame:
+    """Each row's out-of-fold domain score and its percentile: where the target-like rows are."""
     row_scores = pd.DataFrame({
         "side": ["source"] * S.shape[0] + ["target"] * T.shape[0],
         "row": list(S.index) + list(T.index),
         "target_score": np.r_[dom.scores_source, dom.scores_target],
     })
     row_scores["target_percentile"] = row_scores["target_score"].rank(pct=True)
-    params = {
-        "random_state_entropy": seq.entropy if seq.entropy < 2**53 else str(seq.entropy), "alpha": float(alpha), "correction": correction,
-        "ridge_alpha": float(ridge_alpha), "domain_permutations": domain_permutations, "n_splits": n_splits, "mmd_permutations": mmd_permutations,
-        "mmd_max_rows": mmd_max_rows, "block_size": block_size, "max_levels": max_levels,
-        "psi_bins": psi_bins, "min_rows": min_rows,
-        "domain_classifier": type(domain_classifier).__name__ if domain_classifier is not None else "ridge",
-    }
-    return DriftReport(
-        drifted=drifted, alpha=float(alpha), domain_auc=dom.auc, domain_pvalue=dom.p_value,
-        domain_method=dom.method, mmd2=mmd.mmd2, mmd_pvalue=mmd.p_value, mmd_bandwidth=mmd.bandwidth,
-        features=feats, row_scores=row_scores, n_source=int(S.shape[0]), n_target=int(T.shape[0]),
-        correction=correction,
-        verdict_rule=f"drifted iff Holm over (domain, MMD) p-values rejects at alpha={alpha}",
-        notes=notes, params=params,
-    )
+    return row_scores
 
 
 def plot_drift(report: DriftReport, *, max_features: int = 30) -> Figure:

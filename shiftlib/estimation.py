@@ -1265,15 +1265,7 @@ def estimate_methods(
     fns = {b: _method_fn(b, P) for b in bases}
     n_s, n_t = len(P.y_source), len(P.proba_target)
     full = {b: fns[b](np.arange(n_s)) for b in bases}
-    rng = np.random.default_rng(random_state)
-    redraw_target = any(b in LABEL_SHIFT_METHODS for b in bases)  # the prior comes from the target rows
-    boot: dict[str, list[float]] = {m: [] for m in set(resolved.values())}
-    for _ in range(int(n_boot)):
-        r = rng.integers(0, n_s, n_s)
-        t = rng.integers(0, n_t, n_t) if redraw_target else None
-        vals = {b: fns[b](r, t) for b in bases}
-        for m in boot:
-            boot[m].append(_combine(m, vals, P))
+    boot = _shared_bootstrap(P, fns, set(resolved.values()), n_boot, random_state)
     models = _shift_models(P, full)
     v_shift = shift_variance(P, models)
     out = {}
@@ -1290,19 +1282,42 @@ def estimate_methods(
             "se_source": math.sqrt(v_source), "se_target": math.sqrt(v_target), "se_shift": math.sqrt(v_shift),
             "se_model": math.sqrt(v_model), "cv_accuracy": float(P.correct_source.mean()),
         }
-        if P.weights is not None:
-            details["weights_ess"] = float(P.weights.sum() ** 2 / np.sum(P.weights ** 2))
-        if m in COMBINATIONS:
-            details["components"] = {c: full[c] for c in _components(m, P)}
-        if m == "atc":
-            thr, lam = atc_threshold(_neg_entropy(P.proba_source), details["cv_accuracy"])
-            details.update(atc_threshold=thr, atc_tie_share=lam)
-        if m in LABEL_SHIFT_METHODS and len(P.classes) == 2:
-            details["prior_target_1"] = _target_prior(m, P)[1]
-            details["prior_source_1"] = float(np.mean(P.y_source == 1))
+        _add_method_details(details, P, m, full)
         out[req] = AccuracyEstimate(float(acc), float(max(0.0, acc - z * se)), float(min(1.0, acc + z * se)), m,
                                     details)
     return out
+
+
+def _shared_bootstrap(P: StoredPredictions, fns: dict[str, Fn], methods: set[str], n_boot: int,
+                      random_state: int | None) -> dict[str, list[float]]:
+    """Each method's value on n_boot shared resamples (source rows; target rows too for label shift)."""
+    bases = list(fns)
+    n_s, n_t = len(P.y_source), len(P.proba_target)
+    rng = np.random.default_rng(random_state)
+    redraw_target = any(b in LABEL_SHIFT_METHODS for b in bases)  # the prior comes from the target rows
+    boot: dict[str, list[float]] = {m: [] for m in methods}
+    for _ in range(int(n_boot)):
+        r = rng.integers(0, n_s, n_s)
+        t = rng.integers(0, n_t, n_t) if redraw_target else None
+        vals = {b: fns[b](r, t) for b in bases}
+        for m in boot:
+            boot[m].append(_combine(m, vals, P))
+    return boot
+
+
+def _add_method_details(details: dict[str, Any], P: StoredPredictions, m: str,
+                        full: dict[str, float]) -> None:
+    """Add to ``details`` what method ``m`` rests on: weights' ESS, components, ATC threshold, priors."""
+    if P.weights is not None:
+        details["weights_ess"] = float(P.weights.sum() ** 2 / np.sum(P.weights ** 2))
+    if m in COMBINATIONS:
+        details["components"] = {c: full[c] for c in _components(m, P)}
+    if m == "atc":
+        thr, lam = atc_threshold(_neg_entropy(P.proba_source), details["cv_accuracy"])
+        details.update(atc_threshold=thr, atc_tie_share=lam)
+    if m in LABEL_SHIFT_METHODS and len(P.classes) == 2:
+        details["prior_target_1"] = _target_prior(m, P)[1]
+        details["prior_source_1"] = float(np.mean(P.y_source == 1))
 
 
 def paired_draws(

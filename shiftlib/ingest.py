@@ -436,37 +436,9 @@ def plan_encoding(source: pd.DataFrame, target: pd.DataFrame | None = None, *, m
     IngestError
         When the tables cannot be encoded as given.
     """
-    source = _table(source, "source").copy()
+    source, target, kinds, empty = _coerced_tables(source, target)
     cols = list(source.columns)
-    if target is not None:
-        _check_same_columns(cols, list(_table(target, "target").columns))
-        target = target[cols].copy()
-    kinds: dict[Any, str] = {}
-    empty: dict[Any, bool] = {}
-    for c in cols:
-        source[c] = _coerce(source[c], c, "source")
-        if target is not None:
-            target[c] = _coerce(target[c], c, "target")
-        kinds[c], empty[c] = _kind(source[c]), bool(len(source[c].dropna()) == 0)
-        if target is not None:
-            _check_kind(c, kinds[c], empty[c], target[c])
-    dropped = {c: DATETIME_REASON for c in cols
-               if _is_datetime(source[c]) or (target is not None and _is_datetime(target[c]))}
-    for c in dropped:
-        warnings.warn(f"dropping column {c!r}: it holds dates/times, which place a row in time rather than "
-                      "describe it (add month or weekday as number columns to use them)", UserWarning, stacklevel=3)
-    ids = {c: "id-like: every value is distinct" for c in cols if c not in dropped
-           and _is_id_like(source[c], None if target is None else target[c], min_rows_for_id)}
-    for c in ids:
-        if _is_text(source[c]) and _looks_like_dates(sorted(source[c].dropna().astype(str).unique())):
-            ids[c] = DATETIME_REASON  # dates written as text, one per row: say dates, not a row id
-            warnings.warn(f"dropping column {c!r}: it holds dates/times as text, which place a row in time rather "
-                          "than describe it (add month or weekday as number columns to use them)", UserWarning,
-                          stacklevel=3)
-            continue
-        warnings.warn(f"dropping column {c!r}: it looks like a row id (every value is distinct)",
-                      UserWarning, stacklevel=3)
-    dropped |= ids
+    dropped = _dropped_columns(source, target, cols, min_rows_for_id)
     kept = [c for c in cols if c not in dropped]
     for c in kept:
         if (n_codes := _id_named_codes(c, source[c])) is not None:
@@ -499,6 +471,50 @@ def plan_encoding(source: pd.DataFrame, target: pd.DataFrame | None = None, *, m
         for lev in encodings[c]:
             names.claim(f"{c}={lev}", f"level {lev!r} of column {c!r}")
     return EncodingPlan(cols, kinds, empty, dropped, kept, encodings, imputed, indicators, list(names.origin))
+
+
+def _coerced_tables(source: pd.DataFrame, target: pd.DataFrame | None
+                    ) -> tuple[pd.DataFrame, pd.DataFrame | None, dict[Any, str], dict[Any, bool]]:
+    """Copies of the tables with every column coerced and checked, each column's source kind and emptiness."""
+    source = _table(source, "source").copy()
+    cols = list(source.columns)
+    if target is not None:
+        _check_same_columns(cols, list(_table(target, "target").columns))
+        target = target[cols].copy()
+    kinds: dict[Any, str] = {}
+    empty: dict[Any, bool] = {}
+    for c in cols:
+        source[c] = _coerce(source[c], c, "source")
+        if target is not None:
+            target[c] = _coerce(target[c], c, "target")
+        kinds[c], empty[c] = _kind(source[c]), bool(len(source[c].dropna()) == 0)
+        if target is not None:
+            _check_kind(c, kinds[c], empty[c], target[c])
+    return source, target, kinds, empty
+
+
+def _dropped_columns(source: pd.DataFrame, target: pd.DataFrame | None, cols: list[Any],
+                     min_rows_for_id: int) -> dict[Any, str]:
+    """Date/time and id-like columns → why they are dropped, each with a warning: they describe no row."""
+    # stacklevel 4 (one frame below plan_encoding's 3): the warnings still name the same caller
+    dropped = {c: DATETIME_REASON for c in cols
+               if _is_datetime(source[c]) or (target is not None and _is_datetime(target[c]))}
+    for c in dropped:
+        warnings.warn(f"dropping column {c!r}: it holds dates/times, which place a row in time rather than "
+                      "describe it (add month or weekday as number columns to use them)", UserWarning, stacklevel=4)
+    ids = {c: "id-like: every value is distinct" for c in cols if c not in dropped
+           and _is_id_like(source[c], None if target is None else target[c], min_rows_for_id)}
+    for c in ids:
+        if _is_text(source[c]) and _looks_like_dates(sorted(source[c].dropna().astype(str).unique())):
+            ids[c] = DATETIME_REASON  # dates written as text, one per row: say dates, not a row id
+            warnings.warn(f"dropping column {c!r}: it holds dates/times as text, which place a row in time rather "
+                          "than describe it (add month or weekday as number columns to use them)", UserWarning,
+                          stacklevel=4)
+            continue
+        warnings.warn(f"dropping column {c!r}: it looks like a row id (every value is distinct)",
+                      UserWarning, stacklevel=4)
+    dropped |= ids
+    return dropped
 
 
 def _is_datetime(s: pd.Series) -> bool:

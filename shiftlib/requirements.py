@@ -171,16 +171,7 @@ def check_sizes(
     """
     counts = [int(c) for c in class_counts.values()]
     n_source = sum(counts)
-    min_rows, n_splits = DRIFT_MIN_ROWS, DRIFT_SPLITS
-    for side, n in (("source", n_source), ("target", n_target)):
-        if n < min_rows:
-            raise IngestError(
-                f"the {side} table has {counted(n, 'row')}; the drift stage needs at least {min_rows} rows on each side "
-                "(source and target) — add rows"
-            )
-    if n_source + n_target < 2 * n_splits:
-        raise IngestError(f"source and target have {n_source + n_target} rows together; the drift stage's "
-                          f"domain classifier needs at least {2 * n_splits} — add rows")
+    _check_drift_sizes(n_source, n_target)
     small = {c: n for c, n in class_counts.items() if n < 2}
     if small:
         shown = sorted((c.item() if isinstance(c, np.generic) else c for c in small), key=str)  # 9, not '9'
@@ -196,6 +187,29 @@ def check_sizes(
                 f"{max(counts)}; lower selection_folds (a --config key) to at most {min(n_source, max(counts))} or add rows"
             )
         ks.append(selection_folds)
+    kept, dropped = _fittable_learners(learners, counts, ks, cv_folds)
+    if not kept:
+        raise IngestError("no learner can be fitted on this data: " + "; ".join(dropped.values()))
+    return SizePlan(kept, dropped)
+
+
+def _check_drift_sizes(n_source: int, n_target: int) -> None:
+    """Refuse tables too small for the drift stage: ``min_rows`` per side, ``2·n_splits`` pooled rows."""
+    min_rows, n_splits = DRIFT_MIN_ROWS, DRIFT_SPLITS
+    for side, n in (("source", n_source), ("target", n_target)):
+        if n < min_rows:
+            raise IngestError(
+                f"the {side} table has {counted(n, 'row')}; the drift stage needs at least {min_rows} rows on each side "
+                "(source and target) — add rows"
+            )
+    if n_source + n_target < 2 * n_splits:
+        raise IngestError(f"source and target have {n_source + n_target} rows together; the drift stage's "
+                          f"domain classifier needs at least {2 * n_splits} — add rows")
+
+
+def _fittable_learners(learners: Sequence[str], counts: list[int], ks: list[int], cv_folds: int
+                       ) -> tuple[list[str], dict[str, str]]:
+    """Learners kept, and those dropped with why: an inner CV needs its folds' rows of each class."""
     kept, dropped = [], {}
     for name in learners:
         need = INNER_FOLDS.get(name, 0)
@@ -208,6 +222,4 @@ def check_sizes(
             )
         else:
             kept.append(name)
-    if not kept:
-        raise IngestError("no learner can be fitted on this data: " + "; ".join(dropped.values()))
-    return SizePlan(kept, dropped)
+    return kept, dropped

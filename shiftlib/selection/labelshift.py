@@ -142,35 +142,74 @@ def label_shift_cv(
     classes = np.unique(y)
     K = len(classes)
     splits = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=random_state).split(np.zeros(len(y)), y))
+    oof = _oof_predictions(cands, X, y, splits)
+    tpred = _target_class_predictions(cands, X, y, X_t, target_predictions)
+    yi = np.searchsorted(classes, y)
+    conf, shares = _confusions_and_shares(classes, yi, oof, tpred)
+    if class_prior is None:
+        pi_t = bbse_class_prior(conf, shares)
+    else:
+        pi_t = _given_class_prior(class_prior, classes)
+    pi_s = np.bincount(yi, minlength=K) / len(y)
+    folds, plain, recalls = _prior_weighted_folds(cands, oof == y[:, None], yi, K, splits, pi_t)
+    scores = pd.Series({n: float(v.mean()) for n, v in folds.items()}, dtype=float)
+    details = {"fold_scores": folds, "plain_fold_scores": plain, "fold_recalls": recalls,
+               "target_prior": pd.Series(pi_t, index=classes), "source_prior": pd.Series(pi_s, index=classes),
+               "params": {"k": k, "random_state": random_state, "prior_estimate": "bbse" if class_prior is None else "given"}}
+    return SelectorScores("cv_ls", scores, len(cands) * (k + (target_predictions is None)), None, details)
+
+
+def _oof_predictions(cands: list[Any], X: Any, y: np.ndarray, splits: list[tuple[np.ndarray, np.ndarray]]
+                     ) -> np.ndarray:
+    """(n, ℓ) out-of-fold class of each candidate on each source row, the input of its confusion matrix."""
     oof = np.empty((len(y), len(cands)), dtype=y.dtype)
     for j, c in enumerate(cands):
         for train, test in splits:
             X_test = take(X, test)
             oof[test, j] = fit_candidate(c, X, y, rows=train, X_target=X_test).predict(X_test)
+    return oof
+
+
+def _target_class_predictions(cands: list[Any], X: Any, y: np.ndarray, X_t: Any, target_predictions: Any
+                              ) -> np.ndarray:
+    """(N, ℓ) each candidate's class on each target row: given (shape checked) or fitted on all rows."""
     if target_predictions is None:
-        tpred = np.column_stack([fit_candidate(c, X, y, X_target=X_t).predict(X_t) for c in cands])
-    else:
-        tpred = np.asarray(target_predictions)
-        if tpred.shape != (len(X_t), len(cands)):
-            raise ValueError(f"target_predictions has shape {tpred.shape}; expected (rows of X_target, "
-                             f"candidates) = {(len(X_t), len(cands))}")
-    yi = np.searchsorted(classes, y)
-    conf = np.zeros((len(cands), K, K))
-    shares = np.zeros((len(cands), K))
-    for j in range(len(cands)):
+        return np.column_stack([fit_candidate(c, X, y, X_target=X_t).predict(X_t) for c in cands])
+    tpred = np.asarray(target_predictions)
+    if tpred.shape != (len(X_t), len(cands)):
+        raise ValueError(f"target_predictions has shape {tpred.shape}; expected (rows of X_target, "
+                         f"candidates) = {(len(X_t), len(cands))}")
+    return tpred
+
+
+def _confusions_and_shares(classes: np.ndarray, yi: np.ndarray, oof: np.ndarray, tpred: np.ndarray
+                           ) -> tuple[np.ndarray, np.ndarray]:
+    """Each candidate's BBSE system: confusion matrices P(ŷ | y) (ℓ, K, K) and target shares (ℓ, K)."""
+    K = len(classes)
+    conf = np.zeros((oof.shape[1], K, K))
+    shares = np.zeros((oof.shape[1], K))
+    for j in range(oof.shape[1]):
         pred_i = np.searchsorted(classes, oof[:, j])
         np.add.at(conf[j], (np.clip(pred_i, 0, K - 1), yi), 1.0)
         conf[j] /= conf[j].sum(axis=0, keepdims=True)
         shares[j] = np.bincount(np.clip(np.searchsorted(classes, tpred[:, j]), 0, K - 1), minlength=K) / len(tpred)
-    if class_prior is None:
-        pi_t = bbse_class_prior(conf, shares)
-    else:
-        pi_t = np.asarray(class_prior, float)
-        if pi_t.shape != (K,) or np.any(pi_t < 0) or not np.isclose(pi_t.sum(), 1.0):
-            raise ValueError(f"class_prior must be {K} non-negative shares summing to 1 (classes "
-                             f"{classes.tolist()}); got {np.asarray(class_prior).tolist()}")
-    pi_s = np.bincount(yi, minlength=K) / len(y)
-    right = oof == y[:, None]
+    return conf, shares
+
+
+def _given_class_prior(class_prior: Any, classes: np.ndarray) -> np.ndarray:
+    """The known target class shares as floats, refused unless they are K non-negative shares summing to 1."""
+    K = len(classes)
+    pi_t = np.asarray(class_prior, float)
+    if pi_t.shape != (K,) or np.any(pi_t < 0) or not np.isclose(pi_t.sum(), 1.0):
+        raise ValueError(f"class_prior must be {K} non-negative shares summing to 1 (classes "
+                         f"{classes.tolist()}); got {np.asarray(class_prior).tolist()}")
+    return pi_t
+
+
+def _prior_weighted_folds(cands: list[Any], right: np.ndarray, yi: np.ndarray, K: int,
+                          splits: list[tuple[np.ndarray, np.ndarray]], pi_t: np.ndarray
+                          ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Per candidate: fold scores Σ_c π_T(c)·recall_fc, plain fold accuracies and the (k, K) fold recalls."""
     pooled = np.vstack([right[yi == c].mean(axis=0) for c in range(K)])  # (K, ℓ) recall over all folds
     folds: dict[str, np.ndarray] = {}
     plain: dict[str, np.ndarray] = {}
@@ -181,11 +220,7 @@ def label_shift_cv(
         recalls[c.name] = rec
         folds[c.name] = rec @ pi_t
         plain[c.name] = np.array([right[test, j].mean() for _, test in splits])
-    scores = pd.Series({n: float(v.mean()) for n, v in folds.items()}, dtype=float)
-    details = {"fold_scores": folds, "plain_fold_scores": plain, "fold_recalls": recalls,
-               "target_prior": pd.Series(pi_t, index=classes), "source_prior": pd.Series(pi_s, index=classes),
-               "params": {"k": k, "random_state": random_state, "prior_estimate": "bbse" if class_prior is None else "given"}}
-    return SelectorScores("cv_ls", scores, len(cands) * (k + (target_predictions is None)), None, details)
+    return folds, plain, recalls
 
 
 def with_class_prior(res: SelectorScores, class_prior: Any) -> SelectorScores:
