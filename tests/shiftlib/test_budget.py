@@ -106,6 +106,7 @@ def test_rf_above_its_size_has_bounded_trees():
     assert max(t.get_n_leaves() for t in fitted.steps[-1][1].estimators_) <= 16
 
 
+@pytest.mark.slow  # default-suite budget: 15–37 s each beside other work (--durations)
 @pytest.mark.heavy
 def test_hgb_is_a_weight_aware_candidate():
     X, y = make_classification(n_samples=400, n_features=5, random_state=0)

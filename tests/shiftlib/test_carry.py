@@ -169,6 +169,7 @@ def test_no_shift_the_carried_contrasts_are_unbiased_and_their_variance_holds() 
     assert np.all((ratio >= 0.9) & (ratio <= 1.5)), ratio
 
 
+@pytest.mark.slow  # default-suite budget: 15–37 s each beside other work (--durations)
 @pytest.mark.heavy
 def test_under_a_covariate_shift_the_true_density_ratio_removes_the_bias() -> None:
     """Today's batch shifted by 0.8 along x₀ (p(y | x) unchanged). With the true ratio w(x) ∝ exp(0.8 x₀) the carried

@@ -525,6 +525,7 @@ def test_needs_calibration_splits_are_scikit_learns():
             np.testing.assert_array_equal(te, te_ref)
 
 
+@pytest.mark.slow  # default-suite budget: 15–37 s each beside other work (--durations)
 @pytest.mark.heavy
 def test_estimates_in_worker_processes_equal_the_sequential_ones(shifted) -> None:
     """``estimate_each(n_jobs=2)`` runs the same seeded bootstraps in two processes: equal, in order."""

@@ -161,6 +161,7 @@ def _contrasts(theta: np.ndarray) -> np.ndarray:
     return np.array([theta[0] - theta[1], theta[0] - theta[2], theta[1] - theta[2]])
 
 
+@pytest.mark.slow  # default-suite budget: 15–37 s each beside other work (--durations)
 @pytest.mark.heavy
 @pytest.mark.parametrize("two_rounds", [False, True])
 def test_label_estimate_of_differences_is_unbiased(two_rounds: bool) -> None:
@@ -549,6 +550,7 @@ def test_hansen_hurwitz_variance_hand_worked() -> None:
     assert info["variance"] == "hh"
 
 
+@pytest.mark.slow  # default-suite budget: 15–37 s each beside other work (--durations)
 @pytest.mark.heavy
 @pytest.mark.parametrize(("n_pop", "n"), [(6, 3), (6, 2)])
 def test_hansen_hurwitz_variance_is_conservative_over_the_exact_design(n_pop: int, n: int) -> None:

@@ -122,6 +122,7 @@ def _check_valid(p: PreparedData, src: pd.DataFrame, tgt: pd.DataFrame) -> None:
 MIN_ENCODED_SHARE = 0.10
 
 
+@pytest.mark.slow  # default-suite budget: 15–37 s each beside other work (--durations)
 @pytest.mark.heavy
 def test_ingest_gives_a_valid_table_or_its_input_error():
     outcomes: list[str] = []

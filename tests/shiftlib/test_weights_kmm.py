@@ -152,6 +152,7 @@ def _box_reference(K: np.ndarray, kappa: np.ndarray, lam: float) -> np.ndarray:
     return beta
 
 
+@pytest.mark.slow  # default-suite budget: 15–37 s each beside other work (--durations)
 @pytest.mark.heavy
 def test_tie_break_picks_the_ridge_solution_within_1e6() -> None:
     # "auto" returns the minimizer of ½βᵀKβ − κᵀβ + ½λ‖β − 1‖² for the largest λ of _TIE_RIDGES whose certified
