@@ -172,7 +172,7 @@ def test_the_rest_scoring_server_gives_the_same_labeled_answer(trained):
     local = mlflow.pyfunc.load_model(res["model_uri"]).predict(raw)
     port = free_port()
     # the server execs `uvicorn` from PATH: this interpreter's scripts folder first
-    env = dict(os.environ, MLFLOW_TRACKING_URI=kw["tracking_uri"],
+    env = dict(os.environ, MLFLOW_TRACKING_URI=kw["ctx"].tracking_uri,
                PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
     proc = subprocess.Popen([sys.executable, "-m", "mlflow", "models", "serve", "-m", res["model_uri"], "-h",
                              "127.0.0.1", "-p", str(port), "--env-manager", "local", "-w", "1"], env=env,
