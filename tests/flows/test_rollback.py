@@ -11,6 +11,9 @@ from mlflow.tracking import MlflowClient
 from flows.cli import main
 from tasks.champion import ALIAS_SET, DECISION, PREVIOUS, SCHEMA
 
+# default-suite budget: the module's store (two registered versions of real fits) took 33 s to build
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def _store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, MlflowClient]:
