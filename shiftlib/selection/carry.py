@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..weights import effective_sample_size
 from ._validation import check_X
 from .fewlabel import (
     DEFAULT_ESTIMATOR,
@@ -387,11 +388,6 @@ def _common_sum(predictions: TargetPredictions) -> float:
     return float(predictions.right_proba(A)[:, 0].sum()) if len(A) else 0.0
 
 
-def _kish(w: np.ndarray) -> float:
-    """Kish's effective number of the weights ``w`` (0 when they sum to 0)."""
-    return float(w.sum() ** 2 / np.sum(w ** 2)) if w.sum() > 0 else 0.0
-
-
 def _with_prior(theta: np.ndarray, V: np.ndarray, prior: SelectorScores, names: list[str]
                 ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """The carried estimate combined with a source prior as ``fewlabel`` combines labels with one (inverse variance
@@ -473,4 +469,5 @@ def carry_labels(
     if prior is not None:
         theta, V, combined = _with_prior(theta, V, prior, list(predictions.names))
         details.update(combined)
-    return CarriedLabels(list(predictions.names), theta, V, w, int(len(rows)), _kish(w[rows]), details)
+    n_eff = effective_sample_size(w[rows]) if w[rows].sum() > 0 else 0.0
+    return CarriedLabels(list(predictions.names), theta, V, w, int(len(rows)), n_eff, details)
