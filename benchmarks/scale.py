@@ -121,11 +121,36 @@ def run_size(n_source: int, n_target: int, workdir: Path) -> dict:
             "max_load1": load[0], **s}
 
 
-def report(rows: list[dict], cores: int) -> str:
+def _slope(a: dict, b: dict) -> float:
+    return math.log(b["wall_s"] / a["wall_s"]) / math.log(b["n_source"] / a["n_source"])
+
+
+def answer(rows: list[dict]) -> list[str]:
+    """The report's opening lines: wall time and peak memory per size, growth, and which steps changed weighting
+    (the default weighting is KMM below ``budget.KMM_MAX_ROWS`` source rows and discriminative above, so a slope
+    across that line compares two different weighting methods)."""
+    walls = ", ".join(f"{r['wall_s']:.0f} s at {r['n_source']:,}" for r in rows)
+    peaks = ", ".join(f"{r['peak_gib']:.2f}" for r in rows)
+    lines = [f"The whole flow on a {rows[0]['n_target']:,}-row batch takes {walls} source rows (wall, 2 cores), "
+             f"with a peak RSS of the process tree of {peaks} GiB."]
+    for a, b in zip(rows, rows[1:], strict=False):
+        note = (f" (this step compares a {a['weighting']}-weighted run with a {b['weighting']} one)"
+                if a["weighting"] != b["weighting"] else f" (both {a['weighting']}-weighted)")
+        lines.append(f"Wall time grows ×{b['wall_s'] / a['wall_s']:.2f} from {a['n_source']:,} to "
+                     f"{b['n_source']:,} source rows, log-log slope {_slope(a, b):.2f}{note}.")
+    big = rows[-1]["timings"]
+    top = sorted(big, key=big.get, reverse=True)[:2]
+    lines.append(f"At {rows[-1]['n_source']:,} rows {top[0]} ({big[top[0]]:.1f} s) and {top[1]} "
+                 f"({big[top[1]]:.1f} s) take the most.")
+    return lines
+
+
+def report(rows: list[dict], cores: int, stamp: str = "") -> str:
     stages = list(rows[0]["timings"])
-    lines = ["# Production size: the whole flow by source size", "",
+    lines = ["# Production size: the whole flow by source size", "", "## Answer", "", *answer(rows), "",
              f"`python benchmarks/scale.py` on {cores} cores; target batch {rows[0]['n_target']:,} rows; "
-             "20 features (3 text columns); default settings; a fresh store per size (nothing reused).", "",
+             "20 features (3 text columns); default settings; a fresh store per size (nothing reused)"
+             + (f"; {stamp}" if stamp else "") + ".", "",
              "| source rows | wall (s) | peak RSS, process tree (GiB) | max 1-min load | weighting | "
              + " | ".join(f"{s} (s)" for s in stages) + " |",
              "|---:|---:|---:|---:|---|" + "---:|" * len(stages)]
@@ -139,8 +164,7 @@ def report(rows: list[dict], cores: int) -> str:
                      + " |")
     lines += ["", "Growth of wall time (log-log slope between consecutive sizes):", ""]
     for a, b in zip(rows, rows[1:], strict=False):
-        slope = math.log(b["wall_s"] / a["wall_s"]) / math.log(b["n_source"] / a["n_source"])
-        lines.append(f"- {a['n_source']:,} → {b['n_source']:,}: slope {slope:.2f} "
+        lines.append(f"- {a['n_source']:,} → {b['n_source']:,}: slope {_slope(a, b):.2f} "
                      f"(time ×{b['wall_s'] / a['wall_s']:.2f} for rows ×{b['n_source'] / a['n_source']:.0f})")
     return "\n".join(lines) + "\n"
 
@@ -158,7 +182,10 @@ def main() -> None:
             print(f"{n:>9,} source rows: {r['wall_s']:.0f} s, peak {r['peak_gib']:.2f} GiB, "
                   f"max load {r['max_load1']:.1f}, stages {r['timings']}", flush=True)
             rows.append(r)
-    text = report(rows, os.cpu_count() or 1)
+    from replications._common import code_stamp
+
+    stamp = code_stamp(["flows/retrain.py", "shiftlib/budget.py"]) + f"; run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    text = report(rows, os.cpu_count() or 1, stamp)
     print(text)
     Path(args.out).write_text(text)
 
