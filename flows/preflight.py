@@ -5,7 +5,9 @@
 simulated bias), then the size rules of ``shiftlib.requirements`` (drift's rows per side, the folds of the
 source CV and of the selectors, learners with an inner CV). It writes nothing and imports neither Prefect nor
 MLflow, so the CLI refuses bad input in seconds; the flow calls it again at its start, so a run triggered
-from the Prefect UI fails with the same sentence before it touches MLflow or the run folder.
+from the Prefect UI fails with the same sentence before it touches MLflow or the run folder. The tables it
+read are kept for this process's ingest stage (``tasks.inputs.read_inputs(keep=True)``), which takes them
+instead of reading them again: a run reads its inputs once.
 
 A refusal is a ``ShiftflowInputError`` (``IngestError``, ``SourceSpecError``, ``ConfigError``) whose message
 is one sentence naming the problem and the fix.
@@ -102,15 +104,9 @@ _PASSED: dict[tuple[str, tuple[Any, ...]], Checked] = {}  # this process's passe
 
 def _memo_key(config: RetrainConfig) -> tuple[str, tuple[Any, ...]]:
     """The configuration and the size and mtime of its ``file:`` tables: an unchanged pair needs no re-read."""
-    from pathlib import Path
+    from tasks.inputs import table_stamp
 
-    stats = []
-    for spec in (config.source, config.target):
-        if spec and spec.startswith("file:"):
-            path = Path(spec[5:].rpartition("?")[0] or spec[5:]).expanduser()
-            st = path.stat() if path.is_file() else None
-            stats.append((str(path), None if st is None else (st.st_size, st.st_mtime_ns)))
-    return config.model_dump_json(), tuple(stats)
+    return config.model_dump_json(), tuple(s for s in map(table_stamp, (config.source, config.target)) if s)
 
 
 def preflight(config: RetrainConfig) -> Checked:
@@ -122,7 +118,13 @@ def preflight(config: RetrainConfig) -> Checked:
     key = _memo_key(config)
     if key in _PASSED:
         return _PASSED[key]
-    checked = _preflight(config)
+    try:
+        checked = _preflight(config)
+    except BaseException:
+        from tasks.inputs import discard_kept
+
+        discard_kept()  # a refused run never reaches ingest: do not hold its tables
+        raise
     _PASSED[key] = _PASSED[_memo_key(checked.config)] = checked
     return checked
 
@@ -153,7 +155,7 @@ def _preflight(config: RetrainConfig) -> Checked:
         _check_mechanism(bias)
     bias_dict = bias.model_dump() if bias is not None else None
     raw_source, raw_target, read_notes = read_inputs(config.source, config.target, config.label, bias_dict,
-                                                     max_memory=config.max_memory)
+                                                     max_memory=config.max_memory, keep=True)  # for ingest
     notes = list(read_notes)
     if config.label in raw_source.columns:  # before any encoding: a 50-class noise label is refused at once
         check_classes(raw_source[config.label].value_counts(dropna=True).to_dict(), config.label,

@@ -6,6 +6,7 @@ same function, so a preflight that passes means ingest will pass. ``read_filled`
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,12 +72,59 @@ def available_memory_gib() -> float:
     return max(avail, 0) / 2**30
 
 
+def table_stamp(spec: str | None) -> tuple[str, tuple[int, int] | None] | None:
+    """A ``file:`` table's path with its size and mtime (None for a missing file), None for other specs: an
+    unchanged stamp means the file need not be read again."""
+    if not spec or not spec.startswith("file:"):
+        return None
+    path = Path(spec[5:].rpartition("?")[0] or spec[5:]).expanduser()
+    st = path.stat() if path.is_file() else None
+    return str(path), None if st is None else (st.st_size, st.st_mtime_ns)
+
+
+Tables = tuple[pd.DataFrame, pd.DataFrame | None, tuple[str, ...]]
+# the tables the preflight read, kept for this process's ingest (read_inputs(keep=True)): one slot, taken once
+_HANDOVER: dict[tuple[Any, ...], Tables] = {}
+_HANDOVER_LOCK = threading.Lock()
+
+
+def _handover_key(source_spec: str, target_spec: str | None, label: str) -> tuple[Any, ...]:
+    return source_spec, target_spec, label, table_stamp(source_spec), table_stamp(target_spec)
+
+
 def read_inputs(source_spec: str, target_spec: str | None, label: str,
-                simulate_bias: dict[str, Any] | None, *, max_memory: float | None = None
-                ) -> tuple[pd.DataFrame, pd.DataFrame | None, tuple[str, ...]]:
+                simulate_bias: dict[str, Any] | None, *, max_memory: float | None = None, keep: bool = False
+                ) -> Tables:
     """Read the source and (when named) target tables; refuse a run with neither a target nor a bias, and,
     before reading, tables whose run would take more than ``max_memory`` GiB (``shiftlib.budget.check_memory``;
-    default: half the RAM available)."""
+    default: half the RAM available).
+
+    Inputs are read once per run: the preflight reads with ``keep=True``, and this process's next read of the
+    same tables (same specs and label; a ``file:`` table with the same size and mtime) takes them instead of
+    reading again, so the ingest stage encodes the very rows the preflight checked. A table given by reference
+    (SQL, a URL) is taken as the preflight read it a few seconds earlier. Only one pair is kept, and it is
+    dropped when taken."""
+    key = _handover_key(source_spec, target_spec, label)
+    with _HANDOVER_LOCK:
+        kept = _HANDOVER.pop(key, None)
+    if kept is not None:
+        return kept
+    tables = _read_inputs(source_spec, target_spec, label, simulate_bias, max_memory)
+    if keep:
+        with _HANDOVER_LOCK:
+            _HANDOVER.clear()
+            _HANDOVER[key] = tables
+    return tables
+
+
+def discard_kept() -> None:
+    """Drop the tables a preflight kept for ingest (``read_inputs(keep=True)``): the preflight refused them."""
+    with _HANDOVER_LOCK:
+        _HANDOVER.clear()
+
+
+def _read_inputs(source_spec: str, target_spec: str | None, label: str, simulate_bias: dict[str, Any] | None,
+                 max_memory: float | None) -> Tables:
     from shiftlib.budget import check_memory
 
     sizes = [estimated_bytes(source_spec), estimated_bytes(target_spec) if target_spec != source_spec else 0.0]

@@ -1,0 +1,82 @@
+"""tasks/inputs.py: the tables are read once per run (issue 30, item 3): the preflight keeps what it read for
+this process's ingest, which takes it instead of reading again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tasks.inputs
+from flows.config import RetrainConfig
+from flows.preflight import preflight
+from shiftlib.errors import ShiftflowInputError
+from tasks.inputs import discard_kept, read_inputs
+
+N = 120
+
+
+def _frame(seed: int = 0, n: int = N) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"a": rng.normal(0, 1, n), "b": rng.choice(["x", "y"], n), "y": np.tile([0, 1], n // 2)})
+
+
+@pytest.fixture
+def tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str, list[str]]:
+    """Two CSV tables, and the specs every ``read_table`` call reads (counted)."""
+    src, tgt = tmp_path / "s.csv", tmp_path / "t.csv"
+    _frame(0).to_csv(src, index=False)
+    _frame(1).drop(columns=["y"]).to_csv(tgt, index=False)
+    reads: list[str] = []
+    real = tasks.inputs.read_table
+
+    def counted(spec, **kw):
+        reads.append(spec)
+        return real(spec, **kw)
+
+    monkeypatch.setattr(tasks.inputs, "read_table", counted)
+    discard_kept()
+    yield f"file:{src}", f"file:{tgt}", reads
+    discard_kept()
+
+
+def _config(src: str, tgt: str, **kw) -> RetrainConfig:
+    return RetrainConfig(source=src, target=tgt, label="y", learners=["LR"], selection_folds=5, **kw)
+
+
+def test_ingest_takes_the_tables_the_preflight_read(tables) -> None:
+    src, tgt, reads = tables
+    preflight(_config(src, tgt))
+    assert reads == [src, tgt]  # the preflight read each table once
+    source, target, _ = read_inputs(src, tgt, "y", None)  # what the ingest task calls
+    assert reads == [src, tgt]  # ... and ingest read nothing again
+    pd.testing.assert_frame_equal(source, _frame(0))  # the rows as written: the preflight did not alter them
+    pd.testing.assert_frame_equal(target, _frame(1).drop(columns=["y"]))
+    read_inputs(src, tgt, "y", None)  # taken once: a later read reads again
+    assert reads == [src, tgt, src, tgt]
+
+
+def test_a_table_changed_after_the_preflight_is_read_again(tables, tmp_path) -> None:
+    src, tgt, reads = tables
+    preflight(_config(src, tgt))
+    _frame(2, n=60).to_csv(tmp_path / "s.csv", index=False)  # rewritten: other size and mtime
+    source, _, _ = read_inputs(src, tgt, "y", None)
+    assert len(source) == 60 and reads == [src, tgt, src, tgt]
+
+
+def test_other_tables_or_label_are_not_handed_over(tables) -> None:
+    src, tgt, reads = tables
+    preflight(_config(src, tgt))
+    read_inputs(src, src, "y", None)  # another target
+    assert reads == [src, tgt, src, src]
+
+
+def test_a_refused_preflight_keeps_nothing(tables) -> None:
+    src, tgt, reads = tables
+    with pytest.raises(ShiftflowInputError, match="label_budget|label budget"):  # refused after reading
+        preflight(_config(src, tgt, label_budget=10_000))
+    assert reads == [src, tgt]
+    read_inputs(src, tgt, "y", None)
+    assert reads == [src, tgt, src, tgt]
