@@ -17,6 +17,10 @@ from mlflow.tracking import MlflowClient
 from shiftlib.estimation import METHODS
 from tasks.store import sha256_file
 
+# with the slow tests: two full retrains in its fixture and three more in its tests (about 100 s beside other
+# work); the default suite keeps the flow's refusals, failures mid-run and every stage's task tests
+pytestmark = pytest.mark.slow
+
 LEARNERS = ["LR", "NB", "DT"]
 
 
