@@ -243,7 +243,7 @@ def scv(p: Problem, learners: tuple[str, ...], m: int | None, rf_trees: int | No
 
 def first_folds(full: Any, f: int, n: int, k: int) -> tuple[Any, int]:
     """The full-data SCV restricted to its first ``f`` folds: the same folds and fits that
-    ``source_cv(..., max_folds=f)`` computes (tests/shiftlib/test_selection_baselines.py checks that equality),
+    ``source_cv(..., max_folds=f)`` computes (tests/shiftlib/selection/test_baselines.py checks that equality),
     without fitting them again. Returns (SelectorScores, rows scored)."""
     folds = {name: np.asarray(v)[:f] for name, v in full.details["fold_scores"].items()}
     res = SelectorScores.from_fold_scores("scv", folds, {**full.details["params"], "max_folds": f},

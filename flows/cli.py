@@ -11,14 +11,12 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
-from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from flows.stack.temporary import TemporaryAPI
-
-# flows.runners is light: prefect and prefect_dask are imported only when a runner is made
+# both light: flows.api imports prefect only when the API is started or used, flows.runners (prefect and
+# prefect_dask) only when a runner is made
+from flows.api import early_api, use_api
 from flows.runners import KINDS, make_task_runner
 
 _RUN_OPTIONS = ("sep", "decimal", "thousands", "encoding", "debug", "config", "task_runner", "dask_address", "dask_workers")
@@ -273,53 +271,6 @@ def task_runner_from_args(ns: argparse.Namespace) -> tuple[str, Any] | None:
     if address is not None:
         return f"Dask cluster at {address}", runner
     return f"temporary local Dask cluster ({workers or 2} worker processes)", runner
-
-
-def early_api() -> TemporaryAPI | None:
-    """Launch Prefect's temporary local API now (``flows.stack.temporary``) when no ``PREFECT_API_URL`` is
-    configured and Prefect would start one itself; None otherwise."""
-    from prefect.settings import (  # the flow imports it anyway
-        PREFECT_API_URL,
-        PREFECT_SERVER_EPHEMERAL_ENABLED,
-    )
-
-    if PREFECT_API_URL.value():
-        from tasks.tracking import check_prefect_reachable
-
-        check_prefect_reachable(PREFECT_API_URL.value())  # one line, exit 1, when it does not answer
-        return None
-    if not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
-        return None
-    from flows.stack.temporary import start_temporary_api
-
-    return start_temporary_api()
-
-
-_KEEP = ExitStack()  # settings this process keeps until it exits (never closed: see use_api)
-
-
-def use_api(api: TemporaryAPI | None) -> None:
-    """Point this process at ``api`` for the rest of its life (``PREFECT_API_URL`` in Prefect's settings and,
-    for Dask workers, in the environment). Not undone when the flow returns: Prefect's log and event workers
-    send what they hold when the process exits, and ``api`` stops after them (its exit hook was registered
-    first, and exit hooks run last-in first-out). Without ``api``, or when it does not come up, Prefect
-    starts its own temporary server as usual."""
-    from prefect.settings import (
-        PREFECT_API_URL,
-        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
-        PREFECT_UI_URL,
-        temporary_settings,
-    )
-
-    if api is None:
-        return
-    if not api.wait(max(90.0, float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))):
-        print("shiftflow: warning: the early Prefect API did not start; Prefect starts its own")
-        return
-    print(f"shiftflow: Prefect's temporary local API at {api.url} (stopped when this command ends; "
-          "`shiftflow up` runs a lasting one with its UI)")
-    os.environ["PREFECT_API_URL"] = api.url
-    _KEEP.enter_context(temporary_settings({PREFECT_API_URL: api.url, PREFECT_UI_URL: ""}))  # no UI: no dead links
 
 
 def one_line(exc: BaseException) -> str:

@@ -155,12 +155,12 @@ def realized_table(store: StageStore, rows: np.ndarray, codes: np.ndarray) -> pd
 def deployment(parent: Any, store: StageStore) -> dict[str, str | None]:
     """Which deployment a run's batch belongs to, for the history: the registered model it served
     (``model_name``, from the tag ``champion.registered_model``) and the digest of that model's input schema
-    (``schema``, ``tasks.champion.input_schema``); None where the run does not tell (no champion stage, or a
+    (``schema``, ``tasks.served.input_schema``); None where the run does not tell (no champion stage, or a
     store without the ingest preprocessor). The next retrain of that model learns from these rows only."""
     tag = parent.data.tags.get("champion.registered_model")
     name = tag.rsplit(" v", 1)[0] if tag else None
     try:
-        from tasks.champion import input_schema
+        from tasks.served import input_schema
 
         digest = input_schema(store)["digest"]
     except (FileNotFoundError, KeyError):

@@ -24,7 +24,7 @@ from shiftlib.budget import auto_weighting, concurrency, fan_out
 from shiftlib.catalog import LABELED_SELECTOR, SOURCE_CV
 from shiftlib.learners import make_learner, needs_target
 from shiftlib.selection import selector_fan_out
-from tasks.champion import GatePolicy, champion, check_model_name, default_model_name, input_schema, served
+from tasks.champion import GatePolicy, champion
 from tasks.drift import drift
 from tasks.estimation import estimation, realized_history, served_estimate
 from tasks.evaluation import evaluate
@@ -43,6 +43,7 @@ from tasks.selection import (
     selection_plan,
     trcv_fold_task,
 )
+from tasks.served import check_model_name, default_model_name, input_schema, served
 from tasks.store import MANIFEST, StageStore
 from tasks.tracking import (
     RunContext,
@@ -206,7 +207,7 @@ def _decide(run: _Run, prep: dict[str, Any], labeled: dict[str, Any] | None) -> 
 
 def registered_name(run: _Run, schema: dict[str, Any] | None = None) -> str:
     """The registered model's name: ``model_name``, or the default that carries the input schema
-    (``tasks.champion.default_model_name``; ``schema``: that input schema when already computed)."""
+    (``tasks.served.default_model_name``; ``schema``: that input schema when already computed)."""
     config = run.config
     if config.model_name:
         return config.model_name

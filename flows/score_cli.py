@@ -29,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def run(ns: argparse.Namespace) -> int:
     """``shiftflow score`` on parsed flags: 0 done, 2 refused (one line); what ``shiftflow.cli.main`` returns."""
-    from flows.cli import early_api, use_api
+    from flows.api import early_api, use_api
     from flows.score import score_batch, summary_lines
 
     config = ScoreConfig(model=ns.model, batch=ns.batch, out=ns.out, overwrite=ns.overwrite,

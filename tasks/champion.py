@@ -14,8 +14,8 @@ is the tag ``shiftflow.decision`` with ``champion.p_better``, and a Prefect even
 
 A registered model never mixes input schemas: a version's tag ``shiftflow.schema`` digests its input
 columns (names and types, from the signature), its label and classes; a run that names an existing model of
-another schema is refused (:func:`check_model_name`). The default name carries that digest
-(:func:`default_model_name`), so two unrelated tables never share one.
+another schema is refused (``tasks.served.check_model_name``). The default name carries that digest
+(``tasks.served.default_model_name``), so two unrelated tables never share one.
 
 A rerun that would register the same model again registers nothing: each version carries a fingerprint
 (tag ``shiftflow.fingerprint``) of the served model's recipe (candidate, learner, weighting, seed,
@@ -47,82 +47,43 @@ from shiftlib.decisions import PROMOTE_CONFIDENCE, GateDecision, champion_predic
 from shiftlib.errors import ShiftflowInputError
 from shiftlib.estimation import StoredPredictions
 from shiftlib.selection import SELECTORS
+from tasks.estimation import OOF, read_predictions
 from tasks.events import emit
+from tasks.ingest import LABEL, ROW, target_rows
+from tasks.labels import stage_predictions
 from tasks.locks import registry_lock
 from tasks.logs import run_logger
-from tasks.selection import (
-    make_candidates,
-    run_selector,
-    selection_beta,
-    selector_data,
-    target_rows,
-    uses_weights,
+from tasks.selection import run_selector, selection_beta, selector_data, uses_weights
+from tasks.served import (
+    SCHEMA,
+    check_model_name,
+    columns_words,
+    incumbent,
+    input_schema,
+    raw_target,
+    served_name,
+    served_proba,
 )
-from tasks.store import code_version, stage_key
+from tasks.store import code_version
 from tasks.tracking import RunContext, link_model_output, log_metrics, mask_secrets, with_retries
+from tasks.weights import make_candidates
 
 FINGERPRINT = "shiftflow.fingerprint"
-SCHEMA, EVIDENCE, DECISION = "shiftflow.schema", "shiftflow.evidence", "shiftflow.decision"
+EVIDENCE, DECISION = "shiftflow.evidence", "shiftflow.decision"
 #: what a selector's score is, in the recipe gate's reason: only source CV's is an accuracy as measured
 SCORE_WORDS = {SOURCE_CV: "source-CV accuracy", LABELED_SELECTOR: "fewlabel posterior score (not an accuracy)"}
 #: the alias each gate decision leaves the new version with
 ALIAS = {"promoted": "champion", "kept": "challenger", "undecided": "challenger", "refused": "challenger"}
 
 
-def input_schema(store: Any) -> dict[str, Any]:
-    """What a served model takes and returns: its input columns and types (the signature's input schema), the
-    label and the classes in code order; ``digest`` (16 hex digits) names it."""
-    from tasks.ingest import raw_input_schema
-
-    ingest = store.manifest("ingest")["extra"]
-    facts = {"inputs": raw_input_schema(store).to_dict(), "label": str(ingest.get("label")),
-             "classes": [str(c) for c in ingest.get("classes", [])]}
-    return facts | {"digest": hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]}
-
-
-def default_model_name(base: str, schema: dict[str, Any]) -> str:
-    """``<base>-<first 8 hex digits of the schema digest>``: two tables with other input columns, label or
-    classes never share a registered model (and so a champion), whatever their label is called."""
-    return f"{base}-{schema['digest'][:8]}"
-
-
-def _columns_words(schema_inputs: list[dict[str, Any]], limit: int = 6) -> str:
-    names = [str(c.get("name")) for c in schema_inputs]
-    return ", ".join(names[:limit]) + (f" … ({len(names)} in all)" if len(names) > limit else "")
-
-
-def check_model_name(client: MlflowClient, name: str, schema: dict[str, Any]) -> None:
-    """Refuse ``name`` when one of its versions takes other inputs (tag ``shiftflow.schema``): one line with the
-    fix. A model that does not exist yet, or whose versions predate the tag, passes."""
-    try:
-        versions = client.search_model_versions(f"name = '{name}'")
-    except MlflowException:
-        return
-    for v in versions:
-        other = v.tags.get(SCHEMA)
-        if other is not None and other != schema["digest"]:
-            cols = v.tags.get("shiftflow.input_columns", "?")
-            raise ShiftflowInputError(
-                f"registered model {name!r} serves other input columns, label or classes (v{v.version}: {cols}; "
-                f"this run: {_columns_words(schema['inputs'])}, label {schema['label']!r}); give another "
-                "--model-name (model_name), or leave it unset: the default name carries the input schema")
-
-
-def _incumbent(client: MlflowClient, name: str) -> Any:
-    try:
-        return client.get_model_version_by_alias(name, "champion")
-    except MlflowException:
-        return None
-
-
-def _rescore(store: Any, selector: str, incumbent: dict[str, str], chosen: str, seed: int, k: int,
+def _rescore(store: Any, selector: str, recipe: dict[str, str], chosen: str, seed: int, k: int,
              rows: int | None) -> dict[str, float]:
     """Score the incumbent's recipe and the new choice together with ``selector`` on the current batch
     (the selection stage's rows and β)."""
     data = selector_data(store, selector, seed, rows)
     m = store.manifest("training")["extra"]["models"][chosen]
-    inc_name = f"incumbent:{incumbent['candidate']}"
-    cands = make_candidates(store, [(inc_name, incumbent["learner"], incumbent["weighting"]),
+    inc_name = f"incumbent:{recipe['candidate']}"
+    cands = make_candidates(store, [(inc_name, recipe["learner"], recipe["weighting"]),
                                     (chosen, m["learner"], m["weighting"])], seed, data)
     beta = selection_beta(store, seed, data) if uses_weights(selector) else None
     res = run_selector(selector, cands, data, seed=seed, k=k, beta=beta, rows=rows)
@@ -195,8 +156,6 @@ def version_description(*, selector: str, score: float, n_candidates: int, facts
 def evidence_table(store: Any, new: StoredPredictions, source_rows: Any) -> pd.DataFrame:
     """What the served version's estimate needs later (kept with the version): its out-of-fold source
     predictions (``_y``, ``_fold``, ``_p<code>``) and those source rows as it encodes them (``x:<feature>``)."""
-    from tasks.ingest import LABEL, ROW
-
     src = store.read_table("ingest", "source").drop(columns=[ROW, LABEL]).iloc[np.asarray(source_rows)]
     out = pd.DataFrame({"_y": new.y_source, "_fold": new.folds})
     for c in range(new.proba_source.shape[1]):
@@ -213,78 +172,10 @@ def _from_evidence(table: pd.DataFrame, classes: np.ndarray) -> tuple[StoredPred
     return P, X
 
 
-def _raw_target(store: Any) -> tuple[np.ndarray, pd.DataFrame]:
-    """Today's row keys and raw target rows as the user gave them, without the key and the id column: what a
-    served model takes."""
-    from tasks.ingest import ROW
-
-    raw = store.read_table("ingest", "target_rows")
-    id_col = store.manifest("ingest")["params"].get("id_column")
-    return raw[ROW].to_numpy(), raw.drop(columns=[ROW] + ([id_col] if id_col in raw.columns else []))
-
-
 def _today_rows(store: Any, seed: int, rows: int | None) -> pd.DataFrame:
     """Today's raw target rows (as the user gave them) on the estimation stage's target rows."""
-    raw = _raw_target(store)[1]
+    raw = raw_target(store)[1]
     return raw.iloc[target_rows(len(raw), seed, rows)].reset_index(drop=True)
-
-
-def _served_proba(name: str, inc: Any, raw: pd.DataFrame, n_classes: int) -> tuple[np.ndarray, Any] | str:
-    """Version ``inc`` of ``name`` scoring the raw rows ``raw``: (class probabilities in code order, its
-    'prepare' step), or why it cannot (a model without its encoder step)."""
-    import mlflow.sklearn
-
-    model = with_retries(mlflow.sklearn.load_model, f"models:/{name}/{inc.version}")
-    prepare = getattr(model, "named_steps", {}).get("prepare")
-    if prepare is None:
-        return f"v{inc.version}'s model has no 'prepare' step to encode today's rows"
-    proba = np.zeros((len(raw), n_classes))
-    proba[:, np.searchsorted(np.arange(n_classes), model.classes_)] = model.predict_proba(raw)
-    return proba, prepare
-
-
-SERVED = "served"  # stage: the served champion's predictions on the whole batch, a contender for the labels
-
-
-def served_name(version: Any) -> str:
-    """The served champion's name among the contenders of a label plan (no candidate is called so)."""
-    return f"champion v{version}"
-
-
-@task(name="served", cache_policy=NO_CACHE)
-def served(store: Any, *, model_name: str, tracking_uri: str) -> dict[str, Any] | None:
-    """Stage ``served``: the registered model's champion scores every row of today's batch
-    (``served/predictions.parquet``: ``_row``, ``predicted``, ``proba_<code>``), so a label plan draws rows
-    where it disagrees with the candidates too and the gate can weigh labels (the undecided → labels path).
-    None, and nothing written, without a champion of this input schema."""
-    from tasks.ingest import ROW, ingest_inputs
-
-    client = MlflowClient(tracking_uri)
-    try:
-        check_model_name(client, model_name, input_schema(store))
-    except ShiftflowInputError:
-        return None  # the flow refuses this name right after ingest; nothing to compare here
-    inc = _incumbent(client, model_name)
-    if inc is None:
-        return None
-    inputs = ingest_inputs(store) | {"model": f"{model_name}/{inc.version}", "model_run": str(inc.run_id)}
-    params = {"model_name": model_name, "version": str(inc.version)}
-    key = stage_key(SERVED, params, inputs)
-    found = store.find_reusable(SERVED, key)
-    if found is not None:
-        store.adopt(SERVED, found)
-    else:
-        rows, raw = _raw_target(store)
-        got = _served_proba(model_name, inc, raw, len(store.manifest("ingest")["extra"]["classes"]))
-        if isinstance(got, str):
-            run_logger().warning("served: %s; the label plan compares the candidates only", got)
-            return None
-        proba = got[0]
-        table = pd.DataFrame({ROW: rows, "predicted": proba.argmax(axis=1)})
-        for c in range(proba.shape[1]):
-            table[f"proba_{c}"] = proba[:, c]
-        store.write_stage(SERVED, {"predictions": table}, key=key, params=params, inputs=inputs)
-    return {"name": served_name(inc.version), "version": str(inc.version), "model_name": model_name}
 
 
 def read_evidence(version: Any) -> tuple[StoredPredictions, pd.DataFrame] | str:
@@ -313,7 +204,7 @@ def champion_evidence(client: MlflowClient, name: str, inc: Any, store: Any, *, 
         return found
     stored, X_old = found
     raw = _today_rows(store, seed, rows)
-    got = _served_proba(name, inc, raw, len(stored.classes))
+    got = served_proba(name, inc, raw, len(stored.classes))
     if isinstance(got, str):
         return got
     proba, prepare = got
@@ -359,8 +250,6 @@ def _today_encoded(store: Any, seed: int, rows: int | None, columns: list[str]) 
 def _new_evidence(store: Any, chosen: str) -> tuple[StoredPredictions | None, pd.DataFrame | None]:
     """The new version's stored predictions and the evidence table to keep with it; (None, None) when the
     estimation stage kept no predictions (a stage written before it did)."""
-    from tasks.estimation import OOF, read_predictions
-
     try:
         P = read_predictions(store, chosen, np.arange(len(store.manifest("ingest")["extra"]["classes"])))
         oof = store.read_table("estimation", OOF, columns=["candidate", "source_row"])
@@ -388,7 +277,6 @@ def label_difference(store: Any, labeled: dict[str, Any] | None, chosen: str, ve
     without a prior (``shiftlib.selection.fewlabel``) over the plan's contenders. None without labels or when
     the plan did not have this champion as a contender (planned before it served)."""
     from shiftlib.selection.fewlabel import DEFAULT_ESTIMATOR, DEFAULT_VARIANCE, fewlabel_estimate
-    from tasks.labels import stage_predictions
 
     if not labeled or labeled.get("status") != "labeled" or not labeled.get("labels"):
         return None
@@ -436,7 +324,7 @@ def _version_tags(facts: dict[str, str], info: dict[str, Any], chosen: str, sele
             "mlflow_parent_run_id": ctx.parent_run_id, "features_sha256": facts["features_sha256"],
             "source_sha256": facts["source_sha256"], "target_sha256": facts["target_sha256"],
             "code_version": facts["code_version"], FINGERPRINT: facts["fingerprint"], SCHEMA: schema["digest"],
-            "shiftflow.input_columns": _columns_words(schema["inputs"])}
+            "shiftflow.input_columns": columns_words(schema["inputs"])}
     if facts["recalibrated"] == "true":
         tags["beta"] = facts["beta"]
     if estimate is not None:
@@ -511,7 +399,7 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
     # one decision at a time per registered model on this machine: a concurrent run sees this one's alias
     with registry_lock(tracking_uri, model_name) as waited:
         check_model_name(client, model_name, schema)
-        inc = _incumbent(client, model_name)
+        inc = incumbent(client, model_name)
         twin = _registered_twin(client, model_name, facts["fingerprint"])
         if twin is None:
             tags = _version_tags(facts, info, chosen, selector, new_score, estimate, schema, ctx)
@@ -580,7 +468,7 @@ def set_champion(tracking_uri: str, name: str, *, version: str | None = None, pr
     if not versions:
         raise ShiftflowInputError(f"no registered model {name!r} in this MLflow store; check --model and "
                                   "--tracking-uri (MLFLOW_TRACKING_URI)")
-    inc = _incumbent(client, name)
+    inc = incumbent(client, name)
     if previous:
         if inc is None:
             raise ShiftflowInputError(f"{name!r} has no champion, so no previous one; name a version with --set")

@@ -8,6 +8,8 @@ interval kind and its possible parts se_source, se_target, se_shift, se_model); 
 ``shiftflow.alert=accuracy`` tag when its upper bound is below ``min_accuracy``; once ``shiftflow evaluate`` has
 recorded the realised accuracy of earlier batches of the same deployment (:data:`REALIZED_HISTORY`,
 :func:`realized_history`), the served estimate is corrected by their errors (``shiftlib.realized``).
+Later stages read the stage's tables through :func:`read_predictions` (the champion gate) and
+:func:`scv_from_estimation` (the selection stage's SCV, the labels stage's prior).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from shiftlib.catalog import SOURCE_CV
 from shiftlib.decisions import (
     OverlapVerdict,
     accuracy_alert,
@@ -38,12 +41,13 @@ from shiftlib.decisions import (
 from shiftlib.errors import ShiftflowInputError
 from shiftlib.estimation import N_BOOT, StoredPredictions, estimate_each, shared_source_cv, stored_predictions
 from shiftlib.realized import MIN_REALIZED_BATCHES, realized_correction
+from shiftlib.selection import SelectorScores
 from shiftlib.weights import effective_sample_size
-from tasks.ingest import ingest_inputs
+from tasks.ingest import ingest_inputs, selection_data
 from tasks.logs import run_logger
-from tasks.selection import make_candidates, selection_data
 from tasks.store import MANIFEST, StageStore, stage_key
 from tasks.tracking import RunContext, log_metrics, with_retries
+from tasks.weights import make_candidates
 
 STAGE = "estimation"
 COLUMNS = ["candidate", "method", "estimate", "ci_low", "ci_high", "confidence", "interval", "se_source",
@@ -63,7 +67,7 @@ def compute_estimates(store: StageStore, *, method: str, seed: int, k: int, conf
                       n_boot: int, rows: int | None = None) -> pd.DataFrame:
     """The stage table: ``shiftlib.estimation`` on every candidate of the training stage (weighted candidates
     fitted with their weights, as trained), on the selection subsample of at most ``rows`` source and target
-    rows (``tasks.selection.selection_data``): above that size the estimate is that of the candidate's recipe
+    rows (``tasks.ingest.selection_data``): above that size the estimate is that of the candidate's recipe
     fitted on ``rows`` rows."""
     return _compute(store, method=method, seed=seed, k=k, confidence=confidence, n_boot=n_boot, rows=rows)[0]
 
@@ -158,6 +162,25 @@ def read_predictions(store: StageStore, candidate: str, classes: Any) -> StoredP
     w = o["weight"].to_numpy(float)
     return StoredPredictions(candidate, np.asarray(classes), o["y"].to_numpy(), o[cols].to_numpy(float),
                              t[cols].to_numpy(float), o["fold"].to_numpy(), None if np.isnan(w).all() else w)
+
+
+def scv_from_estimation(store: StageStore, seed: int, k: int) -> SelectorScores | None:
+    """SCV read from the estimation stage's fold scores, or None when it has none for this ``seed`` and ``k``.
+
+    The estimation stage writes them when it fitted every candidate on every source row on the folds of
+    ``StratifiedKFold(k, shuffle=True, random_state=seed)``: the same folds and fits as ``source_cv``
+    (``shiftlib.estimation.source_cv_scores``), so selection does not fit them a second time."""
+    if not (store.stage_dir(STAGE) / MANIFEST).exists():
+        return None
+    m = store.manifest(STAGE)
+    if "fold_scores.parquet" not in m["files"] or m["params"].get("seed") != seed or m["params"].get("k") != k:
+        return None
+    f = store.read_table(STAGE, "fold_scores")
+    if sorted(set(f["candidate"])) != sorted(n for n, _, _ in _specs(store)):
+        return None
+    folds = {str(n): g.sort_values("fold")["accuracy"].to_numpy(float) for n, g in f.groupby("candidate")}
+    return SelectorScores.from_fold_scores(SOURCE_CV, folds, {"scoring": "accuracy", "k": k, "random_state": seed,
+                                                              "from": "estimation"})
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import pickle
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,14 +22,16 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from sklearn.pipeline import Pipeline
 
+from shiftlib.budget import subsample
 from tasks.inputs import LABEL, ROW, IngestError, IngestOptions, prepare_inputs, read_inputs
 from tasks.logs import run_logger
 from tasks.sources import mask_secrets
 from tasks.store import CorruptStageError, StageStore, sha256_file, stage_key
 
-__all__ = ["LABEL", "PREPROCESSOR_STAGE", "ROW", "IngestOptions", "frame_hash", "ingest", "ingest_inputs",
-           "load_preprocessor", "load_raw_example", "load_target_labels", "load_xy", "preprocessor_hash",
-           "raw_input_schema", "readable_rows", "served_pipeline"]
+__all__ = ["LABEL", "PREPROCESSOR_STAGE", "ROW", "IngestOptions", "SelectionData", "frame_hash", "ingest",
+           "ingest_inputs", "load_preprocessor", "load_raw_example", "load_target_labels", "load_xy",
+           "preprocessor_hash", "raw_input_schema", "readable_rows", "selection_data", "served_pipeline",
+           "target_rows"]
 
 PREPROCESSOR_STAGE = "ingest_preprocessor"
 PREPROCESSOR, RAW_EXAMPLE = "preprocessor.pkl", "raw_example.pkl"
@@ -171,6 +174,33 @@ def load_target_labels(store: StageStore) -> np.ndarray | None:
     if "target_labels.parquet" not in store.manifest("ingest")["files"]:
         return None
     return store.read_table("ingest", "target_labels", columns=[LABEL])[LABEL].to_numpy()
+
+
+@dataclass(frozen=True)
+class SelectionData:
+    """The rows a selector (and the estimation stage) works on: every row for SCV and WCV (which score only
+    ``scored_folds`` of their folds), a stratified subsample of at most ``rows`` source rows (positions
+    ``source_rows`` in the ingested source) and at most ``rows`` target rows for RT and TrCV
+    (``shiftlib.budget``)."""
+
+    X_s: pd.DataFrame
+    y_s: np.ndarray
+    X_t: pd.DataFrame
+    source_rows: np.ndarray
+
+
+def target_rows(n_target: int, seed: int, rows: int | None) -> np.ndarray:
+    """Positions of the target rows the selection and estimation stages work on (every row when ``rows`` is
+    None): what a later stage must take to line up with their stored predictions."""
+    return subsample(n_target, rows, random_state=seed)
+
+
+def selection_data(store: StageStore, seed: int, rows: int | None) -> SelectionData:
+    """A stratified subsample of this run's ingested tables (every row when ``rows`` is None)."""
+    X_s, y_s, X_t = load_xy(store)
+    i_s = subsample(len(y_s), rows, y=y_s, random_state=seed)
+    i_t = target_rows(len(X_t), seed, rows)
+    return SelectionData(X_s.iloc[i_s].reset_index(drop=True), y_s[i_s], X_t.iloc[i_t].reset_index(drop=True), i_s)
 
 
 def _read_checked(store: StageStore, name: str) -> bytes:

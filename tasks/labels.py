@@ -44,9 +44,11 @@ from prefect.input import RunInput
 from pydantic import Field
 
 from shiftlib.selection import LabelPlan, TargetPredictions, plan_labels
+from tasks.estimation import scv_from_estimation
 from tasks.ingest import ROW, ingest_inputs, load_xy
 from tasks.inputs import LabelsInputError, check_label_budget, read_filled, read_labels_file
 from tasks.logs import run_logger
+from tasks.served import SERVED, served_contender
 from tasks.store import MANIFEST, StageStore, code_version, stage_key, stage_manifests
 from tasks.tracking import log_metrics, with_retries
 
@@ -67,21 +69,11 @@ def labels_form(csv: str) -> type[FilledLabels]:
                                           "path: selection runs with 'fewlabel' deciding.", target_labels=csv)
 
 
-def _served_name(store: StageStore) -> str | None:
-    """The contender name of this run's ``served`` stage (the champion's predictions on the batch), or None
-    without one; read from its manifest only."""
-    from tasks.champion import SERVED, served_name
-
-    if not (store.stage_dir(SERVED) / MANIFEST).exists():
-        return None
-    return served_name(store.manifest(SERVED)["params"]["version"])
-
-
 def _plan_has_served(store: StageStore) -> bool | None:
     """Whether this run's labels stage planned with the served champion as a contender (None: no stage yet)."""
     if not (store.stage_dir(STAGE) / MANIFEST).exists():
         return None
-    name = _served_name(store)
+    name = served_contender(store)
     return name is not None and name in store.manifest(STAGE)["extra"].get("learners", [])
 
 
@@ -97,10 +89,8 @@ def stage_predictions(store: StageStore, with_served: bool | None = None) -> Tar
     proba_cols = sorted((c for c in preds.columns if c.startswith("proba_")), key=lambda c: int(c.split("_")[1]))
     classes = np.array([int(c.split("_")[1]) for c in proba_cols])
     tables = [preds[preds["learner"] == n].sort_values(ROW) for n in names]
-    served = _served_name(store) if with_served else None
+    served = served_contender(store) if with_served else None
     if served is not None:
-        from tasks.champion import SERVED
-
         names.append(served)
         tables.append(store.read_table(SERVED, "predictions").sort_values(ROW)
                       .reindex(columns=[ROW, "predicted", *proba_cols]))
@@ -112,10 +102,9 @@ def stage_predictions(store: StageStore, with_served: bool | None = None) -> Tar
 
 def _keys(store: StageStore, budget: int | None, seed: int, with_served: bool = True
           ) -> tuple[str, str, dict[str, Any], dict[str, str]]:
-    from tasks.champion import SERVED
-
     inputs = ingest_inputs(store) | {"training": store.manifest("training")["files"]["predictions.parquet"]["sha256"]}
-    if with_served and _served_name(store) is not None:  # the champion is a contender: its predictions are an input
+    # the champion is a contender: its predictions are an input
+    if with_served and served_contender(store) is not None:
         inputs["served"] = store.manifest(SERVED)["files"]["predictions.parquet"]["sha256"]
     params = {"budget": budget, "seed": seed}
     return stage_key(STAGE, params, inputs), stage_key(STAGE, {"seed": seed}, inputs), params, inputs
@@ -162,7 +151,7 @@ def _holding(store: StageStore, manifests: list[Path], rows: set[int] | None) ->
 def _served_options(store: StageStore) -> tuple[bool, ...]:
     """The plans a filled file may answer: with the served champion as a contender first, then without it (a
     plan made before that version served; its labels still choose among the candidates)."""
-    return (True, False) if _served_name(store) is not None else (True,)
+    return (True, False) if served_contender(store) is not None else (True,)
 
 
 def _find_plan(store: StageStore, budget: int | None, seed: int, rows: set[int] | None = None
@@ -318,14 +307,12 @@ def continue_plan(store: StageStore, earlier: dict[str, Any], *, budget: int, se
     the posterior those labels give (with the estimation stage's source CV as its prior, when stored). Writes
     the labels stage with ``to_label.csv`` holding every row of the plan, the labeled ones filled in; returns
     the plan and how many labels were filled in. Raises ``LabelsInputError`` when the budget adds no row."""
-    from tasks.selection import scv_from_estimation  # tasks.selection reads this module's stage
-
     plan0 = _plan(earlier, pd.read_parquet(Path(earlier["_dir"]) / "plan.parquet"))
     check_label_budget(budget, plan0.n_target)
     classes = store.manifest("ingest")["extra"]["classes"]
     lab, _, digest = read_filled(target_labels, earlier["extra"].get("label", label), classes, plan0.n_target)
     X_s, y_s, X_t = load_xy(store)
-    served = _served_name(store)  # the next round keeps the earlier round's contenders
+    served = served_contender(store)  # the next round keeps the earlier round's contenders
     with_served = served is not None and served in plan0.learners
     tp = stage_predictions(store, with_served)
     prior = scv_from_estimation(store, seed, k) if k is not None else None

@@ -23,14 +23,12 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from shiftlib.budget import auto_weighting, scored_folds, subsample
+from shiftlib.budget import auto_weighting, scored_folds
 from shiftlib.catalog import LABELED_SELECTOR, SOURCE_CV
-from shiftlib.learners import make_learner
 from shiftlib.selection import (
     Candidate,
     ReverseCell,
     ReverseTestingResult,
-    SelectorScores,
     TargetLabels,
     agreement,
     bind_selector,
@@ -49,41 +47,16 @@ from shiftlib.selection import (
     trcv_setup,
 )
 from shiftlib.selection.trcv import FoldResidual
-from tasks.ingest import ingest_inputs, load_target_labels, load_xy
+from tasks.estimation import scv_from_estimation
+from tasks.ingest import SelectionData, ingest_inputs, load_target_labels, selection_data
 from tasks.labels import stage_predictions
 from tasks.limits import limited
 from tasks.logs import run_logger
 from tasks.store import MANIFEST, StageStore, stage_key
 from tasks.tracking import RunContext, log_metrics, with_retries
-from tasks.weights import METHODS, fit_weighter, stage_weights
+from tasks.weights import METHODS, fit_weighter, make_candidates, stage_weights, weights_on_rows
 
 STAGE = "selection"
-
-
-@dataclass(frozen=True)
-class SelectionData:
-    """The rows a selector works on: every row for SCV and WCV (which score only ``scored_folds`` of their
-    folds), a stratified subsample of at most ``rows`` source rows (positions ``source_rows`` in the ingested
-    source) and at most ``rows`` target rows for RT and TrCV (``shiftlib.budget``)."""
-
-    X_s: pd.DataFrame
-    y_s: np.ndarray
-    X_t: pd.DataFrame
-    source_rows: np.ndarray
-
-
-def target_rows(n_target: int, seed: int, rows: int | None) -> np.ndarray:
-    """Positions of the target rows the selection and estimation stages work on (every row when ``rows`` is
-    None): what a later stage must take to line up with their stored predictions."""
-    return subsample(n_target, rows, random_state=seed)
-
-
-def selection_data(store: StageStore, seed: int, rows: int | None) -> SelectionData:
-    """A stratified subsample of this run's ingested tables (every row when ``rows`` is None)."""
-    X_s, y_s, X_t = load_xy(store)
-    i_s = subsample(len(y_s), rows, y=y_s, random_state=seed)
-    i_t = target_rows(len(X_t), seed, rows)
-    return SelectionData(X_s.iloc[i_s].reset_index(drop=True), y_s[i_s], X_t.iloc[i_t].reset_index(drop=True), i_s)
 
 
 def selector_data(store: StageStore, selector: str, seed: int, rows: int | None) -> SelectionData:
@@ -92,39 +65,13 @@ def selector_data(store: StageStore, selector: str, seed: int, rows: int | None)
     return selection_data(store, seed, None if runs_on_every_row(selector) else rows)
 
 
-def _on_rows(w: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    w = np.asarray(w, dtype=float)[rows]
-    return w / w.mean() if w.mean() > 0 else w
-
-
-def make_candidates(store: StageStore, specs: list[tuple[str, str, str]], seed: int,
-                    data: SelectionData | None = None) -> list[Candidate]:
-    """``Candidate`` per (name, learner, weighting) on ``data``'s rows (default: every row): weights come from
-    this run's weights stage, or are fitted the stage's way when the run did not compute that method (e.g. an
-    incumbent's recipe)."""
-    data = data or selection_data(store, seed, None)
-    weights: dict[str, np.ndarray] = {}
-    out = []
-    for name, learner, weighting in specs:
-        if weighting != "none" and weighting not in weights:
-            w = stage_weights(store, weighting)
-            if w is None:
-                w = fit_weighter(weighting, data.X_s, data.X_t, seed).weights_
-            else:
-                w = _on_rows(w, data.source_rows)
-            weights[weighting] = w
-        out.append(Candidate(name, make_learner(learner, random_state=seed, n_rows=len(data.y_s)),
-                             sample_weight=weights.get(weighting)))
-    return out
-
-
 def selection_beta(store: StageStore, seed: int, data: SelectionData) -> np.ndarray:
     """The importance weights β that TrCV and WCV use on ``data``'s rows: this run's KMM weights, else the
     run's other weights, else a fit on those rows of the method ``weighting="auto"`` would use (mean 1)."""
     for method in ("kmm", *[m for m in METHODS if m != "kmm"]):
         w = stage_weights(store, method)
         if w is not None:
-            return _on_rows(w, data.source_rows)
+            return weights_on_rows(w, data.source_rows)
     method = auto_weighting(True, len(data.y_s))
     return importance_weights(fit_weighter(method, data.X_s, data.X_t, seed).weights_, data.X_s, data.X_t)
 
@@ -133,7 +80,7 @@ def _beta_on(beta: np.ndarray | None, data: SelectionData) -> np.ndarray | None:
     """β over every source row (``selection_plan``) restricted to ``data``'s rows, mean 1 again."""
     if beta is None or len(beta) == len(data.y_s):
         return beta
-    return _on_rows(beta, data.source_rows)
+    return weights_on_rows(beta, data.source_rows)
 
 
 def uses_weights(selector: str) -> bool:
@@ -160,25 +107,6 @@ def run_selector(selector: str, cands: list[Candidate], data: SelectionData, *, 
     sel = bind_selector(selector, random_state=seed, k=k, weights=_beta_on(beta, data),
                         max_folds=scored_folds(len(data.y_s), k, rows))
     return sel(cands, data.X_s, data.y_s, data.X_t)
-
-
-def scv_from_estimation(store: StageStore, seed: int, k: int) -> SelectorScores | None:
-    """SCV read from the estimation stage's fold scores, or None when it has none for this ``seed`` and ``k``.
-
-    The estimation stage writes them when it fitted every candidate on every source row on the folds of
-    ``StratifiedKFold(k, shuffle=True, random_state=seed)``: the same folds and fits as ``source_cv``
-    (``shiftlib.estimation.source_cv_scores``), so selection does not fit them a second time."""
-    if not (store.stage_dir("estimation") / MANIFEST).exists():
-        return None
-    m = store.manifest("estimation")
-    if "fold_scores.parquet" not in m["files"] or m["params"].get("seed") != seed or m["params"].get("k") != k:
-        return None
-    f = store.read_table("estimation", "fold_scores")
-    if sorted(set(f["candidate"])) != sorted(n for n, _, _ in _stage_specs(store)):
-        return None
-    folds = {str(n): g.sort_values("fold")["accuracy"].to_numpy(float) for n, g in f.groupby("candidate")}
-    return SelectorScores.from_fold_scores(SOURCE_CV, folds, {"scoring": "accuracy", "k": k, "random_state": seed,
-                                                              "from": "estimation"})
 
 
 def _stage_specs(store: StageStore) -> list[tuple[str, str, str]]:

@@ -19,6 +19,8 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from shiftlib.learners import make_learner
+from shiftlib.selection import Candidate
 from shiftlib.weights import (
     TARGET_WEIGHTERS,
     chunk_indices,
@@ -28,7 +30,7 @@ from shiftlib.weights import (
     shared_kernel,
     weights_caution,
 )
-from tasks.ingest import ROW, ingest_inputs, load_xy
+from tasks.ingest import ROW, SelectionData, ingest_inputs, load_xy, selection_data
 from tasks.limits import limited
 from tasks.logs import run_logger
 from tasks.store import MANIFEST, StageStore, stage_key
@@ -98,6 +100,33 @@ def fit_weighter(method: str, X_source: Any, X_target: Any, seed: int, **fit_par
     if method == "kmm" and len(X_source) > KMM_CHUNK_ROWS:
         weighter.set_params(chunk_size=KMM_CHUNK_ROWS)
     return weighter.fit(X_source, X_target, **fit_params)
+
+
+def weights_on_rows(w: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Weights ``w`` over every source row restricted to the positions ``rows``, mean 1 again."""
+    w = np.asarray(w, dtype=float)[rows]
+    return w / w.mean() if w.mean() > 0 else w
+
+
+def make_candidates(store: StageStore, specs: list[tuple[str, str, str]], seed: int,
+                    data: SelectionData | None = None) -> list[Candidate]:
+    """``Candidate`` per (name, learner, weighting) on ``data``'s rows (default: every row): weights come from
+    this run's weights stage, or are fitted the stage's way when the run did not compute that method (e.g. an
+    incumbent's recipe)."""
+    data = data or selection_data(store, seed, None)
+    by_method: dict[str, np.ndarray] = {}
+    out = []
+    for name, learner, weighting in specs:
+        if weighting != "none" and weighting not in by_method:
+            w = stage_weights(store, weighting)
+            if w is None:
+                w = fit_weighter(weighting, data.X_s, data.X_t, seed).weights_
+            else:
+                w = weights_on_rows(w, data.source_rows)
+            by_method[weighting] = w
+        out.append(Candidate(name, make_learner(learner, random_state=seed, n_rows=len(data.y_s)),
+                             sample_weight=by_method.get(weighting)))
+    return out
 
 
 def _histogram(table: pd.DataFrame, methods: list[str]) -> Figure:

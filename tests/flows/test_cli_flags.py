@@ -176,7 +176,7 @@ def test_the_temporary_api_is_started_early_only_without_a_server(monkeypatch: p
 
     import flows.stack.temporary as temporary
     import tasks.tracking
-    from flows.cli import early_api
+    from flows.api import early_api
 
     launched: list[bool] = []
     checked: list[str] = []

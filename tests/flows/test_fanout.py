@@ -92,8 +92,8 @@ def test_ensemble_kmm_chunks_equal_the_shiftlib_recipe(fanned_run):
 
 
 def test_fanned_selection_equals_the_one_call_selectors(fanned_run):
-    from tasks.selection import make_candidates
     from tasks.store import StageStore
+    from tasks.weights import make_candidates
 
     cfg, summary, _ = fanned_run
     run_dir = Path(summary["run_dir"])

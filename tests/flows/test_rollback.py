@@ -9,7 +9,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from flows.cli import main
-from tasks.champion import ALIAS_SET, DECISION, PREVIOUS, SCHEMA
+from tasks.champion import ALIAS_SET, DECISION, PREVIOUS
+from tasks.served import SCHEMA
 
 # default-suite budget: the module's store (two registered versions of real fits) took 33 s to build
 pytestmark = pytest.mark.slow

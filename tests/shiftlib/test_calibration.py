@@ -1,5 +1,6 @@
 """Tests for shiftlib.calibration: US eq. 3/9/12/14 properties, US Table I counts, Saerens et al. (2002)
-EM, the UndersampledClassifier meta-estimator (scikit-learn checks, pickling) and the reliability figure."""
+EM, the UndersampledClassifier meta-estimator (scikit-learn checks, pickling), the out-of-fold undersampling
+numbers the flow reports, and the reliability figure."""
 
 from __future__ import annotations
 
@@ -19,8 +20,11 @@ from matplotlib.figure import Figure
 from scipy import stats
 from sklearn.base import clone
 from sklearn.calibration import calibration_curve
+from sklearn.datasets import load_breast_cancer
 from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import KNeighborsClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from shiftlib.calibration import (
@@ -30,14 +34,16 @@ from shiftlib.calibration import (
     correct_posterior,
     corrected_threshold,
     em_target_prior,
+    oof_undersampling,
     prior_shift,
     reliability_figure,
     resolve_pos_label,
     undersample,
     undersampled_posterior,
+    undersampling_metrics,
 )
 from shiftlib.learners import make_learner
-from shiftlib.metrics import brier
+from shiftlib.metrics import brier, g_mean
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -541,6 +547,38 @@ def test_sklearn_estimator_checks(estimator, check):
 )
 def test_sklearn_estimator_checks_slow(estimator, check):
     check(estimator)
+
+
+# ====================================================================================================
+# out-of-fold undersampling (oof_undersampling / undersampling_metrics: the flow's recalibration numbers)
+# ====================================================================================================
+@pytest.fixture(scope="module")
+def oof():
+    X, y = load_breast_cancer(return_X_y=True)
+    y = 1 - y  # malignant = 1 is the minority (212 of 569, scikit-learn docs)
+    # scaled: lbfgs on the raw features needed thousands of iterations (10 s alone, 100 s on a loaded box)
+    return oof_undersampling(make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)), X, y,
+                             beta="balanced", n_splits=5, random_state=0)
+
+
+@pytest.mark.heavy
+def test_every_row_is_predicted_once_and_decisions_are_kept(oof):
+    assert oof[["p_s", "p_prime", "p_full", "tau_prime"]].notna().all().all()
+    # US eq. 12: p′ > τ′ exactly where p_s > τ_s = 0.5, fold by fold
+    np.testing.assert_array_equal(oof["p_prime"] > oof["tau_prime"], oof["p_s"] > 0.5)
+    # US eq. 9 with β < 1 lowers every probability strictly inside (0, 1)
+    inner = (oof["p_s"] > 1e-9) & (oof["p_s"] < 1 - 1e-9)
+    assert (oof.loc[inner, "p_prime"] < oof.loc[inner, "p_s"]).all()
+
+
+@pytest.mark.heavy
+def test_metrics_match_the_metric_functions(oof):
+    m = undersampling_metrics(oof["y"], oof["p_s"], oof["p_prime"], oof["p_full"], 0.5, oof["tau_prime"])
+    assert m["brier_raw"] == brier(oof["y"], oof["p_s"])  # independent call of US eq. 13
+    assert m["brier_corrected"] == brier(oof["y"], oof["p_prime"])
+    # same decisions (eq. 12) → the same G-mean, computed from p_s at 0.5
+    assert m["gmean_tau_prime"] == pytest.approx(g_mean(oof["y"], oof["p_s"], 0.5), abs=1e-15)
+    assert m["gmean_tau_prime"] == pytest.approx(m["gmean_tau_s"], abs=1e-15)
 
 
 # ====================================================================================================

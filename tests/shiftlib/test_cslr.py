@@ -19,7 +19,6 @@ from shiftlib.cslr import (
     kernel_log_posterior,
     primal_log_posterior,
 )
-from shiftlib.learners import fit_learner, needs_target
 
 # ----------------------------------------------------------------------------------------------------
 # helpers
@@ -389,15 +388,3 @@ def test_errors_name_the_problem():
         CovariateShiftLogisticRegression(kernel="rbf", max_dual_size=50).fit(L, y, X_target=T)
     with pytest.raises(ValueError, match="sample_weight"):
         est.fit(L, y, X_target=T, sample_weight=-np.ones(40))
-
-
-@pytest.mark.heavy
-def test_registry_convention_fit_learner_passes_target():
-    L, y, T = _shifted(17, m=60, n=50, d=2)
-    for est in (CovariateShiftLogisticRegression(), TwoStageLogisticRegression(kind="ssb")):
-        assert needs_target(est)
-        with pytest.raises(ValueError, match="X_target"):
-            fit_learner(clone(est), L, y)
-        direct = clone(est).fit(L, y, X_target=T)
-        via = fit_learner(clone(est), L, y, X_target=T)
-        np.testing.assert_allclose(via.predict_proba(T), direct.predict_proba(T))

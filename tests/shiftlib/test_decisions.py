@@ -15,6 +15,7 @@ from shiftlib.decisions import (
     OUTSIDE_SHARE,
     OVERLAP_AUC,
     PROMOTE_CONFIDENCE,
+    accuracy_alert,
     baseline_components,
     champion_predictions,
     domain_auc,
@@ -29,7 +30,7 @@ from shiftlib.decisions import (
     widen_for_overlap,
     with_labels,
 )
-from shiftlib.estimation import StoredPredictions, estimate_from_predictions, paired_draws
+from shiftlib.estimation import StoredPredictions, paired_draws
 
 
 def _onehot(codes: np.ndarray, n_cls: int = 2, conf: float = 1.0) -> np.ndarray:
@@ -59,6 +60,17 @@ def test_widen_for_overlap_is_the_worst_case_mixture():
     assert widen_for_overlap(0.7, 0.8, 1.0) == pytest.approx((0.0, 1.0))
     with pytest.raises(ValueError, match="share"):
         widen_for_overlap(0.7, 0.8, 1.5)
+
+
+@pytest.mark.parametrize(("low", "high", "threshold", "expected"), [
+    (0.60, 0.68, 0.70, "below"),      # the whole interval under the threshold: alert
+    (0.65, 0.75, 0.70, "straddles"),  # the threshold inside: it may be below
+    (0.70, 0.80, 0.70, "ok"),         # the lower end reaches it
+    (0.60, 0.70, 0.70, "straddles"),  # an upper end equal to the threshold is not surely below
+    (0.60, 0.68, None, ""),           # no threshold, no verdict
+])
+def test_accuracy_alert_by_hand(low, high, threshold, expected):
+    assert accuracy_alert(low, high, threshold) == expected
 
 
 def test_outside_share_counts_target_rows_above_the_sources_99th_percentile():
@@ -166,25 +178,6 @@ def test_p_better_sees_a_clearly_better_model_and_is_antisymmetric():
     assert p == 1.0 and est_n > est_c
     q, _, _ = p_better(new, champ, shared_source=True, n_boot=30, random_state=1)
     assert p + q == pytest.approx(1.0)  # the same paired draws, roles swapped
-
-
-@pytest.mark.heavy
-def test_paired_draws_point_estimates_are_the_shipped_estimates():
-    champ, new = _pair()
-    est_c, est_n, dc, dn = paired_draws(champ, new, "auto", shared_source=True, n_boot=5, random_state=0)
-    assert est_c == pytest.approx(estimate_from_predictions(champ, "auto", n_boot=2).accuracy)
-    assert est_n == pytest.approx(estimate_from_predictions(new, "auto", n_boot=2).accuracy)
-    assert dc.shape == dn.shape == (5,)
-    # the same source rows and target rows for both: a learner paired with itself draws identical values
-    y = np.array([0, 1] * 20)
-    conf = np.linspace(0.5, 1.0, 40)
-    src = np.c_[conf, 1 - conf]  # predicts 0 everywhere: right on half the rows, more often where surer
-    var = _P(list(y), src, np.c_[conf, 1 - conf], name="v")
-    a, b, da, db = paired_draws(var, var, "cbpe", shared_source=True, n_boot=5, random_state=0)
-    assert a == b and np.array_equal(da, db)
-    assert np.std(da) > 0
-    with pytest.raises(ValueError, match="same target batch"):
-        paired_draws(new, _P([0, 1], _onehot(np.array([0, 1])), _onehot(np.array([0]))))
 
 
 @pytest.mark.heavy

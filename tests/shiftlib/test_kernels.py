@@ -6,11 +6,14 @@ against each other: drift's MMD² and a weighter's ``mmd2_before_`` are one stat
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.spatial.distance import cdist
 
-from shiftlib.drift import detect_drift, mmd_permutation_test
+from shiftlib.drift import detect_drift, mmd_permutation_test, permutation_masks
 from shiftlib.kernels import (
     kernel_matmul,
     kernel_row_sums,
@@ -23,6 +26,9 @@ from shiftlib.kernels import (
     subsample_rows,
 )
 from shiftlib.weights import KMM, DiscriminativeWeights
+
+# moved here with tests from test_drift.py, which ran them with one BLAS thread (a module autouse fixture)
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
 
 def _k(a: np.ndarray, b: np.ndarray, gamma: float) -> np.ndarray:
@@ -105,3 +111,56 @@ def test_drift_and_weights_agree_when_both_subsample() -> None:
     res = mmd_permutation_test(Xs, Xt, n_permutations=5, max_rows=200, random_state=0)
     assert (res.n_source, res.n_target) == (200, 200)
     assert res.mmd2 == pytest.approx(mmd2(Xs, Xt, max_rows=200), rel=1e-10)
+
+
+def test_median_heuristic_by_hand() -> None:
+    # points 0, 1, 3: squared distances 1, 9, 4 → median 4 → gamma = 1/4
+    assert median_heuristic_gamma(np.array([[0.0], [1.0], [3.0]])) == pytest.approx(0.25, rel=1e-15)
+
+
+def test_weighted_mmd_matches_a_direct_computation() -> None:
+    # independent computation with scipy's cdist: ‖Σ w_i φ(x_i)/m − Σ φ(x'_j)/m'‖² (KMM §3)
+    rng = np.random.default_rng(0)
+    Xs, Xt = rng.normal(size=(9, 2)), rng.normal(loc=0.5, size=(6, 2))
+    w = rng.uniform(0.1, 3.0, size=9)
+    kern = shared_kernel(Xs, Xt)
+    Zs, Zt = kern.transform(Xs), kern.transform(Xt)
+
+    def k(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.exp(-kern.gamma * cdist(a, b, "sqeuclidean"))
+
+    wn = w / w.mean()
+    direct = wn @ k(Zs, Zs) @ wn / 81 - 2 * wn @ k(Zs, Zt).sum(axis=1) / 54 + k(Zt, Zt).sum() / 36
+    assert mmd2(Xs, Xt, w) == pytest.approx(direct, rel=1e-12)
+    assert mmd2(Xs, Xs) == pytest.approx(0.0, abs=1e-14)
+
+
+def test_mmd2_unbiased_by_hand() -> None:
+    # X = {0, 1}, Y = {0, 2}, gamma = 1/2 → k = exp(−d²/2); Gretton et al. 2012 eq. 3:
+    # k_xx(off) = e^{-1/2}; k_yy(off) = e^{-2}; mean k_xy = (1 + e^{-2} + 2e^{-1/2})/4
+    X, Y = np.array([[0.0], [1.0]]), np.array([[0.0], [2.0]])
+    e5, e2 = math.exp(-0.5), math.exp(-2.0)
+    assert mmd2_unbiased(X, Y, 0.5) == pytest.approx(e5 + e2 - (1 + e2 + 2 * e5) / 2)
+
+
+def test_median_bandwidth_by_hand() -> None:
+    # points 0, 1, 3: pairwise distances 1, 3, 2 → median 2 (the shared heuristic: gamma = 1/2²)
+    assert median_heuristic_gamma(np.array([[0.0], [1.0], [3.0]])) ** -0.5 == pytest.approx(2.0, rel=1e-15)
+
+
+def test_blocked_permutation_statistics_equal_full_kernel() -> None:
+    # blocked (16² entries at once, 16 ∤ 57, batch 7) vs. full kernel matrices per split: same biased
+    # MMD² (Gretton et al. 2012 eq. 5: mean k_xx + mean k_yy − 2 mean k_xy) to rounding
+    rng = np.random.default_rng(1)
+    Z = rng.normal(size=(57, 4))
+    masks = permutation_masks(25, 32, 20, random_state=2)
+    gamma = 1 / (2 * 1.7**2)
+    blocked = mmd2_splits(Z, masks, gamma, max_entries=16**2, batch_size=7)
+
+    def k(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.exp(-gamma * ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1))
+
+    full = [k(Z[m], Z[m]).mean() + k(Z[~m], Z[~m]).mean() - 2 * k(Z[m], Z[~m]).mean() for m in masks]
+    assert np.allclose(blocked, full, rtol=0, atol=1e-12)
+    assert masks[0, :25].all() and not masks[0, 25:].any()  # row 0 = the observed split
+    assert np.all(masks.sum(axis=1) == 25)

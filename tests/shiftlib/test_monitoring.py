@@ -2,7 +2,7 @@
 
 Checked against: the served model's accuracy on the batch's own labels (held back from the monitor), the
 pieces it composes computed independently (``champion_predictions`` → ``estimate_from_predictions`` →
-``widen_for_overlap``), and the alert rule's hand-worked cases."""
+``widen_for_overlap``), and the alert rule applied to the interval (the rule itself, by hand: test_decisions.py)."""
 
 from __future__ import annotations
 
@@ -33,17 +33,6 @@ def _served(shift: float) -> tuple:
 def no_shift() -> tuple:
     P, X_s, X_t, y_t = _served(0.0)
     return P, X_s, X_t, y_t, monitor_batch(P, P.proba_target, X_s, X_t, random_state=0)
-
-
-@pytest.mark.parametrize(("low", "high", "threshold", "expected"), [
-    (0.60, 0.68, 0.70, "below"),      # the whole interval under the threshold: alert
-    (0.65, 0.75, 0.70, "straddles"),  # the threshold inside: it may be below
-    (0.70, 0.80, 0.70, "ok"),         # the lower end reaches it
-    (0.60, 0.70, 0.70, "straddles"),  # an upper end equal to the threshold is not surely below
-    (0.60, 0.68, None, ""),           # no threshold, no verdict
-])
-def test_accuracy_alert_by_hand(low, high, threshold, expected):
-    assert accuracy_alert(low, high, threshold) == expected
 
 
 @pytest.mark.heavy

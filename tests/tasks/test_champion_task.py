@@ -83,7 +83,8 @@ def _run(reg, store: StageStore, parent: str, name: str = "shop-model", chosen: 
 
 
 def test_versions_carry_description_tags_and_evidence_and_reruns_add_none(registry):
-    from tasks.champion import EVIDENCE, SCHEMA, input_schema
+    from tasks.champion import EVIDENCE
+    from tasks.served import SCHEMA, input_schema
     from tasks.tracking import model_id
 
     client = MlflowClient(registry["uri"])
@@ -171,7 +172,7 @@ def test_the_gate_scores_the_served_champion_as_it_is(registry):
 
 
 def test_an_unrelated_table_with_the_same_label_never_takes_the_champion(registry):
-    from tasks.champion import default_model_name, input_schema
+    from tasks.served import default_model_name, input_schema
 
     client = MlflowClient(registry["uri"])
     store, parent = _store(registry, "run-s1")

@@ -22,8 +22,9 @@ from shiftlib.catalog import SELECTION_METHODS
 from shiftlib.learners import make_learner
 from shiftlib.selection import BaseSelector, SelectorScores, bind_selector, resolve_candidates, source_cv
 from tasks.ingest import LABEL, ROW
-from tasks.selection import cv_candidate, make_candidates, run_selector, selector_data, uses_weights
+from tasks.selection import cv_candidate, run_selector, selector_data, uses_weights
 from tasks.store import StageStore
+from tasks.weights import make_candidates
 
 NAMES = ["NB", "LR"]
 
@@ -55,8 +56,7 @@ def test_scv_in_the_flow_scores_enough_folds_over_every_row(tmp_path):
 
 
 def test_scv_is_read_from_the_estimation_stage_when_it_fitted_every_row(tmp_path):
-    from tasks.estimation import EstimationSettings, estimation
-    from tasks.selection import scv_from_estimation
+    from tasks.estimation import EstimationSettings, estimation, scv_from_estimation
     from tasks.tracking import RunContext
 
     store, X_s, y_s = _store(tmp_path)

@@ -2,13 +2,14 @@
 
 The learners are ``BinMajority`` stubs: a fixed-bin histogram classifier on one feature whose every
 prediction can be worked out by hand (bin majority, ties → class 0, empty bin → overall majority of
-the training labels). All expected numbers below are derived in the comments.
+the training labels). All expected numbers below are derived in the comments. At the end: real learners on
+breast_cancer (the conditions they report hold), the matrix assembled from rows computed as separate jobs, and
+CSLR given the rows it will be scored on.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from itertools import combinations
 
 import numpy as np
@@ -18,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.base import BaseEstimator, ClassifierMixin
 
+from shiftlib.learners import make_learner
 from shiftlib.selection import (
     BenefitScorer,
     Candidate,
@@ -25,10 +27,11 @@ from shiftlib.selection import (
     TargetLabels,
     combine,
     label_target,
-    plot_rt_matrix,
     reverse_score,
     reverse_testing,
+    reverse_testing_row,
 )
+from tests.shiftlib.selection.conftest import SEEN, CSLRSpy, cslr_data, fanout_problem
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
@@ -193,27 +196,6 @@ def test_benefit_scoring_matches_hand_computation():
     assert res.scoring == "benefit(cost=2)"
 
 
-class _FixedProba:
-    classes_ = np.array([0, 1])
-
-    def __init__(self, p):
-        self.p = np.asarray(p, float)
-
-    def predict_proba(self, X):
-        return np.column_stack([1 - self.p, self.p])
-
-
-def test_rt_section_6_donation_and_fraud_matrices_by_hand():
-    # Donation (RT §6): solicit iff p·Y(x) > 0.68; p·Y = 1.0, 0.5, 1.8, 1.0 ⇒ rows 0, 2, 3 solicited.
-    # benefit = (10 − 0.68) + (2 − 0.68) + (−0.68) = 9.96
-    don = BenefitScorer.donation([10, 1, 2, 20])
-    assert don(_FixedProba([0.1, 0.5, 0.9, 0.05]), None, [1, 0, 1, 0]) == pytest.approx(9.96)
-    # Fraud (RT §6): flag iff p·y(x) > 90; p·y = 100, 45, 100, 20 ⇒ rows 0, 2.
-    # benefit = (1000 − 90) + (−90) = 820
-    fraud = BenefitScorer.fraud([1000, 50, 200, 2000])
-    assert fraud(_FixedProba([0.1, 0.9, 0.5, 0.01]), None, [1, 1, 0, 1]) == pytest.approx(820.0)
-
-
 def test_rule_all_differs_from_pair_on_a_hand_made_matrix():
     # M (rows labeler, cols retrainer):  A: .7 .6 .5   B: .8 .7 .4   C: .5 .5 .3
     M = {"A": [0.7, 0.6, 0.5], "B": [0.8, 0.7, 0.4], "C": [0.5, 0.5, 0.3]}
@@ -249,17 +231,6 @@ def test_exports_are_consistent_and_json_serialisable():
     assert d["n_fits"] == 6 and d["ranking"] == [["B"], ["A"]]
 
 
-@pytest.mark.heavy
-def test_heatmap_annotates_every_cell_with_its_matrix_value():
-    learners = {**learners_ab(), "C": BinMajority(())}
-    res = reverse_testing(learners, X_D, Y_D, X_T)
-    fig = plot_rt_matrix(res)
-    texts = [t.get_text() for t in fig.axes[0].texts]
-    expected = ["n/a" if not math.isfinite(v) else f"{v:.3f}" for v in res.matrix.to_numpy().ravel()]
-    assert texts == expected
-    assert texts[:2] == ["0.625", "0.375"]  # M[A,A] = 5/8, M[A,B] = 3/8 by hand
-
-
 def test_clear_errors_for_bad_inputs():
     with pytest.raises(ValueError, match="0 rows"):
         reverse_testing(learners_ab(), X_D, Y_D, np.empty((0, 1)))
@@ -271,19 +242,6 @@ def test_clear_errors_for_bad_inputs():
         reverse_testing(learners_ab(), X_D, Y_D, X_T, rule="majority")
     with pytest.raises(ValueError, match="benefit amounts have 3 rows but the scored set has 8"):
         reverse_testing(learners_ab(), X_D, Y_D, X_T, scoring=BenefitScorer([1, 2, 3], 1.0))
-
-
-def test_benefit_scorer_agrees_with_shiftlib_metrics_total_benefit():
-    # Independent computation: shiftlib.metrics.total_benefit (RT §6) on the scorer's act / don't-act decisions.
-    metrics = pytest.importorskip("shiftlib.metrics")
-    rng = np.random.default_rng(11)
-    p = rng.uniform(size=40)
-    amounts = rng.uniform(0, 50, size=40)
-    y = rng.integers(0, 2, size=40)
-    scorer = BenefitScorer.donation(amounts)
-    acted = scorer.decisions(_FixedProba(p), None).astype(int)
-    expected = metrics.total_benefit(y, acted, metrics.donation_benefit(amounts, cost=0.68))
-    assert scorer(_FixedProba(p), None, y) == pytest.approx(expected)
 
 
 def test_dataframes_give_the_same_matrix_as_arrays():
@@ -325,3 +283,36 @@ def test_real_learners_on_breast_cancer_satisfy_the_conditions_they_report():
         if w is not None:
             lo = p.a if w == p.b else p.b
             assert M.at[w, lo] > M.at[lo, lo] and M.at[w, w] > M.at[lo, w]
+
+
+# ------------------------------------------------------------------------------------------------
+# rows as independent jobs (the flow fans them out); CSLR's target rows
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.heavy
+def test_reverse_testing_rows_combine_to_the_one_call_result() -> None:
+    # put back together, the rows give exactly the one-call result — the same numbers, not just the same winner
+    # (property: the pieces are the same fits on the same rows, only scheduled differently)
+    X_s, y_s, X_t, cands = fanout_problem()
+    whole = reverse_testing(cands, X_s, y_s, X_t)
+    rows = [reverse_testing_row(c.name, cands, X_s, y_s, X_t) for c in reversed(cands)]  # any order
+    pieces = combine([t for t, _ in rows], [cell for _, row in rows for cell in row])
+    pd.testing.assert_frame_equal(pieces.matrix.loc[whole.matrix.index, whole.matrix.columns], whole.matrix)
+    pd.testing.assert_frame_equal(pieces.to_frame().sort_values("learner").reset_index(drop=True),
+                                  whole.to_frame().sort_values("learner").reset_index(drop=True))
+    assert pieces.n_fits == whole.n_fits == len(cands) + len(cands) ** 2
+    with pytest.raises(ValueError, match="labeler 'SVM' is not one of the learners"):
+        reverse_testing_row("SVM", cands, X_s, y_s, X_t)
+
+
+@pytest.mark.heavy
+def test_reverse_testing_passes_the_scored_set_as_x_target():
+    # CSLR (DL) inside selection: every fit receives the unlabeled rows of the set it will be scored on
+    Xs, ys, Xt = cslr_data()
+    SEEN.clear()
+    res = reverse_testing({"CSLR": CSLRSpy(), "LR": make_learner("LR")}, Xs, ys, Xt)
+    assert res.n_fits == 2 + 4  # ℓ + ℓ² with ℓ = 2 (docs/architecture.md)
+    # CSLR fits: once on D (scored on T: 90 rows) and twice on T_i (scored on D: 120 rows)
+    assert sorted(SEEN) == [90, 120, 120]
+    assert np.isfinite(res.matrix.to_numpy(dtype=float)).all()

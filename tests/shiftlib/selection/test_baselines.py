@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer
 from sklearn.dummy import DummyClassifier
-from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score
 from sklearn.model_selection import (
     LeaveOneOut,
@@ -17,8 +16,6 @@ from sklearn.model_selection import (
 )
 from sklearn.naive_bayes import GaussianNB
 from sklearn.neighbors import KNeighborsClassifier
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 
 from shiftlib.learners import make_learner
 from shiftlib.selection import (
@@ -30,6 +27,7 @@ from shiftlib.selection import (
     target_cv,
     weighted_cv,
 )
+from tests.shiftlib.selection.conftest import SEEN, CSLRSpy, cslr_data
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
@@ -37,6 +35,7 @@ pytestmark = pytest.mark.usefixtures("one_blas_thread")
 X_ALL, Y_ALL = load_breast_cancer(return_X_y=True)
 X, Y = X_ALL[:120], Y_ALL[:120]  # scikit-learn's breast_cancer, first 120 rows (both classes)
 X_T, Y_T = X_ALL[300:360], Y_ALL[300:360]
+
 
 
 @pytest.mark.heavy
@@ -106,38 +105,6 @@ def test_tcv_and_stv_equal_sklearn():
     assert stv.scores["NB"] == pytest.approx(accuracy_score(Y_T, GaussianNB().fit(X, Y).predict(X_T)))
 
 
-def test_weighted_candidate_is_fitted_with_its_source_weights():
-    # "LR+w" = an unweighted learner fitted with importance weights on the source rows.
-    w = np.where(X[:, 0] > np.median(X[:, 0]), 3.0, 0.5)
-    lr = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))
-    stv = source_target_validation([Candidate("LR+w", make_learner("LR"), sample_weight=w)], X, Y, X_T, Y_T)
-    ref = lr.fit(X, Y, logisticregression__sample_weight=w).predict(X_T)
-    assert stv.scores["LR+w"] == pytest.approx(accuracy_score(Y_T, ref))
-    # in CV each training fold uses the weights of its own rows
-    scv = source_cv([Candidate("NB+w", make_learner("NB"), sample_weight=w)], X, Y, k=5, random_state=0)
-    ref_scores = []
-    for tr, te in StratifiedKFold(5, shuffle=True, random_state=0).split(X, Y):
-        ref_scores.append(accuracy_score(Y[te], GaussianNB().fit(X[tr], Y[tr], sample_weight=w[tr]).predict(X[te])))
-    assert scv.scores["NB+w"] == pytest.approx(np.mean(ref_scores))
-
-
-def test_selector_scores_export_ranks_with_ties_kept():
-    const = {"one": DummyClassifier(strategy="constant", constant=1),
-             "one_again": DummyClassifier(strategy="constant", constant=1),
-             "zero": DummyClassifier(strategy="constant", constant=0)}
-    # breast_cancer's first 120 rows: 1[y=1] share = accuracy of constant-1 (same for both copies)
-    share1 = float(np.mean(Y == 1))
-    got = source_cv(const, X, Y, k=5, random_state=0)
-    assert got.scores["one"] == pytest.approx(share1, abs=0.02)
-    frame = got.to_frame().set_index("learner")
-    top, bottom = ("one", "one_again"), ("zero",)
-    if share1 < 0.5:
-        top, bottom = bottom, top
-    assert got.ranking == [top, bottom]
-    assert frame.loc[list(top), "rank"].tolist() == [1] * len(top)
-    assert got.winner("one", "one_again") is None
-
-
 def test_clear_errors():
     with pytest.raises(ValueError, match="AUC is undefined on one held-out row"):
         leave_one_out(["NB"], X[:10], Y[:10], scoring="roc_auc")
@@ -187,55 +154,10 @@ class _no_warning:
         return self._cm.__exit__(*exc)
 
 
-def test_scores_from_fold_scores_are_their_means():
-    from shiftlib.selection import SelectorScores
-
-    # hand-worked: (0.5 + 1.0) / 2 = 0.75 and (0.6 + 0.6) / 2 = 0.6; A ranks first
-    res = SelectorScores.from_fold_scores("scv", {"A": [0.5, 1.0], "B": [0.6, 0.6]}, {"k": 2}, n_fits=4)
-    assert res.scores.to_dict() == {"A": 0.75, "B": 0.6} and res.best == ("A",) and res.n_fits == 4
-    np.testing.assert_array_equal(res.details["fold_scores"]["A"], [0.5, 1.0])
-
-
-def _text_frames() -> tuple:
-    """A source and target DataFrame with one numeric and one text column (both classes in the source)."""
-    import pandas as pd
-
-    rng = np.random.default_rng(0)
-    def frame(n: int) -> pd.DataFrame:
-        return pd.DataFrame({"x": rng.normal(size=n), "colour": rng.choice(["red", "blue"], n)})
-    Xs, Xt = frame(60), frame(30)
-    return Xs, (Xs.x > 0).astype(int).to_numpy(), Xt
-
-
-def test_a_registry_learner_refuses_a_text_column_by_name():
-    """Before: source_cv scored the learner NaN with a pandas conversion message, and plan_labels raised that
-    message from deep inside pandas. A text column is the input's problem, not the learner's: it raises."""
-    from shiftlib.selection import plan_labels
-
-    Xs, ys, Xt = _text_frames()
-    for call in (lambda: source_cv(["LR", "NB"], Xs, ys, k=3, random_state=0),
-                 lambda: plan_labels(["LR", "NB"], Xs, ys, Xt, budget=5, random_state=0)):
-        with pytest.raises(TypeError, match=r"column 'colour' is .*registry learner 'LR'.*prepare_tables"):
-            call()
-
-
 @pytest.mark.heavy
-def test_a_pipeline_that_encodes_text_is_not_refused():
-    """A user's own Pipeline may take text columns: only registry learners are checked; its CV accuracy
-    equals scikit-learn's cross_val_score on the same folds."""
-    from sklearn.compose import make_column_transformer
-    from sklearn.preprocessing import OneHotEncoder
-
-    Xs, ys, _ = _text_frames()
-    pipe = make_pipeline(make_column_transformer((OneHotEncoder(), ["colour"]), remainder="passthrough"),
-                         LogisticRegression())
-    res = source_cv({"mine": pipe}, Xs, ys, k=3, random_state=0)
-    folds = StratifiedKFold(3, shuffle=True, random_state=0)
-    assert res.scores["mine"] == pytest.approx(cross_val_score(pipe, Xs, ys, cv=folds).mean())
-
-
-def test_trcv_given_a_list_says_it_scores_one_learner():
-    from shiftlib.selection import trcv
-
-    with pytest.raises(TypeError, match="trcv scores one learner.*trcv_select"):
-        trcv(["LR", "NB"], X, Y, X_T)
+def test_source_cv_gives_cslr_the_target_rows():
+    # CSLR (DL) inside selection: each of the 5 fold fits receives unlabeled rows (source CV scores on source rows)
+    Xs, ys, Xt = cslr_data()
+    SEEN.clear()
+    res = source_cv({"CSLR": CSLRSpy()}, Xs, ys, k=5, random_state=0)
+    assert len(SEEN) == 5 and np.isfinite(res.scores["CSLR"])

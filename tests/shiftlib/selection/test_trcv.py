@@ -1,11 +1,12 @@
 """TrCV (Zhong et al. ECML'10): reverse validation (Fig. 1), the weighted loss (Fig. 3), the accuracy
-interval (eq. 15) and P(ε(f1) > ε(f2)) (eq. 16), against hand-worked numbers and properties."""
+interval (eq. 15) and P(ε(f1) > ε(f2)) (eq. 16), against hand-worked numbers and properties; and the folds as independent jobs (the flow fans them out)."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,14 +20,19 @@ from shiftlib.selection import (
     probability_better,
     reverse_validation_fold,
     trcv,
+    trcv_assemble,
+    trcv_fold,
+    trcv_scores,
     trcv_select,
+    trcv_setup,
 )
+from tests.shiftlib.selection.conftest import fanout_problem
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
 
 class BinMajority(ClassifierMixin, BaseEstimator):
-    """Histogram classifier on column 0 (same stub as test_selection_reverse_testing.py): p(1|bin) =
+    """Histogram classifier on column 0 (same stub as test_reverse_testing.py): p(1|bin) =
     share of label 1 in the bin (empty bin: overall share); predict 1 iff p > 0.5 (ties → 0)."""
 
     def __init__(self, edges: tuple[float, ...] = ()):
@@ -223,3 +229,29 @@ def test_clear_errors():
         trcv("NB", X_S, Y_S, X_U, weights=np.ones(5), k=2)
     with pytest.raises(ValueError, match="confidence must be in"):
         trcv("NB", X_S, Y_S, X_U, weights=None, k=2, confidence=95)
+
+
+def test_trcv_given_a_list_says_it_scores_one_learner():
+    with pytest.raises(TypeError, match="trcv scores one learner.*trcv_select"):
+        trcv(["LR", "NB"], X_S, Y_S, X_U)
+
+
+@pytest.mark.heavy
+def test_trcv_folds_assemble_to_the_one_call_result() -> None:
+    # put back together, the folds give exactly the one-call result — the same numbers, not just the same winner
+    # (property: the pieces are the same fits on the same rows, only scheduled differently)
+    X_s, y_s, X_t, cands = fanout_problem()
+    beta = np.random.default_rng(1).uniform(0.2, 3.0, size=len(y_s))
+    whole = trcv_select(cands, X_s, y_s, X_t, weights=beta, k=5, random_state=3)
+    setup = trcv_setup(cands, X_s, y_s, X_t, weights=beta, k=5, random_state=3)
+    by_fold = [{c.name: trcv_fold(c, setup, i) for c in cands} for i in reversed(range(5))][::-1]
+    results = {c.name: trcv_assemble(c.name, setup, [f[c.name] for f in by_fold]) for c in cands}
+    pieces = trcv_scores([c.name for c in cands], setup, results, {})
+    pd.testing.assert_frame_equal(pieces.to_frame(), whole.to_frame())
+    for c in cands:
+        np.testing.assert_array_equal(results[c.name].residuals, whole.details["results"][c.name].residuals)
+    assert pieces.n_fits == whole.n_fits
+    with pytest.raises(ValueError, match="needs all 5 folds of 'LR'"):
+        trcv_assemble("LR", setup, [by_fold[0]["LR"]])
+    with pytest.raises(ValueError, match="fold 5 does not exist"):
+        trcv_fold(cands[0], setup, 5)

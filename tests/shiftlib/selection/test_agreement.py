@@ -63,7 +63,7 @@ def _rt_result(M):
 
 @pytest.mark.heavy
 def test_rt_is_judged_on_its_pairwise_decisions_with_undecided_pairs_counted_wrong():
-    # Hand matrix (rows labeler): a: .7 .6 .5 | b: .8 .7 .4 | c: .5 .5 .3  (see test_selection_reverse_testing)
+    # Hand matrix (rows labeler): a: .7 .6 .5 | b: .8 .7 .4 | c: .5 .5 .3  (see test_reverse_testing.py)
     # pair rule ⇒ a–b: b, a–c: a, b–c: b. With TRUE-like scores a > b > c every decision except a–b is right.
     res = _rt_result({"a": [0.7, 0.6, 0.5], "b": [0.8, 0.7, 0.4], "c": [0.5, 0.5, 0.3]})
     true = pd.Series({"a": 0.9, "b": 0.8, "c": 0.7})

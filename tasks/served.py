@@ -1,0 +1,148 @@
+"""Stage ``served``: the served champion's predictions on today's batch, and what the MLflow Model Registry
+holds about the model that serves it.
+
+With a label budget the flow runs this stage before ``labels`` (``flows/retrain.py``): the registered model's
+champion scores every row of the batch (``served/predictions.parquet``), so a label plan draws rows where it
+disagrees with the candidates too and the gate (``tasks.champion``) can weigh the labels. The stage's readers
+live here too (:func:`served_contender`, :data:`SERVED`, :func:`served_name`), as do the registry facts the
+served, labels and champion stages and the flow share: the input schema a registered model serves
+(:func:`input_schema`, tag :data:`SCHEMA`; a run that names an existing model of another schema is refused,
+:func:`check_model_name`; the default name carries its digest, :func:`default_model_name`), its champion
+version (:func:`incumbent`), and how that version scores raw rows (:func:`served_proba`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from shiftlib.errors import ShiftflowInputError
+from tasks.ingest import ROW, ingest_inputs, raw_input_schema
+from tasks.logs import run_logger
+from tasks.store import MANIFEST, stage_key
+from tasks.tracking import with_retries
+
+SERVED = "served"  # stage: the served champion's predictions on the whole batch, a contender for the labels
+SCHEMA = "shiftflow.schema"  # a registered version's tag: the digest of its input schema (input_schema)
+
+
+def input_schema(store: Any) -> dict[str, Any]:
+    """What a served model takes and returns: its input columns and types (the signature's input schema), the
+    label and the classes in code order; ``digest`` (16 hex digits) names it."""
+    ingest = store.manifest("ingest")["extra"]
+    facts = {"inputs": raw_input_schema(store).to_dict(), "label": str(ingest.get("label")),
+             "classes": [str(c) for c in ingest.get("classes", [])]}
+    return facts | {"digest": hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]}
+
+
+def default_model_name(base: str, schema: dict[str, Any]) -> str:
+    """``<base>-<first 8 hex digits of the schema digest>``: two tables with other input columns, label or
+    classes never share a registered model (and so a champion), whatever their label is called."""
+    return f"{base}-{schema['digest'][:8]}"
+
+
+def columns_words(schema_inputs: list[dict[str, Any]], limit: int = 6) -> str:
+    """The input columns of a schema (:func:`input_schema`'s ``inputs``) in a few words."""
+    names = [str(c.get("name")) for c in schema_inputs]
+    return ", ".join(names[:limit]) + (f" … ({len(names)} in all)" if len(names) > limit else "")
+
+
+def check_model_name(client: MlflowClient, name: str, schema: dict[str, Any]) -> None:
+    """Refuse ``name`` when one of its versions takes other inputs (tag ``shiftflow.schema``): one line with the
+    fix. A model that does not exist yet, or whose versions predate the tag, passes."""
+    try:
+        versions = client.search_model_versions(f"name = '{name}'")
+    except MlflowException:
+        return
+    for v in versions:
+        other = v.tags.get(SCHEMA)
+        if other is not None and other != schema["digest"]:
+            cols = v.tags.get("shiftflow.input_columns", "?")
+            raise ShiftflowInputError(
+                f"registered model {name!r} serves other input columns, label or classes (v{v.version}: {cols}; "
+                f"this run: {columns_words(schema['inputs'])}, label {schema['label']!r}); give another "
+                "--model-name (model_name), or leave it unset: the default name carries the input schema")
+
+
+def incumbent(client: MlflowClient, name: str) -> Any:
+    """The version of registered model ``name`` with the ``champion`` alias, or None."""
+    try:
+        return client.get_model_version_by_alias(name, "champion")
+    except MlflowException:
+        return None
+
+
+def raw_target(store: Any) -> tuple[np.ndarray, pd.DataFrame]:
+    """Today's row keys and raw target rows as the user gave them, without the key and the id column: what a
+    served model takes."""
+    raw = store.read_table("ingest", "target_rows")
+    id_col = store.manifest("ingest")["params"].get("id_column")
+    return raw[ROW].to_numpy(), raw.drop(columns=[ROW] + ([id_col] if id_col in raw.columns else []))
+
+
+def served_proba(name: str, inc: Any, raw: pd.DataFrame, n_classes: int) -> tuple[np.ndarray, Any] | str:
+    """Version ``inc`` of ``name`` scoring the raw rows ``raw``: (class probabilities in code order, its
+    'prepare' step), or why it cannot (a model without its encoder step)."""
+    import mlflow.sklearn
+
+    model = with_retries(mlflow.sklearn.load_model, f"models:/{name}/{inc.version}")
+    prepare = getattr(model, "named_steps", {}).get("prepare")
+    if prepare is None:
+        return f"v{inc.version}'s model has no 'prepare' step to encode today's rows"
+    proba = np.zeros((len(raw), n_classes))
+    proba[:, np.searchsorted(np.arange(n_classes), model.classes_)] = model.predict_proba(raw)
+    return proba, prepare
+
+
+def served_name(version: Any) -> str:
+    """The served champion's name among the contenders of a label plan (no candidate is called so)."""
+    return f"champion v{version}"
+
+
+def served_contender(store: Any) -> str | None:
+    """The contender name of this run's ``served`` stage (the champion's predictions on the batch), or None
+    without one; read from its manifest only."""
+    if not (store.stage_dir(SERVED) / MANIFEST).exists():
+        return None
+    return served_name(store.manifest(SERVED)["params"]["version"])
+
+
+@task(name="served", cache_policy=NO_CACHE)
+def served(store: Any, *, model_name: str, tracking_uri: str) -> dict[str, Any] | None:
+    """Stage ``served``: the registered model's champion scores every row of today's batch
+    (``served/predictions.parquet``: ``_row``, ``predicted``, ``proba_<code>``), so a label plan draws rows
+    where it disagrees with the candidates too and the gate can weigh labels (the undecided → labels path).
+    None, and nothing written, without a champion of this input schema."""
+    client = MlflowClient(tracking_uri)
+    try:
+        check_model_name(client, model_name, input_schema(store))
+    except ShiftflowInputError:
+        return None  # the flow refuses this name right after ingest; nothing to compare here
+    inc = incumbent(client, model_name)
+    if inc is None:
+        return None
+    inputs = ingest_inputs(store) | {"model": f"{model_name}/{inc.version}", "model_run": str(inc.run_id)}
+    params = {"model_name": model_name, "version": str(inc.version)}
+    key = stage_key(SERVED, params, inputs)
+    found = store.find_reusable(SERVED, key)
+    if found is not None:
+        store.adopt(SERVED, found)
+    else:
+        rows, raw = raw_target(store)
+        got = served_proba(model_name, inc, raw, len(store.manifest("ingest")["extra"]["classes"]))
+        if isinstance(got, str):
+            run_logger().warning("served: %s; the label plan compares the candidates only", got)
+            return None
+        proba = got[0]
+        table = pd.DataFrame({ROW: rows, "predicted": proba.argmax(axis=1)})
+        for c in range(proba.shape[1]):
+            table[f"proba_{c}"] = proba[:, c]
+        store.write_stage(SERVED, {"predictions": table}, key=key, params=params, inputs=inputs)
+    return {"name": served_name(inc.version), "version": str(inc.version), "model_name": model_name}
