@@ -82,7 +82,8 @@ def test_zero_weight_rows_add_nothing_to_a_weighted_loss() -> None:
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("name", [n for n in LEARNERS if not n.startswith("CSLR")])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "HGB" else n  # HGB: 24 s
+                                  for n in LEARNERS if not n.startswith("CSLR")])
 def test_every_learner_fits_sparse_weights(name: str) -> None:
     X, y, w = _sparse_weights()
     model = fit_learner(clone(make_learner(name, random_state=0)), X, y, sample_weight=w)
