@@ -9,10 +9,10 @@ Run from the repository root::
     .venv/bin/python -m replications.replicate_label_peers --pooled reports/label_budget_peers.csv \\
         reports/label_budget_peers_seeds18_19_20.csv                       # both, pooled (reported only)
 
-Cases, candidates and draws are ``replications.replicate_label_budget``'s (``case_makers``, the fullbatch design:
-on natural shifts and TrCV pairs the batch is the whole target group, ≤ 4000 rows; on feature bias ≤ 400 rows of
-the 50 % holdout), on seeds no earlier rule used. The rule below was written into the report before any result
-of this script was seen.
+Cases, candidates and draws are the label-budget study's (``replications.label_budget._core.case_makers``,
+named ``replicate_label_budget.case_makers`` in the rule below; the fullbatch design: on natural shifts and TrCV
+pairs the batch is the whole target group, ≤ 4000 rows; on feature bias ≤ 400 rows of the 50 % holdout), on seeds
+no earlier rule used. The rule below was written into the report before any result of this script was seen.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import pandas as pd
 
 from replications._common import md_table
 from replications._label_peers import active_testing, coda, model_selector, pick_best
-from replications.replicate_label_budget import (
+from replications.label_budget._core import (
     GROUPS,
     QUICK,
     Case,

@@ -1,6 +1,6 @@
-"""The label-budget study (replications/replicate_label_budget.py) end to end in its --quick form (slow):
-every pre-declared selector at every budget, the labels each one saw, and the report's verdict lines
-following from its own CSV (pooled pairwise-order accuracy recounted here)."""
+"""The label-budget study (replications/replicate_label_budget.py, replications/label_budget/) end to end in its
+--quick form (slow): every pre-declared selector at every budget, the labels each one saw, and the report's
+verdict lines following from its own CSV (pooled pairwise-order accuracy recounted here)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 
 @pytest.mark.slow
 def test_quick_label_budget_study_is_consistent_with_its_rows(tmp_path):
-    from replications.replicate_label_budget import BUDGETS, SELECTORS, main
+    from replications.label_budget._core import BUDGETS, SELECTORS
+    from replications.replicate_label_budget import main
 
     assert main(["--quick", "--out", str(tmp_path)]) == 0
     df = pd.read_csv(tmp_path / "label_budget_quick.csv")
@@ -47,7 +48,7 @@ def test_quick_label_budget_study_is_consistent_with_its_rows(tmp_path):
 def _fresh_runs(tmp_path, stem: str, seeds: set[int], rule: str) -> Iterator[pd.DataFrame]:
     """Each (case, seed) of both designs' quick CSVs, indexed by (selector, budget), after checking the seeds and
     that every selector of the rule was recorded at every budget."""
-    from replications.replicate_label_budget import BUDGETS, FRESH_SELECTORS
+    from replications.label_budget._core import BUDGETS, FRESH_SELECTORS
 
     for design in ("", "_fullbatch"):
         df = pd.read_csv(tmp_path / f"{stem}{design}_quick.csv")
@@ -62,7 +63,8 @@ def _fresh_runs(tmp_path, stem: str, seeds: set[int], rule: str) -> Iterator[pd.
 def test_quick_fresh_eighth_rule_judges_from_its_own_rows(tmp_path):
     """--fresh eighth --quick: both designs' CSVs hold the fresh selectors at every budget on the same plan
     rows, and the verdict's (a) means are the CSV's pooled accuracies averaged over groups and b = 25-100."""
-    from replications.replicate_label_budget import BUDGETS, main
+    from replications.label_budget._core import BUDGETS
+    from replications.replicate_label_budget import main
 
     assert main(["--fresh", "eighth", "--quick", "--out", str(tmp_path)]) == 0
     report = (tmp_path / "label_budget_fresh8_quick.md").read_text()
@@ -83,7 +85,8 @@ def test_quick_fresh_ninth_rule_judges_from_its_own_rows(tmp_path):
     """--fresh ninth --quick: both designs' CSVs hold the ninth rule's selectors at every budget on the same plan
     rows, each posterior's contrast counts are its pairs, and the verdict's (a) coverage and (b) mean are
     recounted from the fullbatch CSV (coverage pooled over runs, pairs and b = 10-50, then averaged over groups)."""
-    from replications.replicate_label_budget import BUDGETS, main
+    from replications.label_budget._core import BUDGETS
+    from replications.replicate_label_budget import main
 
     assert main(["--fresh", "ninth", "--quick", "--out", str(tmp_path)]) == 0
     report = (tmp_path / "label_budget_fresh9_quick.md").read_text()
@@ -106,10 +109,10 @@ def test_quick_fresh_ninth_rule_judges_from_its_own_rows(tmp_path):
 
 def test_detectability_formulas_worked_by_hand():
     """The detectability measurement's two formulas on one pair with 4 disagreement rows of a 10-row batch,
-    z = (1, 1, −1, 1), so Δ = 0.2, worked by hand (module docstring of the script)."""
+    z = (1, 1, −1, 1), so Δ = 0.2, worked by hand (the detectability paragraph of label_budget.rules)."""
     from statistics import NormalDist
 
-    from replications.replicate_label_budget import design_expected_right, detect_probability
+    from replications.label_budget.detectability import design_expected_right, detect_probability
 
     phi = NormalDist().cdf
     Z = np.array([[1.0], [1.0], [-1.0], [1.0]])
