@@ -73,11 +73,11 @@ def match_labels(store: StageStore, labels: pd.DataFrame, id_column: str | None)
     import numpy as np
     import pandas as pd
 
+    from tasks.ingest import read_ingest
     from tasks.sources import load_table
 
-    ing = store.manifest("ingest")
-    label, classes = ing["extra"]["label"], list(ing["extra"]["classes"])
-    n_target = ing["files"]["target.parquet"]["rows"]
+    ing = read_ingest(store)
+    label, classes, n_target = ing.label, list(ing.classes), ing.n_target
     if label not in labels.columns:
         raise EvaluateError(f"the labels file has no label column {label!r} (the run's label); its columns are "
                             f"{list(labels.columns)}")
@@ -85,7 +85,7 @@ def match_labels(store: StageStore, labels: pd.DataFrame, id_column: str | None)
         raise EvaluateError(f"the labels file has {int(labels[label].isna().sum())} empty labels: drop those rows")
     if id_column is None:
         if len(labels) != n_target:
-            kept = ing["params"].get("id_column")
+            kept = ing.id_column
             hint = f" (this run kept the id column {kept!r}: pass --id-column {kept})" if kept else ""
             raise EvaluateError(f"without --id-column the labels file needs one row per target row, in order "
                                 f"({n_target}); it has {len(labels)}: pass --id-column to label some rows{hint}")
@@ -93,10 +93,10 @@ def match_labels(store: StageStore, labels: pd.DataFrame, id_column: str | None)
     else:
         if id_column not in labels.columns:
             raise EvaluateError(f"the labels file has no id column {id_column!r}; its columns are {list(labels.columns)}")
-        if ing["params"].get("id_column") == id_column:  # kept by ingest (id_column): the batch as the run saw it
+        if ing.id_column == id_column:  # kept by ingest (id_column): the batch as the run saw it
             target = store.read_table("ingest", "target", columns=[id_column])
         else:  # a run without id_column: the ids come from the target table it ingested, re-read
-            spec = ing["params"]["target"]
+            spec = ing.target_ref
             if not spec:
                 raise EvaluateError("this run's target was split from the source (no target table), so its rows "
                                     "have no ids: label it by row order without --id-column")
@@ -198,6 +198,7 @@ def evaluate_run(run: str, labels_spec: str, *, id_column: str | None = None,
     from tasks.sources import SourceSpecError, load_table
     from tasks.store import StageStore, write_parquet_atomic
     from tasks.tracking import default_tracking_uri, log_metrics, with_retries
+    from tasks.training import read_training
 
     if tracking_uri is None:
         tracking_uri = os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(shiftflow_home())
@@ -209,7 +210,7 @@ def evaluate_run(run: str, labels_spec: str, *, id_column: str | None = None,
     parent = find_parent_run(client, run)
     run_dir = Path(parent.data.tags["shiftflow.run_dir"])
     store = StageStore(run_dir.parent, run_dir.name)
-    if not (run_dir / "estimation" / "manifest.json").exists():
+    if not store.has_stage("estimation"):
         raise EvaluateError(f"run {run!r} has no estimation stage under {run_dir}: it predates estimation")
     try:
         labels = load_table(labels_spec)
@@ -222,14 +223,14 @@ def evaluate_run(run: str, labels_spec: str, *, id_column: str | None = None,
         old = read_realized_history(hist_path)
     except ShiftflowInputError as err:
         raise EvaluateError(str(err)) from err
-    models = store.manifest("training")["extra"]["models"]
+    models = read_training(store).models
     served = parent.data.tags.get("estimate.candidate")
 
     # everything checked: now log and write
     for r in table.to_dict("records"):
         vals = {"realized.accuracy": r["realized_accuracy"], "realized.auc": r["realized_auc"],
                 "realized.n_rows": r["n_rows"], "estimate.abs_error": r["abs_error"]}
-        log_metrics(client, models[r["candidate"]]["run_id"], vals, skip_missing=True)
+        log_metrics(client, models[r["candidate"]].run_id, vals, skip_missing=True)
         if r["candidate"] == served:
             log_metrics(client, parent.info.run_id, vals, skip_missing=True)
     with_retries(client.log_figure, parent.info.run_id, _plot(table), "evaluation/estimate_vs_realized.png")

@@ -29,7 +29,7 @@ from tasks.drift import drift
 from tasks.estimation import estimation, realized_history, served_estimate
 from tasks.evaluation import evaluate
 from tasks.history import log_history
-from tasks.ingest import IngestOptions, ingest
+from tasks.ingest import IngestManifest, IngestOptions, ingest, read_ingest
 from tasks.labels import labels, labels_form
 from tasks.limits import task_threads
 from tasks.recalibration import recalibration
@@ -44,7 +44,7 @@ from tasks.selection import (
     trcv_fold_task,
 )
 from tasks.served import check_model_name, default_model_name, input_schema, served
-from tasks.store import MANIFEST, StageStore
+from tasks.store import StageStore
 from tasks.tracking import (
     RunContext,
     check_reachable,
@@ -69,7 +69,7 @@ def reused_stages(store: StageStore, *, training_reused: bool) -> list[str]:
         if stage == "training":
             if training_reused:
                 out.append(stage)
-        elif (store.stage_dir(stage) / MANIFEST).exists() and store.manifest(stage).get("reused_from"):
+        elif store.reused_from(stage):
             out.append(stage)
     return out
 
@@ -101,8 +101,7 @@ def _weights(run: _Run, method: str) -> Any:
     chunks = weights_plan(run.store, [method], seed=run.ctx.seed)["kmm_chunks"]
     parts = None if chunks is None else run_mapped(kmm_chunk_task, (run.store,), [(c,) for c in chunks],
                                                    **run.fan(what="KMM chunks"))
-    return weights(run.store, [method], seed=run.ctx.seed, tracking_uri=run.ctx.tracking_uri,
-                   parent_run_id=run.ctx.parent_run_id, kmm_parts=parts)
+    return weights(run.store, [method], ctx=run.ctx, kmm_parts=parts)
 
 
 def _training(run: _Run, method: str) -> list[Any]:
@@ -124,7 +123,7 @@ def _selection(run: _Run, run_ids: dict[str, str], labeled: dict[str, Any] | Non
     plan = selection_plan(store, sels, primary, seed=seed, k=k, rows=rows, labels_sha256=digest)
     cands = [(c,) for c in plan["candidates"]]
     parts: dict[str, Any] = {"rt_rows": None, "trcv_folds": None, "cv_parts": {}}
-    if plan["compute"] and fan_out(store.manifest("ingest")["files"]["source.parquet"]["rows"]):
+    if plan["compute"] and fan_out(read_ingest(store).n_source):
         fans = {s: selector_fan_out(s) for s in sels}  # how each selector splits into tasks (the registry says)
         # one task per candidate: k fits each (SCV only when the estimation stage has not fitted those folds)
         for sel in [s for s, f in fans.items() if f == "candidate" and not (s == SOURCE_CV and plan["scv_shared"])]:
@@ -144,10 +143,11 @@ def _prepare(run: _Run) -> dict[str, Any]:
     """ingest → drift → weights → training → estimation → evaluation."""
     config, store, ctx, uri = run.config, run.store, run.ctx, run.ctx.tracking_uri
     with run.stage("ingest"):
-        ing = ingest(store, config.source, config.target, config.label, options=IngestOptions(
+        ingest(store, config.source, config.target, config.label, options=IngestOptions(
             positive_label=config.positive_label,
             simulate_bias=config.simulate_bias.model_dump() if config.simulate_bias else None, seed=config.seed,
             drop_columns=tuple(config.drop_columns), max_levels=config.max_levels, id_column=config.id_column))
+    ing = read_ingest(store)
     _tag_data(uri, ctx.parent_run_id, ing)
     schema = input_schema(store)
     if config.model_name:  # a name whose versions take other inputs is refused now, not after training
@@ -155,11 +155,10 @@ def _prepare(run: _Run) -> dict[str, Any]:
     # this deployment's realised accuracies so far (`shiftflow evaluate`); a history of other inputs is refused now
     history = realized_history(store, registered_name(run, schema), schema["digest"])
     with run.stage("drift"):
-        drift_summary = drift(store, seed=config.seed, alpha=config.drift_alpha, tracking_uri=uri,
-                              parent_run_id=ctx.parent_run_id)
+        drift_summary = drift(store, ctx=ctx, alpha=config.drift_alpha)
     method = config.weighting
     if method == "auto":
-        method = auto_weighting(drift_summary["drifted"], ing["files"]["source.parquet"]["rows"])
+        method = auto_weighting(drift_summary["drifted"], ing.n_source)
         run.log.info("weighting=auto: %s", f"drift found, weighting with {method}" if method != "none"
                      else "no drift found, no weighting")
     with_retries(_client(uri).set_tag, ctx.parent_run_id, "shiftflow.weighting", method)
@@ -168,15 +167,15 @@ def _prepare(run: _Run) -> dict[str, Any]:
     with run.stage("training"):
         results = _training(run, method)
         training = collect_training(store, results, config.seed, config.cv_folds)
-    if training["extra"]["skipped"]:
+    if training.skipped:
         with_retries(_client(uri).set_tag, ctx.parent_run_id, "shiftflow.skipped_candidates",
-                     "; ".join(f"{n}: {why}" for n, why in training["extra"]["skipped"].items())[:5000])
-    run_ids = {n: m["run_id"] for n, m in training["extra"]["models"].items()}
+                     "; ".join(f"{n}: {why}" for n, why in training.skipped.items())[:5000])
+    run_ids = training.run_ids()
     with run.stage("estimation"):
         estimates = estimation(store, ctx=ctx, k=config.selection_folds, run_ids=run_ids, rows=config.selection_rows,
                                n_jobs=run.workers)
     with run.stage("evaluation"):
-        target_scores = evaluate(store, run_ids, tracking_uri=uri)
+        target_scores = evaluate(store, run_ids, ctx=ctx)
     return {"drift": drift_summary, "weighting": method, "weights": weights_summary, "results": results,
             "training": training, "run_ids": run_ids, "estimates": estimates, "target_scores": target_scores,
             "history": history}
@@ -193,9 +192,8 @@ def _decide(run: _Run, prep: dict[str, Any], labeled: dict[str, Any] | None) -> 
             recal = recalibration(run.store, chosen["chosen"], beta=config.undersample, ctx=ctx,
                                   cv_folds=config.cv_folds)
     model_name = registered_name(run)
-    estimate = served_estimate(prep["estimates"], chosen["chosen"], min_accuracy=config.min_accuracy,
-                               tracking_uri=ctx.tracking_uri, parent_run_id=ctx.parent_run_id, model_name=model_name,
-                               labeled=chosen.get("fewlabel"), history=prep["history"])
+    estimate = served_estimate(prep["estimates"], chosen["chosen"], ctx=ctx, min_accuracy=config.min_accuracy,
+                               model_name=model_name, labeled=chosen.get("fewlabel"), history=prep["history"])
     with run.stage("champion"):
         policy = GatePolicy(k=config.selection_folds, rows=config.selection_rows,
                             promote_confidence=config.promote_confidence,
@@ -217,7 +215,7 @@ def registered_name(run: _Run, schema: dict[str, Any] | None = None) -> str:
 
 def _summary(run: _Run, prep: dict[str, Any], dec: dict[str, Any]) -> dict[str, Any]:
     ctx, store, chosen, served = run.ctx, run.store, dec["chosen"], dec["served"]
-    uri, training = ctx.tracking_uri, prep["training"]
+    uri, training, ing = ctx.tracking_uri, prep["training"], read_ingest(store)
     reused = reused_stages(store, training_reused=all(r["reused"] for r in prep["results"]))
     summary = {
         "alert": "accuracy" if served["alert"] else None, "estimate": served,
@@ -232,12 +230,13 @@ def _summary(run: _Run, prep: dict[str, Any], dec: dict[str, Any]) -> dict[str, 
         "selection": {"selector": chosen["selector"], "chosen": chosen["chosen"], "agreement": chosen["agreement"],
                       "fewlabel": chosen.get("fewlabel")},
         "weights": prep["weights"],
-        "learners": {n: m["cv"] for n, m in training["extra"]["models"].items()},
-        "skipped_candidates": training["extra"]["skipped"],
-        "classes": store.manifest("ingest")["extra"]["classes"],
-        "n_target": store.manifest("ingest")["files"]["target.parquet"]["rows"],
-        "predicted_classes": {n: m.get("predicted_classes") for n, m in training["extra"]["models"].items()},
-        "model_uris": {n: m["model_uri"] for n, m in training["extra"]["models"].items()},
+        "learners": {n: m.cv for n, m in training.models.items()},
+        "skipped_candidates": training.skipped,
+        "classes": ing.classes,
+        "n_target": ing.n_target,
+        "predicted_classes": {n: None if m.predicted_classes is None else list(m.predicted_classes)
+                              for n, m in training.models.items()},
+        "model_uris": {n: m.model_uri for n, m in training.models.items()},
         "target_scores": None if prep["target_scores"] is None else prep["target_scores"].to_dict(orient="records"),
         "timings": run.timings, "peak_rss_gib": run.peaks,
         "concurrency": {"max_workers": run.workers},
@@ -286,23 +285,22 @@ def _labels(run: _Run) -> dict[str, Any] | None:
     """The few-target-labels step (label_budget / target_labels), or None. A deployment run suspends until the
     filled file's path arrives through the Prefect UI form; on resume the flow starts again from the top and
     every stage above is found in this run's stage store."""
-    config, uri, parent = run.config, run.ctx.tracking_uri, run.ctx.parent_run_id
+    config, ctx = run.config, run.ctx
+    uri, parent = ctx.tracking_uri, ctx.parent_run_id
     if config.label_budget is None and config.target_labels is None:
         return None
     with run.stage("served"):  # the champion is a contender of the plan: its labels decide an undecided gate
-        contender = served(run.store, model_name=registered_name(run), tracking_uri=uri)
+        contender = served(run.store, ctx=ctx, model_name=registered_name(run))
     if contender is not None:
         run.log.info("labels: %s of %s is planned beside the candidates", contender["name"], contender["model_name"])
-    labeled = labels(run.store, budget=config.label_budget, seed=config.seed, label=config.label,
-                     target_labels=config.target_labels, tracking_uri=uri, parent_run_id=parent,
-                     k=config.selection_folds)
+    labeled = labels(run.store, ctx=ctx, budget=config.label_budget, label=config.label,
+                     target_labels=config.target_labels, k=config.selection_folds)
     if labeled["status"] == "awaiting_labels" and runtime.deployment.id is not None:
         with_retries(_client(uri).set_tag, parent, "shiftflow.suspended_for_labels", labeled["csv"])
         filled = suspend_flow_run(wait_for_input=labels_form(labeled["csv"]))
         with_retries(_client(uri).delete_tag, parent, "shiftflow.suspended_for_labels")  # resumed
-        labeled = labels(run.store, budget=config.label_budget, seed=config.seed, label=config.label,
-                         target_labels=filled.target_labels, tracking_uri=uri, parent_run_id=parent,
-                         k=config.selection_folds)
+        labeled = labels(run.store, ctx=ctx, budget=config.label_budget, label=config.label,
+                         target_labels=filled.target_labels, k=config.selection_folds)
     return labeled
 
 
@@ -328,7 +326,7 @@ def time_limit(seconds: float | None, store: StageStore, timings: dict[str, floa
         with timeout(seconds, _Reached):
             yield
     except _Reached:
-        done = ", ".join(st for st in timings if (store.stage_dir(st) / MANIFEST).exists()) or "none"
+        done = ", ".join(st for st in timings if store.has_stage(st)) or "none"
         raise RunTimeLimit(f"the run reached max_run_seconds={seconds:g} and stopped (stages finished: {done}); "
                            "finished stages are kept, so a rerun of the same configuration resumes from them; or "
                            "raise max_run_seconds") from None
@@ -388,10 +386,11 @@ def _client(uri: str) -> Any:
     return MlflowClient(uri)
 
 
-def _tag_data(uri: str, parent: str, ing: dict[str, Any]) -> None:
+def _tag_data(uri: str, parent: str, ing: IngestManifest) -> None:
     client = _client(uri)
-    for k, v in ing["extra"]["data_hashes"].items():
+    for k, v in ing.data_hashes.items():
         with_retries(client.set_tag, parent, f"data.{k}_sha256", v)
-    for f in ("source.parquet", "target.parquet"):
-        with_retries(client.set_tag, parent, f"ingest.{f.split('.')[0]}_parquet_sha256", ing["files"][f]["sha256"])
+    for role, table in (("source", ing.source), ("target", ing.target)):
+        if table is not None:
+            with_retries(client.set_tag, parent, f"ingest.{role}_parquet_sha256", table.sha256)
     log_data_inputs(uri, parent, ing)  # the MLflow UI's Dataset column: source and target, Parquet digests

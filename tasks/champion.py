@@ -49,10 +49,11 @@ from shiftlib.estimation import StoredPredictions
 from shiftlib.selection import SELECTORS
 from tasks.estimation import OOF, read_predictions
 from tasks.events import emit
-from tasks.ingest import LABEL, ROW, target_rows
+from tasks.ingest import LABEL, ROW, read_ingest, target_rows
 from tasks.labels import stage_predictions
 from tasks.locks import registry_lock
 from tasks.logs import run_logger
+from tasks.recalibration import read_recalibration
 from tasks.selection import run_selector, selection_beta, selector_data, uses_weights
 from tasks.served import (
     SCHEMA,
@@ -66,6 +67,7 @@ from tasks.served import (
 )
 from tasks.store import code_version
 from tasks.tracking import RunContext, link_model_output, log_metrics, mask_secrets, with_retries
+from tasks.training import TrainedModel, read_training
 from tasks.weights import make_candidates
 
 FINGERPRINT = "shiftflow.fingerprint"
@@ -81,10 +83,10 @@ def _rescore(store: Any, selector: str, recipe: dict[str, str], chosen: str, see
     """Score the incumbent's recipe and the new choice together with ``selector`` on the current batch
     (the selection stage's rows and β)."""
     data = selector_data(store, selector, seed, rows)
-    m = store.manifest("training")["extra"]["models"][chosen]
+    m = read_training(store).models[chosen]
     inc_name = f"incumbent:{recipe['candidate']}"
     cands = make_candidates(store, [(inc_name, recipe["learner"], recipe["weighting"]),
-                                    (chosen, m["learner"], m["weighting"])], seed, data)
+                                    (chosen, m.learner, m.weighting)], seed, data)
     beta = selection_beta(store, seed, data) if uses_weights(selector) else None
     res = run_selector(selector, cands, data, seed=seed, k=k, beta=beta, rows=rows)
     return {"incumbent": float(res.scores[inc_name]), "new": float(res.scores[chosen])}
@@ -93,17 +95,16 @@ def _rescore(store: Any, selector: str, recipe: dict[str, str], chosen: str, see
 def served_fingerprint(store: Any, chosen: str, *, seed: int, recalibrated: bool) -> dict[str, str]:
     """What makes the served model what it is: recipe, data digests and code version, plus their hash
     (``fingerprint``, the tag that finds an identical registered version)."""
-    info = store.manifest("training")["extra"]["models"][chosen]
-    ingest = store.manifest("ingest")
-    features = list(ingest["extra"]["feature_columns"])
-    stage = store.manifest("recalibration") if recalibrated else store.manifest("training")
-    facts = {"candidate": chosen, "learner": info["learner"], "weighting": info["weighting"], "seed": str(seed),
+    training = read_training(store)
+    info, ing = training.models[chosen], read_ingest(store)
+    recal = read_recalibration(store) if recalibrated else None
+    assert ing.source is not None and ing.target is not None, "the ingest stage lists no source or target"
+    facts = {"candidate": chosen, "learner": info.learner, "weighting": info.weighting, "seed": str(seed),
              "recalibrated": str(recalibrated).lower(),
-             "beta": str(stage["params"].get("beta")) if recalibrated else "",
-             "source_sha256": ingest["files"]["source.parquet"]["sha256"],
-             "target_sha256": ingest["files"]["target.parquet"]["sha256"],
-             "features_sha256": hashlib.sha256(json.dumps(features).encode()).hexdigest()[:16],
-             "code_version": stage.get("code_version") or code_version()}
+             "beta": str(recal.beta) if recal is not None else "",
+             "source_sha256": ing.source.sha256, "target_sha256": ing.target.sha256,
+             "features_sha256": hashlib.sha256(json.dumps(list(ing.feature_columns)).encode()).hexdigest()[:16],
+             "code_version": (recal.code_version if recal is not None else training.code_version) or code_version()}
     facts["fingerprint"] = hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:32]
     return facts
 
@@ -213,15 +214,26 @@ def champion_evidence(client: MlflowClient, name: str, inc: Any, store: Any, *, 
             domain_auc(X_old, X_today, random_state=seed))
 
 
+@dataclass(frozen=True)
+class RecipeVerdict:
+    """The recipe gate's verdict (:func:`_decide`): ``champion`` or ``challenger``, the incumbent's score and
+    version, why, and the new version's score (changed when both were re-scored side by side)."""
+
+    decision: str
+    incumbent_score: float | None
+    incumbent_version: Any
+    reason: str
+    new_score: float
+
+
 def _decide(store: Any, inc: Any, scores: dict[str, float], selector: str, chosen: str, new_score: float,
-            features_sha: str, seed: int, k: int, rows: int | None) -> tuple[str, Any, Any, str, float]:
-    """Champion or challenger against the incumbent ``inc``: ``(decision, incumbent score, incumbent
-    version, reason, new score)`` (the new score changes when both are re-scored side by side)."""
+            features_sha: str, seed: int, k: int, rows: int | None) -> RecipeVerdict:
+    """Champion or challenger against the incumbent ``inc``, by its recipe's score beside the new one's."""
     if inc is None:
-        return "champion", None, None, "first registered model", new_score
+        return RecipeVerdict("champion", None, None, "first registered model", new_score)
     if inc.tags.get("features_sha256") != features_sha:
-        return "champion", None, inc.version, (f"incumbent v{inc.version} expects other input columns than this "
-                                               "batch has, so it cannot serve it"), new_score
+        return RecipeVerdict("champion", None, inc.version, f"incumbent v{inc.version} expects other input columns "
+                             "than this batch has, so it cannot serve it", new_score)
     tags = inc.tags
     recipe = {"candidate": tags.get("candidate", ""), "learner": tags.get("learner", ""),
               "weighting": tags.get("weighting", "none")}
@@ -237,7 +249,7 @@ def _decide(store: Any, inc: Any, scores: dict[str, float], selector: str, chose
     better = np.isfinite(new_score) and (not np.isfinite(inc_score) or new_score > inc_score)
     reason = (f"{SCORE_WORDS.get(by, by + ' score')} {new_score:.4f} vs incumbent v{inc.version} "
               f"({recipe['candidate']}) {inc_score:.4f} on the current batch; {how}")
-    return ("champion" if better else "challenger"), inc_score, inc.version, reason, new_score
+    return RecipeVerdict("champion" if better else "challenger", inc_score, inc.version, reason, new_score)
 
 
 def _today_encoded(store: Any, seed: int, rows: int | None, columns: list[str]) -> pd.DataFrame:
@@ -251,7 +263,7 @@ def _new_evidence(store: Any, chosen: str) -> tuple[StoredPredictions | None, pd
     """The new version's stored predictions and the evidence table to keep with it; (None, None) when the
     estimation stage kept no predictions (a stage written before it did)."""
     try:
-        P = read_predictions(store, chosen, np.arange(len(store.manifest("ingest")["extra"]["classes"])))
+        P = read_predictions(store, chosen, np.arange(len(read_ingest(store).classes)))
         oof = store.read_table("estimation", OOF, columns=["candidate", "source_row"])
     except (FileNotFoundError, KeyError):
         return None, None
@@ -316,10 +328,10 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
                 labels=label_difference(store, labeled, chosen, inc.version)), ""
 
 
-def _version_tags(facts: dict[str, str], info: dict[str, Any], chosen: str, selector: str, new_score: float,
+def _version_tags(facts: dict[str, str], info: TrainedModel, chosen: str, selector: str, new_score: float,
                   estimate: dict[str, Any] | None, schema: dict[str, Any], ctx: RunContext) -> dict[str, str]:
-    tags = {"recalibrated": facts["recalibrated"], "candidate": chosen, "learner": info["learner"],
-            "weighting": info["weighting"], "seed": str(ctx.seed), "selector": selector,
+    tags = {"recalibrated": facts["recalibrated"], "candidate": chosen, "learner": info.learner,
+            "weighting": info.weighting, "seed": str(ctx.seed), "selector": selector,
             "selector_score": repr(new_score), "prefect.flow_run_id": ctx.flow_run_id,
             "mlflow_parent_run_id": ctx.parent_run_id, "features_sha256": facts["features_sha256"],
             "source_sha256": facts["source_sha256"], "target_sha256": facts["target_sha256"],
@@ -340,7 +352,8 @@ def _register(client: MlflowClient, ctx: RunContext, store: Any, served_uri: str
     tracking_uri, parent_run_id = ctx.tracking_uri, ctx.parent_run_id
     mv = with_retries(mlflow.register_model, served_uri, model_name, tags=tags)
     experiment_id = with_retries(client.get_run, parent_run_id).info.experiment_id
-    text = version_description(**description, data_refs=store.manifest("ingest")["params"],
+    ing = read_ingest(store)
+    text = version_description(**description, data_refs={"source": ing.source_ref, "target": ing.target_ref},
                                parent_run_id=parent_run_id, link=run_link(tracking_uri, experiment_id, parent_run_id))
     with_retries(client.update_model_version, model_name, mv.version, description=text)
     return mv
@@ -388,10 +401,10 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
     mlflow.set_tracking_uri(tracking_uri)
     client = MlflowClient(tracking_uri)
     selector, chosen = selection_result["selector"], selection_result["chosen"]
-    info = store.manifest("training")["extra"]["models"][chosen]
+    info = read_training(store).models[chosen]
     scores = {r["learner"]: r["score"] for r in selection_result["scores"] if r["selector"] == selector}
     new_score = float(scores[chosen])
-    served_uri = served_model_uri or info["model_uri"]
+    served_uri = served_model_uri or info.model_uri
     facts = served_fingerprint(store, chosen, seed=seed, recalibrated=served_model_uri is not None)
     schema = input_schema(store)
     estimate = _estimate(store, chosen)
@@ -421,10 +434,11 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
             g, why = _gate(client, store, model_name, inc, new_P, evidence, estimate, facts["source_sha256"], seed=seed,
                            rows=rows, confidence=policy.promote_confidence, labeled=labeled, chosen=chosen)
             if g is None:  # the champion's evidence is missing: its recipe is re-scored (the earlier gate)
-                decision, inc_score, inc_version, reason, new_score = _decide(
-                    store, inc, scores, selector, chosen, new_score, facts["features_sha256"], seed, policy.k, rows)
+                verdict = _decide(store, inc, scores, selector, chosen, new_score, facts["features_sha256"], seed,
+                                  policy.k, rows)
+                decision, inc_score, inc_version = verdict.decision, verdict.incumbent_score, verdict.incumbent_version
+                new_score, reason = verdict.new_score, f"{verdict.reason} ({why})"
                 gate_decision = "promoted" if decision == "champion" else "kept"
-                reason = f"{reason} ({why})"
             else:
                 gate_decision, p_better, reason = g.decision, g.p_better, g.reason
                 g_labels = g.details.get("labels")

@@ -43,11 +43,13 @@ from shiftlib.estimation import N_BOOT, StoredPredictions, estimate_each, shared
 from shiftlib.realized import MIN_REALIZED_BATCHES, realized_correction
 from shiftlib.selection import SelectorScores
 from shiftlib.weights import effective_sample_size
-from tasks.ingest import ingest_inputs, selection_data
+from tasks.drift import ROW_SCORES, SUMMARY, read_drift_summary
+from tasks.ingest import INGESTED, read_ingest, selection_data
 from tasks.logs import run_logger
-from tasks.store import MANIFEST, StageStore, stage_key
+from tasks.store import Read, StageOutput, StageStore
 from tasks.tracking import RunContext, log_metrics, with_retries
-from tasks.weights import make_candidates
+from tasks.training import LEARNERS, read_training
+from tasks.weights import WEIGHTS, make_candidates
 
 STAGE = "estimation"
 COLUMNS = ["candidate", "method", "estimate", "ci_low", "ci_high", "confidence", "interval", "se_source",
@@ -58,9 +60,12 @@ OOF, TARGET_PROBA = "oof", "target_proba"
 #: the realised-labels history in the run root: one row per candidate and evaluated run (``shiftflow evaluate``)
 REALIZED_HISTORY = "estimate_vs_realized.parquet"
 
-
-def _specs(store: StageStore) -> list[tuple[str, str, str]]:
-    return [(n, m["learner"], m["weighting"]) for n, m in store.manifest("training")["extra"]["models"].items()]
+#: what the estimation stage reads: the ingested tables, the candidates (the training stage), their weights, and
+#: the drift stage the overlap verdict reads (the last two when the run has them)
+READS = (*INGESTED, LEARNERS, WEIGHTS, ROW_SCORES, SUMMARY)
+#: what later stages read of this one: the source-CV fold scores (selection's SCV, the labels' next round)
+FOLD_SCORES = Read(STAGE, "fold_scores.parquet", None, optional=True,
+                   why="fixed by the ingest and training inputs, and the seed and k it is checked against")
 
 
 def compute_estimates(store: StageStore, *, method: str, seed: int, k: int, confidence: float,
@@ -80,14 +85,13 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
     stored predictions as tables (:func:`prediction_tables`)."""
     log, t0 = run_logger(), time.monotonic()
     data = selection_data(store, seed, rows)
-    specs = _specs(store)
+    specs = read_training(store).specs()
     cands = make_candidates(store, specs, seed, data)
     # worker processes for the fits and bootstraps, unless this task already runs in a daemonic one (a Dask worker)
     n_jobs = 1 if multiprocessing.current_process().daemon else max(1, n_jobs)
     preds = stored_predictions(cands, data.X_s, data.y_s, data.X_t, k=k, random_state=seed, n_jobs=n_jobs)
     folds = None
-    scv = shared_source_cv(preds, [learner for _, learner, _ in specs],
-                           store.manifest("ingest")["files"]["source.parquet"]["rows"])
+    scv = shared_source_cv(preds, [learner for _, learner, _ in specs], read_ingest(store).n_source)
     if scv is not None:
         folds = pd.DataFrame([{"candidate": name, "fold": i, "accuracy": float(a)}
                               for name, f in scv.details["fold_scores"].items() for i, a in enumerate(f)])
@@ -117,11 +121,9 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
 def stage_overlap(store: StageStore, P: StoredPredictions) -> OverlapVerdict | None:
     """The overlap verdict (``shiftlib.decisions.overlap_verdict``) from the drift stage's domain AUC and row
     scores and the effective sample size of the estimation's importance weights; None without a drift stage."""
-    if not (store.stage_dir("drift") / MANIFEST).exists():
+    if not store.has_stage("drift"):
         return None
-    import json
-
-    auc = float(json.loads(store.path("drift", "summary.json").read_text())["domain_auc"])
+    auc = float(read_drift_summary(store)["domain_auc"])
     scores = store.read_table("drift", "row_scores")
     share = outside_share(scores.loc[scores["side"] == "source", "target_score"],
                           scores.loc[scores["side"] == "target", "target_score"])
@@ -170,13 +172,13 @@ def scv_from_estimation(store: StageStore, seed: int, k: int) -> SelectorScores 
     The estimation stage writes them when it fitted every candidate on every source row on the folds of
     ``StratifiedKFold(k, shuffle=True, random_state=seed)``: the same folds and fits as ``source_cv``
     (``shiftlib.estimation.source_cv_scores``), so selection does not fit them a second time."""
-    if not (store.stage_dir(STAGE) / MANIFEST).exists():
+    if not store.has_stage(STAGE):
         return None
     m = store.manifest(STAGE)
     if "fold_scores.parquet" not in m["files"] or m["params"].get("seed") != seed or m["params"].get("k") != k:
         return None
     f = store.read_table(STAGE, "fold_scores")
-    if sorted(set(f["candidate"])) != sorted(n for n, _, _ in _specs(store)):
+    if sorted(set(f["candidate"])) != sorted(read_training(store).models):
         return None
     folds = {str(n): g.sort_values("fold")["accuracy"].to_numpy(float) for n, g in f.groupby("candidate")}
     return SelectorScores.from_fold_scores(SOURCE_CV, folds, {"scoring": "accuracy", "k": k, "random_state": seed,
@@ -202,24 +204,15 @@ def estimation(store: StageStore, *, ctx: RunContext, k: int, run_ids: dict[str,
     log = run_logger()
     seed, how = ctx.seed, settings or EstimationSettings()
     method, confidence, n_boot = how.method, how.confidence, how.n_boot
-    inputs = ingest_inputs(store) | {"training": store.manifest("training")["files"]["learners.parquet"]["sha256"]}
-    if (store.stage_dir("weights") / MANIFEST).exists():
-        inputs["weights"] = store.manifest("weights")["files"]["weights.parquet"]["sha256"]
     params = {"method": method, "seed": seed, "k": k, "confidence": confidence, "n_boot": n_boot, "rows": rows,
               "keeps": "predictions,overlap"}
-    if (store.stage_dir("drift") / MANIFEST).exists():  # the overlap verdict reads the drift stage
-        inputs["drift"] = store.manifest("drift")["files"]["row_scores.parquet"]["sha256"]
-    key = stage_key(STAGE, params, inputs)
-    found = store.find_reusable(STAGE, key)
-    if found is not None:
-        log.info("estimation: reusing stage from run %s (same inputs and parameters)", found["run_id"])
-        store.adopt(STAGE, found)
-        table = store.read_table(STAGE, "estimates")
-    else:
+
+    def compute() -> StageOutput:
         table, folds, preds = _compute(store, method=method, seed=seed, k=k, confidence=confidence, n_boot=n_boot,
                                        rows=rows, n_jobs=n_jobs)
-        tables = {"estimates": table} | ({} if folds is None else {"fold_scores": folds}) | preds
-        store.write_stage(STAGE, tables, key=key, params=params, inputs=inputs)
+        return StageOutput({"estimates": table} | ({} if folds is None else {"fold_scores": folds}) | preds)
+
+    table = store.find_or_write(STAGE, params, READS, compute).table("estimates")
     client = MlflowClient(ctx.tracking_uri)
     for r in table.to_dict("records"):
         run_id = run_ids.get(r["candidate"])
@@ -310,10 +303,10 @@ def labeled_estimate(r: Mapping[str, Any], labeled: Mapping[str, Any] | None) ->
 
 
 @task(name="served-estimate", cache_policy=NO_CACHE)
-def served_estimate(table: pd.DataFrame, served: str, *, min_accuracy: float | None, tracking_uri: str,
-                    parent_run_id: str, model_name: str | None = None,
-                    labeled: Mapping[str, Any] | None = None, history: pd.DataFrame | None = None) -> dict[str, Any]:
-    """The served candidate's estimate on the parent run (``estimate.*``, ``estimate.majority_baseline``, the
+def served_estimate(table: pd.DataFrame, served: str, *, ctx: RunContext, min_accuracy: float | None,
+                    model_name: str | None = None, labeled: Mapping[str, Any] | None = None,
+                    history: pd.DataFrame | None = None) -> dict[str, Any]:
+    """The served candidate's estimate on ``ctx``'s parent run (``estimate.*``, ``estimate.majority_baseline``, the
     tag ``shiftflow.estimate.overlap``; with this deployment's realised-labels ``history``
     (:func:`realized_history`) ``estimate.realized.*``, the estimate corrected by its past errors,
     :func:`realized_estimate`; and with target labels ``estimate.labeled.*``, the estimate that combines them
@@ -333,7 +326,7 @@ def served_estimate(table: pd.DataFrame, served: str, *, min_accuracy: float | N
     final = lab or real or {"ci_low": float(r["ci_low"]), "ci_high": float(r["ci_high"])}
     verdict = accuracy_alert(final["ci_low"], final["ci_high"], min_accuracy)
     alert, straddles = verdict == "below", verdict == "straddles"
-    client = MlflowClient(tracking_uri)
+    client, parent_run_id = MlflowClient(ctx.tracking_uri), ctx.parent_run_id
     baseline = float(r.get("majority_baseline", float("nan")))
     metrics = {"estimate.accuracy": r["estimate"], "estimate.ci_low": r["ci_low"], "estimate.ci_high": r["ci_high"],
                "estimate.majority_baseline": baseline}

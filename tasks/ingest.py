@@ -26,15 +26,32 @@ from shiftlib.budget import subsample
 from tasks.inputs import LABEL, ROW, IngestError, IngestOptions, prepare_inputs, read_inputs
 from tasks.logs import run_logger
 from tasks.sources import mask_secrets
-from tasks.store import CorruptStageError, StageStore, sha256_file, stage_key
+from tasks.store import Read, StageOutput, StageStore
 
-__all__ = ["LABEL", "PREPROCESSOR_STAGE", "ROW", "IngestOptions", "SelectionData", "frame_hash", "ingest",
-           "ingest_inputs", "load_preprocessor", "load_raw_example", "load_target_labels", "load_xy",
-           "preprocessor_hash", "raw_input_schema", "readable_rows", "selection_data", "served_pipeline",
-           "target_rows"]
+__all__ = ["INGESTED", "LABEL", "PREPROCESSOR_STAGE", "ROW", "SERVED_MODEL", "SOURCE", "TARGET", "TARGET_LABELS",
+           "TARGET_ROWS", "IngestManifest", "IngestOptions", "SelectionData", "TableFile", "frame_hash", "ingest",
+           "load_preprocessor", "load_raw_example", "load_target_labels", "load_xy", "read_ingest",
+           "raw_input_schema", "readable_rows", "selection_data", "served_pipeline", "target_rows"]
 
+STAGE = "ingest"
 PREPROCESSOR_STAGE = "ingest_preprocessor"
 PREPROCESSOR, RAW_EXAMPLE = "preprocessor.pkl", "raw_example.pkl"
+
+# --- what later stages read of this one (``tasks.store.Read``): their inputs derive from these ---------------------
+SOURCE = Read(STAGE, "source.parquet", "source")
+TARGET = Read(STAGE, "target.parquet", "target")
+#: the encoded source and target batch: every stage reads them (``load_xy``), so a new batch never reuses a stage
+INGESTED = (SOURCE, TARGET)
+#: the held-out target labels (evaluation only), when the target had them
+TARGET_LABELS = Read(STAGE, "target_labels.parquet", "labels", optional=True)
+#: the target rows as the user gave them (``raw_target``; the labels stage's ``to_label.csv``)
+TARGET_ROWS = Read(STAGE, "target_rows.parquet", None,
+                   why="the same raw target table as target.parquet (the features' hash); the columns the "
+                       "features leave out are not keyed (issue 30: stage keys kept as they were)")
+#: what a logged model is made of (``served_pipeline``, ``load_raw_example``, ``raw_input_schema``)
+SERVED_MODEL = (Read(PREPROCESSOR_STAGE, PREPROCESSOR, "preprocessor"),
+                Read(PREPROCESSOR_STAGE, RAW_EXAMPLE, None,
+                     why="written with the preprocessor from the same inputs: the logged model's input example"))
 
 
 def _cell_bytes(v: Any) -> Any:
@@ -79,23 +96,25 @@ def ingest(
     raw_source, raw_target, notes = read_inputs(source_spec, target_spec, label, simulate_bias)
     for note in notes:
         log.info("ingest: %s", note)
-    inputs = {"source": frame_hash(raw_source)}
+    # the raw tables' hashes: ingest reads no earlier stage, its inputs are the tables it is given
+    hashes = {"source": frame_hash(raw_source)}
     if raw_target is not None:
-        inputs["target"] = frame_hash(raw_target)
+        hashes["target"] = frame_hash(raw_target)
     # the manifest keeps the references without their passwords (tasks.sources.mask_secrets)
     params = {"source": mask_secrets(source_spec), "target": target_spec and mask_secrets(target_spec), "label": label,
               "positive_label": opts.positive_label, "simulate_bias": simulate_bias, "seed": opts.seed,
               "drop_columns": sorted(opts.drop_columns or []), "max_levels": opts.max_levels}
     if id_column is not None:  # only when set: runs without it keep their stage keys
         params["id_column"] = id_column
-    key, pkey = stage_key("ingest", params, inputs), stage_key(PREPROCESSOR_STAGE, params, inputs)
-    found = store.find_reusable("ingest", key)
-    pfound = store.find_reusable(PREPROCESSOR_STAGE, pkey) if found is not None else None
-    if found is not None and pfound is not None:
-        log.info("ingest: reusing stage from run %s (same inputs and parameters)", found["run_id"])
-        store.adopt(PREPROCESSOR_STAGE, pfound)
-        return store.adopt("ingest", found)
+    # the fitted preprocessor is a companion stage: written first, reused only together with the tables
+    return store.find_or_write(STAGE, params, (), lambda: _compute(raw_source, raw_target, label, opts, hashes),
+                               also=hashes, companions=(PREPROCESSOR_STAGE,)).manifest
 
+
+def _compute(raw_source: pd.DataFrame, raw_target: pd.DataFrame | None, label: str, opts: IngestOptions,
+             hashes: dict[str, str]) -> StageOutput:
+    """Validate and encode the raw tables: the stage's tables, and the fitted preprocessor as its companion."""
+    log, id_column = run_logger(), opts.id_column
     with warnings.catch_warnings(record=True) as caught:  # the flow's preflight already warned of each
         warnings.simplefilter("always")
         inp = prepare_inputs(raw_source, raw_target, label, options=opts)
@@ -119,19 +138,14 @@ def ingest(
         tables["target_labels"] = pd.DataFrame({ROW: target[ROW], LABEL: prepared.target_y})
     if p_select is not None:  # the true P(s=1|x,y) of each source row: oracle weights, evaluation only
         tables["source_selection"] = pd.DataFrame({ROW: source[ROW], "p_select": p_select})
-    extra = prepared.to_dict() | {"label": label, "bias": bias_info, "data_hashes": inputs}
-    # the preprocessor first: an ingest manifest on disk means its preprocessor is there too
-    store.write_stage(PREPROCESSOR_STAGE, {}, key=pkey, params=params, inputs=inputs,
-                      files={PREPROCESSOR: pickle.dumps(prepared.preprocessor, protocol=5),
-                             RAW_EXAMPLE: pickle.dumps(inp.example, protocol=5)},
-                      extra={"raw_columns": [str(c) for c in inp.example.columns]})
-    manifest = store.write_stage("ingest", tables, key=key, params=params, inputs=inputs, extra=extra)
-    log.info(
-        "ingest: %d source rows, %d target rows, %d features%s",
-        len(source), len(target), len(prepared.feature_columns),
-        "; target labels held out for evaluation" if prepared.target_y is not None else "",
-    )
-    return manifest
+    extra = prepared.to_dict() | {"label": label, "bias": bias_info, "data_hashes": hashes}
+    preprocessor = StageOutput(files={PREPROCESSOR: pickle.dumps(prepared.preprocessor, protocol=5),
+                                      RAW_EXAMPLE: pickle.dumps(inp.example, protocol=5)},
+                               extra={"raw_columns": [str(c) for c in inp.example.columns]})
+    log.info("ingest: %d source rows, %d target rows, %d features%s", len(source), len(target),
+             len(prepared.feature_columns), "; target labels held out for evaluation" if prepared.target_y is not None
+             else "")
+    return StageOutput(tables, extra=extra, before={PREPROCESSOR_STAGE: preprocessor})
 
 
 def readable_rows(table: pd.DataFrame, label: str, id_column: str | None = None) -> pd.DataFrame:
@@ -150,30 +164,77 @@ def readable_rows(table: pd.DataFrame, label: str, id_column: str | None = None)
     return pd.DataFrame(out)
 
 
-def ingest_inputs(store: StageStore, *, labels: bool = False) -> dict[str, str]:
-    """The ingest hashes a stage key depends on: source and target tables (and the held-out target labels,
-    when ``labels`` and present) — so a new target batch never reuses a stage computed for another."""
-    files = store.manifest("ingest")["files"]
-    inputs = {"source": files["source.parquet"]["sha256"], "target": files["target.parquet"]["sha256"]}
-    if labels and "target_labels.parquet" in files:
-        inputs["labels"] = files["target_labels.parquet"]["sha256"]
-    return inputs
+@dataclass(frozen=True)
+class TableFile:
+    """One Parquet file of a stage as its manifest lists it."""
+
+    rows: int
+    sha256: str
+    schema: dict[str, str]
+
+
+@dataclass(frozen=True)
+class IngestManifest:
+    """What the ingest stage's manifest says of the run's data (:func:`read_ingest`): the label and its classes
+    in code order, the encoded feature columns, the source and target files, which optional tables it holds, the
+    table references it was given (passwords masked) and the raw tables' hashes."""
+
+    label: str | None
+    classes: list[Any]
+    feature_columns: list[str]
+    source: TableFile | None
+    target: TableFile | None
+    has_target_labels: bool
+    has_source_selection: bool
+    source_ref: str | None
+    target_ref: str | None
+    id_column: str | None
+    data_hashes: dict[str, str]
+
+    @property
+    def n_source(self) -> int:
+        """Rows of the ingested source."""
+        assert self.source is not None, "the ingest stage lists no source.parquet"
+        return self.source.rows
+
+    @property
+    def n_target(self) -> int:
+        """Rows of the ingested target batch."""
+        assert self.target is not None, "the ingest stage lists no target.parquet"
+        return self.target.rows
+
+
+def read_ingest(store: StageStore) -> IngestManifest:
+    """This run's ingest manifest, typed (the only reader of its keys)."""
+    m = store.manifest(STAGE)
+    files, extra, params = m["files"], m.get("extra", {}), m.get("params", {})
+
+    def table(name: str) -> TableFile | None:  # None: the manifest lists no such table (a test's stand-in)
+        e = files.get(f"{name}.parquet")
+        return None if e is None else TableFile(int(e["rows"]), str(e["sha256"]), dict(e.get("schema", {})))
+
+    return IngestManifest(label=extra.get("label"), classes=list(extra.get("classes", [])),
+                          feature_columns=list(extra.get("feature_columns", [])), source=table("source"),
+                          target=table("target"), has_target_labels="target_labels.parquet" in files,
+                          has_source_selection="source_selection.parquet" in files,
+                          source_ref=params.get("source"), target_ref=params.get("target"),
+                          id_column=params.get("id_column"), data_hashes=dict(extra.get("data_hashes", {})))
 
 
 def load_xy(store: StageStore) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
     """(X_source, y_source, X_target) from a finished ingest stage — never the target labels."""
-    src = store.read_table("ingest", "source")
+    src = store.read_table(STAGE, "source")
     X_s = src.drop(columns=[ROW, LABEL])
     y_s = src[LABEL].to_numpy()
     del src  # one copy of the source at a time
-    return X_s, y_s, store.read_table("ingest", "target", columns=list(X_s.columns))
+    return X_s, y_s, store.read_table(STAGE, "target", columns=list(X_s.columns))
 
 
 def load_target_labels(store: StageStore) -> np.ndarray | None:
     """Held-out target labels (evaluation only), or None when the target had none."""
-    if "target_labels.parquet" not in store.manifest("ingest")["files"]:
+    if not read_ingest(store).has_target_labels:
         return None
-    return store.read_table("ingest", "target_labels", columns=[LABEL])[LABEL].to_numpy()
+    return store.read_table(STAGE, "target_labels", columns=[LABEL])[LABEL].to_numpy()
 
 
 @dataclass(frozen=True)
@@ -203,28 +264,9 @@ def selection_data(store: StageStore, seed: int, rows: int | None) -> SelectionD
     return SelectionData(X_s.iloc[i_s].reset_index(drop=True), y_s[i_s], X_t.iloc[i_t].reset_index(drop=True), i_s)
 
 
-def _read_checked(store: StageStore, name: str) -> bytes:
-    """Bytes of ``ingest_preprocessor/<name>`` after checking them against the manifest's SHA-256."""
-    entry = store.manifest(PREPROCESSOR_STAGE)["files"].get(name)
-    path = store.path(PREPROCESSOR_STAGE, name)
-    if entry is None:
-        raise FileNotFoundError(f"stage {PREPROCESSOR_STAGE!r} manifest lists no {name}")
-    if not path.exists() or sha256_file(path) != entry["sha256"]:
-        raise CorruptStageError(
-            f"{path} does not match the SHA-256 in its manifest (truncated or altered); "
-            "delete the stage folder and re-run to recompute it"
-        )
-    return path.read_bytes()
-
-
 def load_preprocessor(store: StageStore) -> Any:
     """The ingest stage's fitted ``TablePreprocessor`` (raw rows with the source's columns → encoded features)."""
-    return pickle.loads(_read_checked(store, PREPROCESSOR))
-
-
-def preprocessor_hash(store: StageStore) -> str:
-    """SHA-256 of the stored preprocessor: a logged model embeds it, so its stage key depends on it."""
-    return store.file_hash(PREPROCESSOR_STAGE, PREPROCESSOR)
+    return pickle.loads(store.read_bytes(PREPROCESSOR_STAGE, PREPROCESSOR))
 
 
 def served_pipeline(store: StageStore, model: Any) -> Pipeline:
@@ -233,12 +275,12 @@ def served_pipeline(store: StageStore, model: Any) -> Pipeline:
     from shiftlib.serving import ServedModel
 
     return ServedModel([("prepare", load_preprocessor(store)), ("model", model)],
-                       class_labels=list(store.manifest("ingest")["extra"]["classes"]))
+                       class_labels=list(read_ingest(store).classes))
 
 
 def load_raw_example(store: StageStore) -> pd.DataFrame:
     """The first raw target rows (source feature columns, label excluded): a served model's input example."""
-    return pickle.loads(_read_checked(store, RAW_EXAMPLE))
+    return pickle.loads(store.read_bytes(PREPROCESSOR_STAGE, RAW_EXAMPLE))
 
 
 def raw_input_schema(store: StageStore) -> Any:

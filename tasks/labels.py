@@ -44,15 +44,26 @@ from prefect.input import RunInput
 from pydantic import Field
 
 from shiftlib.selection import LabelPlan, TargetPredictions, plan_labels
-from tasks.estimation import scv_from_estimation
-from tasks.ingest import ROW, ingest_inputs, load_xy
+from tasks.estimation import FOLD_SCORES, scv_from_estimation
+from tasks.ingest import INGESTED, ROW, TARGET_ROWS, load_xy, read_ingest
 from tasks.inputs import LabelsInputError, check_label_budget, read_filled, read_labels_file
 from tasks.logs import run_logger
+from tasks.served import PREDICTIONS as SERVED_PREDICTIONS
 from tasks.served import SERVED, served_contender
-from tasks.store import MANIFEST, StageStore, code_version, stage_key, stage_manifests
-from tasks.tracking import log_metrics, with_retries
+from tasks.store import Read, StageOutput, StageStore, code_version, stage_key, stage_manifests
+from tasks.tracking import RunContext, log_metrics, with_retries
+from tasks.training import PREDICTIONS
 
 STAGE = "labels"
+#: what a label plan reads: the ingested tables, the candidates' target predictions, the target rows a person
+#: labels, and for a next round the estimation stage's source CV (the prior); with the served champion as a
+#: contender, its predictions too (:func:`_reads`)
+READS = (*INGESTED, PREDICTIONS, TARGET_ROWS, FOLD_SCORES)
+
+
+def _reads(with_served: bool) -> tuple[Read, ...]:
+    """What a plan reads, with or without the served champion (when this run has one) as a contender."""
+    return READS + ((SERVED_PREDICTIONS,) if with_served else ())
 
 
 class FilledLabels(RunInput):
@@ -71,7 +82,7 @@ def labels_form(csv: str) -> type[FilledLabels]:
 
 def _plan_has_served(store: StageStore) -> bool | None:
     """Whether this run's labels stage planned with the served champion as a contender (None: no stage yet)."""
-    if not (store.stage_dir(STAGE) / MANIFEST).exists():
+    if not store.has_stage(STAGE):
         return None
     name = served_contender(store)
     return name is not None and name in store.manifest(STAGE)["extra"].get("learners", [])
@@ -102,10 +113,7 @@ def stage_predictions(store: StageStore, with_served: bool | None = None) -> Tar
 
 def _keys(store: StageStore, budget: int | None, seed: int, with_served: bool = True
           ) -> tuple[str, str, dict[str, Any], dict[str, str]]:
-    inputs = ingest_inputs(store) | {"training": store.manifest("training")["files"]["predictions.parquet"]["sha256"]}
-    # the champion is a contender: its predictions are an input
-    if with_served and served_contender(store) is not None:
-        inputs["served"] = store.manifest(SERVED)["files"]["predictions.parquet"]["sha256"]
+    inputs = store.inputs(_reads(with_served))  # the champion, when a contender: its predictions are an input
     params = {"budget": budget, "seed": seed}
     return stage_key(STAGE, params, inputs), stage_key(STAGE, {"seed": seed}, inputs), params, inputs
 
@@ -255,31 +263,29 @@ def write_plan(store: StageStore, *, budget: int, seed: int, label: str) -> Labe
     """Plan the rows to label and write the labels stage (or adopt a stored plan of the same key).
 
     Raises ``LabelsInputError`` before writing anything when ``budget`` is below 1 or beyond the batch."""
-    n_target = int(store.manifest("ingest")["files"]["target.parquet"]["rows"])
-    check_label_budget(budget, n_target)
-    key, base, params, inputs = _keys(store, budget, seed)
-    found = store.find_reusable(STAGE, key)
-    if found is not None:
-        store.adopt(STAGE, found)
-        return plan_from_stage(store)
-    X_s, y_s, X_t = load_xy(store)
-    tp = stage_predictions(store, with_served=True)
-    plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, random_state=seed, prior=None, predictions=tp)
-    return _write_stage(store, plan, label, {}, params, inputs, {"base_key": base})
+    check_label_budget(budget, read_ingest(store).n_target)
+    _, base, params, _ = _keys(store, budget, seed)
+
+    def compute() -> StageOutput:
+        X_s, y_s, X_t = load_xy(store)
+        tp = stage_predictions(store, with_served=True)
+        plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, random_state=seed, prior=None, predictions=tp)
+        return _plan_output(store, plan, label, {}, {"base_key": base})
+
+    store.find_or_write(STAGE, params, _reads(True), compute)
+    return plan_from_stage(store)
 
 
-def _write_stage(store: StageStore, plan: LabelPlan, label: str, filled: dict[int, Any], params: dict[str, Any],
-                 inputs: dict[str, str], extra: dict[str, Any]) -> LabelPlan:
-    """Write the labels stage of ``plan``: plan.parquet, and to_label.{parquet,csv} with the target's rows as
-    the user gave them and the label column (``filled``: row → label already known, the rest empty)."""
+def _plan_output(store: StageStore, plan: LabelPlan, label: str, filled: dict[int, Any],
+                 extra: dict[str, Any]) -> StageOutput:
+    """The labels stage of ``plan``: plan.parquet, and to_label.{parquet,csv} with the target's rows as the user
+    gave them and the label column (``filled``: row → label already known, the rest empty)."""
     tgt = store.read_table("ingest", "target_rows").set_index(ROW).loc[plan.rows].reset_index()
     tgt[label] = pd.Series([filled.get(r) for r in plan.rows], dtype=object)
     extra = {"disagreement": plan.details["disagreement"].tolist(), "round_info": plan.details["round_info"],
              "budget": plan.budget, "n_target": plan.n_target, "learners": plan.learners, "label": label} | extra
-    store.write_stage(STAGE, {"plan": plan.to_frame(), "to_label": tgt}, key=stage_key(STAGE, params, inputs),
-                      params=params, inputs=inputs, extra=extra,
-                      files={"to_label.csv": tgt.to_csv(index=False).encode()})
-    return plan_from_stage(store)
+    return StageOutput({"plan": plan.to_frame(), "to_label": tgt}, extra=extra,
+                       files={"to_label.csv": tgt.to_csv(index=False).encode()})
 
 
 def _awaiting(store: StageStore, plan: LabelPlan, n_prefilled: int, client: MlflowClient,
@@ -309,25 +315,29 @@ def continue_plan(store: StageStore, earlier: dict[str, Any], *, budget: int, se
     the plan and how many labels were filled in. Raises ``LabelsInputError`` when the budget adds no row."""
     plan0 = _plan(earlier, pd.read_parquet(Path(earlier["_dir"]) / "plan.parquet"))
     check_label_budget(budget, plan0.n_target)
-    classes = store.manifest("ingest")["extra"]["classes"]
+    classes = read_ingest(store).classes
     lab, _, digest = read_filled(target_labels, earlier["extra"].get("label", label), classes, plan0.n_target)
-    X_s, y_s, X_t = load_xy(store)
     served = served_contender(store)  # the next round keeps the earlier round's contenders
     with_served = served is not None and served in plan0.learners
-    tp = stage_predictions(store, with_served)
-    prior = scv_from_estimation(store, seed, k) if k is not None else None
-    plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, already_labeled=(plan0, pd.Series(lab, dtype=object)),
-                       random_state=seed, prior=prior, predictions=tp)
-    n_new = len(plan.rows) - len(plan0.rows)
-    if n_new <= 0:
-        raise LabelsInputError(f"label_budget={budget} adds no row to the {len(plan0.rows)} already planned "
-                               f"({plan.details.get('note', 'nothing left to draw')}): resume with "
-                               f"--label-budget {plan0.budget} and the filled file")
-    _, base, params, inputs = _keys(store, budget, seed, with_served)
+    _, base, params, _ = _keys(store, budget, seed, with_served)
+
+    def compute() -> StageOutput:
+        X_s, y_s, X_t = load_xy(store)
+        tp = stage_predictions(store, with_served)
+        prior = scv_from_estimation(store, seed, k) if k is not None else None
+        plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, random_state=seed, prior=prior, predictions=tp,
+                           already_labeled=(plan0, pd.Series(lab, dtype=object)))
+        n_new = len(plan.rows) - len(plan0.rows)
+        if n_new <= 0:
+            raise LabelsInputError(f"label_budget={budget} adds no row to the {len(plan0.rows)} already planned "
+                                   f"({plan.details.get('note', 'nothing left to draw')}): resume with "
+                                   f"--label-budget {plan0.budget} and the filled file")
+        extra = {"base_key": base, "continued_from": earlier.get("run_id"), "n_prefilled": len(lab)}
+        return _plan_output(store, plan, label, {r: classes[c] for r, c in lab.items()}, extra)
+
     params = params | {"continues": earlier["key"], "labels_sha256": digest}
-    extra = {"base_key": base, "continued_from": earlier.get("run_id"), "n_prefilled": len(lab)}
-    filled = {r: classes[c] for r, c in lab.items()}
-    return _write_stage(store, plan, label, filled, params, inputs, extra), len(lab)
+    store.find_or_write(STAGE, params, _reads(with_served), compute)
+    return plan_from_stage(store), len(lab)
 
 
 def read_labels(store: StageStore, *, budget: int | None, seed: int, label: str, target_labels: str) -> dict[str, Any]:
@@ -346,7 +356,7 @@ def read_labels(store: StageStore, *, budget: int | None, seed: int, label: str,
             "same configuration, and fill the file it writes"
             + _other_plan(store, budget, seed, rows, whole=False))
     plan = _plan(found, pd.read_parquet(Path(found["_dir"]) / "plan.parquet"))  # verified by _find_plan
-    classes = store.manifest("ingest")["extra"]["classes"]
+    classes = read_ingest(store).classes
     lab, n_empty, digest = read_filled(target_labels, found["extra"].get("label", label), classes, plan.n_target)
     requested = set(plan.rows.tolist())
     if set(lab) - requested:  # rows this plan did not ask for: extra uniform draws, unless another plan asked
@@ -354,6 +364,7 @@ def read_labels(store: StageStore, *, budget: int | None, seed: int, label: str,
         if other:  # every labeled row is a row of another configuration's plan: the wrong file, refuse it
             raise LabelsInputError(f"{target_labels}: {len(set(lab) - requested)} of its {len(lab)} labeled rows "
                                    f"are not rows this configuration's plan asked for{other}")
+    # adopted as it is, not found by key: a filled file answers the stored plan that asked for its rows
     store.adopt(STAGE, found)
     return {"status": "labeled", "plan": plan, "labels": lab, "labels_sha256": digest,
             "plan_sha256": store.file_hash(STAGE, "plan.parquet"), "n_empty": n_empty,
@@ -361,14 +372,15 @@ def read_labels(store: StageStore, *, budget: int | None, seed: int, label: str,
 
 
 @task(name="labels", cache_policy=NO_CACHE)
-def labels(store: StageStore, *, budget: int | None, seed: int, label: str, target_labels: str | None,
-           tracking_uri: str, parent_run_id: str, k: int | None = None) -> dict[str, Any]:
+def labels(store: StageStore, *, ctx: RunContext, budget: int | None, label: str, target_labels: str | None,
+           k: int | None = None) -> dict[str, Any]:
     """Plan the rows to label (budget, no labels yet), plan the next round (a budget larger than the plan
-    the filled file answers), or read the filled file back; returns a summary with ``status``
-    'awaiting_labels' (the file paths, ``n_rows`` to label and ``n_prefilled`` already labeled in it) or
-    'labeled' (plan and labels). ``k``: the source-CV folds whose estimation-stage scores weigh a next round."""
-    log = run_logger()
-    client = MlflowClient(tracking_uri)
+    the filled file answers), or read the filled file back, seeded by ``ctx`` and logged on its parent run;
+    returns a summary with ``status`` 'awaiting_labels' (the file paths, ``n_rows`` to label and ``n_prefilled``
+    already labeled in it) or 'labeled' (plan and labels). ``k``: the source-CV folds whose estimation-stage
+    scores weigh a next round."""
+    log, seed, parent_run_id = run_logger(), ctx.seed, ctx.parent_run_id
+    client = MlflowClient(ctx.tracking_uri)
     if target_labels is None:
         if budget is None:
             raise LabelsInputError("set label_budget to plan which target rows to label")

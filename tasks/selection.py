@@ -47,16 +47,26 @@ from shiftlib.selection import (
     trcv_setup,
 )
 from shiftlib.selection.trcv import FoldResidual
-from tasks.estimation import scv_from_estimation
-from tasks.ingest import SelectionData, ingest_inputs, load_target_labels, selection_data
+from tasks.estimation import FOLD_SCORES, scv_from_estimation
+from tasks.evaluation import TARGET_SCORES
+from tasks.ingest import INGESTED, TARGET_LABELS, SelectionData, load_target_labels, selection_data
 from tasks.labels import stage_predictions
 from tasks.limits import limited
 from tasks.logs import run_logger
-from tasks.store import MANIFEST, StageStore, stage_key
+from tasks.served import SERVED
+from tasks.store import Read, StageOutput, StageStore
 from tasks.tracking import RunContext, log_metrics, with_retries
-from tasks.weights import METHODS, fit_weighter, make_candidates, stage_weights, weights_on_rows
+from tasks.training import LEARNERS, TrainedModel, read_training
+from tasks.weights import METHODS, WEIGHTS, fit_weighter, make_candidates, stage_weights, weights_on_rows
 
 STAGE = "selection"
+_FEWLABEL_WHY = "fewlabel's contenders: the label plan the filled file (its digest, `target_labels`) answers was keyed by them"
+#: what the selection stage reads: the ingested tables and the held-out target labels (the agreement table), the
+#: candidates and their weights, and what it takes over instead of refitting (the estimation stage's source CV,
+#: the evaluation stage's truth, and for fewlabel the candidates' and the served champion's target predictions)
+READS = (*INGESTED, TARGET_LABELS, LEARNERS, WEIGHTS, FOLD_SCORES, TARGET_SCORES,
+         Read("training", "predictions.parquet", None, why="written with learners.parquet by the same candidates"),
+         Read(SERVED, "predictions.parquet", None, optional=True, why=_FEWLABEL_WHY))
 
 
 def selector_data(store: StageStore, selector: str, seed: int, rows: int | None) -> SelectionData:
@@ -110,23 +120,18 @@ def run_selector(selector: str, cands: list[Candidate], data: SelectionData, *, 
 
 
 def _stage_specs(store: StageStore) -> list[tuple[str, str, str]]:
-    return [(n, m["learner"], m["weighting"]) for n, m in store.manifest("training")["extra"]["models"].items()]
+    return read_training(store).specs()
 
 
-def _stage_key(store: StageStore, selectors: list[str], primary: str, seed: int, k: int,
-               rows: int | None, labels_sha256: str | None = None) -> tuple[str, dict, dict]:
-    # the target batch (and its held-out labels, which the agreement table uses) are inputs: the candidates'
-    # source-CV table alone does not change with the target
-    inputs = ingest_inputs(store, labels=True) | {
-        "training": store.manifest("training")["files"]["learners.parquet"]["sha256"]}
-    if (store.stage_dir("weights") / MANIFEST).exists():
-        inputs["weights"] = store.manifest("weights")["files"]["weights.parquet"]["sha256"]
-    if labels_sha256 is not None:  # few-label selection: the filled labels file is an input
-        inputs["target_labels"] = labels_sha256
+def _stage_params(selectors: list[str], primary: str, seed: int, k: int, rows: int | None) -> dict[str, Any]:
     # "cv_rows": how SCV/WCV bound their work (scored folds over every row; earlier runs used a subsample)
-    params = {"selectors": list(selectors), "primary": primary, "seed": seed, "k": k, "rows": rows,
-              "cv_rows": "scored_folds"}
-    return stage_key(STAGE, params, inputs), params, inputs
+    return {"selectors": list(selectors), "primary": primary, "seed": seed, "k": k, "rows": rows,
+            "cv_rows": "scored_folds"}
+
+
+def _also(labels_sha256: str | None) -> dict[str, str]:
+    """Inputs that are no stage file: with few-label selection, the filled labels file's digest."""
+    return {} if labels_sha256 is None else {"target_labels": labels_sha256}
 
 
 # --- fan-out: the flow maps these over candidates, RT rows and TrCV folds (threads or Dask workers) ---------
@@ -137,9 +142,9 @@ def selection_plan(store: StageStore, selectors: list[str], primary: str, *, see
                    rows: int | None = None, labels_sha256: str | None = None) -> dict[str, Any]:
     """Whether the selection stage must be computed (no reusable earlier stage), the candidate names, and
     the β that TrCV and WCV share across their tasks, computed once."""
-    key, _, _ = _stage_key(store, selectors, primary, seed, k, rows, labels_sha256)
+    key = store.key(STAGE, _stage_params(selectors, primary, seed, k, rows), READS, _also(labels_sha256))
     names = [n for n, _, _ in _stage_specs(store)]
-    if store.find_reusable(STAGE, key) is not None:
+    if store.find_reusable(STAGE, key) is not None:  # checked before the fan-out; selection's own lookup follows
         return {"compute": False, "candidates": names, "beta": None, "scv_shared": False}
     shared = SOURCE_CV in selectors and scv_from_estimation(store, seed, k) is not None
     beta = None
@@ -214,35 +219,26 @@ def selection(store: StageStore, spec: SelectionSpec, *, ctx: RunContext, run_id
     fan = fanned or FannedResults()
     if primary not in selectors:
         raise ValueError(f"the deciding selector {primary!r} must be one of the selectors run: {selectors}")
-    key, params, inputs = _stage_key(store, selectors, primary, seed, k, rows,
-                                     None if labeled is None else labeled["labels_sha256"])
-    found = store.find_reusable(STAGE, key)
-    rt = None
-    if found is not None:
-        log.info("selection: reusing stage from run %s (same inputs and parameters)", found["run_id"])
-        store.adopt(STAGE, found)
-        scores = store.read_table(STAGE, "scores")
-        rt_matrix = store.read_table(STAGE, "rt_matrix") if "rt_matrix.parquet" in found["files"] else None
-        agree = store.read_table(STAGE, "agreement") if "agreement.parquet" in found["files"] else None
-        posterior = store.read_table(STAGE, "fewlabel") if "fewlabel.parquet" in found["files"] else None
-    else:
+
+    def compute() -> StageOutput:
         results = _results(store, selectors, seed=seed, k=k, rows=rows, beta=fan.beta, rt_rows=fan.rt_rows,
                            trcv_folds=fan.trcv_folds, cv_parts=fan.cv_parts or {}, labeled=labeled)
-        scores = pd.concat([r.to_frame() for r in results.values()], ignore_index=True)
-        tables = {"scores": scores}
+        tables = {"scores": pd.concat([r.to_frame() for r in results.values()], ignore_index=True)}
         rt = next((r for r in results.values() if isinstance(r, ReverseTestingResult)), None)
-        rt_matrix = None
         if rt is not None:
-            rt_matrix = rt.matrix_frame()
-            tables["rt_matrix"] = rt_matrix
+            tables["rt_matrix"] = rt.matrix_frame()
         agree = _agreement_table(store, results)
         if agree is not None:
             tables["agreement"] = agree
         posterior = _fewlabel_table(results.get(LABELED_SELECTOR))
         if posterior is not None:
             tables["fewlabel"] = posterior
-        store.write_stage(STAGE, tables, key=key, params=params, inputs=inputs)
+        return StageOutput(tables, value=rt)  # the RT result: its heatmap is drawn when computed
 
+    run = store.find_or_write(STAGE, _stage_params(selectors, primary, seed, k, rows), READS, compute,
+                              also=_also(None if labeled is None else labeled["labels_sha256"]))
+    scores, rt = run.table("scores"), run.value
+    rt_matrix, agree, posterior = (run.table(t) if run.has(t) else None for t in ("rt_matrix", "agreement", "fewlabel"))
     prim = scores[scores["selector"] == primary].sort_values(["rank", "learner"])
     chosen = str(prim.iloc[0]["learner"])
     fewlabel = None
@@ -256,7 +252,7 @@ def selection(store: StageStore, spec: SelectionSpec, *, ctx: RunContext, run_id
                  fewlabel["p_best"].get(chosen, float("nan")), fewlabel["n_labels"])
     _log_selection(MlflowClient(ctx.tracking_uri), scores, run_ids, ctx.parent_run_id, primary, chosen, agree, rt,
                    None if fewlabel is None else fewlabel["p_best"],
-                   store.manifest("training")["extra"]["models"][chosen])
+                   read_training(store).models[chosen])
     log.info("selection: %s picks %s", primary, chosen)
     return {"selector": primary, "chosen": chosen, "scores": scores.to_dict("records"),
             "rt_matrix": None if rt_matrix is None else rt_matrix.to_dict("records"),
@@ -356,7 +352,7 @@ def _agreement_table(store: StageStore, results: dict[str, Any]) -> pd.DataFrame
 
 def _log_selection(client: MlflowClient, scores: pd.DataFrame, run_ids: dict[str, str], parent_run_id: str,
                    primary: str, chosen: str, agree: pd.DataFrame | None, rt: Any,
-                   p_best: dict[str, float] | None = None, chosen_model: dict[str, Any] | None = None) -> None:
+                   p_best: dict[str, float] | None = None, chosen_model: TrainedModel | None = None) -> None:
     """``selection.<selector>.*`` into each candidate's nested run (with the fewlabel posterior's ``p_best``);
     choice, agreement and RT heatmap on the parent."""
     for r in scores.to_dict("records"):
@@ -374,8 +370,8 @@ def _log_selection(client: MlflowClient, scores: pd.DataFrame, run_ids: dict[str
     with_retries(client.set_tag, parent_run_id, "shiftflow.selected_learner", chosen)
     with_retries(client.set_tag, parent_run_id, "shiftflow.selector", primary)
     if chosen_model is not None:  # a column each in the MLflow UI's run comparison
-        params = {"chosen.candidate": chosen, "chosen.learner": chosen_model["learner"],
-                  "chosen.weighting": chosen_model["weighting"]}
+        params = {"chosen.candidate": chosen, "chosen.learner": chosen_model.learner,
+                  "chosen.weighting": chosen_model.weighting}
         with_retries(client.log_batch, parent_run_id, params=[Param(k, str(v)) for k, v in params.items()])
     if agree is not None:
         log_metrics(client, parent_run_id, {f"selection.{r['selector']}.{m}": r.get(m) for r in agree.to_dict("records")

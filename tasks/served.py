@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,21 +25,42 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from shiftlib.errors import ShiftflowInputError
-from tasks.ingest import ROW, ingest_inputs, raw_input_schema
+from tasks.ingest import INGESTED, ROW, TARGET_ROWS, raw_input_schema, read_ingest
 from tasks.logs import run_logger
-from tasks.store import MANIFEST, stage_key
-from tasks.tracking import with_retries
+from tasks.store import Read, StageOutput
+from tasks.tracking import RunContext, with_retries
 
 SERVED = "served"  # stage: the served champion's predictions on the whole batch, a contender for the labels
 SCHEMA = "shiftflow.schema"  # a registered version's tag: the digest of its input schema (input_schema)
+#: what the served stage reads: the target batch (keyed by the ingested tables) and its rows as the user gave them;
+#: the registered version it scores is an input too (``also``: model and run)
+READS = (*INGESTED, TARGET_ROWS)
+#: what later stages read of this one: the champion's predictions (the labels stage's contender)
+PREDICTIONS = Read(SERVED, "predictions.parquet", "served", optional=True)
+
+
+@dataclass(frozen=True)
+class ServedManifest:
+    """What the served stage's manifest says (:func:`read_served`): which version of which model scored the batch."""
+
+    model_name: str
+    version: str
+
+
+def read_served(store: Any) -> ServedManifest | None:
+    """This run's served manifest, typed (the only reader of its keys); None when the run has no served stage."""
+    if not store.has_stage(SERVED):
+        return None
+    params = store.manifest(SERVED)["params"]
+    return ServedManifest(str(params.get("model_name")), str(params["version"]))
 
 
 def input_schema(store: Any) -> dict[str, Any]:
     """What a served model takes and returns: its input columns and types (the signature's input schema), the
     label and the classes in code order; ``digest`` (16 hex digits) names it."""
-    ingest = store.manifest("ingest")["extra"]
-    facts = {"inputs": raw_input_schema(store).to_dict(), "label": str(ingest.get("label")),
-             "classes": [str(c) for c in ingest.get("classes", [])]}
+    ing = read_ingest(store)
+    facts = {"inputs": raw_input_schema(store).to_dict(), "label": str(ing.label),
+             "classes": [str(c) for c in ing.classes]}
     return facts | {"digest": hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]}
 
 
@@ -83,7 +105,7 @@ def raw_target(store: Any) -> tuple[np.ndarray, pd.DataFrame]:
     """Today's row keys and raw target rows as the user gave them, without the key and the id column: what a
     served model takes."""
     raw = store.read_table("ingest", "target_rows")
-    id_col = store.manifest("ingest")["params"].get("id_column")
+    id_col = read_ingest(store).id_column
     return raw[ROW].to_numpy(), raw.drop(columns=[ROW] + ([id_col] if id_col in raw.columns else []))
 
 
@@ -109,18 +131,34 @@ def served_name(version: Any) -> str:
 def served_contender(store: Any) -> str | None:
     """The contender name of this run's ``served`` stage (the champion's predictions on the batch), or None
     without one; read from its manifest only."""
-    if not (store.stage_dir(SERVED) / MANIFEST).exists():
-        return None
-    return served_name(store.manifest(SERVED)["params"]["version"])
+    man = read_served(store)
+    return None if man is None else served_name(man.version)
+
+
+class _CannotScore(Exception):
+    """The champion cannot score today's rows (a model without its encoder step); the message says why."""
+
+
+def _compute(store: Any, model_name: str, inc: Any) -> StageOutput:
+    """Version ``inc`` of ``model_name`` scoring every raw target row: ``_row``, ``predicted``, ``proba_<code>``."""
+    rows, raw = raw_target(store)
+    got = served_proba(model_name, inc, raw, len(read_ingest(store).classes))
+    if isinstance(got, str):
+        raise _CannotScore(got)
+    proba = got[0]
+    table = pd.DataFrame({ROW: rows, "predicted": proba.argmax(axis=1)})
+    for c in range(proba.shape[1]):
+        table[f"proba_{c}"] = proba[:, c]
+    return StageOutput({"predictions": table})
 
 
 @task(name="served", cache_policy=NO_CACHE)
-def served(store: Any, *, model_name: str, tracking_uri: str) -> dict[str, Any] | None:
-    """Stage ``served``: the registered model's champion scores every row of today's batch
-    (``served/predictions.parquet``: ``_row``, ``predicted``, ``proba_<code>``), so a label plan draws rows
+def served(store: Any, *, ctx: RunContext, model_name: str) -> dict[str, Any] | None:
+    """Stage ``served``: the registered model's champion (in ``ctx``'s tracking store) scores every row of today's
+    batch (``served/predictions.parquet``: ``_row``, ``predicted``, ``proba_<code>``), so a label plan draws rows
     where it disagrees with the candidates too and the gate can weigh labels (the undecided → labels path).
     None, and nothing written, without a champion of this input schema."""
-    client = MlflowClient(tracking_uri)
+    client = MlflowClient(ctx.tracking_uri)
     try:
         check_model_name(client, model_name, input_schema(store))
     except ShiftflowInputError:
@@ -128,21 +166,11 @@ def served(store: Any, *, model_name: str, tracking_uri: str) -> dict[str, Any] 
     inc = incumbent(client, model_name)
     if inc is None:
         return None
-    inputs = ingest_inputs(store) | {"model": f"{model_name}/{inc.version}", "model_run": str(inc.run_id)}
     params = {"model_name": model_name, "version": str(inc.version)}
-    key = stage_key(SERVED, params, inputs)
-    found = store.find_reusable(SERVED, key)
-    if found is not None:
-        store.adopt(SERVED, found)
-    else:
-        rows, raw = raw_target(store)
-        got = served_proba(model_name, inc, raw, len(store.manifest("ingest")["extra"]["classes"]))
-        if isinstance(got, str):
-            run_logger().warning("served: %s; the label plan compares the candidates only", got)
-            return None
-        proba = got[0]
-        table = pd.DataFrame({ROW: rows, "predicted": proba.argmax(axis=1)})
-        for c in range(proba.shape[1]):
-            table[f"proba_{c}"] = proba[:, c]
-        store.write_stage(SERVED, {"predictions": table}, key=key, params=params, inputs=inputs)
+    try:
+        store.find_or_write(SERVED, params, READS, lambda: _compute(store, model_name, inc),
+                            also={"model": f"{model_name}/{inc.version}", "model_run": str(inc.run_id)})
+    except _CannotScore as why:
+        run_logger().warning("served: %s; the label plan compares the candidates only", why)
+        return None
     return {"name": served_name(inc.version), "version": str(inc.version), "model_name": model_name}

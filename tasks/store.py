@@ -7,6 +7,12 @@ the stage name, its parameters, the hashes of its inputs and the code version. A
 same key finds the manifest (in any run folder under the same root), verifies every file's hash and
 copies the stage instead of recomputing it. A file whose bytes no longer match its manifest is never
 read: ``read_table`` raises ``CorruptStageError`` and ``find_reusable`` skips that stage.
+
+The stage contract, written once: a stage declares the files of earlier stages it reads (``Read``, a
+module-level tuple beside its task), ``StageStore.inputs`` derives its input hashes from them, and
+``StageStore.find_or_write`` adopts an identical earlier stage or calls the stage's ``compute`` and writes what
+it returns (``StageOutput``). While ``compute`` runs, reading a stage file the stage did not declare raises
+``UndeclaredReadError``, so an input cannot be forgotten silently.
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -36,6 +43,44 @@ def stage_manifests(run_root: str | Path, stage: str) -> list[Path]:
 
 class CorruptStageError(RuntimeError):
     """A stage file does not match the hash recorded in its manifest."""
+
+
+class UndeclaredReadError(RuntimeError):
+    """A stage, while it computed, read a file of another stage that it does not declare (``Read``)."""
+
+
+@dataclass(frozen=True)
+class Read:
+    """One file of an earlier stage that a stage reads; a stage declares every such file (e.g. ``READS`` beside
+    its task), and ``StageStore.inputs`` derives the stage's input hashes from the declarations.
+
+    ``key``: the name the file's SHA-256 takes in the stage's inputs, so a change of the file recomputes the
+    stage; None for a file whose content the keyed inputs and the parameters already fix, ``why`` saying how.
+    ``optional``: left out when this run has no such stage or file (the weights of a run without weighting)."""
+
+    stage: str
+    file: str
+    key: str | None
+    optional: bool = False
+    why: str = ""
+
+    def __post_init__(self) -> None:
+        if self.key is None and not self.why:
+            raise ValueError(f"the read of {self.stage}/{self.file} has no key: say why its content is fixed")
+
+
+#: while a stage computes (``find_or_write``): its name and the (stage, file) pairs it declares
+_COMPUTING: ContextVar[tuple[str, frozenset[tuple[str, str]]] | None] = ContextVar("shiftflow_computing",
+                                                                                   default=None)
+
+
+def _note_read(stage: str, name: str) -> None:
+    """Refuse a read of ``stage``/``name`` by a computing stage that does not declare it (``Read``)."""
+    computing = _COMPUTING.get()
+    if computing is None or stage == computing[0] or (stage, name) in computing[1]:
+        return
+    raise UndeclaredReadError(f"stage {computing[0]!r} read {stage}/{name} without declaring it: add a Read for "
+                              "it beside the task (its key in the stage's inputs, or why none is needed)")
 
 
 def sha256_file(path: str | Path) -> str:
@@ -130,6 +175,51 @@ def stage_key(stage: str, params: Mapping[str, Any], inputs: Mapping[str, str]) 
 
 
 @dataclass(frozen=True)
+class StageOutput:
+    """What a stage's ``compute`` returns for ``StageStore.find_or_write`` to write: Parquet ``tables``, other
+    ``files`` (bytes) and the manifest's ``extra``. ``value``: anything computed that is not written, kept for the
+    task (what a figure is drawn from). ``before``: companion stages written first, keyed by the same parameters
+    and inputs (ingest's fitted preprocessor)."""
+
+    tables: Mapping[str, pd.DataFrame] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    files: Mapping[str, bytes] = field(default_factory=dict)
+    value: Any = None
+    before: Mapping[str, StageOutput] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StageRun:
+    """A stage that ``find_or_write`` found or wrote: its manifest, and ``output`` when this call computed it
+    (None when an identical earlier stage was adopted)."""
+
+    store: StageStore
+    stage: str
+    manifest: dict[str, Any]
+    output: StageOutput | None
+
+    @property
+    def reused(self) -> bool:
+        """Whether an identical earlier stage was adopted (``compute`` was not called)."""
+        return self.output is None
+
+    @property
+    def value(self) -> Any:
+        """The computed ``StageOutput.value``; None when the stage was reused."""
+        return None if self.output is None else self.output.value
+
+    def has(self, name: str) -> bool:
+        """Whether the stage holds the table ``name`` (an optional one, e.g. selection's ``rt_matrix``)."""
+        return f"{name}.parquet" in self.manifest["files"]
+
+    def table(self, name: str) -> pd.DataFrame:
+        """Table ``name``: as computed when this call computed it, else read back (hash-checked)."""
+        if self.output is not None:
+            return self.output.tables[name]
+        return self.store.read_table(self.stage, name)
+
+
+@dataclass(frozen=True)
 class StageStore:
     """Files of one flow run under ``run_root/run_id``."""
 
@@ -148,6 +238,88 @@ class StageStore:
         if not path.exists():
             raise FileNotFoundError(f"stage {stage!r} has no manifest at {path}; run that stage first")
         return json.loads(path.read_text())
+
+    def has_stage(self, stage: str) -> bool:
+        """Whether this run has written (or adopted) ``stage``."""
+        return (self.stage_dir(stage) / MANIFEST).exists()
+
+    def reused_from(self, stage: str) -> str | None:
+        """The run ``stage`` was copied from (None when this run computed it or has no such stage)."""
+        return self.manifest(stage).get("reused_from") if self.has_stage(stage) else None
+
+    def inputs(self, reads: Iterable[Read], also: Mapping[str, str] | None = None) -> dict[str, str]:
+        """A stage's input hashes, derived from the files it declares it reads: each keyed ``Read``'s SHA-256 under
+        its key (an optional one this run lacks is left out), plus ``also``, inputs that are no stage file (a
+        registered model's version, the tracking store)."""
+        out: dict[str, str] = {}
+        for r in reads:
+            if r.key is None:
+                continue
+            entry = self.manifest(r.stage)["files"].get(r.file) if self.has_stage(r.stage) else None
+            if entry is None:
+                if r.optional:
+                    continue
+                raise FileNotFoundError(f"stage {r.stage!r} has no {r.file} in this run ({self.run_dir}); run "
+                                        "that stage first")
+            if r.key in out:
+                raise ValueError(f"two declared reads share the input name {r.key!r}")
+            out[r.key] = entry["sha256"]
+        if set(out) & set(also or {}):
+            raise ValueError(f"inputs {sorted(set(out) & set(also or {}))} are both a stage file and given")
+        return out | dict(also or {})
+
+    def key(self, stage: str, params: Mapping[str, Any], reads: Iterable[Read],
+            also: Mapping[str, str] | None = None) -> str:
+        """The key ``find_or_write`` gives ``stage`` (``stage_key`` of its parameters and derived inputs)."""
+        return stage_key(stage, params, self.inputs(reads, also))
+
+    def find_or_write(self, stage: str, params: Mapping[str, Any], reads: Iterable[Read],
+                      compute: Callable[[], StageOutput], *, also: Mapping[str, str] | None = None,
+                      companions: tuple[str, ...] = (), reuse: bool = True) -> StageRun:
+        """The stage contract in one place: derive the inputs from the declared ``reads`` (plus ``also``) and the
+        key; adopt a verified earlier stage of that key (this run's, then any under the root; with every one of its
+        ``companions``, stages ``compute`` writes first under the same parameters and inputs), or call ``compute``
+        and write what it returns, files first and the manifest last. While ``compute`` runs, a read of a stage
+        file not in ``reads`` raises ``UndeclaredReadError``; an exception in ``compute`` writes nothing.
+        ``reuse=False``: always compute (a stage whose manifest names this run's MLflow runs)."""
+        reads = tuple(reads)
+        inputs = self.inputs(reads, also)
+        key = stage_key(stage, params, inputs)
+        found = self._reusable(stage, key, params, inputs, companions) if reuse else None
+        if found is not None:
+            from tasks.logs import run_logger
+
+            run_logger().info("%s: reusing stage from run %s (same inputs and parameters)", stage,
+                              found[stage]["run_id"])
+            for c in (*companions, stage):  # the companions first, as when written
+                manifest = self.adopt(c, found[c])
+            return StageRun(self, stage, manifest, None)
+        token = _COMPUTING.set((stage, frozenset((r.stage, r.file) for r in reads)))
+        try:
+            out = compute()
+        finally:
+            _COMPUTING.reset(token)
+        if set(out.before) != set(companions):
+            raise ValueError(f"stage {stage!r} computed companions {sorted(out.before)}, declared {list(companions)}")
+        for c in companions:  # first: the stage's manifest on disk means its companions are there too
+            o = out.before[c]
+            self.write_stage(c, o.tables, key=stage_key(c, params, inputs), params=params, inputs=inputs,
+                             extra=o.extra, files=o.files)
+        manifest = self.write_stage(stage, out.tables, key=key, params=params, inputs=inputs, extra=out.extra,
+                                    files=out.files)
+        return StageRun(self, stage, manifest, out)
+
+    def _reusable(self, stage: str, key: str, params: Mapping[str, Any], inputs: Mapping[str, str],
+                  companions: tuple[str, ...]) -> dict[str, dict[str, Any]] | None:
+        """Stage → its verified manifest to adopt, for ``stage`` (``key``) and each companion, when every one of them
+        can be reused; else None."""
+        found = self.find_reusable(stage, key)
+        if found is None:
+            return None
+        near = {c: self.find_reusable(c, stage_key(c, params, inputs)) for c in companions}
+        if any(m is None for m in near.values()):
+            return None
+        return {c: m for c, m in near.items() if m is not None} | {stage: found}
 
     def write_stage(
         self,
@@ -255,12 +427,11 @@ class StageStore:
     def path(self, stage: str, name: str) -> Path:
         return self.stage_dir(stage) / name
 
-    def read_table(self, stage: str, name: str, columns: list[str] | None = None) -> pd.DataFrame:
-        """Read ``<stage>/<name>.parquet`` (only ``columns`` when given) after checking its bytes against the
-        manifest."""
-        fname = f"{name}.parquet"
-        manifest = self.manifest(stage)
-        entry = manifest["files"].get(fname)
+    def _checked(self, stage: str, fname: str) -> Path:
+        """The path of ``<stage>/<fname>`` after checking its bytes against the manifest (and that a computing
+        stage declares the read)."""
+        _note_read(stage, fname)
+        entry = self.manifest(stage)["files"].get(fname)
         path = self.stage_dir(stage) / fname
         if entry is None:
             raise FileNotFoundError(f"stage {stage!r} manifest lists no {fname}")
@@ -269,7 +440,16 @@ class StageStore:
                 f"{path} does not match the SHA-256 in its manifest (truncated or altered); "
                 "delete the stage folder and re-run to recompute it"
             )
-        return pq.read_table(path, columns=columns).to_pandas()
+        return path
+
+    def read_table(self, stage: str, name: str, columns: list[str] | None = None) -> pd.DataFrame:
+        """Read ``<stage>/<name>.parquet`` (only ``columns`` when given) after checking its bytes against the
+        manifest."""
+        return pq.read_table(self._checked(stage, f"{name}.parquet"), columns=columns).to_pandas()
+
+    def read_bytes(self, stage: str, name: str) -> bytes:
+        """The bytes of ``<stage>/<name>`` (a file that is no table) after checking them against the manifest."""
+        return self._checked(stage, name).read_bytes()
 
     def file_hash(self, stage: str, name: str) -> str:
         return self.manifest(stage)["files"][name]["sha256"]

@@ -13,6 +13,7 @@ The stage's predictions come from the candidate on the encoded target table, the
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import mlflow
@@ -26,32 +27,86 @@ from shiftlib.budget import subsample
 from shiftlib.cv import cv_metrics
 from shiftlib.learners import WeightlessClassError, fit_learner, make_learner
 from tasks.ingest import (
+    INGESTED,
     ROW,
-    ingest_inputs,
+    SERVED_MODEL,
     load_raw_example,
     load_xy,
-    preprocessor_hash,
     raw_input_schema,
+    read_ingest,
     served_pipeline,
 )
 from tasks.limits import limited
 from tasks.logs import run_logger
-from tasks.store import StageStore, stage_key
+from tasks.store import Read, StageOutput, StageStore
 from tasks.tracking import RunContext, log_sklearn_model, tracking_key, with_retries
-from tasks.weights import stage_weights
+from tasks.weights import WEIGHTS, stage_weights
 
 STAGE = "training"
+#: what a candidate's part reads: the ingested tables and what its logged model is made of (plus, when it is
+#: weighted, the weights stage: :func:`part_reads`)
+PART_READS = (*INGESTED, *SERVED_MODEL)
+#: what later stages read of this one
+PREDICTIONS = Read(STAGE, "predictions.parquet", "training")
+LEARNERS = Read(STAGE, "learners.parquet", "training")
 
 
 def candidate_name(learner: str, weighting: str | None) -> str:
     return learner if not weighting or weighting == "none" else f"{learner}+{weighting}"
 
 
-def _inputs(store: StageStore, weighting: str | None) -> dict[str, str]:
-    inputs = ingest_inputs(store) | {"preprocessor": preprocessor_hash(store)}
-    if weighting and weighting != "none":
-        inputs["weights"] = store.manifest("weights")["files"]["weights.parquet"]["sha256"]
-    return inputs
+def part_reads(weighting: str | None) -> tuple[Read, ...]:
+    """What the part of a candidate with ``weighting`` reads (its weights are a required input when weighted)."""
+    return PART_READS + ((replace(WEIGHTS, optional=False),) if weighting and weighting != "none" else ())
+
+
+@dataclass(frozen=True)
+class TrainedModel:
+    """One fitted candidate as the training stage's manifest lists it."""
+
+    name: str
+    learner: str
+    weighting: str
+    run_id: str | None = None  # its nested run in the run that collected the stage
+    model_run_id: str | None = None  # the run that logged its model (an earlier run's when the part was reused)
+    model_uri: str | None = None
+    cv: dict[str, float] = field(default_factory=dict)
+    reused: bool = False
+    predicted_classes: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class TrainingManifest:
+    """What the training stage's manifest says (:func:`read_training`): the fitted candidates in order, the ones
+    that could not be fitted (name → why), and the code version that wrote it."""
+
+    models: dict[str, TrainedModel]
+    skipped: dict[str, str]
+    code_version: str | None
+
+    def specs(self) -> list[tuple[str, str, str]]:
+        """(name, learner, weighting) of every candidate: what ``tasks.weights.make_candidates`` takes."""
+        return [(n, m.learner, m.weighting) for n, m in self.models.items()]
+
+    def run_ids(self) -> dict[str, str]:
+        """Candidate → its nested MLflow run in this run."""
+        return {n: m.run_id for n, m in self.models.items() if m.run_id is not None}
+
+
+def _trained(name: str, m: dict[str, Any]) -> TrainedModel:
+    """One entry of the manifest's ``models`` (earlier manifests, and tests' stand-ins, lack some keys)."""
+    classes = m.get("predicted_classes")
+    return TrainedModel(name, m["learner"], m["weighting"], m.get("run_id"), m.get("model_run_id"),
+                        m.get("model_uri"), dict(m.get("cv", {})), bool(m.get("reused", False)),
+                        None if classes is None else tuple(classes))
+
+
+def read_training(store: StageStore) -> TrainingManifest:
+    """This run's training manifest, typed (the only reader of its keys)."""
+    m = store.manifest(STAGE)
+    extra = m.get("extra", {})
+    return TrainingManifest({n: _trained(n, v) for n, v in extra.get("models", {}).items()},
+                            dict(extra.get("skipped", {})), m.get("code_version"))
 
 
 def _nested_run(name: str, *, experiment_id: str, parent_run_id: str, tags: dict[str, str],
@@ -70,7 +125,7 @@ def _skip_reason(err: ValueError, store: StageStore, w: np.ndarray | None, y_s: 
     """Why a candidate cannot be fitted, in the user's class names and with what its weights rest on."""
     why = str(err)
     if isinstance(err, WeightlessClassError) and err.classes is not None:  # name the user's classes
-        labels = store.manifest("ingest")["extra"]["classes"]
+        labels = read_ingest(store).classes
         names = [labels[int(c)] for c in err.classes]
         pos = [int((np.asarray(w)[sub][y_s[sub] == int(c)] > 0).sum()) for c in err.classes]
         if min(pos) > 0:  # the whole set has such rows: one CV training fold lost them all
@@ -86,42 +141,19 @@ def _skip_reason(err: ValueError, store: StageStore, w: np.ndarray | None, y_s: 
     return why
 
 
-@task(name="train-learner", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 8])
-@limited
-def train_learner(store: StageStore, learner: str, weighting: str | None = None, *, ctx: RunContext,
-                  cv_folds: int, cv_rows: int | None = None) -> dict[str, Any]:
-    """Fit one candidate on every source row (or reuse its finished part), log a nested MLflow run under
-    ``ctx``'s parent run, predict the target. The source-CV metrics use a stratified subsample of at most
-    ``cv_rows`` rows."""
-    log = run_logger()
-    seed, tracking_uri = ctx.seed, ctx.tracking_uri
-    name = candidate_name(learner, weighting)
-    weighting = weighting if weighting and weighting != "none" else None
-    part = f"training_parts/{name}"
-    params = {"learner": learner, "weighting": weighting, "seed": seed, "cv_folds": cv_folds, "cv_rows": cv_rows}
-    inputs = _inputs(store, weighting) | {"tracking": tracking_key(tracking_uri)}  # its model lives there
-    key = stage_key(part, params, inputs)
-    mlflow.set_tracking_uri(tracking_uri)
-    tags = {"shiftflow.learner": learner, "shiftflow.weighting": weighting or "none",
-            "prefect.flow_run_id": ctx.flow_run_id}
-    found = store.find_reusable(part, key)
-    if found is not None:
-        m = store.adopt(part, found)["extra"]
-        preds = store.read_table(part, "predictions")
-        run_id, _ = with_retries(
-            _nested_run, name, experiment_id=ctx.experiment_id, parent_run_id=ctx.parent_run_id,
-            tags=tags | {"shiftflow.reused_from_run": m["run_id"], "shiftflow.model_uri": m["model_uri"]},
-            params={"learner": learner, "weighting": weighting or "none"},
-            metrics={f"training.cv_{k}": v for k, v in m["cv"].items()},
-        )
-        log.info("training %s: reusing the finished fit from run %s", name, m["run_id"])
-        return {"name": name, "learner": learner, "weighting": weighting or "none", "run_id": run_id,
-                "model_uri": m["model_uri"], "model_run_id": m["run_id"], "cv": m["cv"],
-                "predictions": preds, "reused": True}
+class _Skip(Exception):
+    """A candidate that cannot be fitted on these rows (or weights); the message says why, in the user's words."""
 
+
+def _fit_part(store: StageStore, name: str, params: dict[str, Any], ctx: RunContext,
+              tags: dict[str, str]) -> StageOutput:
+    """Fit the candidate of ``params`` on every source row, score its source CV, log its nested run with the
+    model, predict the target: the part's table, and its run, model and CV in ``extra``. Raises ``_Skip`` when
+    it cannot be fitted here."""
+    learner, weighting, seed, cv_folds = params["learner"], params["weighting"], ctx.seed, params["cv_folds"]
     X_s, y_s, X_t = load_xy(store)
     w = stage_weights(store, weighting) if weighting else None
-    sub = subsample(len(y_s), cv_rows, y=y_s, random_state=seed)
+    sub = subsample(len(y_s), params["cv_rows"], y=y_s, random_state=seed)
     est = make_learner(learner, random_state=seed, n_rows=len(y_s))
     try:
         cv = cv_metrics(make_learner(learner, random_state=seed, n_rows=len(sub)), X_s.iloc[sub], y_s[sub],
@@ -129,10 +161,7 @@ def train_learner(store: StageStore, learner: str, weighting: str | None = None,
                         X_target=X_t)
         model = fit_learner(clone(est), X_s, y_s, sample_weight=w, X_target=X_t)
     except ValueError as err:  # this candidate cannot be fitted on these rows (or weights): the others go on
-        why = _skip_reason(err, store, w, y_s, sub, weighting, cv_folds)
-        log.warning("training %s: skipped, it cannot be fitted here: %s", name, why)
-        return {"name": name, "learner": learner, "weighting": weighting or "none", "skipped": why,
-                "reused": False}
+        raise _Skip(_skip_reason(err, store, w, y_s, sub, weighting, cv_folds)) from err
     proba = model.predict_proba(X_t)
     pred = model.classes_[np.argmax(proba, axis=1)]
     final = est.steps[-1][1] if hasattr(est, "steps") else est
@@ -152,36 +181,76 @@ def train_learner(store: StageStore, learner: str, weighting: str | None = None,
                           "predicted": pred.astype(np.int64)})
     for j, c in enumerate(model.classes_):
         preds[f"proba_{int(c)}"] = proba[:, j]
-    store.write_stage(part, {"predictions": preds}, key=key, params=params, inputs=inputs,
-                      extra={"run_id": run_id, "model_uri": model_uri, "cv": cv})
-    log.info("trained %s: source-CV accuracy %.3f", name, cv["accuracy"])
+    return StageOutput({"predictions": preds}, extra={"run_id": run_id, "model_uri": model_uri, "cv": cv})
+
+
+@task(name="train-learner", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 8])
+@limited
+def train_learner(store: StageStore, learner: str, weighting: str | None = None, *, ctx: RunContext,
+                  cv_folds: int, cv_rows: int | None = None) -> dict[str, Any]:
+    """Fit one candidate on every source row (or reuse its finished part), log a nested MLflow run under
+    ``ctx``'s parent run, predict the target. The source-CV metrics use a stratified subsample of at most
+    ``cv_rows`` rows."""
+    log = run_logger()
+    name = candidate_name(learner, weighting)
+    weighting = weighting if weighting and weighting != "none" else None
+    part = f"training_parts/{name}"
+    params = {"learner": learner, "weighting": weighting, "seed": ctx.seed, "cv_folds": cv_folds, "cv_rows": cv_rows}
+    mlflow.set_tracking_uri(ctx.tracking_uri)
+    tags = {"shiftflow.learner": learner, "shiftflow.weighting": weighting or "none",
+            "prefect.flow_run_id": ctx.flow_run_id}
+    try:
+        run = store.find_or_write(part, params, part_reads(weighting), lambda: _fit_part(store, name, params, ctx, tags),
+                                  also={"tracking": tracking_key(ctx.tracking_uri)})  # its model lives there
+    except _Skip as skip:
+        log.warning("training %s: skipped, it cannot be fitted here: %s", name, skip)
+        return {"name": name, "learner": learner, "weighting": weighting or "none", "skipped": str(skip),
+                "reused": False}
+    m, preds = run.manifest["extra"], run.table("predictions")
+    run_id = m["run_id"]
+    if run.reused:  # a nested run in this parent run too, pointing at the original model
+        run_id, _ = with_retries(
+            _nested_run, name, experiment_id=ctx.experiment_id, parent_run_id=ctx.parent_run_id,
+            tags=tags | {"shiftflow.reused_from_run": m["run_id"], "shiftflow.model_uri": m["model_uri"]},
+            params={"learner": learner, "weighting": weighting or "none"},
+            metrics={f"training.cv_{k}": v for k, v in m["cv"].items()},
+        )
+        log.info("training %s: reusing the finished fit from run %s", name, m["run_id"])
+    else:
+        log.info("trained %s: source-CV accuracy %.3f", name, m["cv"]["accuracy"])
     return {"name": name, "learner": learner, "weighting": weighting or "none", "run_id": run_id,
-            "model_uri": model_uri, "model_run_id": run_id, "cv": cv, "predictions": preds,
-            "reused": False}
+            "model_uri": m["model_uri"], "model_run_id": m["run_id"], "cv": m["cv"], "predictions": preds,
+            "reused": run.reused}
 
 
 @task(name="collect-training", cache_policy=NO_CACHE)
-def collect_training(store: StageStore, results: list[dict[str, Any]], seed: int, cv_folds: int) -> dict[str, Any]:
+def collect_training(store: StageStore, results: list[dict[str, Any]], seed: int, cv_folds: int) -> TrainingManifest:
     """Write the stage tables (deterministic bytes) and manifest (model URIs and run ids in ``extra``; the
-    candidates that could not be fitted, with why, in ``extra["skipped"]``). Raises ``ValueError`` when no
-    candidate could be fitted."""
+    candidates that could not be fitted, with why, in ``extra["skipped"]``); returns it typed. Raises
+    ``ValueError`` when no candidate could be fitted."""
     skipped = {r["name"]: r["skipped"] for r in results if "skipped" in r}
     results = [r for r in results if "skipped" not in r]
     if not results:
         why = "; ".join(f"{n}: {e}" for n, e in skipped.items())
         raise ValueError(f"no candidate learner could be fitted on the source rows ({why})")
-    preds = pd.concat([r["predictions"] for r in results], ignore_index=True)
-    table = pd.DataFrame(
-        [{"learner": r["name"], "base_learner": r["learner"], "weighting": r["weighting"],
-          **{f"cv_{k}": r["cv"][k] for k in sorted(r["cv"])}} for r in results]
-    )
+
+    def compute() -> StageOutput:
+        preds = pd.concat([r["predictions"] for r in results], ignore_index=True)
+        table = pd.DataFrame(
+            [{"learner": r["name"], "base_learner": r["learner"], "weighting": r["weighting"],
+              **{f"cv_{k}": r["cv"][k] for k in sorted(r["cv"])}} for r in results]
+        )
+        models = {r["name"]: {"run_id": r["run_id"], "model_run_id": r["model_run_id"], "model_uri": r["model_uri"],
+                              "cv": r["cv"], "learner": r["learner"], "weighting": r["weighting"],
+                              "reused": r["reused"],
+                              "predicted_classes": sorted(int(c) for c in pd.unique(r["predictions"]["predicted"]))}
+                  for r in results}
+        return StageOutput({"predictions": preds, "learners": table}, extra={"models": models, "skipped": skipped})
+
     candidates = [{"learner": r["learner"], "weighting": r["weighting"]} for r in results]
-    params = {"candidates": candidates, "seed": seed, "cv_folds": cv_folds}
-    inputs = {r["name"]: store.file_hash(f"training_parts/{r['name']}", "predictions.parquet") for r in results}
-    extra = {"models": {r["name"]: {"run_id": r["run_id"], "model_run_id": r["model_run_id"],
-                                    "model_uri": r["model_uri"], "cv": r["cv"], "learner": r["learner"],
-                                    "weighting": r["weighting"], "reused": r["reused"],
-                                    "predicted_classes": sorted(int(c) for c in pd.unique(r["predictions"]["predicted"]))}
-                        for r in results}, "skipped": skipped}
-    return store.write_stage(STAGE, {"predictions": preds, "learners": table},
-                             key=stage_key(STAGE, params, inputs), params=params, inputs=inputs, extra=extra)
+    # each part's predictions are read from memory (``results``); their hashes are the stage's inputs
+    reads = [Read(f"training_parts/{r['name']}", "predictions.parquet", r["name"]) for r in results]
+    # never reused: the manifest names this run's nested MLflow runs (a reused part gets a new one)
+    store.find_or_write(STAGE, {"candidates": candidates, "seed": seed, "cv_folds": cv_folds}, reads, compute,
+                        reuse=False)
+    return read_training(store)

@@ -30,11 +30,11 @@ from shiftlib.weights import (
     shared_kernel,
     weights_caution,
 )
-from tasks.ingest import ROW, SelectionData, ingest_inputs, load_xy, selection_data
+from tasks.ingest import INGESTED, ROW, SelectionData, load_xy, read_ingest, selection_data
 from tasks.limits import limited
 from tasks.logs import run_logger
-from tasks.store import MANIFEST, StageStore, stage_key
-from tasks.tracking import log_metrics, with_retries
+from tasks.store import Read, StageOutput, StageStore
+from tasks.tracking import RunContext, log_metrics, with_retries
 
 STAGE = "weights"
 KMM_CHUNK_ROWS = 5000
@@ -58,31 +58,38 @@ def kmm_chunk_task(store: StageStore, rows: np.ndarray) -> np.ndarray:
     return kmm_chunk(Zs[rows], Zt, gamma=gamma)
 
 
-def _params(store: StageStore, methods: list[str], seed: int) -> tuple[str, dict[str, Any], dict[str, Any]]:
+#: what the weights stage reads: the ingested tables, and the oracle's P(s=1|x,y) when the bias was simulated
+READS = (*INGESTED, Read("ingest", "source_selection.parquet", None, optional=True,
+                         why="written with source.parquet from the same simulated bias; the params' `oracle` "
+                             "says whether it is there"))
+#: what later stages read of this one: the weights of every source row (training, estimation, selection)
+WEIGHTS = Read(STAGE, "weights.parquet", "weights", optional=True)
+
+
+def _params(store: StageStore, methods: list[str], seed: int) -> dict[str, Any]:
+    """The stage's parameters (``ValueError`` for a method the registry does not know)."""
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
         raise ValueError(f"unknown weighting method(s) {unknown}; choose from {list(METHODS)}")
-    inputs = ingest_inputs(store)
-    params = {"methods": sorted(methods), "seed": seed,
-              "oracle": "source_selection.parquet" in store.manifest("ingest")["files"]}
-    return stage_key(STAGE, params, inputs), params, inputs
+    return {"methods": sorted(methods), "seed": seed, "oracle": read_ingest(store).has_source_selection}
 
 
 @task(name="weights-plan", cache_policy=NO_CACHE)
 def weights_plan(store: StageStore, methods: list[str], *, seed: int) -> dict[str, Any]:
     """The ensemble-KMM chunks (source row indices) the flow should fan out, or none: when KMM is not
     asked for, the source has at most ``KMM_CHUNK_ROWS`` rows (one exact problem), or an identical earlier
-    stage will be reused."""
-    key, _, _ = _params(store, methods, seed)
-    n_source = store.manifest("ingest")["files"]["source.parquet"]["rows"]
-    if "kmm" not in methods or n_source <= KMM_CHUNK_ROWS or store.find_reusable(STAGE, key) is not None:
+    stage will be reused (checked before the chunks are solved, so the helper's own lookup comes after)."""
+    params = _params(store, methods, seed)
+    n_source = read_ingest(store).n_source
+    if "kmm" not in methods or n_source <= KMM_CHUNK_ROWS or \
+            store.find_reusable(STAGE, store.key(STAGE, params, READS)) is not None:
         return {"kmm_chunks": None}
     return {"kmm_chunks": chunk_indices(n_source, KMM_CHUNK_ROWS, seed)}
 
 
 def stage_weights(store: StageStore, method: str) -> np.ndarray | None:
     """This run's weights of ``method`` from the weights stage (hash-checked), or None when it has none."""
-    if not (store.stage_dir(STAGE) / MANIFEST).exists():
+    if not store.has_stage(STAGE):
         return None
     table = store.read_table(STAGE, "weights")
     return table[method].to_numpy(dtype=float) if method in table else None
@@ -141,45 +148,46 @@ def _histogram(table: pd.DataFrame, methods: list[str]) -> Figure:
     return fig
 
 
+def _compute(store: StageStore, methods: list[str], seed: int, has_oracle: bool,
+             kmm_parts: list[np.ndarray] | None) -> StageOutput:
+    """Each method's weights of the source rows (and the oracle's, when the bias was simulated) and their summary."""
+    X_s, _, X_t = load_xy(store)
+    Xs, Xt = X_s.to_numpy(dtype=float), X_t.to_numpy(dtype=float)
+    table = pd.DataFrame({ROW: np.arange(len(Xs), dtype=np.int64)})
+    rows = []
+    cols = list(methods) + (["oracle"] if has_oracle else [])
+    for m in cols:
+        if m == "oracle":
+            p = store.read_table("ingest", "source_selection")["p_select"].to_numpy()
+            est = make_weighter("oracle").fit(Xs, Xt, selection_proba=p)
+        elif m == "kmm" and len(Xs) > KMM_CHUNK_ROWS:
+            if kmm_parts is None:
+                raise ValueError(f"KMM on {len(Xs)} source rows runs as ensemble KMM: pass the kmm-chunk "
+                                 "solutions of weights_plan's chunks (the retrain flow does)")
+            est = fit_weighter(m, Xs, Xt, seed, chunk_betas=kmm_parts)  # combine + polish, no re-solve
+        else:
+            est = fit_weighter(m, Xs, Xt, seed)
+        w, before, after = est.weights_, est.mmd2_before_, est.mmd2_after_
+        table[m] = w
+        rows.append({"method": m, "ess": effective_sample_size(w), "max": float(np.max(w)),
+                     "mmd2_before": float(before), "mmd2_after": float(after), "candidate": m != "oracle"})
+    return StageOutput({"weights": table, "summary": pd.DataFrame(rows)})
+
+
 @task(name="weights", cache_policy=NO_CACHE)
-def weights(store: StageStore, methods: list[str], *, seed: int, tracking_uri: str, parent_run_id: str,
+def weights(store: StageStore, methods: list[str], *, ctx: RunContext,
             kmm_parts: list[np.ndarray] | None = None) -> dict[str, Any]:
-    """Estimate each method's weights (or reuse an identical earlier stage), log them; returns the summary.
+    """Estimate each method's weights, seeded by ``ctx`` (or reuse an identical earlier stage), log them on
+    ``ctx``'s parent run; returns the summary.
 
     ``kmm_parts``: the solutions of the fanned-out ``kmm-chunk`` tasks (one per chunk of ``weights_plan``),
     which ``KMM(chunk_size=KMM_CHUNK_ROWS).fit(..., chunk_betas=)`` combines and polishes."""
-    log = run_logger()
-    key, params, inputs = _params(store, methods, seed)
-    has_oracle = params["oracle"]
-    found = store.find_reusable(STAGE, key)
-    if found is not None:
-        log.info("weights: reusing stage from run %s (same inputs and parameters)", found["run_id"])
-        store.adopt(STAGE, found)
-        table, summary = store.read_table(STAGE, "weights"), store.read_table(STAGE, "summary")
-    else:
-        X_s, _, X_t = load_xy(store)
-        Xs, Xt = X_s.to_numpy(dtype=float), X_t.to_numpy(dtype=float)
-        table = pd.DataFrame({ROW: np.arange(len(Xs), dtype=np.int64)})
-        rows = []
-        cols = list(methods) + (["oracle"] if has_oracle else [])
-        for m in cols:
-            if m == "oracle":
-                p = store.read_table("ingest", "source_selection")["p_select"].to_numpy()
-                est = make_weighter("oracle").fit(Xs, Xt, selection_proba=p)
-            elif m == "kmm" and len(Xs) > KMM_CHUNK_ROWS:
-                if kmm_parts is None:
-                    raise ValueError(f"KMM on {len(Xs)} source rows runs as ensemble KMM: pass the kmm-chunk "
-                                     "solutions of weights_plan's chunks (the retrain flow does)")
-                est = fit_weighter(m, Xs, Xt, seed, chunk_betas=kmm_parts)  # combine + polish, no re-solve
-            else:
-                est = fit_weighter(m, Xs, Xt, seed)
-            w, before, after = est.weights_, est.mmd2_before_, est.mmd2_after_
-            table[m] = w
-            rows.append({"method": m, "ess": effective_sample_size(w), "max": float(np.max(w)),
-                         "mmd2_before": float(before), "mmd2_after": float(after), "candidate": m != "oracle"})
-        summary = pd.DataFrame(rows)
-        store.write_stage(STAGE, {"weights": table, "summary": summary}, key=key, params=params, inputs=inputs)
-    client = MlflowClient(tracking_uri)
+    log, seed = run_logger(), ctx.seed
+    params = _params(store, methods, seed)
+    run = store.find_or_write(STAGE, params, READS,
+                              lambda: _compute(store, methods, seed, params["oracle"], kmm_parts))
+    table, summary = run.table("weights"), run.table("summary")
+    client, parent_run_id = MlflowClient(ctx.tracking_uri), ctx.parent_run_id
     log_metrics(client, parent_run_id, {f"weights.{r['method']}.{k}": r[k] for r in summary.to_dict("records")
                                          for k in ("ess", "max", "mmd2_before", "mmd2_after")})
     with_retries(client.log_figure, parent_run_id, _histogram(table, list(summary["method"])),

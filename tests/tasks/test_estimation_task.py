@@ -75,16 +75,15 @@ def test_stage_numbers_equal_an_independent_shiftlib_computation(tmp_path, mlflo
 
     # the served candidate: parent metrics; alert exactly when ci_high < min_accuracy
     lr = table.set_index("candidate").loc["LR"]
-    ok = served_estimate.fn(table, "LR", min_accuracy=float(lr["ci_high"]) - 1e-9, tracking_uri=uri,
-                            parent_run_id=parent)
+    ctx = RunContext(uri, "", parent, "", 0)
+    ok = served_estimate.fn(table, "LR", min_accuracy=float(lr["ci_high"]) - 1e-9, ctx=ctx)
     assert not ok["alert"] and "shiftflow.alert" not in client.get_run(parent).data.tags
     assert client.get_run(parent).data.metrics["estimate.accuracy"] == pytest.approx(float(lr["estimate"]))
-    low = served_estimate.fn(table, "LR", min_accuracy=float(lr["ci_high"]) + 1e-9, tracking_uri=uri,
-                             parent_run_id=parent)
+    low = served_estimate.fn(table, "LR", min_accuracy=float(lr["ci_high"]) + 1e-9, ctx=ctx)
     assert low["alert"] and client.get_run(parent).data.tags["shiftflow.alert"] == "accuracy"
     assert summary_lines(low)[0][0].startswith("**ALERT (accuracy)") and summary_lines(ok)[0] == []
     with pytest.raises(ValueError, match="no accuracy estimate for the served candidate 'RF'"):
-        served_estimate.fn(table, "RF", min_accuracy=None, tracking_uri=uri, parent_run_id=parent)
+        served_estimate.fn(table, "RF", min_accuracy=None, ctx=ctx)
 
 
 def test_labels_change_the_reported_accuracy_and_its_interval_covers_the_truth(tmp_path, mlflow_runs):
@@ -111,7 +110,7 @@ def test_labels_change_the_reported_accuracy_and_its_interval_covers_the_truth(t
 
     # the served estimate reports it, logs it, and judges min_accuracy by it: 0.80 is above its upper end
     table = pd.DataFrame([r | {"method": "median"}])
-    served = served_estimate.fn(table, "LR", min_accuracy=0.86, tracking_uri=uri, parent_run_id=parent,
+    served = served_estimate.fn(table, "LR", min_accuracy=0.86, ctx=RunContext(uri, "", parent, "", 0),
                                 labeled=labeled)
     assert served["labeled"] == lab and served["alert"]  # 0.847 < 0.86, though the label-free 0.899 is not
     m = client.get_run(parent).data.metrics
@@ -124,7 +123,7 @@ def test_an_interval_that_straddles_min_accuracy_is_a_warning_not_an_alert(tmp_p
     uri, client, parent, _ = mlflow_runs
     table = pd.DataFrame([{"candidate": "LR", "method": "median", "estimate": 0.8, "ci_low": 0.7, "ci_high": 0.9,
                            "confidence": 0.95, "majority_baseline": 0.6, "overlap": "ok"}])
-    served = served_estimate.fn(table, "LR", min_accuracy=0.75, tracking_uri=uri, parent_run_id=parent)
+    served = served_estimate.fn(table, "LR", min_accuracy=0.75, ctx=RunContext(uri, "", parent, "", 0))
     assert not served["alert"] and served["straddles"]
     assert any("straddles min_accuracy 0.750" in r.getMessage() for r in caplog.records)
     data = client.get_run(parent).data

@@ -21,6 +21,7 @@ from tasks.estimation import (
     served_estimate,
 )
 from tasks.store import StageStore, write_parquet_atomic
+from tasks.tracking import RunContext
 
 # three earlier batches of LR: residuals −0.02, −0.01, −0.05 → corrected 0.80 − 0.026667 = 0.773333 ± 0.1034236
 PAST = pd.DataFrame({"flow_run_id": ["a", "b", "c"], "candidate": "LR", "estimate": [0.80, 0.70, 0.90],
@@ -54,12 +55,12 @@ def test_past_errors_correct_the_served_estimate_and_decide_the_alert(parent):
     table = pd.DataFrame([ROW])
     # min_accuracy 0.86: the label-free interval [0.75, 0.85] is below it (an alert); the corrected one reaches
     # 0.877, so min_accuracy may hold: a warning, not an alert
-    served = served_estimate.fn(table, "LR", min_accuracy=0.86, tracking_uri=uri, parent_run_id=run_id, history=PAST)
+    served = served_estimate.fn(table, "LR", min_accuracy=0.86, ctx=RunContext(uri, "", run_id, "", 0), history=PAST)
     real = served["realized"]
     assert (real["accuracy"], real["ci_low"], real["ci_high"]) == pytest.approx((MID, LOW, HIGH), abs=2e-6)
     assert real["n_batches"] == 3 and real["bias"] == pytest.approx(-0.0266667, abs=1e-6)
     assert not served["alert"] and served["straddles"]
-    assert served_estimate.fn(table, "LR", min_accuracy=0.86, tracking_uri=uri, parent_run_id=run_id)["alert"]
+    assert served_estimate.fn(table, "LR", min_accuracy=0.86, ctx=RunContext(uri, "", run_id, "", 0))["alert"]
     m = client.get_run(run_id).data.metrics
     assert m["estimate.realized.accuracy"] == pytest.approx(MID, abs=2e-6)
     assert m["estimate.realized.ci_high"] == pytest.approx(HIGH, abs=2e-6) and m["estimate.realized.n_batches"] == 3
@@ -71,8 +72,8 @@ def test_past_errors_correct_the_served_estimate_and_decide_the_alert(parent):
 def test_labels_combine_with_the_corrected_estimate_as_their_prior(parent):
     uri, _, run_id = parent
     labeled = {"accuracy": {"LR": 0.74}, "se": {"LR": 0.03}, "n_labels": 40}
-    served = served_estimate.fn(pd.DataFrame([ROW]), "LR", min_accuracy=None, tracking_uri=uri,
-                                parent_run_id=run_id, history=PAST, labeled=labeled)
+    served = served_estimate.fn(pd.DataFrame([ROW]), "LR", min_accuracy=None, ctx=RunContext(uri, "", run_id, "", 0),
+                                history=PAST, labeled=labeled)
     r = served["realized"]
     est, lo, hi, w = with_labels_interval(r["accuracy"], r["ci_low"], r["ci_high"], 0.74, 0.03)
     assert served["labeled"]["accuracy"] == pytest.approx(est) and served["labeled"]["ci_low"] == pytest.approx(lo)
@@ -82,13 +83,13 @@ def test_labels_combine_with_the_corrected_estimate_as_their_prior(parent):
 
 def test_below_three_batches_the_label_free_interval_stays_and_says_how_many(parent):
     uri, _, run_id = parent
-    served = served_estimate.fn(pd.DataFrame([ROW]), "LR", min_accuracy=None, tracking_uri=uri,
-                                parent_run_id=run_id, history=PAST.iloc[:2])
+    served = served_estimate.fn(pd.DataFrame([ROW]), "LR", min_accuracy=None, ctx=RunContext(uri, "", run_id, "", 0),
+                                history=PAST.iloc[:2])
     assert served["realized"] is None and served["realized_batches"] == 2
     assert (served["ci_low"], served["ci_high"]) == (0.75, 0.85)
     assert "2 earlier batches with realised accuracy" in realized_line(served)
-    other = served_estimate.fn(pd.DataFrame([ROW | {"candidate": "NB"}]), "NB", min_accuracy=None, tracking_uri=uri,
-                               parent_run_id=run_id, history=PAST)
+    other = served_estimate.fn(pd.DataFrame([ROW | {"candidate": "NB"}]), "NB", min_accuracy=None,
+                               ctx=RunContext(uri, "", run_id, "", 0), history=PAST)
     assert other["realized"] is None and realized_line(other) is None  # LR's errors are not NB's
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tasks.ingest import ingest_inputs
-from tasks.selection import _stage_key
+from tasks.ingest import INGESTED
+from tasks.selection import READS, _stage_params
 from tasks.store import StageStore
 
 
@@ -23,7 +23,7 @@ def _run(root, run_id: str, target_x: list[float]) -> StageStore:
 
 def test_a_new_target_batch_changes_the_selection_key(tmp_path):
     a, b, a2 = _run(tmp_path, "a", [0.5, 4.0]), _run(tmp_path, "b", [9.0, 9.5]), _run(tmp_path, "a2", [0.5, 4.0])
-    key = lambda s: _stage_key(s, ["rt", "scv"], "scv", 0, 5, None)[0]  # noqa: E731
+    key = lambda s: s.key("selection", _stage_params(["rt", "scv"], "scv", 0, 5, None), READS)  # noqa: E731
     assert key(a) == key(a2)  # same source, target, candidates and parameters → reusable
     assert key(a) != key(b)  # same source and candidates, other target batch → recomputed
-    assert ingest_inputs(a)["source"] == ingest_inputs(b)["source"]
+    assert a.inputs(INGESTED)["source"] == b.inputs(INGESTED)["source"]

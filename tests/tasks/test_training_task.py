@@ -130,8 +130,8 @@ def test_a_candidate_that_cannot_be_fitted_is_skipped_and_named(trained, tmp_pat
     assert "skipped" not in ok and bad["name"] == "NB+kmm"
     assert "weights are 0 on every row of class yes" in bad["skipped"]  # the user's label, not its code 1
     manifest = collect_training.fn(store, [ok, bad], 0, 3)
-    assert list(manifest["extra"]["models"]) == ["NB"]
-    assert manifest["extra"]["skipped"] == {"NB+kmm": bad["skipped"]}
+    assert list(manifest.models) == ["NB"]
+    assert manifest.skipped == {"NB+kmm": bad["skipped"]}
     assert set(store.read_table("training", "learners")["learner"]) == {"NB"}
     with pytest.raises(ValueError, match="no candidate learner could be fitted.*NB\\+kmm"):
         collect_training.fn(store, [bad], 0, 3)
