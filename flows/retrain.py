@@ -29,7 +29,7 @@ from tasks.drift import drift
 from tasks.estimation import estimation, realized_history, served_estimate
 from tasks.evaluation import evaluate
 from tasks.history import log_history
-from tasks.ingest import IngestManifest, IngestOptions, ingest, read_ingest
+from tasks.ingest import IngestManifest, IngestOptions, ingest, log_data_inputs, read_ingest
 from tasks.labels import labels, labels_form
 from tasks.limits import task_threads
 from tasks.recalibration import recalibration
@@ -51,7 +51,6 @@ from tasks.tracking import (
     default_tracking_uri,
     ensure_experiment,
     flat_params,
-    log_data_inputs,
     log_metrics,
     parent_run,
     with_retries,

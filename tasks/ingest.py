@@ -11,6 +11,7 @@ preprocessor in front of every model they log, so a served model scores raw rows
 from __future__ import annotations
 
 import hashlib
+import json
 import pickle
 import warnings
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from tasks.inputs import LABEL, ROW, IngestError, IngestOptions, prepare_inputs,
 from tasks.logs import run_logger
 from tasks.sources import mask_secrets
 from tasks.store import Read, StageOutput, StageStore
+from tasks.tracking import dataset_name, mlflow_schema, with_retries
 
 __all__ = ["INGESTED", "LABEL", "PREPROCESSOR_STAGE", "ROW", "SERVED_MODEL", "SOURCE", "TARGET", "TARGET_LABELS",
            "TARGET_ROWS", "IngestManifest", "IngestOptions", "SelectionData", "TableFile", "frame_hash", "ingest",
@@ -297,3 +299,42 @@ def raw_input_schema(store: StageStore) -> Any:
         kind = {"boolean": "boolean", "text": "string" if textual else None}.get(kinds[c])
         specs.append(ColSpec(kind or AnyType(), str(c), required=True))
     return Schema(specs)
+
+
+def data_inputs(ing: IngestManifest) -> list[Any]:
+    """The ingest stage's source and target (``tasks.ingest.read_ingest``) as MLflow dataset inputs
+    (``mlflow.entities.DatasetInput``).
+
+    Source: the table reference the run was given (passwords masked); digest: the first 16 hex digits
+    of the ingest Parquet file's SHA-256 (MLflow stores a dataset digest in 36 characters; the full hash
+    is in the profile and in the run's ``ingest.*_parquet_sha256`` tags); context ``training`` for the
+    labeled source, ``target`` for the unlabeled batch."""
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+    from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+    source_ref = mask_secrets(str(ing.source_ref))
+    target_ref = ing.target_ref
+    refs = {"source": (source_ref, dataset_name(source_ref), "training", ing.source),
+            "target": ((mask_secrets(str(target_ref)), dataset_name(mask_secrets(str(target_ref))), "target", ing.target)
+                       if target_ref else (source_ref, f"{dataset_name(source_ref)} (split)", "target", ing.target))}
+    out = []
+    for role, (ref, name, context, entry) in refs.items():
+        if entry is None:
+            raise FileNotFoundError(f"the ingest stage lists no {role}.parquet")
+        schema = entry.schema
+        profile = {"num_rows": entry.rows, "num_elements": entry.rows * len(schema), "sha256": entry.sha256}
+        ds = Dataset(name=name, digest=entry.sha256[:16], source_type="shiftflow",
+                     source=json.dumps({"uri": ref, "role": role}), schema=mlflow_schema(schema),
+                     profile=json.dumps(profile))
+        out.append(DatasetInput(ds, tags=[InputTag(MLFLOW_DATASET_CONTEXT, context)]))
+    return out
+
+
+def log_data_inputs(tracking_uri: str, run_id: str, ing: IngestManifest) -> list[Any]:
+    """Log the run's source and target (``data_inputs``) on ``run_id``: the MLflow UI's Dataset column and
+    the run page's "Datasets used" show them. Returns the dataset inputs logged."""
+    inputs = data_inputs(ing)
+    from mlflow.tracking import MlflowClient
+
+    with_retries(MlflowClient(tracking_uri).log_inputs, run_id, datasets=inputs)
+    return inputs

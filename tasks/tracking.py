@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import mlflow
 import mlflow.models
@@ -23,9 +23,6 @@ from mlflow.tracking import MlflowClient
 from shiftlib.ingest import plain_numbers
 from tasks.locks import store_lock
 from tasks.sources import mask_secrets
-
-if TYPE_CHECKING:
-    from tasks.ingest import IngestManifest
 
 SHIFTLIB_DIR = str(Path(__file__).resolve().parent.parent / "shiftlib")
 # MLflow's hint on integer columns in an inferred schema is for a person writing a model by hand: the served
@@ -338,7 +335,7 @@ def dataset_name(reference: str) -> str:
     return rest or reference
 
 
-def _mlflow_schema(dtypes: Mapping[str, str]) -> str | None:
+def mlflow_schema(dtypes: Mapping[str, str]) -> str | None:
     """MLflow's column-spec JSON (as ``mlflow.data.from_pandas`` writes it) from a manifest's dtypes."""
     try:
         empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in dtypes.items()})
@@ -347,43 +344,6 @@ def _mlflow_schema(dtypes: Mapping[str, str]) -> str | None:
             return json.dumps({"mlflow_colspec": infer_signature(empty).inputs.to_dict()})
     except Exception:  # noqa: BLE001 - a schema MLflow cannot express is left out, not fatal
         return None
-
-
-def data_inputs(ing: IngestManifest) -> list[Any]:
-    """The ingest stage's source and target (``tasks.ingest.read_ingest``) as MLflow dataset inputs
-    (``mlflow.entities.DatasetInput``).
-
-    Source: the table reference the run was given (passwords masked); digest: the first 16 hex digits
-    of the ingest Parquet file's SHA-256 (MLflow stores a dataset digest in 36 characters; the full hash
-    is in the profile and in the run's ``ingest.*_parquet_sha256`` tags); context ``training`` for the
-    labeled source, ``target`` for the unlabeled batch."""
-    from mlflow.entities import Dataset, DatasetInput, InputTag
-    from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
-
-    source_ref = mask_secrets(str(ing.source_ref))
-    target_ref = ing.target_ref
-    refs = {"source": (source_ref, dataset_name(source_ref), "training", ing.source),
-            "target": ((mask_secrets(str(target_ref)), dataset_name(mask_secrets(str(target_ref))), "target", ing.target)
-                       if target_ref else (source_ref, f"{dataset_name(source_ref)} (split)", "target", ing.target))}
-    out = []
-    for role, (ref, name, context, entry) in refs.items():
-        if entry is None:
-            raise FileNotFoundError(f"the ingest stage lists no {role}.parquet")
-        schema = entry.schema
-        profile = {"num_rows": entry.rows, "num_elements": entry.rows * len(schema), "sha256": entry.sha256}
-        ds = Dataset(name=name, digest=entry.sha256[:16], source_type="shiftflow",
-                     source=json.dumps({"uri": ref, "role": role}), schema=_mlflow_schema(schema),
-                     profile=json.dumps(profile))
-        out.append(DatasetInput(ds, tags=[InputTag(MLFLOW_DATASET_CONTEXT, context)]))
-    return out
-
-
-def log_data_inputs(tracking_uri: str, run_id: str, ing: IngestManifest) -> list[Any]:
-    """Log the run's source and target (``data_inputs``) on ``run_id``: the MLflow UI's Dataset column and
-    the run page's "Datasets used" show them. Returns the dataset inputs logged."""
-    inputs = data_inputs(ing)
-    with_retries(MlflowClient(tracking_uri).log_inputs, run_id, datasets=inputs)
-    return inputs
 
 
 def model_id(model_uri: str | None) -> str | None:
