@@ -1,5 +1,7 @@
 """The tests mirror the package layout (issue 30, item 5): every module ``shiftlib/<path>/<m>.py`` has its tests in
-``tests/shiftlib/<path>/test_<m>.py``, so a newcomer finds a module's tests by its path."""
+``tests/shiftlib/<path>/test_<m>.py``, and every ``flows/<path>/<m>.py`` in ``tests/flows/<path>/test_<m>.py``, so a
+newcomer finds a module's tests by its path. Tests of the running system as a whole (``tests/flows/test_faults.py``,
+``test_services.py``, ``test_browser*.py``, …) may sit beside the mirrored files."""
 
 from __future__ import annotations
 
@@ -22,3 +24,7 @@ def _missing(layer: str) -> list[str]:
 
 def test_every_shiftlib_module_has_its_test_file() -> None:
     assert not _missing("shiftlib"), _missing("shiftlib")
+
+
+def test_every_flows_module_has_its_test_file() -> None:
+    assert not _missing("flows"), _missing("flows")

@@ -8,6 +8,8 @@ environment leaks into other tests). Teardown runs ``shiftflow down``.
 ``test_services.py::test_down_stops_every_recorded_process`` stops the stack on purpose (the last module
 of the package to use it); the ``stack`` fixture starts it again, on the same ports, for any test that
 runs after that.
+
+Also the small tables of the door's tests (``door_frame``, ``write_table``: ``test_preflight.py``, ``test_retrain.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from flows.paths import PROJECT_DIR
@@ -140,3 +144,24 @@ def copy_screenshots(paths: list[Path], dest: str | None) -> list[Path]:
     out = Path(dest)
     out.mkdir(parents=True, exist_ok=True)
     return [Path(shutil.copy2(p, out / p.name)) for p in paths]
+
+
+# --------------------------------------------------------------------------------------------- the door's tables
+
+DOOR_ROWS = 40
+
+
+def door_frame(n: int = DOOR_ROWS, seed: int = 0) -> pd.DataFrame:
+    """``n`` rows: two numeric columns, a text column with non-ASCII levels and a two-class ``target``."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"mean radius": rng.normal(14, 3, n), "mean texture": rng.normal(19, 4, n),
+                         "cät": rng.choice(["ä", "ö"], n), "target": np.tile([0, 1], n // 2 + 1)[:n]})
+
+
+def write_table(df: pd.DataFrame, path: Path, **kw) -> str:
+    """Write ``df`` as Parquet or CSV (by ``path``'s suffix); returns its ``file:`` spec."""
+    if path.suffix == ".parquet":
+        df.to_parquet(path)
+    else:
+        df.to_csv(path, index=False, **kw)
+    return f"file:{path}"

@@ -1,6 +1,7 @@
-"""Task runners: ``shiftflow retrain --task-runner/--dask-address/--dask-workers`` (fast), and the retrain flow
-on a 2-worker Dask ``LocalCluster`` giving the same result as on threads, with training tasks, ReverseTesting
-rows and TrCV folds run by the workers (slow).
+"""The Dask task runner on the running stack: the retrain flow on a 2-worker Dask ``LocalCluster`` gives the same
+result as on threads, with training tasks, ReverseTesting rows and TrCV folds run by the workers (slow). The
+``--task-runner/--dask-address/--dask-workers`` flags are tested in ``test_cli.py``, ``make_task_runner`` in
+``test_runners.py``.
 
 Slow: a real Prefect server and MLflow server (``stack`` fixture, ``conftest.py``); ``PREFECT_API_URL`` and
 ``MLFLOW_TRACKING_URI`` are set for this test only (``monkeypatch`` for the Dask worker processes, which
@@ -19,59 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from flows.cli import _parser, main, task_runner_from_args
-
-# --------------------------------------------------------------------------------------------- fast
-
-
-@pytest.mark.parametrize("args, message", [
-    (["--task-runner", "thread", "--dask-workers", "2"], "--dask-workers only applies to --task-runner dask"),
-    (["--task-runner", "thread", "--dask-address", "tcp://127.0.0.1:8786"], "--dask-address only applies"),
-])
-def test_cli_refuses_dask_flags_with_the_thread_runner(args: list[str], message: str,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["retrain", *args]) == 2
-    assert message in capsys.readouterr().err
-
-
-def test_cli_rejects_an_unknown_runner(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exc:
-        main(["retrain", "--task-runner", "ray"])
-    assert exc.value.code == 2 and "invalid choice: 'ray'" in capsys.readouterr().err
-
-
-# --------------------------------------------------------------------------------------------- slow
-# (importing prefect_dask/distributed takes ~10 s on a loaded box, so even the cheap Dask checks are here)
-
-
-@pytest.mark.slow
-def test_cli_builds_the_task_runner_from_its_flags(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")  # no warning; nothing connects here
-    parse = _parser().parse_args
-
-    assert task_runner_from_args(parse(["retrain"])) is None  # the flow's own default
-    desc, runner = task_runner_from_args(parse(["retrain", "--task-runner", "thread"]))
-    assert desc == "thread pool" and type(runner).__name__ == "ThreadPoolTaskRunner"
-    desc, runner = task_runner_from_args(parse(["retrain", "--task-runner", "dask", "--dask-workers", "3"]))
-    assert type(runner).__name__ == "DaskTaskRunner" and "3 worker processes" in desc
-    assert runner.cluster_kwargs["n_workers"] == 3 and runner.cluster_kwargs["threads_per_worker"] == 1
-    desc, runner = task_runner_from_args(parse(["retrain", "--dask-address", "tcp://127.0.0.1:8786"]))
-    assert type(runner).__name__ == "DaskTaskRunner" and runner.address == "tcp://127.0.0.1:8786"
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("args, message", [
-    (["--dask-address", "127.0.0.1:8786"], "needs a scheme"),
-    (["--dask-address", "tcp://127.0.0.1:8786", "--dask-workers", "2"], "drop n_workers or drop address"),
-    (["--dask-workers", "0"], "n_workers must be at least 1"),
-])
-def test_cli_refuses_bad_dask_flags(args: list[str], message: str, capsys: pytest.CaptureFixture[str],
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
-    assert main(["retrain", *args]) == 2
-    assert message in capsys.readouterr().err
-
 
 LEARNERS = ["LR", "NB", "DT"]
 RUN_TIMEOUT_S = 900  # per flow run; seen 30–45 s on threads and ~155 s on Dask on a loaded 2-core box

@@ -37,3 +37,31 @@ def test_data_contents_are_ignored_but_the_readme_is_tracked() -> None:
         pytest.skip("not a git checkout")
     assert ignored("data/runs/some-run/ingest/source.parquet") and ignored("data/warehouse.db")
     assert not ignored("data/README.md")
+
+
+def test_shiftflow_home_is_the_variable_or_dot_shiftflow_here(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SHIFTFLOW_HOME", str(tmp_path / "h" / ".." / "home"))
+    assert paths.shiftflow_home() == (tmp_path / "home").resolve()  # resolved
+    monkeypatch.delenv("SHIFTFLOW_HOME")
+    monkeypatch.chdir(tmp_path)
+    assert paths.shiftflow_home() == tmp_path.resolve() / ".shiftflow"
+
+
+def test_shiftflow_run_root_wins_and_the_given_environment_is_read(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    monkeypatch.setenv("SHIFTFLOW_HOME", str(tmp_path / "process-home"))  # not read when an environment is given
+    assert paths.default_run_root({"SHIFTFLOW_HOME": str(tmp_path / "h")}) == (tmp_path / "h" / "runs").resolve()
+    assert paths.default_run_root({"SHIFTFLOW_RUN_ROOT": str(tmp_path / "r"), "SHIFTFLOW_HOME": str(tmp_path / "h")}) \
+        == (tmp_path / "r").resolve()
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    assert paths.default_run_root({"SHIFTFLOW_RUN_ROOT": "~/runs"}) == (tmp_path / "user" / "runs").resolve()
+
+
+def test_a_missing_sqlite_store_is_named_and_other_stores_are_not(tmp_path: Path) -> None:
+    db = tmp_path / "mlflow.db"
+    assert paths.missing_sqlite_store(f"sqlite:///{db}") == db  # MLflow would create an empty store there
+    db.write_bytes(b"")
+    assert paths.missing_sqlite_store(f"sqlite:///{db}") is None
+    assert paths.missing_sqlite_store("sqlite:///relative.db") == Path("relative.db")
+    for uri in ("http://127.0.0.1:5000", "file:///tmp/mlruns", "postgresql://u@h/db"):
+        assert paths.missing_sqlite_store(uri) is None  # not a sqlite file: nothing to check

