@@ -18,7 +18,7 @@ Stage shortfalls raise ``IngestError`` naming the stage, the count and the fix.
 
 The numbers are kept here as constants (``DRIFT_MIN_ROWS``, ``DRIFT_SPLITS``, ``INNER_FOLDS``) rather than
 read by importing ``shiftlib.drift`` / ``shiftlib.learners``, because those imports (scikit-learn, SciPy,
-matplotlib) take seconds and a refusal must come in seconds; ``tests/flows/test_door.py`` checks that the
+matplotlib) take seconds and a refusal must come in seconds; ``tests/flows/test_preflight.py`` checks that the
 constants equal the live defaults (``detect_drift``'s signature, :func:`inner_folds` of every learner).
 """
 

@@ -61,7 +61,7 @@ def test_every_name_list_is_the_catalogs() -> None:
 
 @pytest.mark.heavy
 def test_the_catalog_and_the_config_load_without_scikit_learn() -> None:
-    """The config reads the names at import, before a refused input may start anything heavy (test_door)."""
+    """The config reads the names at import, before a refused input may start anything heavy (tests/flows/test_preflight.py)."""
     code = ("import sys, shiftlib.catalog, flows.config; "
             "print(sorted(m for m in ('sklearn', 'scipy', 'pandas') if m in sys.modules))")
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
