@@ -142,7 +142,7 @@ from mlflow.tracking import MlflowClient
 from flows.config import RetrainConfig
 from tasks.selection import SelectionSpec, selection
 from tasks.tracking import RunContext
-from tests.tasks.test_selection_task import _store
+from tests.tasks.test_selection import _store
 
 cfg = RetrainConfig(selectors="scv,toy", selector="toy")
 store, _, _ = _store(sys.argv[1] + "/runs")
