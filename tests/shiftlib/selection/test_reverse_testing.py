@@ -17,7 +17,6 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sklearn.base import BaseEstimator, ClassifierMixin
 
 from shiftlib.learners import make_learner
 from shiftlib.selection import (
@@ -36,34 +35,7 @@ from tests.shiftlib.selection.conftest import SEEN, CSLRSpy, cslr_data, fanout_p
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
 
-FIT_CALLS: list[str] = []
-
-
-class BinMajority(ClassifierMixin, BaseEstimator):
-    """Histogram classifier on column 0: p(1|bin) = share of label 1 in the bin (empty bin: overall share);
-    predict 1 iff p > 0.5 (ties → 0). Records every fit in FIT_CALLS."""
-
-    def __init__(self, edges: tuple[float, ...] = ()):
-        self.edges = edges
-
-    def fit(self, X, y, sample_weight=None):
-        FIT_CALLS.append(repr(self.edges))
-        x = np.asarray(X, dtype=float)[:, 0]
-        y = np.asarray(y)
-        self.classes_ = np.array([0, 1])
-        overall = float(np.mean(y == 1))
-        b = np.digitize(x, self.edges)
-        self.p_ = np.array([float(np.mean(y[b == k] == 1)) if np.any(b == k) else overall
-                            for k in range(len(self.edges) + 1)])
-        return self
-
-    def predict_proba(self, X):
-        p = self.p_[np.digitize(np.asarray(X, dtype=float)[:, 0], self.edges)]
-        return np.column_stack([1 - p, p])
-
-    def predict(self, X):
-        return (self.predict_proba(X)[:, 1] > 0.5).astype(int)
-
+from tests.shiftlib.selection._stubs import FIT_CALLS, BinMajority  # noqa: E402
 
 # Hand-built data (one feature). D: x = 0..7, y = 1 1 1 0 0 0 1 1. T: x = 1.5, 3.5, 5.5.
 X_D = np.arange(8.0).reshape(-1, 1)

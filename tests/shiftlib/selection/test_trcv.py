@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.naive_bayes import GaussianNB
 
 from shiftlib.selection import (
@@ -31,26 +30,7 @@ from tests.shiftlib.selection.conftest import fanout_problem
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
 
-class BinMajority(ClassifierMixin, BaseEstimator):
-    """Histogram classifier on column 0 (same stub as test_reverse_testing.py): p(1|bin) =
-    share of label 1 in the bin (empty bin: overall share); predict 1 iff p > 0.5 (ties → 0)."""
-
-    def __init__(self, edges: tuple[float, ...] = ()):
-        self.edges = edges
-
-    def fit(self, X, y, sample_weight=None):
-        x = np.asarray(X, dtype=float)[:, 0]
-        y = np.asarray(y)
-        self.classes_ = np.array([0, 1])
-        overall = float(np.mean(y == 1))
-        b = np.digitize(x, self.edges)
-        self.p_ = np.array([float(np.mean(y[b == k] == 1)) if np.any(b == k) else overall
-                            for k in range(len(self.edges) + 1)])
-        return self
-
-    def predict(self, X):
-        return (self.p_[np.digitize(np.asarray(X, dtype=float)[:, 0], self.edges)] > 0.5).astype(int)
-
+from tests.shiftlib.selection._stubs import BinMajority  # noqa: E402  (the same stub as ReverseTesting's tests)
 
 # ---------------------------------------------------------------- eq. 15 and eq. 16, by hand
 # z = Φ⁻¹(0.975) = 1.959963985, z² = 3.841458821.  n = 100, ε_u = 0.8:
