@@ -316,19 +316,28 @@ class IsotonicMap:
     def __init__(self, y_min: float | None = None, y_max: float | None = None) -> None:
         self.y_min, self.y_max = y_min, y_max
 
-    def fit(self, x: np.ndarray, y: np.ndarray, sample_weight: np.ndarray | None = None) -> IsotonicMap:
+    def fit(self, x: np.ndarray, y: np.ndarray, sample_weight: np.ndarray | None = None, *,
+            presorted: bool = False) -> IsotonicMap:
+        """Fit the map; ``presorted``: the rows already come sorted by (x, y) and unweighted (the caller sorted
+        them once for many fits)."""
         from scipy.optimize import isotonic_regression
 
         x, y = np.asarray(x, float).ravel(), np.asarray(y, float).ravel()
-        w = np.ones_like(x) if sample_weight is None else np.asarray(sample_weight, float).ravel()
-        keep = w > 0
-        x, y, w = x[keep], y[keep], w[keep]
-        order = np.lexsort((y, x))
-        x, y, w = x[order], y[order], w[order]
-        first = _groups(x)
-        group = np.cumsum(first) - 1
-        wu = np.bincount(group, w)
-        yu = np.bincount(group, w * y) / wu
+        if presorted and sample_weight is None:
+            first = _groups(x)
+            group = np.cumsum(first) - 1
+            wu = np.bincount(group)
+            yu = np.bincount(group, y) / wu
+        else:
+            w = np.ones_like(x) if sample_weight is None else np.asarray(sample_weight, float).ravel()
+            keep = w > 0
+            x, y, w = x[keep], y[keep], w[keep]
+            order = np.lexsort((y, x))
+            x, y, w = x[order], y[order], w[order]
+            first = _groups(x)
+            group = np.cumsum(first) - 1
+            wu = np.bincount(group, w)
+            yu = np.bincount(group, w * y) / wu
         fitted = isotonic_regression(yu, weights=wu, increasing=True).x
         if self.y_min is not None or self.y_max is not None:
             fitted = np.clip(fitted, -np.inf if self.y_min is None else self.y_min,
@@ -347,7 +356,10 @@ def _groups(x: np.ndarray) -> np.ndarray:
     eps = np.finfo(np.float64).resolution
     gaps = np.diff(x)
     if not np.any((gaps > 0) & (gaps < eps)):  # the usual case: near-equal only when equal
-        return np.r_[True, gaps != 0]
+        first = np.empty(len(x), bool)
+        first[:1] = True
+        np.not_equal(gaps, 0, out=first[1:])
+        return first
     # a gap ≥ eps always starts a group (x − first ≥ that gap, and float subtraction is monotone); between two
     # such gaps lies a run of crowded scores, one group when it spans less than eps (e.g. probabilities near 0)
     first = np.r_[True, gaps >= eps]
@@ -488,8 +500,15 @@ def needs_calibration(y_true: np.ndarray, proba: np.ndarray, *, bins: int = 10, 
     if auroc > 0.999:
         return False
     ys, raw, cal = [], [], []
+    # every split's training rows in the (score, label) order of all rows: the order an IsotonicMap fit sorts
+    # them into (rows tied in both are interchangeable), found by a mask instead of a sort per split
+    order = np.lexsort((y_true, proba))
+    in_train = np.zeros(len(proba), bool)
     for train, test in _stratified_shuffle_splits(y_true, splits, 0.1, random_state):
-        iso = IsotonicMap().fit(proba[train], y_true[train])
+        in_train[:] = False
+        in_train[train] = True
+        rows = order[in_train[order]]
+        iso = IsotonicMap().fit(proba[rows], y_true[rows], presorted=True)
         ys.append(y_true[test])
         raw.append(proba[test])
         cal.append(iso.predict(proba[test]))
@@ -875,14 +894,22 @@ def em_prior(posteriors_target: np.ndarray, prior_source: np.ndarray, *, tol: fl
 
 def _em_prior_binary(post: np.ndarray, prior_source: np.ndarray, tol: float, max_iter: int) -> np.ndarray:
     """:func:`em_prior`'s iteration for two classes on the class-1 column alone (the same update and stopping
-    rule, a few vector operations per step instead of a renormalised matrix: the bootstrap runs it thousands
-    of times)."""
+    rule, a few vector operations into preallocated buffers per step instead of a renormalised matrix: the
+    bootstrap runs it thousands of times). The mean is numpy's pairwise sum over n, as ``np.mean`` takes it, so
+    the iterates are those of the plain update bit for bit."""
     p1, p0 = post[:, 1], post[:, 0]
+    n = len(p1)
     pi1 = prior_source[1]
+    a, tot = np.empty_like(p1), np.empty_like(p1)
     for _ in range(max_iter):
-        a, b = p1 * (pi1 / prior_source[1]), p0 * ((1.0 - pi1) / prior_source[0])
-        tot = a + b
-        new1 = float(np.mean(np.divide(a, tot, out=p1.copy(), where=tot > 0)))
+        np.multiply(p1, pi1 / prior_source[1], out=a)
+        np.multiply(p0, (1.0 - pi1) / prior_source[0], out=tot)
+        np.add(a, tot, out=tot)
+        if tot.min() > 0:
+            np.divide(a, tot, out=a)
+        else:  # a row both classes give no weight keeps its posterior
+            a = np.divide(a, tot, out=p1.copy(), where=tot > 0)
+        new1 = float(np.add.reduce(a) / n)
         if abs(new1 - pi1) < tol:
             return np.array([1.0 - new1, new1])
         pi1 = new1

@@ -461,6 +461,80 @@ def test_binary_em_prior_follows_the_general_iteration():
         np.testing.assert_allclose(em_prior(post, ps), new, atol=1e-12)
 
 
+def test_binary_em_prior_keeps_the_class_1_posterior_of_a_row_no_class_weighs():
+    """A row with posterior (0, 0) (no class weighs it) adds its own class-1 posterior, 0, to the mean (the fast
+    path's fallback branch), bit for bit the plain update written out: π₁ ← mean(where(a + b > 0, a / (a + b),
+    p₁)), a = p₁·π₁/π_s1, b = p₀·(1 − π₁)/π_s0, until a step moves π₁ less than 1e-8."""
+    from shiftlib.estimation import em_prior
+
+    p1 = np.r_[np.linspace(0.05, 0.95, 40), 0.0]
+    post, ps = np.c_[1 - p1, p1], np.array([0.7, 0.3])
+    post[-1] = 0.0
+    pi1 = ps[1]
+    for _ in range(1000):
+        a, b = post[:, 1] * (pi1 / ps[1]), post[:, 0] * ((1 - pi1) / ps[0])
+        new = float(np.mean(np.where(a + b > 0, a / np.where(a + b > 0, a + b, 1.0), post[:, 1])))
+        done, pi1 = abs(new - pi1) < 1e-8, new
+        if done:
+            break
+    assert em_prior(post, ps).tolist() == [1.0 - pi1, pi1]
+
+
+def test_isotonic_map_fit_on_presorted_rows_equals_the_sorting_fit():
+    """``IsotonicMap.fit(presorted=True)`` (rows already in (score, label) order, as ``needs_calibration`` hands
+    them) is the same map as the fit that sorts: tied scores, tied rows, crowded scores."""
+    from shiftlib.estimation import IsotonicMap
+
+    rng = np.random.default_rng(8)
+    for trial in range(30):
+        x = np.round(rng.random(80), 1 + trial % 3)
+        if trial % 3 == 2:
+            x[:30] = 1.0 - rng.integers(0, 12, 30) * 1.1e-16
+        y = (rng.random(80) < x).astype(float)
+        order = np.lexsort((y, x))
+        q = np.linspace(-0.1, 1.1, 41)
+        np.testing.assert_array_equal(IsotonicMap().fit(x[order], y[order], presorted=True).predict(q),
+                                      IsotonicMap().fit(x, y).predict(q))
+
+
+def test_needs_calibration_equals_nannymls_check_computed_with_scikit_learn():
+    """``needs_calibration`` against NannyML's steps written with scikit-learn (the independent computation):
+    ``roc_auc_score`` > 0.999 → False; else ``IsotonicRegression(out_of_bounds="clip")`` fitted on the training
+    rows of each ``StratifiedShuffleSplit(10, test_size=0.1, random_state=42)`` split, the test rows pooled, and
+    the calibrated scores' expected calibration error compared with the raw scores'. Draws with tied and
+    repeated scores (bootstrap resamples), calibrated and overconfident."""
+    from sklearn.isotonic import IsotonicRegression
+    from sklearn.metrics import roc_auc_score
+    from sklearn.model_selection import StratifiedShuffleSplit
+
+    from shiftlib.estimation import expected_calibration_error, needs_calibration
+
+    def reference(y, p):
+        if roc_auc_score(y, p) > 0.999:
+            return False
+        ys, raw, cal = [], [], []
+        for tr, te in StratifiedShuffleSplit(10, test_size=0.1, random_state=42).split(p, y):
+            iso = IsotonicRegression(out_of_bounds="clip").fit(p[tr], y[tr])
+            ys.append(y[te]), raw.append(p[te]), cal.append(iso.predict(p[te]))
+        y_all = np.concatenate(ys)
+        return bool(expected_calibration_error(y_all, np.concatenate(cal))
+                    < expected_calibration_error(y_all, np.concatenate(raw)))
+
+    rng = np.random.default_rng(12)
+    answers = []
+    for trial in range(40):
+        n = int(rng.integers(60, 400))
+        logit = rng.normal(0, 1.5, n)
+        y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
+        p = 1 / (1 + np.exp(-(1.0 + trial % 4) * logit))
+        if trial % 2:  # a bootstrap resample: repeated rows, and coarse scores
+            r = rng.integers(0, n, n)
+            y, p = y[r], np.round(p[r], 2)
+        answers.append(needs_calibration(y, p))
+        assert answers[-1] is reference(y, p), trial
+    assert 5 <= sum(answers) <= 35  # both answers are exercised
+
+
 @pytest.mark.heavy
 def test_shared_source_cv_only_when_every_row_was_used_and_no_learner_reads_the_target():
     from shiftlib.estimation import shared_source_cv, source_cv_scores, stored_predictions
