@@ -843,8 +843,6 @@ def em_prior(posteriors_target: np.ndarray, prior_source: np.ndarray, *, tol: fl
     prior_source = np.asarray(prior_source, float)
     pi = prior_source.copy()
     post = np.asarray(posteriors_target, float)
-    if post.shape[1] == 2 and np.all(prior_source > 0):
-        return _em_prior_binary(post, prior_source, tol, max_iter)
     # the same update as prior_shift_posteriors(post, π_s, π).mean(0), as two matrix–vector products:
     # with A = p_s(y|x)/π_s, π_new = π ⊙ Aᵀ(1/(Aπ))/n; rows with Aπ = 0 keep their posterior
     ratio = np.divide(1.0, prior_source, out=np.zeros_like(prior_source), where=prior_source > 0)
@@ -890,30 +888,6 @@ def em_prior(posteriors_target: np.ndarray, prior_source: np.ndarray, *, tol: fl
                     nxt = cand
         pi = nxt
     return pi
-
-
-def _em_prior_binary(post: np.ndarray, prior_source: np.ndarray, tol: float, max_iter: int) -> np.ndarray:
-    """:func:`em_prior`'s iteration for two classes on the class-1 column alone (the same update and stopping
-    rule, a few vector operations into preallocated buffers per step instead of a renormalised matrix: the
-    bootstrap runs it thousands of times). The mean is numpy's pairwise sum over n, as ``np.mean`` takes it, so
-    the iterates are those of the plain update bit for bit."""
-    p1, p0 = post[:, 1], post[:, 0]
-    n = len(p1)
-    pi1 = prior_source[1]
-    a, tot = np.empty_like(p1), np.empty_like(p1)
-    for _ in range(max_iter):
-        np.multiply(p1, pi1 / prior_source[1], out=a)
-        np.multiply(p0, (1.0 - pi1) / prior_source[0], out=tot)
-        np.add(a, tot, out=tot)
-        if tot.min() > 0:
-            np.divide(a, tot, out=a)
-        else:  # a row both classes give no weight keeps its posterior
-            a = np.divide(a, tot, out=p1.copy(), where=tot > 0)
-        new1 = float(np.add.reduce(a) / n)
-        if abs(new1 - pi1) < tol:
-            return np.array([1.0 - new1, new1])
-        pi1 = new1
-    return np.array([1.0 - pi1, pi1])
 
 
 def bbse_prior(pred_source: np.ndarray, y_source: np.ndarray, pred_target: np.ndarray, n_classes: int,
