@@ -25,9 +25,13 @@ STAGE = "drift"
 
 def _markdown(s: dict[str, Any], top: int = 5) -> str:
     verdict = "**drift detected**" if s["drifted"] else "no drift detected"
+    def num(key: str, spec: str) -> str:  # a global number the tests could not compute is None (not logged either)
+        v = s.get(key)
+        return "n/a" if v is None or v != v else format(v, spec)
+
     lines = [f"# Drift: {verdict}", "",
-             f"- domain-classifier AUC {s['domain_auc']:.3f} (p = {s['domain_pvalue']:.3g})",
-             f"- MMD² {s['mmd2']:.4g} (p = {s['mmd_pvalue']:.3g})",
+             f"- domain-classifier AUC {num('domain_auc', '.3f')} (p = {num('domain_pvalue', '.3g')})",
+             f"- MMD² {num('mmd2', '.4g')} (p = {num('mmd_pvalue', '.3g')})",
              f"- rule: {s['verdict_rule']}", "", "| feature | test | adjusted p | PSI |", "|---|---|---|---|"]
     feats = sorted((f for f in s["features"] if f.get("p_adjusted") is not None),
                    key=lambda f: f["p_adjusted"])[:top]
