@@ -1,7 +1,7 @@
-"""The tests mirror the package layout (issue 30, item 5): every module ``shiftlib/<path>/<m>.py`` has its tests in
-``tests/shiftlib/<path>/test_<m>.py``, and every ``flows/<path>/<m>.py`` in ``tests/flows/<path>/test_<m>.py``, so a
-newcomer finds a module's tests by its path. Tests of the running system as a whole (``tests/flows/test_faults.py``,
-``test_services.py``, ``test_browser*.py``, …) may sit beside the mirrored files."""
+"""The tests mirror the package layout (issue 30, item 5): every module ``<layer>/<path>/<m>.py`` of shiftlib, tasks
+and flows has its tests in ``tests/<layer>/<path>/test_<m>.py``, so a newcomer finds a module's tests by its path.
+Tests of the running system as a whole (``tests/flows/test_faults.py``, ``test_services.py``, ``test_browser*.py``,
+…) may sit beside the mirrored files."""
 
 from __future__ import annotations
 
@@ -28,3 +28,7 @@ def test_every_shiftlib_module_has_its_test_file() -> None:
 
 def test_every_flows_module_has_its_test_file() -> None:
     assert not _missing("flows"), _missing("flows")
+
+
+def test_every_tasks_module_has_its_test_file() -> None:
+    assert not _missing("tasks"), _missing("tasks")

@@ -1,6 +1,6 @@
-"""Faults (production issue, item 4): retries, an unreachable tracking server, a SIGKILLed run resumed,
-two concurrent runs, a damaged stage file. The subprocess tests are slow (each starts Prefect's
-temporary API) and marked so."""
+"""Faults (production issue, item 4): an unreachable tracking server, a SIGKILLed run resumed, two concurrent
+runs, a damaged stage file (the retries of ``with_retries`` are tested in ``tests/tasks/test_tracking.py``). The
+subprocess tests are slow (each starts Prefect's temporary API) and marked so."""
 
 from __future__ import annotations
 
@@ -15,57 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.tracking import check_reachable, with_retries
-
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def test_with_retries_retries_with_backoff_then_succeeds(monkeypatch):
-    # the delays asked of time.sleep, not wall-clock gaps (which a loaded machine stretches at random)
-    import tasks.tracking
-
-    calls, slept = [], []
-    monkeypatch.setattr(tasks.tracking.time, "sleep", slept.append)
-
-    def flaky():
-        calls.append(1)
-        if len(calls) < 3:
-            raise ConnectionError("tracking server hiccup")
-        return "ok"
-
-    assert with_retries(flaky, base_delay=0.01) == "ok"
-    assert len(calls) == 3
-    assert slept == [0.01, 0.02]  # exponential backoff: base_delay · 2^i
-
-
-def test_with_retries_gives_up_with_the_last_error():
-    with pytest.raises(ConnectionError, match="down"):
-        with_retries(lambda: (_ for _ in ()).throw(ConnectionError("down")), attempts=3, base_delay=0.0)
-
-
-def test_with_retries_raises_the_stores_answer_at_once(monkeypatch):
-    # a name the store does not have is its answer, not a hiccup: asked once, no backoff
-    from mlflow.exceptions import MlflowException
-    from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST
-
-    import tasks.tracking
-
-    calls, slept = [], []
-    monkeypatch.setattr(tasks.tracking.time, "sleep", slept.append)
-
-    def missing():
-        calls.append(1)
-        raise MlflowException("Registered Model with name=x not found", error_code=RESOURCE_DOES_NOT_EXIST)
-
-    with pytest.raises(MlflowException, match="not found"):
-        with_retries(missing)
-    assert (calls, slept) == ([1], [])
-
-
-def test_unreachable_tracking_server_is_named():
-    # port 9 (discard) is closed on 127.0.0.1 here: connection refused at once
-    with pytest.raises(ConnectionError, match=r"http://127\.0\.0\.1:9 is unreachable"):
-        check_reachable("http://127.0.0.1:9", timeout_s=2)
 
 
 def test_flow_fails_fast_on_unreachable_tracking_server(prefect_harness, tmp_path):

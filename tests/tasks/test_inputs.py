@@ -13,7 +13,8 @@ import tasks.inputs
 from flows.config import RetrainConfig
 from flows.preflight import preflight
 from shiftlib.errors import ShiftflowInputError
-from tasks.inputs import discard_kept, read_inputs
+from tasks.ingest import ROW
+from tasks.inputs import LabelsInputError, discard_kept, read_inputs
 
 N = 120
 
@@ -80,3 +81,19 @@ def test_a_refused_preflight_keeps_nothing(tables) -> None:
     assert reads == [src, tgt]
     read_inputs(src, tgt, "y", None)
     assert reads == [src, tgt, src, tgt]
+
+
+def test_read_filled_takes_spreadsheet_text_odd_paths_and_the_sources_spelling(tmp_path: Path) -> None:
+    """``read_filled`` on its own: a tab-separated .txt (a spreadsheet's text export), a plain path holding '?'
+    (taken literally: only a file: spec carries reading options), and source classes spelled with a trailing space
+    ('no ', 'yes ') matched by the filled cells, which are read stripped."""
+    from tasks.inputs import read_filled
+
+    df = pd.DataFrame({ROW: [0, 3, 5], "y": ["yes ", "no", None]})
+    df.to_csv(tmp_path / "lab.txt", sep="\t", index=False)
+    df.to_csv(tmp_path / "q?v=2.csv", index=False)
+    for spec in (f"file:{tmp_path / 'lab.txt'}", str(tmp_path / "q?v=2.csv")):
+        labels, n_empty, _ = read_filled(spec, "y", ["no ", "yes "], 10)
+        assert (labels, n_empty) == ({0: 1, 3: 0}, 1)
+    with pytest.raises(LabelsInputError, match="unknown reading option 'v'"):
+        read_filled(f"file:{tmp_path / 'lab.txt'}?v=2", "y", ["no ", "yes "], 10)

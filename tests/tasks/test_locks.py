@@ -72,26 +72,3 @@ def test_two_runs_creating_one_fresh_sqlite_store_at_once_both_succeed(tmp_path,
     for p in procs:
         p.join(30)
     assert len(set(got)) == 1 and not got[0].startswith("error"), got
-
-
-def test_two_runs_both_finding_no_experiment_share_the_one_created(tmp_path, monkeypatch):
-    # What the lock cannot cover (an MLflow server: store_lock is a no-op there): two runs both read "no such
-    # experiment", the other run creates it first, and this run's create is refused RESOURCE_ALREADY_EXISTS
-    # (the first of eight deployment runs started together failed so in CI). It must join the other's.
-    from mlflow.tracking import MlflowClient
-
-    from tasks.tracking import ensure_experiment
-
-    monkeypatch.setenv("SHIFTFLOW_LOCK_DIR", str(tmp_path))
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    theirs = MlflowClient(uri).create_experiment("together")  # the other run won the race
-    looked = []
-
-    def stale_read(self, name):  # this run's read happened before the other run's create
-        looked.append(name)
-        return None if len(looked) == 1 else real_get(self, name)
-
-    real_get = MlflowClient.get_experiment_by_name
-    monkeypatch.setattr(MlflowClient, "get_experiment_by_name", stale_read)
-    assert ensure_experiment(uri, "together") == theirs
-    assert looked == ["together", "together"]  # read, refused create, read again

@@ -1,0 +1,494 @@
+"""tasks.labels: a plan is shiftlib's plan_labels on the training stage's predictions (and the served champion's, when
+one serves), written as a file a person fills; a filled file is read back against the stored plan of its
+configuration, continued with a larger budget, or refused naming the problem and the fix, and the task logs the
+plan and the labels on the parent run."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+from sklearn.linear_model import LogisticRegression
+from sklearn.tree import DecisionTreeClassifier
+from threadpoolctl import threadpool_limits
+
+import tasks.labels
+from shiftlib.ingest import IngestError
+from shiftlib.selection import plan_labels
+from shiftlib.selection.fewlabel import TargetPredictions
+from tasks.ingest import ROW, ingest, load_xy
+from tasks.labels import (
+    FilledLabels,
+    LabelsInputError,
+    _file_rows,
+    continue_plan,
+    labels,
+    labels_form,
+    plan_from_stage,
+    read_labels,
+    stage_predictions,
+    write_plan,
+)
+from tasks.served import SERVED
+from tasks.store import StageStore, stage_key
+from tasks.tracking import RunContext
+
+N, BUDGET = 200, 12
+
+
+def _candidates_stage(store: StageStore) -> None:
+    """A training stage as collect_training writes it: each candidate's target predictions by row."""
+    X_s, y_s, X_t = load_xy(store)
+    parts = []
+    for name, est in (("LR", LogisticRegression()), ("DT", DecisionTreeClassifier(max_depth=1, random_state=0))):
+        est.fit(X_s, y_s)
+        proba = est.predict_proba(X_t)
+        parts.append(pd.DataFrame({ROW: np.arange(len(X_t)), "learner": name, "predicted": est.predict(X_t),
+                                   "proba_0": proba[:, 0], "proba_1": proba[:, 1]}))
+    store.write_stage("training", {"predictions": pd.concat(parts, ignore_index=True)},
+                      key=stage_key("training", {}, {}), params={}, inputs={})
+
+
+@pytest.fixture
+def planned(tmp_path: Path) -> tuple[StageStore, Path]:
+    """Run 1: ingest (a shifted target with held-out labels 'a'/'b'), two candidates, a plan of BUDGET rows
+    (seed 0); returns the store and the plan's to_label.csv."""
+    rng = np.random.default_rng(0)
+    xs, xt = rng.normal(size=(N, 2)), rng.normal(0.7, 1.0, size=(N, 2))
+    lab = lambda x: np.where(x[:, 0] + x[:, 1] ** 2 + rng.normal(0, 0.5, len(x)) > 0.8, "b", "a")  # noqa: E731
+    pd.DataFrame({"x1": xs[:, 0], "x2": xs[:, 1], "y": lab(xs)}).to_csv(tmp_path / "src.csv", index=False)
+    pd.DataFrame({"x1": xt[:, 0], "x2": xt[:, 1], "y": lab(xt)}).to_csv(tmp_path / "tgt.csv", index=False)
+    store = StageStore(tmp_path / "runs", "run-1")
+    ingest.fn(store, f"file:{tmp_path / 'src.csv'}", f"file:{tmp_path / 'tgt.csv'}", "y")
+    _candidates_stage(store)
+    plan = write_plan(store, budget=BUDGET, seed=0, label="y")
+    assert len(plan.rows) == BUDGET  # the candidates disagree on more than BUDGET rows
+    return store, store.stage_dir("labels") / "to_label.csv"
+
+
+def _next_run(store: StageStore, name: str) -> StageStore:
+    """A later run of the same configuration: ingest and training as a rerun finds them."""
+    new = StageStore(store.run_root, name)
+    for stage in ("ingest", "training"):
+        shutil.copytree(store.stage_dir(stage), new.stage_dir(stage))
+    return new
+
+
+def _filled(csv: Path, out: Path, value: object = "a") -> pd.DataFrame:
+    df = pd.read_csv(csv)
+    df["y"] = value
+    df.to_csv(out, index=False)
+    return df
+
+
+def _refused(store: StageStore, match: str, **kw: object) -> str:
+    with pytest.raises(LabelsInputError, match=match) as err:
+        read_labels(store, **({"budget": BUDGET, "seed": 0, "label": "y"} | kw))
+    assert not store.stage_dir("labels").exists()  # checked before anything is written
+    return str(err.value)
+
+
+def test_error_class_is_the_projects_input_error() -> None:
+    assert issubclass(LabelsInputError, IngestError) and issubclass(LabelsInputError, ValueError)
+
+
+def test_unknown_row_key_is_refused(planned: tuple[StageStore, Path], tmp_path: Path) -> None:
+    store, csv = planned
+    df = _filled(csv, tmp_path / "f.csv")
+    df.loc[df.index[0], ROW] = N + 5  # one past the batch
+    df.to_csv(tmp_path / "f.csv", index=False)
+    msg = _refused(_next_run(store, "run-2"), "not rows of this target batch", target_labels=f"file:{tmp_path / 'f.csv'}")
+    assert f"[{N + 5}]" in msg and f"0 … {N - 1}" in msg
+    df.loc[df.index[0], ROW] = df.loc[df.index[1], ROW]  # a row twice
+    df.to_csv(tmp_path / "f.csv", index=False)
+    _refused(_next_run(store, "run-3"), "more than once", target_labels=f"file:{tmp_path / 'f.csv'}")
+
+
+def test_class_never_seen_in_the_source_is_refused(planned: tuple[StageStore, Path], tmp_path: Path) -> None:
+    store, csv = planned
+    _filled(csv, tmp_path / "f.csv", value="maybe")
+    msg = _refused(_next_run(store, "run-2"), "never occur in the source", target_labels=f"file:{tmp_path / 'f.csv'}")
+    assert "['a', 'b']" in msg and "differ" not in msg
+    _filled(csv, tmp_path / "f.csv", value="B")  # typed by hand: only the case differs from the source's 'b'
+    msg = _refused(_next_run(store, "run-3"), "never occur in the source", target_labels=f"file:{tmp_path / 'f.csv'}")
+    assert "['B'] never occur in the source labels ['a', 'b']: they differ from the source's only in case:" in msg
+
+
+@pytest.mark.parametrize("budget", [0, -3, N + 1])
+def test_budget_below_one_or_beyond_the_batch_is_refused(planned: tuple[StageStore, Path], budget: int) -> None:
+    store = _next_run(planned[0], "run-2")
+    with pytest.raises(LabelsInputError, match=f"1 ≤ label_budget ≤ {N}"):
+        write_plan(store, budget=budget, seed=0, label="y")
+    assert not store.stage_dir("labels").exists()
+
+
+def test_a_partly_filled_file_is_used_and_counted(planned: tuple[StageStore, Path], tmp_path: Path) -> None:
+    store, csv = planned
+    df = _filled(csv, tmp_path / "f.csv", value="b")
+    df.loc[df.index[:5], "y"] = None  # 5 of the 12 rows left empty
+    df.to_csv(tmp_path / "f.csv", index=False)
+    out = read_labels(_next_run(store, "run-2"), budget=BUDGET, seed=0, label="y", target_labels=str(tmp_path / "f.csv"))
+    assert out["n_empty"] == 5 and out["n_requested_empty"] == 5 and out["n_unrequested"] == 0
+    assert out["labels"] == {int(r): 1 for r in df[ROW].iloc[5:]}  # 'b' is class code 1 (sorted source labels)
+    df["y"] = None  # nothing filled at all: refused
+    df.to_csv(tmp_path / "f.csv", index=False)
+    _refused(_next_run(store, "run-3"), "no label is filled in", target_labels=str(tmp_path / "f.csv"))
+
+
+def test_a_file_saved_back_by_a_spreadsheet_reads_as_the_csv_written(planned: tuple[StageStore, Path],
+                                                                     tmp_path: Path) -> None:
+    """A filled to_label.csv saved by a spreadsheet: ';'-separated with decimal commas and a BOM, with blank
+    trailing lines, or as .xlsx; each gives the labels of the plain CSV (the file: reader's rules)."""
+    store, csv = planned
+    df = _filled(csv, tmp_path / "f.csv", value="b")
+    df.loc[df.index[:4], "y"] = "a"
+    df.to_csv(tmp_path / "f.csv", index=False)
+    want = read_labels(_next_run(store, "run-2"), budget=BUDGET, seed=0, label="y",
+                       target_labels=str(tmp_path / "f.csv"))["labels"]
+    assert sorted(want.values()) == [0] * 4 + [1] * (BUDGET - 4)
+    text = df.to_csv(index=False, sep=";", decimal=",") + ";;;\n;;;\n"
+    assert "," in text
+    (tmp_path / "excel.csv").write_text("\ufeff" + text, encoding="utf-8")
+    df.to_excel(tmp_path / "f.xlsx", index=False)
+    for i, name in enumerate(["excel.csv", "f.xlsx"], 3):
+        got = read_labels(_next_run(store, f"run-{i}"), budget=BUDGET, seed=0, label="y",
+                          target_labels=f"file:{tmp_path / name}")
+        assert got["labels"] == want and got["n_empty"] == 0
+
+
+def test_resuming_with_another_configuration_names_what_differs(planned: tuple[StageStore, Path],
+                                                                tmp_path: Path) -> None:
+    store, csv = planned
+    _filled(csv, tmp_path / "f.csv")
+    # another seed, no plan stored for it: refused, naming the run that wrote the file's plan and the seed
+    msg = _refused(_next_run(store, "run-2"), "no stored label plan", seed=1, target_labels=str(tmp_path / "f.csv"))
+    assert "run-1" in msg and "the seed (0 then, 1 now)" in msg
+    # a smaller budget: the same (a larger one asks for the next round, see the test below)
+    msg = _refused(_next_run(store, "run-3"), "no stored label plan", budget=BUDGET - 1,
+                   target_labels=str(tmp_path / "f.csv"))
+    assert f"the label budget ({BUDGET} then, {BUDGET - 1} now)" in msg
+    # seed 1 has its own plan now; the seed-0 file holds rows it did not ask for, all of them rows of run-1's
+    # plan: the wrong file, refused (rows outside every stored plan would count as uniform draws instead)
+    other = _next_run(store, "run-4")
+    plan1 = write_plan(other, budget=BUDGET, seed=1, label="y")
+    rows0 = set(pd.read_csv(csv)[ROW])
+    assert rows0 - set(plan1.rows.tolist())  # the two plans differ (else the case shows nothing)
+    run5 = _next_run(store, "run-5")
+    msg = _refused(run5, "are not rows this configuration's plan asked for", seed=1,
+                   target_labels=str(tmp_path / "f.csv"))
+    assert "run-1" in msg and "the seed (0 then, 1 now)" in msg
+
+
+def test_a_larger_budget_with_a_filled_file_plans_the_next_round(planned: tuple[StageStore, Path],
+                                                                   tmp_path: Path) -> None:
+    """A person labels the first BUDGET rows, then asks for BUDGET + 8: the next round keeps the labeled rows
+    (filled in), adds 8 rows where the candidates disagree, and the file filled again resumes with all."""
+    store, csv = planned
+    truth = pd.read_parquet(store.stage_dir("ingest") / "target_labels.parquet").set_index(ROW)["_label"]
+    first = pd.read_csv(csv)
+    first["y"] = [("a", "b")[truth[r]] for r in first[ROW]]
+    first.to_csv(tmp_path / "round1.csv", index=False)
+    second = _next_run(store, "run-2")
+    out = read_labels(second, budget=BUDGET + 8, seed=0, label="y", target_labels=f"file:{tmp_path / 'round1.csv'}")
+    assert out["status"] == "continue" and out["earlier"]["run_id"] == "run-1"
+    plan, n_done = continue_plan(second, out["earlier"], budget=BUDGET + 8, seed=0, label="y",
+                                 target_labels=f"file:{tmp_path / 'round1.csv'}")
+    assert n_done == BUDGET and len(plan.rows) == BUDGET + 8
+    assert list(plan.rows[:BUDGET]) == list(first[ROW]) and set(plan.rounds) == {1, 2}
+    todo = pd.read_csv(second.stage_dir("labels") / "to_label.csv")
+    assert list(todo[ROW]) == list(plan.rows) and todo["y"].notna().sum() == BUDGET  # the first round filled in
+    assert set(todo.loc[todo["y"].isna(), ROW]) <= set(np.asarray(plan.details["disagreement"]))
+    todo["y"] = [("a", "b")[truth[r]] for r in todo[ROW]]
+    todo.to_csv(tmp_path / "round2.csv", index=False)
+    third = _next_run(store, "run-3")
+    done = read_labels(third, budget=BUDGET + 8, seed=0, label="y", target_labels=f"file:{tmp_path / 'round2.csv'}")
+    assert done["status"] == "labeled" and len(done["labels"]) == BUDGET + 8 and done["n_unrequested"] == 0
+    assert list(done["plan"].rows) == list(plan.rows)  # the continued plan, found by its rows
+    # the same budget again without a filled file is a new one-round plan, not the continued one
+    assert len(write_plan(_next_run(store, "run-4"), budget=BUDGET + 8, seed=0, label="y").rows) == BUDGET + 8
+
+
+
+# --- the plan and the predictions it is made from ---------------------------------------------------------------
+
+
+def _by_hand(store: StageStore, champion: np.ndarray | None = None) -> TargetPredictions:
+    """The contenders' predictions as the fixture's training stage holds them (LR, DT), read by row, and the served
+    champion's when given: what a plan is made from, assembled here without the stage's reader."""
+    preds = store.read_table("training", "predictions")
+    lr, dt = (preds[preds["learner"] == n].set_index(ROW).sort_index() for n in ("LR", "DT"))
+    P = [lr["predicted"].to_numpy(), dt["predicted"].to_numpy()]
+    proba = [lr[["proba_0", "proba_1"]].to_numpy(), dt[["proba_0", "proba_1"]].to_numpy()]
+    names = ["LR", "DT"]
+    if champion is not None:
+        names.append("champion v3")
+        P.append(champion)
+        proba.append(np.column_stack([1.0 - champion, champion]))
+    return TargetPredictions(names, np.column_stack(P), sum(proba) / len(names), np.array([0, 1]),
+                             served=("champion v3",) if champion is not None else ())
+
+
+def _served_stage(store: StageStore, version: int, predicted: np.ndarray) -> None:
+    """A served stage as ``tasks.served`` writes it: the champion's class and probabilities on every target row."""
+    store.write_stage(SERVED, {"predictions": pd.DataFrame({ROW: np.arange(len(predicted)), "predicted": predicted,
+                                                            "proba_0": 1.0 - predicted, "proba_1": predicted * 1.0})},
+                      key=f"k-served-{version}", params={"model_name": "shop", "version": str(version)}, inputs={})
+
+
+def test_the_plan_is_plan_labels_on_the_stage_predictions_and_to_label_holds_the_rows_as_given(
+        planned: tuple[StageStore, Path]) -> None:
+    store, csv = planned
+    X_s, y_s, X_t = load_xy(store)
+    tp = _by_hand(store)
+    with threadpool_limits(1):
+        ref = plan_labels(tp.names, X_s, y_s, X_t, budget=BUDGET, random_state=0, prior=None, predictions=tp)
+    plan = plan_from_stage(store)
+    assert list(plan.rows) == list(ref.rows) and list(plan.rounds) == list(ref.rounds) == [1] * BUDGET
+    np.testing.assert_allclose(plan.probabilities, ref.probabilities, rtol=0, atol=0)
+    assert (plan.budget, plan.n_target, plan.learners) == (BUDGET, N, ["LR", "DT"])
+    assert list(plan.details["disagreement"]) == list(tp.disagreement)
+    assert set(plan.rows) <= set(tp.disagreement)  # drawn only where the candidates disagree
+    # the file to fill: the row key, the target's columns as the user gave them, an empty label column
+    todo = pd.read_csv(csv)
+    given = pd.read_csv(Path(store.manifest("ingest")["params"]["target"].removeprefix("file:")))
+    assert list(todo.columns) == [ROW, "x1", "x2", "y"] and todo["y"].isna().all()
+    assert list(todo[ROW]) == list(plan.rows)
+    np.testing.assert_allclose(todo[["x1", "x2"]].to_numpy(), given.loc[plan.rows, ["x1", "x2"]].to_numpy())
+    pd.testing.assert_frame_equal(pd.read_parquet(store.stage_dir("labels") / "to_label.parquet")[[ROW, "x1", "x2"]],
+                                  todo[[ROW, "x1", "x2"]])
+    extra = store.manifest("labels")["extra"]
+    assert extra["label"] == "y" and extra["budget"] == BUDGET and extra["n_target"] == N
+    # the same configuration in a later run: the stored plan is adopted, not drawn again
+    again = _next_run(store, "run-2")
+    assert list(write_plan(again, budget=BUDGET, seed=0, label="y").rows) == list(plan.rows)
+    assert again.reused_from("labels") == "run-1"
+    assert list(write_plan(_next_run(store, "run-3"), budget=BUDGET, seed=1, label="y").rows) != list(plan.rows)
+
+
+def test_stage_predictions_read_each_candidate_by_row_and_average_the_probabilities(tmp_path: Path) -> None:
+    """A hand-written training stage: rows out of order, learner B first, classes 9 and 10 (sorted as numbers)."""
+    store = StageStore(tmp_path, "r")
+    preds = pd.DataFrame({ROW: [2, 0, 1, 1, 2, 0], "learner": ["B", "B", "B", "A", "A", "A"],
+                          "predicted": [10, 9, 9, 10, 10, 9],
+                          "proba_10": [0.8, 0.3, 0.4, 0.6, 0.9, 0.2], "proba_9": [0.2, 0.7, 0.6, 0.4, 0.1, 0.8]})
+    store.write_stage("training", {"predictions": preds}, key="k", params={}, inputs={})
+    tp = stage_predictions(store)
+    assert tp.names == ["B", "A"] and list(tp.classes) == [9, 10] and tp.served == ()
+    np.testing.assert_array_equal(tp.predictions, [[9, 9], [9, 10], [10, 10]])  # rows 0, 1, 2; columns B, A
+    np.testing.assert_allclose(tp.proba, [[(0.7 + 0.8) / 2, (0.3 + 0.2) / 2], [(0.6 + 0.4) / 2, (0.4 + 0.6) / 2],
+                                          [(0.2 + 0.1) / 2, (0.8 + 0.9) / 2]])
+    assert list(tp.disagreement) == [1]
+    # the served champion: a third contender, compared but never chosen; a class it has no column for counts 0
+    store.write_stage(SERVED, {"predictions": pd.DataFrame({ROW: [1, 0, 2], "predicted": [10, 10, 9],
+                                                            "proba_9": [0.5, 0.0, 1.0]})},
+                      key="k-s", params={"model_name": "m", "version": "3"}, inputs={})
+    tp = stage_predictions(store)
+    assert tp.names == ["B", "A", "champion v3"] and tp.served == ("champion v3",)
+    np.testing.assert_array_equal(tp.predictions[:, 2], [10, 10, 9])
+    np.testing.assert_allclose(tp.proba, [[(0.7 + 0.8 + 0.0) / 3, 0.5 / 3], [(0.6 + 0.4 + 0.5) / 3, 1.0 / 3],
+                                          [(0.2 + 0.1 + 1.0) / 3, 1.7 / 3]])
+    assert list(tp.disagreement) == [0, 1, 2]
+    assert stage_predictions(store, with_served=False).names == ["B", "A"]
+    # a labels stage planned without the champion keeps it out; one planned with it keeps it in
+    for learners, names in ((["B", "A"], ["B", "A"]), (["B", "A", "champion v3"], ["B", "A", "champion v3"])):
+        store.write_stage("labels", {}, key="k-l", params={}, inputs={}, extra={"learners": learners})
+        assert stage_predictions(store).names == names
+        assert stage_predictions(store, with_served=True).names == ["B", "A", "champion v3"]
+
+
+def test_a_run_with_a_served_champion_plans_with_it_and_still_finds_a_plan_made_before_it(
+        planned: tuple[StageStore, Path], tmp_path: Path) -> None:
+    store, csv = planned  # run-1: planned before any champion served
+    yes = np.ones(N, dtype=int)
+    _filled(csv, tmp_path / "f1.csv", value="b")
+    later = _next_run(store, "run-2")
+    _served_stage(later, 3, yes)
+    assert stage_predictions(later).names == ["LR", "DT", "champion v3"]  # no labels stage yet: a contender
+    got = read_labels(later, budget=BUDGET, seed=0, label="y", target_labels=str(tmp_path / "f1.csv"))
+    assert got["status"] == "labeled" and got["plan"].learners == ["LR", "DT"] and got["n_unrequested"] == 0
+    assert later.reused_from("labels") == "run-1" and stage_predictions(later).names == ["LR", "DT"]
+    # a new plan in a run where v3 serves: the champion is a contender, its disagreements are drawn from too
+    fresh = _next_run(store, "run-3")
+    _served_stage(fresh, 3, yes)
+    with threadpool_limits(1):
+        plan = write_plan(fresh, budget=BUDGET, seed=0, label="y")
+        X_s, y_s, X_t = load_xy(fresh)
+        tp = _by_hand(fresh, champion=yes)
+        ref = plan_labels(tp.names, X_s, y_s, X_t, budget=BUDGET, random_state=0, prior=None, predictions=tp)
+    assert plan.learners == ["LR", "DT", "champion v3"] and list(plan.rows) == list(ref.rows)
+    assert fresh.manifest("labels")["inputs"]["served"] == fresh.file_hash(SERVED, "predictions.parquet")
+    rows3 = set(plan.rows.tolist())
+    assert rows3 - set(pd.read_csv(csv)[ROW])  # the two plans differ (else the next case shows nothing)
+    _filled(fresh.stage_dir("labels") / "to_label.csv", tmp_path / "f3.csv", value="a")
+    # another version serves now: the file's rows are run-3's plan, and the champion is what differs
+    other = _next_run(store, "run-4")
+    _served_stage(other, 4, 1 - yes)
+    msg = _refused(other, "are not rows this configuration's plan asked for", target_labels=str(tmp_path / "f3.csv"))
+    assert ("The file's rows are those of the plan written by run run-3, whose configuration differs in: the served "
+            "champion (another version serves now).") in msg
+    # the same champion: the plan made with it is found
+    same = _next_run(store, "run-5")
+    _served_stage(same, 3, yes)
+    found = read_labels(same, budget=BUDGET, seed=0, label="y", target_labels=str(tmp_path / "f3.csv"))
+    assert found["plan"].learners == ["LR", "DT", "champion v3"] and set(found["labels"]) == rows3
+
+
+def test_without_a_budget_a_filled_file_answers_the_newest_plan_of_its_inputs_and_seed(
+        planned: tuple[StageStore, Path], tmp_path: Path) -> None:
+    store, _ = planned
+    bigger = _next_run(store, "run-2")
+    plan20 = write_plan(bigger, budget=20, seed=0, label="y")
+    old = store.stage_dir("labels") / "manifest.json"
+    os.utime(old, (old.stat().st_atime, bigger.stage_dir("labels").joinpath("manifest.json").stat().st_mtime - 60))
+    _filled(bigger.stage_dir("labels") / "to_label.csv", tmp_path / "f.csv", value="a")
+    got = read_labels(_next_run(store, "run-3"), budget=None, seed=0, label="y", target_labels=str(tmp_path / "f.csv"))
+    assert got["status"] == "labeled" and list(got["plan"].rows) == list(plan20.rows) and got["plan"].budget == 20
+    assert got["n_unrequested"] == 0 and len(got["labels"]) == 20
+    # no plan of this seed at all: refused, with no budget in the words
+    msg = _refused(_next_run(store, "run-4"), "no stored label plan", budget=None, seed=5,
+                   target_labels=str(tmp_path / "f.csv"))
+    assert "(same source, target, learners, seed): run with --label-budget first" in msg
+
+
+def test_a_budget_that_adds_no_row_to_the_earlier_round_is_refused_naming_the_budget_to_resume_with(
+        planned: tuple[StageStore, Path], tmp_path: Path) -> None:
+    store, csv = planned
+    _filled(csv, tmp_path / "f.csv", value="a")
+    second = _next_run(store, "run-2")
+    earlier = read_labels(second, budget=BUDGET + 1, seed=0, label="y", target_labels=str(tmp_path / "f.csv"))
+    assert earlier["status"] == "continue" and earlier["earlier"]["params"]["budget"] == BUDGET
+    with pytest.raises(LabelsInputError, match=rf"label_budget={BUDGET} adds no row to the {BUDGET} already planned "
+                       rf"\(.*\): resume with --label-budget {BUDGET} and the filled file"):
+        continue_plan(second, earlier["earlier"], budget=BUDGET, seed=0, label="y",
+                      target_labels=str(tmp_path / "f.csv"))
+    assert not second.stage_dir("labels").exists()
+
+
+# --- reading a filled file ---------------------------------------------------------------------------------------
+
+
+def test_file_rows_are_the_numeric_keys_with_a_filled_label_and_nothing_when_unreadable(tmp_path: Path) -> None:
+    pd.DataFrame({ROW: ["3", "x", "5", "7", "9"], "y": ["a", "b", None, "a", "b"]}).to_csv(tmp_path / "f.csv",
+                                                                                           index=False)
+    assert _file_rows(str(tmp_path / "f.csv"), "y") == {3, 7, 9}  # 'x' is no row key; row 5 is empty
+    assert _file_rows(f"file:{tmp_path / 'f.csv'}", "y") == {3, 7, 9}
+    assert _file_rows(str(tmp_path / "f.csv"), "label") == set()  # no such column: a diagnosis, not an error
+    assert _file_rows(str(tmp_path / "missing.csv"), "y") == set()
+
+
+def test_the_resume_form_asks_for_the_filled_file_with_the_file_to_fill_as_its_default() -> None:
+    form = labels_form("/runs/r1/labels/to_label.csv")
+    assert issubclass(form, FilledLabels)
+    assert form().target_labels == "/runs/r1/labels/to_label.csv"
+    assert form(target_labels="file:/elsewhere.csv").target_labels == "file:/elsewhere.csv"
+    assert form._description == ("Fill the label column of /runs/r1/labels/to_label.csv, then resume with its path: "
+                                 "selection runs with 'fewlabel' deciding.")
+    with pytest.raises(ValueError, match="target_labels"):
+        FilledLabels()  # the plain form has no default
+
+
+# --- the task: what it returns and logs on the parent run ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mlflow_store(tmp_path_factory) -> tuple[str, MlflowClient, str]:
+    """One sqlite MLflow store for the module (creating its schema takes seconds) and an experiment in it."""
+    root = tmp_path_factory.mktemp("labels-mlflow")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    return uri, client, client.create_experiment("labels", artifact_location=(root / "art").as_uri())
+
+
+@pytest.fixture
+def tables(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """The Prefect table artifacts the task creates (recorded here: no Prefect API in these tests)."""
+    made: list[dict] = []
+    monkeypatch.setattr(tasks.labels, "create_table_artifact", lambda **kw: made.append(kw))
+    return made
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_task_plans_then_reads_the_filled_file_logging_both_on_the_parent_run(
+        planned: tuple[StageStore, Path], tmp_path: Path, mlflow_store, tables) -> None:
+    uri, client, exp = mlflow_store
+    store, _ = planned
+    parent = client.create_run(exp).info.run_id
+    ctx = RunContext(uri, exp, parent, "", 0)
+    run2 = _next_run(store, "run-2")
+    out = labels.fn(run2, ctx=ctx, budget=BUDGET, label="y", target_labels=None)
+    plan = plan_from_stage(run2)
+    csv = run2.stage_dir("labels") / "to_label.csv"
+    assert out == {"status": "awaiting_labels", "csv": str(csv), "parquet": str(csv.with_suffix(".parquet")),
+                   "n_rows": BUDGET, "n_prefilled": 0, "budget": BUDGET, "n_planned": BUDGET,
+                   "n_disagreement": len(_by_hand(run2).disagreement)}
+    preds = run2.read_table("training", "predictions").pivot(index=ROW, columns="learner", values="predicted")
+    n_disagree = int((preds["LR"] != preds["DT"]).sum())
+    data = client.get_run(parent).data
+    assert data.metrics == {"labels.budget": BUDGET, "labels.n_requested": BUDGET, "labels.n_disagreement": n_disagree}
+    plan_sha = _sha(run2.stage_dir("labels") / "plan.parquet")
+    assert data.tags["labels.plan_sha256"] == plan_sha
+    assert [a.path for a in client.list_artifacts(parent, "labels")] == ["labels/plan.parquet"]
+    assert len(tables) == 1 and tables[0]["key"] == "labels-to-fill" and str(csv) in tables[0]["description"]
+    assert tables[0]["table"] == plan.to_frame().to_dict("records")
+
+    # filled: 3 rows left empty, and one row the plan did not ask for (a uniform draw)
+    df = _filled(csv, tmp_path / "f.csv", value="b")
+    df.loc[df.index[:3], "y"] = None
+    extra = next(r for r in range(N) if r not in set(plan.rows.tolist()))
+    df = pd.concat([df, pd.DataFrame({ROW: [extra], "y": ["a"]})], ignore_index=True)
+    df.to_csv(tmp_path / "f.csv", index=False)
+    parent2 = client.create_run(exp).info.run_id
+    got = labels.fn(_next_run(store, "run-3"), ctx=RunContext(uri, exp, parent2, "", 0), budget=BUDGET, label="y",
+                    target_labels=f"file:{tmp_path / 'f.csv'}")
+    assert got["status"] == "labeled" and list(got["plan"].rows) == list(plan.rows)
+    assert got["labels"] == {int(r): 1 for r in df[ROW].iloc[3:BUDGET]} | {extra: 0}
+    assert (got["n_empty"], got["n_unrequested"], got["n_requested_empty"]) == (3, 1, 3)
+    data = client.get_run(parent2).data
+    assert data.metrics == {"labels.n_filled": BUDGET - 3 + 1, "labels.n_empty": 3, "labels.n_unrequested": 1,
+                            "labels.n_requested": BUDGET}
+    assert data.tags["labels.labels_sha256"] == _sha(tmp_path / "f.csv") == got["labels_sha256"]
+    assert data.tags["labels.plan_sha256"] == plan_sha == got["plan_sha256"]
+    assert len(tables) == 1  # reading labels back makes no table to fill
+
+
+def test_the_task_plans_the_next_round_counting_the_rows_labeled_before(
+        planned: tuple[StageStore, Path], tmp_path: Path, mlflow_store, tables) -> None:
+    uri, client, exp = mlflow_store
+    store, csv = planned
+    _filled(csv, tmp_path / "f.csv", value="a")
+    parent = client.create_run(exp).info.run_id
+    out = labels.fn(_next_run(store, "run-2"), ctx=RunContext(uri, exp, parent, "", 0), budget=BUDGET + 8,
+                    label="y", target_labels=str(tmp_path / "f.csv"))
+    assert out["status"] == "awaiting_labels" and (out["n_planned"], out["n_prefilled"]) == (BUDGET + 8, BUDGET)
+    assert out["n_rows"] == 8 and out["budget"] == BUDGET + 8
+    todo = pd.read_csv(out["csv"])
+    assert todo["y"].notna().sum() == BUDGET and list(todo[ROW][:BUDGET]) == list(pd.read_csv(csv)[ROW])
+    # the next round is plan_labels continuing run-1's plan with the file's labels ('a' is code 0), no prior
+    X_s, y_s, X_t = load_xy(store)
+    plan0 = plan_from_stage(store)
+    with threadpool_limits(1):
+        ref = plan_labels(["LR", "DT"], X_s, y_s, X_t, budget=BUDGET + 8, random_state=0, prior=None,
+                          predictions=_by_hand(store),
+                          already_labeled=(plan0, pd.Series({int(r): 0 for r in plan0.rows}, dtype=object)))
+    assert list(todo[ROW]) == list(ref.rows) and list(pd.read_parquet(Path(out["csv"]).parent / "plan.parquet")[
+        "probability"]) == pytest.approx(list(ref.probabilities), abs=0)
+    m = client.get_run(parent).data.metrics
+    assert (m["labels.budget"], m["labels.n_requested"]) == (BUDGET + 8, BUDGET + 8)
+
+
+def test_the_task_without_a_budget_or_a_file_asks_for_the_budget(planned: tuple[StageStore, Path],
+                                                                 mlflow_store) -> None:
+    store = _next_run(planned[0], "run-2")
+    with pytest.raises(LabelsInputError, match="set label_budget to plan which target rows to label"):
+        labels.fn(store, ctx=RunContext(mlflow_store[0], mlflow_store[2], "", "", 0), budget=None, label="y",
+                  target_labels=None)
+    assert not store.stage_dir("labels").exists()
