@@ -198,7 +198,8 @@ def with_retries(fn: Any, *args: Any, attempts: int = 4, base_delay: float = 0.5
 
 def log_metrics(client: Any, run_id: str, metrics: Mapping[str, Any], *, skip_missing: bool = False) -> None:
     """Log ``metrics`` (name → number) on ``run_id`` in one ``log_batch`` call (one round trip, retried);
-    ``skip_missing`` leaves out None and NaN values instead of logging NaN."""
+    ``skip_missing`` leaves out None and NaN values (without it NaN is logged as NaN and None is refused by
+    ``float``: pass it wherever a value may be missing)."""
     from mlflow.entities import Metric
 
     ts = int(time.time() * 1000)
