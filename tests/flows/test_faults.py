@@ -18,6 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # the session's Prefect API (prefect_harness) takes about 30 s to start: no default test starts it
 def test_flow_fails_fast_on_unreachable_tracking_server(prefect_harness, tmp_path):
     from flows.config import RetrainConfig
     from flows.retrain import retrain

@@ -419,6 +419,7 @@ def _small_run(tmp_path: Path, **extra: object) -> RetrainConfig:
                          experiment="door", **extra)
 
 
+@pytest.mark.slow  # the session's Prefect API (prefect_harness) takes about 30 s to start: no default test starts it
 def test_a_failure_mid_run_leaves_finished_stages_and_a_failed_parent_run(prefect_harness, tmp_path, monkeypatch):
     """The documented rule for a failure after preflight: stages that finished stay (a rerun reuses them), the
     failing stage leaves no folder, and the MLflow parent run is FAILED with the error in ``shiftflow.error``."""
@@ -447,6 +448,7 @@ def test_a_failure_mid_run_leaves_finished_stages_and_a_failed_parent_run(prefec
     assert parent.data.tags["shiftflow.simulate_bias"] == "none"
 
 
+@pytest.mark.slow  # the session's Prefect API (prefect_harness) takes about 30 s to start: no default test starts it
 def test_max_run_seconds_stops_the_run_with_the_reason_on_the_parent_run(prefect_harness, tmp_path, monkeypatch):
     """Issue 31: a run past ``max_run_seconds`` stops (no stage starts after it), the finished stages stay, and the
     MLflow parent run is FAILED with the reason; a drift stage made to take 60 s stands for a long stage."""

@@ -18,6 +18,7 @@ def test_outside_a_flow_run_nothing_is_sent():
     assert emit("shiftflow.champion.kept", "m", {"p_better": 0.5}) is False
 
 
+@pytest.mark.slow  # the session's Prefect API (prefect_harness) takes about 30 s to start: no default test starts it
 def test_events_are_read_back_from_prefects_api(events_to_the_harness):  # noqa: ARG001
     from prefect import flow
     from prefect.client.orchestration import get_client
