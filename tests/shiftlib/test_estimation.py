@@ -507,6 +507,7 @@ def test_isotonic_map_fit_on_presorted_rows_equals_the_sorting_fit():
                                       IsotonicMap().fit(x, y).predict(q))
 
 
+@pytest.mark.heavy
 def test_needs_calibration_equals_nannymls_check_computed_with_scikit_learn():
     """``needs_calibration`` against NannyML's steps written with scikit-learn (the independent computation):
     ``roc_auc_score`` > 0.999 → False; else ``IsotonicRegression(out_of_bounds="clip")`` fitted on the training
