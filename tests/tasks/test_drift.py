@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from mlflow.tracking import MlflowClient
 from sklearn.datasets import load_breast_cancer
 from threadpoolctl import threadpool_limits
 
@@ -45,16 +44,6 @@ def _store(root, run_id, X_s, y_s, X_t) -> StageStore:
     tgt = X_t.assign(**{ROW: np.arange(len(X_t))})
     s.write_stage("ingest", {"source": src, "target": tgt}, key="k-ingest", params={}, inputs={})
     return s
-
-
-@pytest.fixture(scope="module")
-def mlflow_parent(tmp_path_factory):
-    """One MLflow store for the module (creating its tables costs seconds); each test makes its parent runs."""
-    tmp = tmp_path_factory.mktemp("mlflow")
-    uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    client = MlflowClient(uri)
-    exp = client.create_experiment("drift", artifact_location=(tmp / "art").as_uri())
-    return uri, client, exp, lambda: client.create_run(exp).info.run_id
 
 
 @pytest.fixture

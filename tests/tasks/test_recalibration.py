@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from mlflow.tracking import MlflowClient
 from sklearn.base import clone
 from sklearn.datasets import load_breast_cancer
 from threadpoolctl import threadpool_limits
@@ -51,16 +50,6 @@ def _store(root, run_id, refs, label="diagnosis") -> StageStore:
     w = np.random.default_rng(1).uniform(0.2, 2.0, n)
     s.write_stage("weights", {"weights": pd.DataFrame({ROW: np.arange(n), "kmm": w})}, key="k-w", params={}, inputs={})
     return s
-
-
-@pytest.fixture(scope="module")
-def mlflow_parent(tmp_path_factory):
-    """One MLflow store for the module (creating its tables costs seconds); each test makes its parent runs."""
-    tmp = tmp_path_factory.mktemp("mlflow")
-    uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    client = MlflowClient(uri)
-    exp = client.create_experiment("recal", artifact_location=(tmp / "art").as_uri())
-    return uri, client, exp, lambda: client.create_run(exp).info.run_id
 
 
 @pytest.fixture
