@@ -18,7 +18,6 @@ no earlier rule used. The rule below was written into the report before any resu
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -31,8 +30,7 @@ from replications.label_budget._core import (
     GROUPS,
     QUICK,
     Case,
-    _quiet_single_thread,
-    case_makers,
+    collect,
     group_predictions,
 )
 from shiftlib.selection import fewlabel_select, plan_labels, source_cv, target_predictions
@@ -225,15 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     prefix = ("label_budget_peers" + ("_quick" if a.quick else "")
               + ("_seeds" + "_".join(map(str, a.seeds)) if a.seeds else ""))
     t0, c0 = time.perf_counter(), time.process_time()
-    rows, infos = [], []
-    makers, _ = case_makers(args, groups, seeds)
-    with _quiet_single_thread():
-        for name, seed, mk in makers:
-            r, info = run_case(mk(), args)
-            rows += r
-            infos.append(info)
-            print(f"{name} seed {seed}: D={info['n_disagreement']}/{info['n_batch']} eps={info['eps']:.3f} "
-                  f"{info['seconds']}s", file=sys.stderr, flush=True)
+    rows, infos, _ = collect(args, groups, seeds, run_case)
     df = pd.DataFrame(rows)
     df.to_csv(out / f"{prefix}.csv", index=False)
     pd.DataFrame(infos).to_csv(out / f"{prefix}_cases.csv", index=False)

@@ -316,6 +316,7 @@ def collect(args: argparse.Namespace, groups: dict[str, list[str]], seeds: list[
             r, info = run_one(mk(), args)
             rows += r
             infos.append(info)
-            print(f"{name} seed {seed}: D={info['n_disagreement']}/{info['n_batch']} {info['seconds']}s",
+            eps = f" eps={info['eps']:.3f}" if "eps" in info else ""  # the peers' study reports its ε
+            print(f"{name} seed {seed}: D={info['n_disagreement']}/{info['n_batch']}{eps} {info['seconds']}s",
                   file=sys.stderr, flush=True)
     return rows, infos, notes
