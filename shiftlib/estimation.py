@@ -323,21 +323,17 @@ class IsotonicMap:
         from scipy.optimize import isotonic_regression
 
         x, y = np.asarray(x, float).ravel(), np.asarray(y, float).ravel()
-        if presorted and sample_weight is None:
-            first = _groups(x)
-            group = np.cumsum(first) - 1
-            wu = np.bincount(group)
-            yu = np.bincount(group, y) / wu
-        else:
+        w = None
+        if not (presorted and sample_weight is None):
             w = np.ones_like(x) if sample_weight is None else np.asarray(sample_weight, float).ravel()
             keep = w > 0
             x, y, w = x[keep], y[keep], w[keep]
             order = np.lexsort((y, x))
             x, y, w = x[order], y[order], w[order]
-            first = _groups(x)
-            group = np.cumsum(first) - 1
-            wu = np.bincount(group, w)
-            yu = np.bincount(group, w * y) / wu
+        first = _groups(x)
+        group = np.cumsum(first) - 1
+        wu = np.bincount(group, w)
+        yu = np.bincount(group, y if w is None else w * y) / wu
         fitted = isotonic_regression(yu, weights=wu, increasing=True).x
         if self.y_min is not None or self.y_max is not None:
             fitted = np.clip(fitted, -np.inf if self.y_min is None else self.y_min,
