@@ -22,11 +22,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import pandas as pd
-from threadpoolctl import threadpool_limits
 
 from replications import replicate_decisions as R
 from replications._common import code_stamp, md_table, rdata
@@ -177,7 +175,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="reports")
     args = ap.parse_args(argv)
-    R.TABLES.update(HELD_TABLES)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     prefix = "decisions_heldout_quick" if args.quick else "decisions_heldout"
@@ -188,23 +185,13 @@ def main(argv: list[str] | None = None) -> int:
     names = ("LR", "NB", "DT") if args.quick else R.LEARNERS
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     code = code_stamp(R.MEASURED_MODULES)
+    R.TABLES.update(HELD_TABLES)
     t0 = time.perf_counter()
-    nights: list[dict] = []
-    cells: list[dict] = []
-    enc: dict[tuple[str, tuple[str, ...]], R.Encoded] = {}
-    with threadpool_limits(1), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for s in seqs:
-            t = time.perf_counter()
-            r, c = R.run_sequence(s, enc.setdefault((s.table, s.drop), R.encode(s.table, s.drop)), args.seed, names)
-            nights += r
-            cells += c
-            print(f"{s.name}: {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
-        for c in cases:
-            t = time.perf_counter()
-            cells += R.run_overlap_case(c, enc.setdefault((c.table, ()), R.encode(c.table)), args.seed, names)
-            print(f"{c.name}: {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
-    nights_df, cells_df = pd.DataFrame(nights), pd.DataFrame(cells)
+    try:
+        nights_df, cells_df = R.replay(seqs, cases, args.seed, names)
+    finally:  # the in-sample table registry stays as it was
+        for t in HELD_TABLES:
+            R.TABLES.pop(t, None)
     nights_df.to_csv(out / f"{prefix}_nights.csv", index=False)
     cells_df.to_csv(out / f"{prefix}_overlap.csv", index=False)
     stamp = (f"This run: `python -m replications.decisions_heldout{' --quick' if args.quick else ''}` (seed "

@@ -1624,23 +1624,7 @@ def main(argv: list[str] | None = None) -> int:
     args.started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(f"started {args.started}", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
-    nights: list[dict] = []
-    cells: list[dict] = []
-    enc_cache: dict[tuple[str, tuple[str, ...]], Encoded] = {}
-    with threadpool_limits(1), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for s in seqs:
-            t = time.perf_counter()
-            enc = enc_cache.setdefault((s.table, s.drop), encode(s.table, s.drop))
-            r, c = run_sequence(s, enc, args.seed, names)
-            nights += r
-            cells += c
-            print(f"{s.name}: {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
-        for c in cases:
-            t = time.perf_counter()
-            cells += run_overlap_case(c, enc_cache.setdefault((c.table, ()), encode(c.table)), args.seed, names)
-            print(f"{c.name}: {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
-    nights_df, cells_df = pd.DataFrame(nights), pd.DataFrame(cells)
+    nights_df, cells_df = replay(seqs, cases, args.seed, names)
     nights_df.to_csv(out / f"{prefix}nights.csv", index=False)
     cells_df.to_csv(out / f"{prefix}overlap.csv", index=False)
     elapsed = time.perf_counter() - t0
@@ -1649,6 +1633,29 @@ def main(argv: list[str] | None = None) -> int:
     dedicated = cells_df[cells_df.source == "dedicated"].groupby("case").domain_auc.first().reset_index()
     print(write_report(out, prefix, nights_df, cells_df, dedicated, args, elapsed))
     return 0
+
+
+def replay(seqs: list[SeqSpec], cases: list[OverlapSpec], seed: int, names: tuple[str, ...]
+           ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every sequence's nights (``run_sequence``) and every no-overlap cell (the sequences' and the dedicated
+    cases', ``run_overlap_case``), one thread, each table encoded once; a line per sequence and case on stderr."""
+    nights: list[dict] = []
+    cells: list[dict] = []
+    enc_cache: dict[tuple[str, tuple[str, ...]], Encoded] = {}
+    with threadpool_limits(1), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for s in seqs:
+            t = time.perf_counter()
+            enc = enc_cache.setdefault((s.table, s.drop), encode(s.table, s.drop))
+            r, c = run_sequence(s, enc, seed, names)
+            nights += r
+            cells += c
+            print(f"{s.name}: {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
+        for c in cases:
+            t = time.perf_counter()
+            cells += run_overlap_case(c, enc_cache.setdefault((c.table, ()), encode(c.table)), seed, names)
+            print(f"{c.name}: {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
+    return pd.DataFrame(nights), pd.DataFrame(cells)
 
 
 def report_again(out: Path, prefix: str, args: argparse.Namespace) -> int:
