@@ -68,21 +68,15 @@ FOLD_SCORES = Read(STAGE, "fold_scores.parquet", None, optional=True,
                    why="fixed by the ingest and training inputs, and the seed and k it is checked against")
 
 
-def compute_estimates(store: StageStore, *, method: str, seed: int, k: int, confidence: float,
-                      n_boot: int, rows: int | None = None) -> pd.DataFrame:
-    """The stage table: ``shiftlib.estimation`` on every candidate of the training stage (weighted candidates
-    fitted with their weights, as trained), on the selection subsample of at most ``rows`` source and target
-    rows (``tasks.ingest.selection_data``): above that size the estimate is that of the candidate's recipe
-    fitted on ``rows`` rows."""
-    return _compute(store, method=method, seed=seed, k=k, confidence=confidence, n_boot=n_boot, rows=rows)[0]
-
-
 def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: float, n_boot: int,
              rows: int | None, n_jobs: int = 1) -> tuple[pd.DataFrame, pd.DataFrame | None, dict[str, pd.DataFrame]]:
     """The stage table, the source-CV fold scores (``fold_scores``: candidate, fold, accuracy) when the
     estimates were computed on every source row by learners that ignore the target rows (the selection
     stage's SCV then reads them instead of refitting, ``shiftlib.estimation.shared_source_cv``), and the
-    stored predictions as tables (:func:`prediction_tables`)."""
+    stored predictions as tables (:func:`prediction_tables`). Every candidate of the training stage is estimated
+    (weighted ones fitted with their weights, as trained) on the selection subsample of at most ``rows`` source and
+    target rows (``tasks.ingest.selection_data``): above that size the estimate is that of the candidate's recipe
+    fitted on ``rows`` rows."""
     log, t0 = run_logger(), time.monotonic()
     data = selection_data(store, seed, rows)
     specs = read_training(store).specs()
