@@ -441,12 +441,15 @@ def _promotes(decision: str) -> bool:
 
 
 def labels_path(preds: list[Any], new: Version, ch: Version, cP: Any, Xs: pd.DataFrame, ys: np.ndarray,
-                Xt: pd.DataFrame, yt: np.ndarray, seed: int) -> dict[str, Any]:
+                Xt: pd.DataFrame, yt: np.ndarray, seed: int, *, pair: bool = False) -> dict[str, Any]:
     """Revision 3's labels run on an undecided night (``REV3_MD``, step 2): the plan over the night's candidates
     (``preds``, their fits on the whole source) and the served champion (``cP``: its probabilities on the batch)
     as ``tasks/labels.py:stage_predictions`` builds it, :data:`LABEL_BUDGET` rows planned by ``plan_labels``, each
     filled with the batch's true label, and the labels' estimate of new − champion accuracy as
-    ``tasks/champion.py:label_difference`` computes it. Returns the numbers as row columns."""
+    ``tasks/champion.py:label_difference`` computes it. Returns the numbers as row columns. ``pair``: the plan's
+    contenders are the new version and the champion only (``decisions_pair``'s pair arm)."""
+    if pair:
+        preds = [P for P in preds if P.learner == new.learner]
     from shiftlib.selection.fewlabel import (
         DEFAULT_ESTIMATOR,
         DEFAULT_VARIANCE,
@@ -538,6 +541,25 @@ def _gate_columns(dec: Any, cP: Any, new: Version) -> dict[str, Any]:
                                                          np.argmax(new.stored.proba_target, axis=1)))}
 
 
+def _pair_arm(preds: list[Any], new: Version, ch: Version, cP: Any, Xs: pd.DataFrame, ys: np.ndarray,
+              Xt: pd.DataFrame, yt: np.ndarray, night: _Night, champion_auc: float) -> dict[str, Any]:
+    """``decisions_pair``'s pair arm on an undecided night of revision 3: the same labels path with the plan's
+    contenders the new version and the champion only; what it would decide, as ``pair_*`` columns (the replay
+    follows revision 3's own decision)."""
+    from shiftlib.decisions import gate
+
+    try:
+        lab = labels_path(preds, new, ch, cP, Xs, ys, Xt, yt, night.seed, pair=True)
+        dec = gate(new.stored, cP, confidence=CONFIDENCE, shared_source=night.shared(ch), new_auc=night.new_auc,
+                   champion_auc=champion_auc, labels=(lab["label_difference"], lab["label_se"], lab["labels_asked"]),
+                   random_state=night.seed)
+    except Exception as e:  # noqa: BLE001 - recorded and reported as a bug of the arm
+        return {"pair_decision": "error", "pair_reason": f"{type(e).__name__}: {e}"}
+    return {"pair_decision": dec.decision, "pair_p_better": dec.p_better, "pair_labels_asked": lab["labels_asked"],
+            "pair_label_difference": lab["label_difference"], "pair_label_se": lab["label_se"],
+            "pair_difference_se": dec.details.get("difference_se")}
+
+
 def run_sequence(spec: SeqSpec, enc: Encoded, seed: int, names: tuple[str, ...]) -> tuple[list[dict], list[dict]]:
     """Replay one sequence (rule: "The replay"; revision 3: ``REV3_MD``): one row per gated night and gate
     (today, new = revision 2, rev3), and the no-overlap rows of the nights whose domain AUC is ≥
@@ -612,6 +634,7 @@ def run_sequence(spec: SeqSpec, enc: Encoded, seed: int, names: tuple[str, ...])
                     else:
                         row |= free | lab | {k: dec.details.get(k) for k in ("difference", "difference_se",
                                                                              "prior_weight")}
+                        row |= _pair_arm(preds, new, ch, cP, Xs, ys, Xt, yt, night, desc["champion_auc"])
                 elif err is None and g == "rev3":
                     row |= {"decision_free": dec.decision, "p_better_free": dec.p_better, "labels_asked": 0}
                 if err is not None:
