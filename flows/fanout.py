@@ -40,10 +40,11 @@ def run_mapped(task: Any, args: tuple[Any, ...], items: Sequence[tuple[Any, ...]
 
 @contextmanager
 def stage_clock(timings: dict[str, float], peaks: dict[str, float], stage: str) -> Iterator[None]:
-    """Record the wall seconds of ``stage`` in ``timings`` and the process's peak RSS (GiB) so far in ``peaks``."""
+    """Record the wall seconds of ``stage`` in ``timings`` (added up when a stage is entered again, as selection
+    is by a pair plan's run) and the process's peak RSS (GiB) so far in ``peaks``."""
     t0 = time.monotonic()
     try:
         yield
     finally:
-        timings[stage] = round(time.monotonic() - t0, 3)
+        timings[stage] = round(timings.get(stage, 0.0) + time.monotonic() - t0, 3)
         peaks[stage] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 3)

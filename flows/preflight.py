@@ -184,6 +184,9 @@ def _preflight(config: RetrainConfig) -> Checked:
         check_label_budget(config.label_budget, prepared.n_target)
     if config.target_labels is not None:
         _check_filled(config, list(prepared.classes), prepared.n_target)
+    if config.label_plan != "candidates" and config.label_budget is None and config.target_labels is None:
+        notes.append(f"label_plan={config.label_plan!r} has no effect without --label-budget (or --target-labels): "
+                     "no labels are planned")
     counts = Counter(prepared.classes[i] for i in prepared.source_y.tolist())
     notes += check_classes(counts, config.label, max_classes=config.max_classes)
     plan = check_sizes(counts, prepared.n_target, config.learners, cv_folds=config.cv_folds,

@@ -183,8 +183,8 @@ def _prepare(run: _Run) -> dict[str, Any]:
 def _decide(run: _Run, prep: dict[str, Any], labeled: dict[str, Any] | None) -> dict[str, Any]:
     """selection → recalibration → the served model's estimate → champion."""
     config, ctx = run.config, run.ctx
-    with run.stage("selection"):
-        chosen = _selection(run, prep["run_ids"], labeled)
+    with run.stage("selection"):  # a pair plan's labels decide the gate only: the label-free choice stands
+        chosen = _selection(run, prep["run_ids"], None if labeled is None or labeled.get("pair") else labeled)
     recal = None
     with run.stage("recalibration"):
         if config.undersample is not None:
@@ -280,7 +280,23 @@ def _awaiting(run: _Run, prep: dict[str, Any], labeled: dict[str, Any]) -> dict[
             "reused_stages": reused_stages(run.store, training_reused=all(r["reused"] for r in prep["results"]))}
 
 
-def _labels(run: _Run) -> dict[str, Any] | None:
+def _pair(run: _Run, prep: dict[str, Any], contender: dict[str, Any] | None) -> str | None:
+    """The candidate of a pair plan (``label_plan='pair'``): the label-free choice, which the labels then weigh
+    against the served champion; None for a plan over every candidate (also without a champion to weigh)."""
+    if run.config.label_plan != "pair":
+        return None
+    if contender is None:
+        run.log.warning("labels: label_plan='pair' but no champion of this model serves: the plan covers every "
+                        "candidate, and the labels choose the model")
+        return None
+    with run.stage("selection"):  # label-free, as the undecided run chose (found in the stage store)
+        chosen = _selection(run, prep["run_ids"], None)["chosen"]
+    run.log.info("labels: a plan for the pair %s and %s (label_plan='pair'): the labels decide the gate, the "
+                 "label-free choice stands", chosen, contender["name"])
+    return str(chosen)
+
+
+def _labels(run: _Run, prep: dict[str, Any]) -> dict[str, Any] | None:
     """The few-target-labels step (label_budget / target_labels), or None. A deployment run suspends until the
     filled file's path arrives through the Prefect UI form; on resume the flow starts again from the top and
     every stage above is found in this run's stage store."""
@@ -290,16 +306,17 @@ def _labels(run: _Run) -> dict[str, Any] | None:
         return None
     with run.stage("served"):  # the champion is a contender of the plan: its labels decide an undecided gate
         contender = served(run.store, ctx=ctx, model_name=registered_name(run))
-    if contender is not None:
+    pair = _pair(run, prep, contender)
+    if contender is not None and pair is None:
         run.log.info("labels: %s of %s is planned beside the candidates", contender["name"], contender["model_name"])
     labeled = labels(run.store, ctx=ctx, budget=config.label_budget, label=config.label,
-                     target_labels=config.target_labels, k=config.selection_folds)
+                     target_labels=config.target_labels, k=config.selection_folds, pair=pair)
     if labeled["status"] == "awaiting_labels" and runtime.deployment.id is not None:
         with_retries(_client(uri).set_tag, parent, "shiftflow.suspended_for_labels", labeled["csv"])
         filled = suspend_flow_run(wait_for_input=labels_form(labeled["csv"]))
         with_retries(_client(uri).delete_tag, parent, "shiftflow.suspended_for_labels")  # resumed
         labeled = labels(run.store, ctx=ctx, budget=config.label_budget, label=config.label,
-                         target_labels=filled.target_labels, k=config.selection_folds)
+                         target_labels=filled.target_labels, k=config.selection_folds, pair=pair)
     return labeled
 
 
@@ -371,7 +388,7 @@ def retrain(config: RetrainConfig = RetrainConfig()) -> dict[str, Any]:  # noqa:
                  conc.max_workers, conc.threads_per_task, conc.cores)
         with time_limit(config.max_run_seconds, store, run.timings):
             prep = _prepare(run)
-            labeled = _labels(run)
+            labeled = _labels(run, prep)
             if labeled is not None and labeled["status"] == "awaiting_labels":  # CLI: a rerun with labels resumes
                 return _awaiting(run, prep, labeled)
             summary = _summary(run, prep, _decide(run, prep, labeled))

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DECISIONS",
+    "LABEL_PLANS",
+    "UNDECIDED_LABEL_PLAN",
     "LOW_ESS_SHARE",
     "OVERLAP_AUC",
     "OUTSIDE_SHARE",
@@ -82,6 +84,15 @@ LOW_ESS_SHARE = 0.05
 OUTSIDE_SHARE = 0.10
 #: the decisions the gate takes
 DECISIONS = ("promoted", "kept", "undecided", "refused")
+#: what a label plan's contenders are: ``candidates`` (every candidate and the served champion: the labels choose
+#: the model and decide the gate) or ``pair`` (the label-free choice and the served champion: the labels decide
+#: the gate only)
+LABEL_PLANS = ("candidates", "pair")
+#: the plan an undecided gate asks its labels with: the pair it could not decide. With the same budget, rows drawn
+#: only where the two disagree estimate new − champion far more tightly than rows spread over every candidate's
+#: disagreements (fewlabel's difference estimate rests on those rows alone; labels on all of them make it exact).
+#: Chosen by a rule fixed before its run (``reports/decisions_pair.md``, issue 32 item 4)
+UNDECIDED_LABEL_PLAN = "pair"
 
 
 @dataclass(frozen=True)

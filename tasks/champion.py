@@ -286,14 +286,15 @@ def label_difference(store: Any, labeled: dict[str, Any] | None, chosen: str, ve
                      ) -> tuple[float, float, int] | None:
     """The labels' estimate of the chosen candidate's accuracy minus the served champion's (version
     ``version``) on the whole batch, its standard error and the number of labels: the fewlabel label estimate
-    without a prior (``shiftlib.selection.fewlabel``) over the plan's contenders. None without labels or when
-    the plan did not have this champion as a contender (planned before it served)."""
+    without a prior (``shiftlib.selection.fewlabel``) over the plan's contenders (every candidate, or the pair
+    of a pair plan). None without labels or when the plan did not have this champion and the chosen candidate
+    as contenders (planned before that version served, or for another pair)."""
     from shiftlib.selection.fewlabel import DEFAULT_ESTIMATOR, DEFAULT_VARIANCE, fewlabel_estimate
 
     if not labeled or labeled.get("status") != "labeled" or not labeled.get("labels"):
         return None
-    tp = stage_predictions(store)
     plan = labeled["plan"]
+    tp = stage_predictions(store, learners=list(plan.learners))
     champ = served_name(version)
     if champ not in tp.served or list(plan.learners) != tp.names or chosen not in tp.names:
         return None

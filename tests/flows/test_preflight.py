@@ -345,3 +345,17 @@ def test_a_validation_error_is_one_sentence(fields, sentence):
         assert text.endswith("(got 'kmn')")
     if "simulate_bias" in fields:
         assert text == sentence
+
+
+def test_a_pair_plan_without_labels_is_noted_and_a_bad_plan_refused(tmp_path):
+    """``label_plan='pair'`` plans nothing without a label budget or a filled file: one note says so; a plan
+    name outside shiftlib.decisions.LABEL_PLANS is refused by the config."""
+    src, tgt = _frame(), _frame(seed=1).drop(columns=["target"])
+    cfg = RetrainConfig(source=_write(src, tmp_path / "s.csv"), target=_write(tgt, tmp_path / "t.parquet"),
+                        label="target", learners=["LR"], selection_folds=5, label_plan="pair")
+    assert ("label_plan='pair' has no effect without --label-budget (or --target-labels): no labels are planned"
+            in preflight(cfg).notes)
+    assert not any("label_plan" in n for n in preflight(cfg.model_copy(update={"label_budget": 5})).notes)
+    assert not any("label_plan" in n for n in preflight(cfg.model_copy(update={"label_plan": "candidates"})).notes)
+    with pytest.raises(ValueError, match="candidates"):
+        RetrainConfig(label_plan="pairs")

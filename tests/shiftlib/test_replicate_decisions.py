@@ -191,3 +191,33 @@ def test_held_out_quick_run_reports_its_own_rows(tmp_path):
     for gate, name in (("today", "today's gate"), ("new", "revision 2"), ("rev3", "revision 3")):
         g = d[d.gate == gate]
         assert f"{name} {100 * g.harmful.sum() / len(g):.1f} ({int(g.harmful.sum())}/{len(g)})" in report
+
+
+def test_decisions_pair_scores_both_arms_on_the_undecided_nights_and_applies_its_rule() -> None:
+    """replications/decisions_pair: on revision 3's label-free undecided nights each arm's decision is scored by the
+    true change (harmful: promoted and < −0.01; missed: not promoted and > +0.01), and the rule adopts the pair plan
+    only with fewer wrong decisions and no more harmful ones. Hand-built nights, counts worked by hand."""
+    import pandas as pd
+
+    from replications.decisions_pair import arms, summary, verdict
+
+    nights = pd.DataFrame({
+        "replay": ["in-sample"] * 4 + ["held-out"],
+        "sequence": ["s"] * 5, "night": [2, 3, 4, 5, 2], "gate": ["rev3"] * 4 + ["new"],
+        "decision_free": ["undecided", "undecided", "undecided", "kept", "undecided"],
+        "acc_new": [0.80, 0.70, 0.75, 0.9, 0.9], "acc_champion": [0.75, 0.75, 0.75, 0.5, 0.5],
+        "decision": ["kept", "promoted", "undecided", "kept", "kept"],
+        "pair_decision": ["promoted", "kept", "undecided", None, None],
+        "labels_asked": [50, 50, 50, 0, 0], "pair_labels_asked": [20, 30, 10, None, None],
+        "difference_se": [0.03, 0.02, 0.04, None, None], "pair_difference_se": [0.0, 0.01, 0.02, None, None]})
+    a = arms(nights)
+    assert len(a) == 6  # three undecided rev3 nights × two arms; the kept night and the other gate are not counted
+    s = summary(a).set_index(["scope", "arm"])
+    # shipped: night 2 (+0.05) kept → missed; night 3 (−0.05) promoted → harmful; night 4 undecided (0.0)
+    assert s.loc[("pooled", "shipped"), ["harmful", "missed", "wrong", "still undecided"]].tolist() == [1, 1, 2, 1]
+    # pair: night 2 promoted (right), night 3 kept (right), night 4 undecided (0.0, neither)
+    assert s.loc[("pooled", "pair"), ["harmful", "missed", "wrong", "still undecided"]].tolist() == [0, 0, 0, 1]
+    assert s.loc[("pooled", "pair"), "labels asked"] == 60 and s.loc[("pooled", "shipped"), "labels asked"] == 150
+    assert verdict(summary(a)).startswith("**Adopt the pair plan**")
+    worse = nights.assign(pair_decision=["kept", "promoted", "promoted", None, None])  # wrong 2 + night 4 neither
+    assert verdict(summary(arms(worse))).startswith("**Do not adopt the pair plan**")  # 2 is not < 2

@@ -51,18 +51,30 @@ def test_the_prefect_yaml_automation_reacts_to_a_shiftflow_event_of_retrain_nigh
     import yaml
     from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
 
+    from flows.config import RetrainConfig
+    from shiftlib.decisions import UNDECIDED_LABEL_PLAN
+
     spec = yaml.safe_load((Path(__file__).parents[2] / "prefect.yaml").read_text())
     deps = {d["name"]: d for d in spec["deployments"]}
-    (trigger,) = [DeploymentEventTrigger(**t) for t in deps["retrain-labels"]["triggers"]]
-    # the accuracy alert, and an undecided gate (the labels run plans labels with the champion as a contender)
-    assert trigger.expect == {"shiftflow.alert.accuracy", "shiftflow.champion.undecided"}
-    assert set(trigger.expect) <= set(EVENTS)
-    # both decide for one registered model: the labels run compares with the champion retrain-nightly serves
-    assert trigger.parameters["config"]["model_name"] == deps["retrain-nightly"]["parameters"]["config"]["model_name"]
-    # its own runs are not retrain-nightly's: their alerts never start it again
-    assert trigger.match.root == {"shiftflow.deployment": "retrain-nightly"}
-    assert trigger.parameters["config"]["label_budget"] == 50
-    assert deps["retrain-nightly"]["parameters"]["config"]["min_accuracy"] == trigger.parameters["config"]["min_accuracy"]
+    alert, undecided = [DeploymentEventTrigger(**t) for t in deps["retrain-labels"]["triggers"]]
+    # the accuracy alert: labels over every candidate choose the model; an undecided gate: labels for its pair
+    assert alert.expect == {"shiftflow.alert.accuracy"} and undecided.expect == {"shiftflow.champion.undecided"}
+    assert "label_plan" not in alert.parameters["config"]  # RetrainConfig's default: every candidate
+    assert RetrainConfig().label_plan == "candidates"
+    assert undecided.parameters["config"]["label_plan"] == UNDECIDED_LABEL_PLAN == "pair"
+    for trigger in (alert, undecided):
+        RetrainConfig(**trigger.parameters["config"])  # valid parameters
+        assert set(trigger.expect) <= set(EVENTS)
+        # both decide for one registered model: the labels run compares with the champion retrain-nightly serves
+        assert (trigger.parameters["config"]["model_name"]
+                == deps["retrain-nightly"]["parameters"]["config"]["model_name"])
+        # its own runs are not retrain-nightly's: their alerts never start it again
+        assert trigger.match.root == {"shiftflow.deployment": "retrain-nightly"}
+        assert trigger.parameters["config"]["label_budget"] == 50
+        assert (deps["retrain-nightly"]["parameters"]["config"]["min_accuracy"]
+                == trigger.parameters["config"]["min_accuracy"])
+    # the same retrain otherwise (one YAML anchor)
+    assert {k: v for k, v in undecided.parameters["config"].items() if k != "label_plan"} == alert.parameters["config"]
 
 
 def test_the_prefect_yaml_automation_retrains_when_score_batch_alerts_on_the_model_it_scores():

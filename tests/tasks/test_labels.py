@@ -429,7 +429,7 @@ def test_the_task_plans_then_reads_the_filled_file_logging_both_on_the_parent_ru
     csv = run2.stage_dir("labels") / "to_label.csv"
     assert out == {"status": "awaiting_labels", "csv": str(csv), "parquet": str(csv.with_suffix(".parquet")),
                    "n_rows": BUDGET, "n_prefilled": 0, "budget": BUDGET, "n_planned": BUDGET,
-                   "n_disagreement": len(_by_hand(run2).disagreement)}
+                   "n_disagreement": len(_by_hand(run2).disagreement), "pair": None}
     preds = run2.read_table("training", "predictions").pivot(index=ROW, columns="learner", values="predicted")
     n_disagree = int((preds["LR"] != preds["DT"]).sum())
     data = client.get_run(parent).data
@@ -492,3 +492,68 @@ def test_the_task_without_a_budget_or_a_file_asks_for_the_budget(planned: tuple[
         labels.fn(store, ctx=RunContext(mlflow_store[0], mlflow_store[2], "", "", 0), budget=None, label="y",
                   target_labels=None)
     assert not store.stage_dir("labels").exists()
+
+
+def _pair_by_hand(store: StageStore, champion: np.ndarray) -> TargetPredictions:
+    """The pair plan's contenders assembled by hand: DT as the fixture's training stage holds it, and the champion."""
+    full = _by_hand(store, champion)
+    keep = [full.names.index("DT"), full.names.index("champion v3")]
+    dt = store.read_table("training", "predictions").query("learner == 'DT'").set_index(ROW).sort_index()
+    proba = (dt[["proba_0", "proba_1"]].to_numpy() + np.column_stack([1.0 - champion, champion])) / 2
+    return TargetPredictions(["DT", "champion v3"], full.predictions[:, keep], proba, np.array([0, 1]),
+                             served=("champion v3",))
+
+
+def test_a_pair_plan_draws_where_the_pair_disagrees_and_its_labels_give_the_exact_difference(
+        planned: tuple[StageStore, Path], tmp_path: Path) -> None:
+    """``label_plan='pair'`` (reports/decisions_pair.md): contenders DT and the served champion only. With a budget
+    of the whole batch every row where the two disagree is drawn with probability 1, so the labels' estimate of
+    DT − champion accuracy is the exact difference on the batch, computed here from the target's own labels."""
+    from tasks.champion import label_difference
+
+    store, _ = planned
+    rng = np.random.default_rng(3)
+    champ = rng.integers(0, 2, N)  # a champion that disagrees with DT on about half the rows
+    run = _next_run(store, "run-2")
+    _served_stage(run, 3, champ)
+    with threadpool_limits(1):
+        plan = write_plan(run, budget=BUDGET, seed=0, label="y", pair="DT")
+        X_s, y_s, X_t = load_xy(run)
+        tp = _pair_by_hand(run, champ)
+        ref = plan_labels(tp.names, X_s, y_s, X_t, budget=BUDGET, random_state=0, prior=None, predictions=tp)
+    assert plan.learners == ["DT", "champion v3"] and list(plan.rows) == list(ref.rows)
+    np.testing.assert_allclose(plan.probabilities, ref.probabilities, rtol=0, atol=0)
+    differ = np.flatnonzero(tp.predictions[:, 0] != tp.predictions[:, 1])
+    assert set(plan.rows) <= set(differ) and list(plan.details["disagreement"]) == list(differ)
+    assert run.manifest("labels")["params"]["pair"] == "DT"
+    # a plan over every candidate of the same budget and seed is another plan (its own key), not this one
+    other = _next_run(store, "run-3")
+    _served_stage(other, 3, champ)
+    assert write_plan(other, budget=BUDGET, seed=0, label="y").learners == ["LR", "DT", "champion v3"]
+    assert other.reused_from("labels") is None
+    # the pair plan's file filled, read as a plan over every candidate: refused, naming the plan that differs
+    _filled(run.stage_dir("labels") / "to_label.csv", tmp_path / "pair.csv", value="a")
+    read_back = _next_run(store, "run-4")
+    _served_stage(read_back, 3, champ)
+    msg = _refused(read_back, "are not rows this configuration's plan asked for", target_labels=str(tmp_path / "pair.csv"))
+    assert "the label plan (the pair DT and the champion then, every candidate now)" in msg
+    # the whole batch as budget: every disagreement row labeled with the target's true label → the exact difference
+    whole = _next_run(store, "run-5")
+    _served_stage(whole, 3, champ)
+    with threadpool_limits(1):
+        full = write_plan(whole, budget=N, seed=0, label="y", pair="DT")
+    assert sorted(full.rows) == sorted(differ)
+    np.testing.assert_allclose(full.probabilities, 1.0, rtol=1e-12)
+    truth = pd.read_csv(tmp_path / "tgt.csv")["y"].to_numpy()
+    filled = pd.read_csv(whole.stage_dir("labels") / "to_label.csv")
+    filled["y"] = truth[filled[ROW].to_numpy()]
+    filled.to_csv(tmp_path / "whole.csv", index=False)
+    got = read_labels(whole, budget=N, seed=0, label="y", target_labels=str(tmp_path / "whole.csv"), pair="DT")
+    y = (truth == "b").astype(int)  # classes a, b coded 0, 1
+    dt_pred = tp.predictions[:, 0]
+    exact = float(np.mean(dt_pred == y) - np.mean(champ == y))
+    diff, se, n = label_difference(whole, got, "DT", 3)
+    assert n == len(differ) and se == pytest.approx(0.0, abs=1e-12)
+    assert diff == pytest.approx(exact, abs=1e-12) and exact != 0.0
+    # the plan's contenders are DT and the champion: another chosen candidate has no labels' estimate from it
+    assert label_difference(whole, got, "LR", 3) is None

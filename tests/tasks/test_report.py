@@ -50,3 +50,21 @@ def test_summary_notes_a_wide_interval_and_a_one_class_choice() -> None:
     narrow = summary_markdown(SUMMARY | {"selection": sel, "estimate": est | {"ci_low": 0.3},
                                          "classes": ["no", "yes"], "predicted_classes": {"LR": [0, 1]}}, SCORES[2:])
     assert "**note**" not in narrow
+
+
+def test_an_undecided_gate_says_which_labels_settle_it() -> None:
+    """An undecided gate: the note names the pair plan (shiftlib.decisions.UNDECIDED_LABEL_PLAN, chosen in
+    reports/decisions_pair.md) and a budget the batch holds; after labels it says the next round is a larger budget."""
+    from tasks.report import cautions
+
+    sel = {"chosen": "LR", "selector": "scv", "agreement": None}
+    undecided = SUMMARY["champion"] | {"gate_decision": "undecided", "p_better": 0.7}
+    base = SUMMARY | {"selection": sel, "n_target": 30}
+    (note,) = cautions(base | {"champion": undecided})
+    assert note == ("the gate is undecided: label the rows where the new version and the champion disagree "
+                    "(--label-budget 30 --label-plan pair)")
+    (later,) = cautions(base | {"n_target": 500, "champion": undecided | {"labels": 40}})
+    assert later.endswith("(--label-budget 50 --label-plan pair; 40 labels so far: a larger budget with the filled "
+                          "file plans the next round)")
+    for decided in ("promoted", "kept", "refused"):
+        assert cautions(base | {"champion": undecided | {"gate_decision": decided}}) == []
