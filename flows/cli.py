@@ -380,9 +380,10 @@ def _retrain(ns: argparse.Namespace) -> int:
         lab = summary["labels"]
         more = f" ({lab['n_prefilled']} labeled before are filled in)" if lab.get("n_prefilled") else ""
         print(f"shiftflow: {lab['n_rows']} target rows to label in {lab['csv']}{more}")
+        who = "the candidates" if not lab.get("pair") else f"{lab['pair']} and the champion (label_plan pair)"
         if lab.get("n_planned", lab["n_rows"]) < lab.get("budget", 0):
-            print(f"  fewer than the budget of {lab['budget']}: the candidates disagree on only "
-                  f"{lab['n_disagreement']} rows, and a label where they all agree cannot change their order")
+            print(f"  fewer than the budget of {lab['budget']}: {who} disagree on only {lab['n_disagreement']} "
+                  "rows, and a label where they agree cannot change their order")
         print(f"  fill the empty label column, then rerun with: --target-labels file:{lab['csv']}")
         return 0
     print(f"shiftflow: retrain finished in {dt:.1f} s")

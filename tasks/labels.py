@@ -319,8 +319,11 @@ def _awaiting(store: StageStore, plan: LabelPlan, n_prefilled: int, client: Mlfl
     with_retries(client.set_tag, parent_run_id, "labels.plan_sha256", store.file_hash(STAGE, "plan.parquet"))
     with_retries(client.log_artifact, parent_run_id, str(store.path(STAGE, "plan.parquet")), "labels")
     n_rows = len(plan.rows) - n_prefilled
-    run_logger().info("labels: label the %d rows in %s%s, then rerun with --target-labels file:%s", n_rows, csv,
-                      f" ({n_prefilled} labeled before are filled in)" if n_prefilled else "", csv)
+    if n_rows == 0:  # e.g. a pair that predicts the same class on every row: no label can tell the two apart
+        run_logger().warning("labels: no row to label (%s)", plan.details.get("note", "nothing left to draw"))
+    else:
+        run_logger().info("labels: label the %d rows in %s%s, then rerun with --target-labels file:%s", n_rows,
+                          csv, f" ({n_prefilled} labeled before are filled in)" if n_prefilled else "", csv)
     return {"status": "awaiting_labels", "csv": str(csv), "parquet": str(store.path(STAGE, "to_label.parquet")),
             "n_rows": int(n_rows), "n_prefilled": int(n_prefilled), "budget": int(plan.budget),
             "n_planned": int(len(plan.rows)), "n_disagreement": int(len(plan.details["disagreement"]))}

