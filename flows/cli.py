@@ -428,7 +428,7 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
     sel, champ, drift = summary["selection"], summary["champion"], summary.get("drift") or {}
     est = summary.get("estimate") or {}
     out = [f"  chosen model:      {sel['chosen']} (selector {sel['selector']}, {_weighting_words(sel['chosen'], summary)})"]
-    from tasks.estimation import baseline_words, labeled_line, overlap_line, realized_line
+    from tasks.estimation import baseline_words, labeled_line, overlap_line, realized_line, regime_line
     from tasks.report import cautions, fewlabel_sentence, gate_words, target_accuracies
 
     if (sentence := fewlabel_sentence(sel)) is not None:
@@ -457,6 +457,8 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
             out.append(f"  with labels:       {line.removeprefix('accuracy with ')}")
         if (line := overlap_line(est)) is not None:
             out.append(f"  overlap:           {line.removeprefix('overlap ')}")
+        if (line := regime_line(est)) is not None:
+            out.append(f"  shift regime:      {line.removeprefix('shift regime: ')}")
         measured = target_accuracies(summary)
         if est.get("candidate") in measured and not summary.get("recalibration"):  # else a refit is served
             out.append(f"  measured accuracy:  {measured[est['candidate']]:.3f} on the target's own labels (held out: "

@@ -138,6 +138,7 @@ __all__ = [
     "estimate_accuracy",
     "estimate_each",
     "estimate_from_predictions",
+    "label_shift_prior",
     "point_estimate",
     "shared_source_cv",
     "shift_variance",
@@ -1020,8 +1021,27 @@ def _combine(method: str, values: dict[str, float], P: StoredPredictions) -> flo
     return float(v[0])
 
 
-def _target_prior(method: str, P: StoredPredictions) -> np.ndarray:
-    """The estimated target class prior of a label-shift method (for ``details``)."""
+def label_shift_prior(P: StoredPredictions, method: str = "em") -> np.ndarray:
+    """The target class prior a label-shift method estimates from one learner's stored predictions: ``"em"``
+    (Saerens et al. 2002, :func:`em_prior` on the class-wise calibrated posteriors), ``"weighted-em"`` (the
+    same from the importance-weighted calibration) or ``"bbse"`` (Lipton et al. 2018, :func:`bbse_prior`).
+
+    It is the prior those methods' estimates (and ``details["prior_target_1"]``) use; ``shiftlib.regime`` reads it.
+
+    Parameters
+    ----------
+    P : StoredPredictions
+        One learner's stored predictions (``weighted-em`` needs its weights).
+    method : {"em", "weighted-em", "bbse"}, default "em"
+        The label-shift method.
+
+    Returns
+    -------
+    numpy.ndarray of shape (k,)
+        The estimated target class prior, one entry per column of ``P.classes``.
+    """
+    if method not in LABEL_SHIFT_METHODS:
+        raise ValueError(f"method {method!r} estimates no target prior; choose one of {sorted(LABEL_SHIFT_METHODS)}")
     n_cls, y = len(P.classes), P.y_source
     if method == "bbse":
         return bbse_prior(np.argmax(P.proba_source, axis=1), y, np.argmax(P.proba_target, axis=1), n_cls)
@@ -1313,7 +1333,7 @@ def _add_method_details(details: dict[str, Any], P: StoredPredictions, m: str,
         thr, lam = atc_threshold(_neg_entropy(P.proba_source), details["cv_accuracy"])
         details.update(atc_threshold=thr, atc_tie_share=lam)
     if m in LABEL_SHIFT_METHODS and len(P.classes) == 2:
-        details["prior_target_1"] = _target_prior(m, P)[1]
+        details["prior_target_1"] = label_shift_prior(P, m)[1]
         details["prior_source_1"] = float(np.mean(P.y_source == 1))
 
 

@@ -2,7 +2,8 @@
 (``shiftlib.estimation``, one shared fold split and one weight fit for all candidates).
 
 Writes ``estimation/estimates.parquet`` (candidate, method, estimate, ci_low, ci_high, confidence, the
-interval kind and its possible parts se_source, se_target, se_shift, se_model); logs ``estimate.accuracy``, ``estimate.ci_low``,
+interval kind and its possible parts se_source, se_target, se_shift, se_model, …, and last the shift regime,
+``shiftlib.regime``, with the numbers it rests on: :func:`stage_regimes`); logs ``estimate.accuracy``, ``estimate.ci_low``,
 ``estimate.ci_high`` and the tag ``estimate.method`` into each candidate's nested MLflow run.
 :func:`served_estimate` puts the served model's estimate on the parent run and raises the
 ``shiftflow.alert=accuracy`` tag when its upper bound is below ``min_accuracy``; once ``shiftflow evaluate`` has
@@ -39,12 +40,21 @@ from shiftlib.decisions import (
     with_labels_interval,
 )
 from shiftlib.errors import ShiftflowInputError
-from shiftlib.estimation import N_BOOT, StoredPredictions, estimate_each, shared_source_cv, stored_predictions
+from shiftlib.estimation import (
+    N_BOOT,
+    StoredPredictions,
+    estimate_each,
+    label_shift_prior,
+    shared_source_cv,
+    stored_predictions,
+)
 from shiftlib.realized import MIN_REALIZED_BATCHES, realized_correction
+from shiftlib.regime import ShiftRegime, shift_regime
 from shiftlib.selection import SelectorScores
 from shiftlib.weights import effective_sample_size
 from tasks.drift import ROW_SCORES, SUMMARY, read_drift_summary
-from tasks.ingest import INGESTED, read_ingest, selection_data
+from tasks.ingest import INGESTED, LABEL, read_ingest, selection_data
+from tasks.ingest import STAGE as INGEST
 from tasks.logs import run_logger
 from tasks.store import Read, StageOutput, StageStore
 from tasks.tracking import RunContext, log_metrics, with_retries
@@ -54,7 +64,7 @@ from tasks.weights import WEIGHTS, make_candidates
 STAGE = "estimation"
 COLUMNS = ["candidate", "method", "estimate", "ci_low", "ci_high", "confidence", "interval", "se_source",
            "se_target", "se_shift", "se_model", "overlap", "outside_share", "ci_low_source", "ci_high_source",
-           "majority_baseline", "one_class_share"]
+           "majority_baseline", "one_class_share", "regime", "regime_weighted_auc", "regime_pvalue"]
 #: the stage tables that hold every candidate's stored predictions (what the champion gate reads)
 OOF, TARGET_PROBA = "oof", "target_proba"
 #: the realised-labels history in the run root: one row per candidate and evaluated run (``shiftflow evaluate``)
@@ -92,12 +102,15 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
     overlap = stage_overlap(store, preds[0]) if preds else None
     if overlap is not None:
         log.info("estimation: %s", overlap.sentence())
+    regimes = stage_regimes(store, preds)
     rows = []
     log.info("estimation: %d candidates fitted on %d folds (%.1f s); bootstrapping each estimate (%d process%s)",
              len(preds), k, time.monotonic() - t0, n_jobs, "es" if n_jobs > 1 else "")
     each = estimate_each(preds, method, confidence=confidence, n_boot=n_boot, random_state=seed, n_jobs=n_jobs)
-    for i, (P, e) in enumerate(zip(preds, each, strict=True), 1):
+    for i, (P, e, g) in enumerate(zip(preds, each, regimes, strict=True), 1):
         log.info("estimation: %d/%d done (%s, %.1f s)", i, len(preds), P.learner, time.monotonic() - t0)
+        if g is not None:
+            log.info("estimation %s: %s", P.learner, g.sentence())
         lo, hi = e.ci_low, e.ci_high
         if overlap is not None and overlap.verdict == "poor":  # what the source cannot rule out
             lo, hi = widen_for_overlap(lo, hi, overlap.outside_share)
@@ -108,7 +121,10 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
                      "overlap": "unknown" if overlap is None else overlap.verdict,
                      "outside_share": float("nan") if overlap is None else overlap.outside_share,
                      "ci_low_source": e.ci_low, "ci_high_source": e.ci_high,
-                     "majority_baseline": majority_baseline(P), "one_class_share": one_class_share(P)})
+                     "majority_baseline": majority_baseline(P), "one_class_share": one_class_share(P),
+                     "regime": "unknown" if g is None else g.regime,
+                     "regime_weighted_auc": float("nan") if g is None else g.weighted_auc,
+                     "regime_pvalue": float("nan") if g is None else g.weighted_pvalue})
     return pd.DataFrame(rows, columns=COLUMNS), folds, prediction_tables(preds, data.source_rows)
 
 
@@ -123,6 +139,32 @@ def stage_overlap(store: StageStore, P: StoredPredictions) -> OverlapVerdict | N
                           scores.loc[scores["side"] == "target", "target_score"])
     ess = None if P.weights is None else effective_sample_size(P.weights)
     return overlap_verdict(auc, ess, len(P.y_source), share)
+
+
+def stage_regimes(store: StageStore, preds: list[StoredPredictions]) -> list[ShiftRegime | None]:
+    """Each candidate's shift regime (``shiftlib.regime.shift_regime``, reported only: no estimate uses it) from
+    the drift stage's out-of-fold domain scores, its p-value and level, the labels of the source rows it scored,
+    and the candidate's EM target prior (``shiftlib.estimation.label_shift_prior``). The drift stage tests a
+    seeded subsample of at most ``DRIFT_ROWS`` rows per side: its ``row`` is a tested row's position in the
+    ingested source, which gives its label. None for every candidate without a drift stage (or one whose summary
+    has no domain p-value), and for a candidate whose estimation rows lack a class those source rows have."""
+    if not preds or not store.has_stage("drift"):
+        return [None] * len(preds)
+    summary = read_drift_summary(store)
+    if summary.get("domain_pvalue") is None:
+        return [None] * len(preds)
+    scores = store.read_table("drift", "row_scores")
+    src, tgt = scores[scores["side"] == "source"], scores.loc[scores["side"] == "target", "target_score"]
+    labels = store.read_table(INGEST, "source", columns=[LABEL])[LABEL].to_numpy()[src["row"].to_numpy(np.int64)]
+    out: list[ShiftRegime | None] = []
+    for P in preds:
+        pos = np.searchsorted(P.classes, labels).clip(0, len(P.classes) - 1)
+        if not np.array_equal(P.classes[pos], labels):
+            out.append(None)
+            continue
+        out.append(shift_regime(src["target_score"], tgt, pos, label_shift_prior(P, "em"),
+                                domain_pvalue=float(summary["domain_pvalue"]), alpha=float(summary["alpha"])))
+    return out
 
 
 def prediction_tables(preds: list[StoredPredictions], source_rows: np.ndarray) -> dict[str, pd.DataFrame]:
@@ -199,7 +241,7 @@ def estimation(store: StageStore, *, ctx: RunContext, k: int, run_ids: dict[str,
     seed, how = ctx.seed, settings or EstimationSettings()
     method, confidence, n_boot = how.method, how.confidence, how.n_boot
     params = {"method": method, "seed": seed, "k": k, "confidence": confidence, "n_boot": n_boot, "rows": rows,
-              "keeps": "predictions,overlap"}
+              "keeps": "predictions,overlap,regime"}
 
     def compute() -> StageOutput:
         table, folds, preds = _compute(store, method=method, seed=seed, k=k, confidence=confidence, n_boot=n_boot,
@@ -301,8 +343,8 @@ def served_estimate(table: pd.DataFrame, served: str, *, ctx: RunContext, min_ac
                     model_name: str | None = None, labeled: Mapping[str, Any] | None = None,
                     history: pd.DataFrame | None = None) -> dict[str, Any]:
     """The served candidate's estimate on ``ctx``'s parent run (``estimate.*``, ``estimate.majority_baseline``, the
-    tag ``shiftflow.estimate.overlap``; with this deployment's realised-labels ``history``
-    (:func:`realized_history`) ``estimate.realized.*``, the estimate corrected by its past errors,
+    tags ``shiftflow.estimate.overlap`` and ``shiftflow.estimate.regime``; with this deployment's realised-labels
+    ``history`` (:func:`realized_history`) ``estimate.realized.*``, the estimate corrected by its past errors,
     :func:`realized_estimate`; and with target labels ``estimate.labeled.*``, the estimate that combines them
     with the label-free one — the corrected one when there is one — :func:`labeled_estimate`). ``alert`` is
     True (the parent is tagged ``shiftflow.alert=accuracy`` and the event ``shiftflow.alert.accuracy`` is
@@ -334,6 +376,8 @@ def served_estimate(table: pd.DataFrame, served: str, *, ctx: RunContext, min_ac
     with_retries(client.set_tag, parent_run_id, "estimate.candidate", served)
     overlap = str(r.get("overlap", "unknown"))
     with_retries(client.set_tag, parent_run_id, "shiftflow.estimate.overlap", overlap)
+    regime = str(r.get("regime", "unknown"))
+    with_retries(client.set_tag, parent_run_id, "shiftflow.estimate.regime", regime)
     log = run_logger()
     if alert:
         with_retries(client.set_tag, parent_run_id, "shiftflow.alert", "accuracy")
@@ -354,7 +398,9 @@ def served_estimate(table: pd.DataFrame, served: str, *, ctx: RunContext, min_ac
             "min_accuracy": min_accuracy, "alert": bool(alert), "straddles": bool(straddles),
             "majority_baseline": baseline, "overlap": overlap, "labeled": lab, "realized": real,
             "realized_batches": _batches(r, history),
-            "outside_share": float(r.get("outside_share", float("nan")))}
+            "outside_share": float(r.get("outside_share", float("nan"))), "regime": regime,
+            "regime_weighted_auc": float(r.get("regime_weighted_auc", float("nan"))),
+            "regime_pvalue": float(r.get("regime_pvalue", float("nan")))}
 
 
 def _batches(r: Mapping[str, Any], history: pd.DataFrame | None) -> int:
@@ -383,6 +429,8 @@ def summary_lines(served: Mapping[str, Any] | None) -> tuple[list[str], list[str
     if (line := labeled_line(served)) is not None:
         bullet.append(f"- {line}")
     if (line := overlap_line(served)) is not None:
+        bullet.append(f"- {line}")
+    if (line := regime_line(served)) is not None:
         bullet.append(f"- {line}")
     return first, bullet
 
@@ -425,4 +473,20 @@ def overlap_line(served: Mapping[str, Any]) -> str | None:
                 "what the source cannot rule out; label some target rows (--label-budget) to know")
     if overlap == "ok":
         return "overlap ok: the source reaches the batch"
+    return None
+
+
+def regime_line(served: Mapping[str, Any]) -> str | None:
+    """The shift regime in one line (``shiftlib.regime``: reported beside the estimate, used by none), or None when
+    the run has none."""
+    regime = served.get("regime")
+    auc, p = served.get("regime_weighted_auc", float("nan")), served.get("regime_pvalue", float("nan"))
+    numbers = f"the domain AUC with the source classes re-weighted by the EM prior {auc:.3f}, p {p:.3g}"
+    if regime == "neither":
+        return "shift regime: neither covariate nor label shift detectable (the domain classifier's test)"
+    if regime == "label":
+        return f"shift regime: label shift, re-weighting the classes explains the shift ({numbers}); reported only"
+    if regime == "covariate":
+        return (f"shift regime: covariate shift, re-weighting the classes does not explain the shift ({numbers}); "
+                "reported only")
     return None

@@ -123,6 +123,12 @@ def test_closing_report_says_what_happened(monkeypatch: pytest.MonkeyPatch, tmp_
     assert "m v1 → unchanged, no new version" in text
     assert "drift:             drift (domain AUC 0.712, p 0.001; features npreg)" in text
     assert "estimated accuracy: 0.750 [0.700, 0.800] (iwcv, 95% interval)" in text
+    assert "shift regime:" not in text  # a run without the regime (no drift stage) says nothing of it
+    shifted = SUMMARY | {"tracking_uri": default, "estimate": SUMMARY["estimate"] | {
+        "regime": "covariate", "regime_weighted_auc": 0.6512, "regime_pvalue": 0.0004}}
+    assert ("shift regime:      covariate shift, re-weighting the classes does not explain the shift (the domain "
+            "AUC with the source classes re-weighted by the EM prior 0.651, p 0.0004); reported only") in \
+        "\n".join(report_lines(shifted))
     assert "parent run's artifacts" in text and not re.search(r"\x1b\[", text)
     assert "target labels:" not in text  # no labels, no fewlabel line
     labeled = SUMMARY["selection"] | {"selector": "fewlabel", "fewlabel": {"p_best": {"LR+kmm": 0.8149, "NB": 0.1851},

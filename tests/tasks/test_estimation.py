@@ -163,3 +163,54 @@ def test_a_poor_overlap_widens_every_interval_to_what_the_source_cannot_rule_out
                            settings=EstimationSettings(n_boot=20))
     assert set(t2["overlap"]) == {"unknown"}
     assert np.allclose(t2["ci_low"], t2["ci_low_source"]) and np.allclose(t2["ci_low_source"], table["ci_low_source"])
+
+
+def test_the_shift_regime_is_reported_with_every_estimate_and_tagged_on_the_parent(tmp_path, mlflow_runs):
+    """A drift stage as the drift task writes it (``detect_drift``'s row scores and summary): every row of the stage
+    table carries the regime ``shiftlib.regime.shift_regime`` gives, computed here again from the drift report, the
+    source labels of the rows it scored and the candidate's EM prior; the estimates are those of the same run without
+    it (reported only); the served estimate tags it and the summary says it."""
+    import json
+
+    from shiftlib.drift import detect_drift
+    from shiftlib.estimation import label_shift_prior, stored_predictions
+    from shiftlib.regime import shift_regime
+    from tasks.estimation import regime_line
+
+    uri, client, parent, run_ids = mlflow_runs
+    store, X_s, y_s, X_t = _store(tmp_path / "runs", "regime")
+    rows = np.arange(0, len(X_s), 2)  # the drift stage tests a subsample of the source (DRIFT_ROWS): every other row
+    with threadpool_limits(1):
+        rep = detect_drift(X_s.iloc[rows], X_t, random_state=0, domain_permutations=100, mmd_permutations=20)
+    store.write_stage("drift", {"row_scores": rep.row_scores}, key="k-drift", params={}, inputs={},
+                      files={"summary.json": json.dumps(rep.to_dict()).encode()})
+    with threadpool_limits(1):
+        table = estimation.fn(store, ctx=RunContext(uri, "", parent, "", 0), k=5, run_ids=run_ids,
+                              settings=EstimationSettings(n_boot=20))
+        preds = stored_predictions({n: make_learner(n, random_state=0) for n in NAMES}, X_s, y_s, X_t, k=5,
+                                   random_state=0)
+    assert list(table.columns[-3:]) == ["regime", "regime_weighted_auc", "regime_pvalue"]
+    src = rep.row_scores[rep.row_scores["side"] == "source"]
+    assert np.array_equal(src["row"].to_numpy(), rows)  # drift's row ids are positions in the ingested source
+    for P in preds:
+        g = shift_regime(src["target_score"], rep.row_scores.loc[rep.row_scores["side"] == "target", "target_score"],
+                         y_s[rows], label_shift_prior(P, "em"), domain_pvalue=rep.domain_pvalue, alpha=rep.alpha)
+        r = table.set_index("candidate").loc[P.learner]
+        assert (r["regime"], r["regime_weighted_auc"], r["regime_pvalue"]) == (g.regime, pytest.approx(
+            g.weighted_auc, abs=1e-12), pytest.approx(g.weighted_pvalue, abs=1e-12))
+        assert g.domain_auc == pytest.approx(rep.domain_auc, abs=1e-12) and g.regime in ("label", "covariate")
+    # reported only: the same run without the drift stage has the same (unwidened) estimates
+    plain, *_ = _store(tmp_path / "runs", "plain")
+    with threadpool_limits(1):
+        t2 = estimation.fn(plain, ctx=RunContext(uri, "", "", "", 0), k=5, run_ids=run_ids,
+                           settings=EstimationSettings(n_boot=20))
+    assert set(t2["regime"]) == {"unknown"} and t2["regime_pvalue"].isna().all()
+    assert np.allclose(t2["estimate"], table["estimate"]) and np.allclose(t2["ci_low_source"], table["ci_low_source"])
+    served = served_estimate.fn(table, "LR", min_accuracy=None, ctx=RunContext(uri, "", parent, "", 0))
+    lr = table.set_index("candidate").loc["LR"]
+    assert client.get_run(parent).data.tags["shiftflow.estimate.regime"] == lr["regime"] == served["regime"]
+    line = regime_line(served)
+    assert line.startswith(f"shift regime: {lr['regime']} shift") and f"{lr['regime_weighted_auc']:.3f}" in line
+    assert f"- {line}" in summary_lines(served)[1]
+    assert regime_line(served | {"regime": "neither"}).startswith("shift regime: neither covariate nor label shift")
+    assert regime_line(served | {"regime": "unknown"}) is None

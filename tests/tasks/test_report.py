@@ -68,3 +68,16 @@ def test_an_undecided_gate_says_which_labels_settle_it() -> None:
                           "file plans the next round)")
     for decided in ("promoted", "kept", "refused"):
         assert cautions(base | {"champion": undecided | {"gate_decision": decided}}) == []
+
+
+def test_summary_says_the_shift_regime_beside_the_overlap() -> None:
+    sel = {"chosen": "LR", "selector": "scv", "agreement": None}
+    est = {"candidate": "LR", "accuracy": 0.8, "ci_low": 0.75, "ci_high": 0.85, "method": "median", "confidence": 0.95,
+           "alert": False, "min_accuracy": None, "overlap": "ok", "regime": "label", "regime_weighted_auc": 0.5034,
+           "regime_pvalue": 0.81}
+    lines = summary_markdown(SUMMARY | {"selection": sel, "estimate": est}, SCORES[2:]).splitlines()
+    i = lines.index("- overlap ok: the source reaches the batch")
+    assert lines[i + 1] == ("- shift regime: label shift, re-weighting the classes explains the shift (the domain AUC "
+                            "with the source classes re-weighted by the EM prior 0.503, p 0.81); reported only")
+    unknown = summary_markdown(SUMMARY | {"selection": sel, "estimate": est | {"regime": "unknown"}}, SCORES[2:])
+    assert "shift regime" not in unknown
