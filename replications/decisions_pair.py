@@ -61,6 +61,18 @@ RULE_MD = [
     "small; no significance test is claimed.",
 ]
 
+STALE_MD = [
+    "## Stale-champion nights (descriptive; written before its run, adopts nothing)",
+    "",
+    "Added after the run above, before this part's own run. Revision 3's label-free gate promotes without P when",
+    "nothing vouches for the champion on the batch (its source does not reach it, it predicts one class, or it is",
+    "estimated no better than the majority-class rule; `shiftlib.decisions.gate` step 4). On those nights of both",
+    "replays the pair plan's labels path runs as on undecided nights (same budget and seed) and its decision is",
+    "scored the same way, beside revision 3's promotion. The label-free outcomes of these nights had been seen",
+    "(14 nights: 9 improvements, 5 harmful promotions); the labeled decisions had not. Nothing is adopted from",
+    "this: a gate that sends step 4 to labels must be judged on tables none of these replays used.",
+]
+
 
 def arms(nights: pd.DataFrame) -> pd.DataFrame:
     """Revision 3's undecided nights, one row per (night, arm): decision and its true accuracy change."""
@@ -77,6 +89,23 @@ def arms(nights: pd.DataFrame) -> pd.DataFrame:
     a["missed"] = ~promoted & (a.delta > R.MARGIN)
     a["still_undecided"] = a.decision == "undecided"
     return a
+
+
+def stale(nights: pd.DataFrame) -> pd.DataFrame:
+    """Revision 3's step-4 promotions (nothing vouches for the champion) against the pair plan's labeled decision on
+    the same nights, per replay and pooled: harmful, missed, still undecided, labels asked."""
+    d = nights[(nights.gate == "rev3") & nights.reason.fillna("").str.startswith("nothing vouches")].copy()
+    d["delta"] = d.acc_new - d.acc_champion
+    out = []
+    for scope, g in [("pooled", d), *d.groupby("replay")]:
+        for arm, dec, labels in (("promote (revision 3)", g.decision, 0), ("pair labels", g.pair_decision,
+                                                                          int(g.pair_labels_asked.sum()))):
+            promoted = dec == "promoted"
+            out.append({"scope": scope, "arm": arm, "nights": len(g),
+                        "harmful": int((promoted & (g.delta < -R.MARGIN)).sum()),
+                        "missed": int((~promoted & (g.delta > R.MARGIN)).sum()),
+                        "still undecided": int((dec == "undecided").sum()), "labels asked": labels})
+    return pd.DataFrame(out)
 
 
 def summary(a: pd.DataFrame) -> pd.DataFrame:
@@ -138,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         "# The undecided gate's labels: a plan for the pair against a plan over every candidate (issue 32 item 4)",
         "", "## Answer", "", verdict(s), "", stamp, "", *RULE_MD, "", "## Results", "", md_table(s), "",
         f"Undecided nights: {len(disagree)}; mean true change new − champion on them "
-        f"{np.nanmean(disagree.delta):+.4f}.", ""])
+        f"{np.nanmean(disagree.delta):+.4f}.", "", *STALE_MD, "", md_table(stale(nights)), ""])
     (out / f"{prefix}.md").write_text(text)
     print(text)
     return 0

@@ -637,6 +637,8 @@ def run_sequence(spec: SeqSpec, enc: Encoded, seed: int, names: tuple[str, ...])
                         row |= _pair_arm(preds, new, ch, cP, Xs, ys, Xt, yt, night, desc["champion_auc"])
                 elif err is None and g == "rev3":
                     row |= {"decision_free": dec.decision, "p_better_free": dec.p_better, "labels_asked": 0}
+                    if dec.reason.startswith("nothing vouches"):  # decisions_pair's stale nights: what labels say
+                        row |= _pair_arm(preds, new, ch, cP, Xs, ys, Xt, yt, night, desc["champion_auc"])
                 if err is not None:
                     row |= {"decision": "error", "reason": f"{type(err).__name__}: {err}", "schema_change": False,
                             "acc_champion": acc_ch, "acc_after": acc_ch, "p_better": np.nan}
