@@ -221,3 +221,25 @@ def test_decisions_pair_scores_both_arms_on_the_undecided_nights_and_applies_its
     assert verdict(summary(a)).startswith("**Adopt the pair plan**")
     worse = nights.assign(pair_decision=["kept", "promoted", "promoted", None, None])  # wrong 2 + night 4 neither
     assert verdict(summary(arms(worse))).startswith("**Do not adopt the pair plan**")  # 2 is not < 2
+
+
+def test_decisions_pair_scores_the_stale_champion_nights_both_ways() -> None:
+    """decisions_pair.stale: revision 3's step-4 promotions (reason 'nothing vouches …') against the pair labels'
+    decision on the same nights; hand-built rows, counts by hand."""
+    import pandas as pd
+
+    from replications.decisions_pair import stale
+
+    nights = pd.DataFrame({
+        "replay": ["in-sample", "in-sample", "held-out", "held-out"], "gate": ["rev3", "rev3", "rev3", "new"],
+        "reason": ["nothing vouches for the champion on this batch: x", "nothing vouches for the champion: y",
+                   "nothing vouches for the champion: z", "nothing vouches for the champion: w"],
+        "decision": ["promoted"] * 4, "pair_decision": ["promoted", "kept", "undecided", None],
+        "acc_new": [0.8, 0.7, 0.9, 0.1], "acc_champion": [0.7, 0.75, 0.8, 0.9],
+        "pair_labels_asked": [20, 30, 40, None]})
+    s = stale(nights).set_index(["scope", "arm"])
+    # revision 3 promotes all three rev3 nights: night 2 (−0.05) is harmful, none missed
+    assert s.loc[("pooled", "promote (revision 3)"), ["nights", "harmful", "missed", "labels asked"]].tolist() == [3, 1, 0, 0]
+    # the labels: promoted +0.1 (right), kept −0.05 (right), undecided +0.1 (missed)
+    assert s.loc[("pooled", "pair labels"), ["harmful", "missed", "still undecided", "labels asked"]].tolist() == [0, 1, 1, 90]
+    assert s.loc[("held-out", "pair labels"), "missed"] == 1 and s.loc[("in-sample", "pair labels"), "missed"] == 0
