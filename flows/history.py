@@ -37,6 +37,6 @@ def run(ns: argparse.Namespace) -> int:
     plot_history(table, ns.model).savefig(out, dpi=120)
     shown = table.assign(started=table["started"].dt.strftime("%Y-%m-%d %H:%M"))
     print(shown[["started", "run_name", "candidate", "version", "decision", "serving", "estimate", "ci_low",
-                 "ci_high", "realized", "drift", "overlap"]].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+                 "ci_high", "realized", "drift", "overlap", "regime"]].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"chart: {out.resolve()}")
     return 0

@@ -1,8 +1,9 @@
 """Performance over time for one registered model: every retrain run that decided for it and every score run
 of one of its versions, with the served
 candidate's estimated accuracy and interval, the realised accuracy where labels were recorded (``shiftflow
-evaluate``'s ``realized.accuracy``, or held-out target labels' ``eval.target_accuracy``), the drift verdict,
-and the version that served after the run. Read from the MLflow parent runs (tag
+evaluate``'s ``realized.accuracy``, or held-out target labels' ``eval.target_accuracy``), the drift verdict, the
+overlap verdict and shift regime of the estimate (``?`` where the run logged none: score runs, older runs), and
+the version that served after the run. Read from the MLflow parent runs (tag
 ``champion.registered_model``); drawn as NannyML draws its performance-over-time plots: one point per batch
 with its interval, the realised value beside it, and where the serving version changed."""
 
@@ -16,7 +17,7 @@ from mlflow.tracking import MlflowClient
 from tasks.tracking import with_retries
 
 COLUMNS = ["started", "run_id", "run_name", "candidate", "version", "decision", "serving", "estimate", "ci_low",
-           "ci_high", "realized", "realized_from", "drift", "domain_auc", "overlap"]
+           "ci_high", "realized", "realized_from", "drift", "domain_auc", "overlap", "regime"]
 
 
 def _num(m: dict[str, float], key: str) -> float:
@@ -58,7 +59,8 @@ def _row(r: Any, tag: str) -> dict[str, Any]:
             "ci_low": _num(m, "estimate.ci_low"), "ci_high": _num(m, "estimate.ci_high"), "realized": realized,
             "realized_from": source if realized == realized else "",
             "drift": {1.0: "drift", 0.0: "no drift"}.get(_num(m, "drift.drifted"), "?"),
-            "domain_auc": _num(m, "drift.domain_auc"), "overlap": t.get("shiftflow.estimate.overlap", "?")}
+            "domain_auc": _num(m, "drift.domain_auc"), "overlap": t.get("shiftflow.estimate.overlap", "?"),
+            "regime": t.get("shiftflow.estimate.regime", "?")}
 
 
 def log_history(tracking_uri: str, parent_run_id: str, model_name: str) -> None:

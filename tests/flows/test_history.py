@@ -24,10 +24,12 @@ def _table() -> pd.DataFrame:
     rows = [
         {"started": pd.Timestamp("2024-03-01 02:00:07"), "run_id": "a1", "run_name": "nightly-1", "candidate": "LR",
          "version": "1", "decision": "promoted", "serving": "1", "estimate": 0.75, "ci_low": 0.7, "ci_high": 0.8,
-         "realized": np.nan, "realized_from": "", "drift": True, "domain_auc": 0.66, "overlap": "ok"},
+         "realized": np.nan, "realized_from": "", "drift": True, "domain_auc": 0.66, "overlap": "ok",
+         "regime": "covariate"},
         {"started": pd.Timestamp("2024-03-02 02:00:59"), "run_id": "b2", "run_name": "score-x", "candidate": "LR",
          "version": "1", "decision": "scored", "serving": "1", "estimate": 0.7126, "ci_low": 0.65, "ci_high": 0.775,
-         "realized": 0.72, "realized_from": "realized.accuracy", "drift": False, "domain_auc": 0.52, "overlap": "ok"},
+         "realized": 0.72, "realized_from": "realized.accuracy", "drift": False, "domain_auc": 0.52, "overlap": "ok",
+         "regime": "?"},
     ]
     return pd.DataFrame(rows, columns=tasks.history.COLUMNS)
 
@@ -89,10 +91,10 @@ def test_the_table_is_printed_and_the_chart_written(store: str, monkeypatch: pyt
     assert drawn == [(2, "m")] and fig.saved == [(Path("history-m.png"), 120)]  # the default --out, here
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["started", "run_name", "candidate", "version", "decision", "serving", "estimate",
-                                "ci_low", "ci_high", "realized", "drift", "overlap"]  # run_id, domain_auc left out
+                                "ci_low", "ci_high", "realized", "drift", "overlap", "regime"]  # no run_id, domain_auc
     # minutes, not seconds; three decimals; a missing realised accuracy shows as NaN
     assert lines[1].split() == ["2024-03-01", "02:00", "nightly-1", "LR", "1", "promoted", "1", "0.750", "0.700",
-                                "0.800", "NaN", "True", "ok"]
+                                "0.800", "NaN", "True", "ok", "covariate"]
     assert lines[2].split()[7:10] == ["0.713", "0.650", "0.775"] and lines[2].split()[10] == "0.720"
     assert lines[-1] == f"chart: {(tmp_path / 'history-m.png').resolve()}"
     out = tmp_path / "charts" / "h.png"

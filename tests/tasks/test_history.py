@@ -30,7 +30,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
         run = client.create_run(exp, run_name=f"night-{i}", start_time=1_800_000_000_000 + i * 86_400_000,
                                 tags={"champion.registered_model": reg, "shiftflow.decision": dec,
                                       "champion.decision": alias, "champion.serving": serving,
-                                      "estimate.candidate": "LR", "shiftflow.estimate.overlap": "ok"})
+                                      "estimate.candidate": "LR", "shiftflow.estimate.overlap": "ok",
+                                      **({"shiftflow.estimate.regime": "label"} if i == 1 else {})})
         metrics = {"estimate.accuracy": est, "estimate.ci_low": lo, "estimate.ci_high": hi, "drift.drifted": drifted,
                    "drift.domain_auc": 0.6}
         metrics |= {} if realized is None else {"realized.accuracy": realized}
@@ -50,6 +51,7 @@ def test_the_history_is_every_run_of_the_model_oldest_first(store: str) -> None:
     assert t["realized"].tolist()[:2] == [0.79, 0.81] and math.isnan(t["realized"].iloc[2])
     assert t["realized_from"].tolist() == ["held-out target labels", "evaluate", ""]
     assert t["drift"].tolist() == ["no drift", "drift", "drift"]
+    assert t["regime"].tolist() == ["?", "label", "?"]  # the estimate's shift regime, "?" where none was logged
     assert model_history(store, "nope").empty
 
 
