@@ -560,7 +560,20 @@ def _pair_arm(preds: list[Any], new: Version, ch: Version, cP: Any, Xs: pd.DataF
             "pair_difference_se": dec.details.get("difference_se")}
 
 
-def run_sequence(spec: SeqSpec, enc: Encoded, seed: int, names: tuple[str, ...]) -> tuple[list[dict], list[dict]]:
+#: the gates that ask for labels when undecided: revision 3 (plan over every candidate), ``rev3p`` (revision 3 with
+#: the pair plan, what ships since decisions_pair) and ``rev4`` (``rev3p``, and step 4 — nothing vouches for the
+#: champion — asks for the pair's labels instead of promoting; decisions_fresh)
+LABEL_GATES = ("rev3", "rev3p", "rev4")
+
+
+def _asks_labels(g: str, dec: Any) -> bool:
+    """Whether gate ``g`` runs its labels path after this label-free decision."""
+    return g in LABEL_GATES and (dec.decision == "undecided"
+                                 or (g == "rev4" and dec.reason.startswith("nothing vouches")))
+
+
+def run_sequence(spec: SeqSpec, enc: Encoded, seed: int, names: tuple[str, ...],
+                 gates: tuple[str, ...] = ("today", "new", "rev3")) -> tuple[list[dict], list[dict]]:
     """Replay one sequence (rule: "The replay"; revision 3: ``REV3_MD``): one row per gated night and gate
     (today, new = revision 2, rev3), and the no-overlap rows of the nights whose domain AUC is ≥
     :data:`NO_OVERLAP_AUC`."""
@@ -575,7 +588,7 @@ def run_sequence(spec: SeqSpec, enc: Encoded, seed: int, names: tuple[str, ...])
     Xs, ys = read(0, 1)
     Xt, _ = read(1, 1)
     v1, _, _ = fit_version(names, Xs, ys, Xt, seed, 0, 1)
-    champ = {"today": v1, "new": v1, "rev3": v1}
+    champ = dict.fromkeys(gates, v1)
     rows: list[dict] = []
     cells: list[dict] = []
     for i in range(2, spec.k):
@@ -620,11 +633,11 @@ def run_sequence(spec: SeqSpec, enc: Encoded, seed: int, names: tuple[str, ...])
                         "reason": f"cv {cv[new.learner]:.4f} vs incumbent recipe {inc:.4f}"}
             else:
                 cP, dec, err = night.gated(ch)
-                if err is None and g == "rev3" and dec.decision == "undecided":
+                if err is None and _asks_labels(g, dec):
                     # revision 3: the undecided gate asks for labels and the labels decide (REV3_MD, step 2)
                     free = {"decision_free": dec.decision, "p_better_free": dec.p_better, "reason_free": dec.reason}
                     try:
-                        lab = labels_path(preds, new, ch, cP, Xs, ys, Xt, yt, seed)
+                        lab = labels_path(preds, new, ch, cP, Xs, ys, Xt, yt, seed, pair=g != "rev3")
                         dec = gate(new.stored, cP, confidence=CONFIDENCE, shared_source=night.shared(ch),
                                    new_auc=new_auc, champion_auc=desc["champion_auc"],
                                    labels=(lab["label_difference"], lab["label_se"], lab["labels_asked"]),
@@ -634,10 +647,11 @@ def run_sequence(spec: SeqSpec, enc: Encoded, seed: int, names: tuple[str, ...])
                     else:
                         row |= free | lab | {k: dec.details.get(k) for k in ("difference", "difference_se",
                                                                              "prior_weight")}
-                        row |= _pair_arm(preds, new, ch, cP, Xs, ys, Xt, yt, night, desc["champion_auc"])
-                elif err is None and g == "rev3":
+                        if g == "rev3":
+                            row |= _pair_arm(preds, new, ch, cP, Xs, ys, Xt, yt, night, desc["champion_auc"])
+                elif err is None and g in LABEL_GATES:
                     row |= {"decision_free": dec.decision, "p_better_free": dec.p_better, "labels_asked": 0}
-                    if dec.reason.startswith("nothing vouches"):  # decisions_pair's stale nights: what labels say
+                    if g == "rev3" and dec.reason.startswith("nothing vouches"):  # decisions_pair's stale nights
                         row |= _pair_arm(preds, new, ch, cP, Xs, ys, Xt, yt, night, desc["champion_auc"])
                 if err is not None:
                     row |= {"decision": "error", "reason": f"{type(err).__name__}: {err}", "schema_change": False,
@@ -652,7 +666,7 @@ def run_sequence(spec: SeqSpec, enc: Encoded, seed: int, names: tuple[str, ...])
             champ[g] = after
             rows.append(row)
     for r in rows:  # the rule's count for today's gate and revision 2; revision 3's rows carry the rows planned
-        if r["gate"] != "rev3" or "labels_asked" not in r:
+        if r["gate"] not in LABEL_GATES or "labels_asked" not in r:
             r["labels_asked"] = min(LABELS_ASKED, r["n_target"] // 2) if r["decision"] == "undecided" else 0
     return rows, cells
 
@@ -1660,8 +1674,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def replay(seqs: list[SeqSpec], cases: list[OverlapSpec], seed: int, names: tuple[str, ...]
-           ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def replay(seqs: list[SeqSpec], cases: list[OverlapSpec], seed: int, names: tuple[str, ...],
+           gates: tuple[str, ...] = ("today", "new", "rev3")) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every sequence's nights (``run_sequence``) and every no-overlap cell (the sequences' and the dedicated
     cases', ``run_overlap_case``), one thread, each table encoded once; a line per sequence and case on stderr."""
     nights: list[dict] = []
@@ -1672,7 +1686,7 @@ def replay(seqs: list[SeqSpec], cases: list[OverlapSpec], seed: int, names: tupl
         for s in seqs:
             t = time.perf_counter()
             enc = enc_cache.setdefault((s.table, s.drop), encode(s.table, s.drop))
-            r, c = run_sequence(s, enc, seed, names)
+            r, c = run_sequence(s, enc, seed, names, gates)
             nights += r
             cells += c
             print(f"{s.name}: {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
