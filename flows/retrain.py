@@ -195,7 +195,7 @@ def _decide(run: _Run, prep: dict[str, Any], labeled: dict[str, Any] | None) -> 
                                model_name=model_name, labeled=chosen.get("fewlabel"), history=prep["history"])
     with run.stage("champion"):
         policy = GatePolicy(k=config.selection_folds, rows=config.selection_rows,
-                            promote_confidence=config.promote_confidence,
+                            promote_confidence=config.promote_confidence, unvouched=config.unvouched_champion,
                             hold_champion="accuracy alert" if estimate["alert"] else None)
         decision = champion(run.store, chosen, ctx=ctx, model_name=model_name, policy=policy,
                             served_model_uri=None if recal is None else recal["model_uri"], labeled=labeled)

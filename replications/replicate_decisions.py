@@ -518,7 +518,7 @@ class _Night:
                                           random_state=self.seed)
                 dec = gate(self.new.stored, cP, confidence=CONFIDENCE, shared_source=self.shared(ch),
                            new_auc=self.new_auc, champion_auc=self.described(ch)["champion_auc"],
-                           random_state=self.seed)
+                           unvouched="promote", random_state=self.seed)  # revision 2's step 4 (rev4: _asks_labels)
                 self._gate[id(ch)] = (cP, dec, None)
             except Exception as err:  # noqa: BLE001 - recorded as an error night and reported as a bug
                 self._gate[id(ch)] = (None, None, err)

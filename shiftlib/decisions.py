@@ -44,6 +44,8 @@ __all__ = [
     "DECISIONS",
     "LABEL_PLANS",
     "UNDECIDED_LABEL_PLAN",
+    "UNVOUCHED",
+    "UNVOUCHED_CHAMPION",
     "LOW_ESS_SHARE",
     "OVERLAP_AUC",
     "OUTSIDE_SHARE",
@@ -88,6 +90,13 @@ DECISIONS = ("promoted", "kept", "undecided", "refused")
 #: the model and decide the gate) or ``pair`` (the label-free choice and the served champion: the labels decide
 #: the gate only)
 LABEL_PLANS = ("candidates", "pair")
+#: what step 4 of :func:`gate` does when nothing vouches for the served champion on the batch and the new
+#: version's source reaches it: ``ask`` (``undecided``: the champion stays and the pair's labels decide) or
+#: ``promote`` (revision 3). ``ask`` was adopted by a rule fixed before its run on tables no replay had used
+#: (``reports/decisions_fresh.md``: harmful promotions 0 against 3 in 52 decisions, missed improvements 11 against
+#: 11, with the labels of the undecided nights); without labels a stale champion then stays until they come
+UNVOUCHED = ("ask", "promote")
+UNVOUCHED_CHAMPION = "ask"
 #: the plan an undecided gate asks its labels with: the pair it could not decide. With the same budget, rows drawn
 #: only where the two disagree estimate new − champion far more tightly than rows spread over every candidate's
 #: disagreements (fewlabel's difference estimate rests on those rows alone; labels on all of them make it exact).
@@ -548,7 +557,7 @@ def _unvouched(P: StoredPredictions, auc: float | None) -> str | None:
 def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
          new_estimate: float | None = None, confidence: float = PROMOTE_CONFIDENCE, shared_source: bool = False,
          new_auc: float | None = None, champion_auc: float | None = None,
-         labels: tuple[float, float, int] | None = None,
+         labels: tuple[float, float, int] | None = None, unvouched: str = UNVOUCHED_CHAMPION,
          n_boot: int | None = None, random_state: int | None = None) -> GateDecision:
     """Decide whether ``new`` replaces the served ``champion`` (both as stored predictions on today's batch).
 
@@ -561,10 +570,12 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
        estimate) is reported in ``details``.
     2. ``promoted`` without a champion.
     3. ``kept`` when new predicts the champion's class on every batch row (equally accurate on it).
-    4. ``promoted`` when nothing vouches for the champion on this batch and the new version's source reaches it:
-       the champion's source does not reach the batch (``champion_auc`` ≥ :data:`OVERLAP_AUC`), it predicts
-       one class on it, or it is estimated no better than the majority-class rule — the guards of step 1,
-       applied to the model that serves (its label-free estimate cannot be trusted where its source has no rows).
+    4. When nothing vouches for the champion on this batch and the new version's source reaches it — the
+       champion's source does not reach the batch (``champion_auc`` ≥ :data:`OVERLAP_AUC`), it predicts one
+       class on it, or it is estimated no better than the majority-class rule: the guards of step 1, applied to
+       the model that serves (its label-free estimate cannot be trusted where its source has no rows) —
+       ``undecided`` with ``unvouched='ask'`` (the default, :data:`UNVOUCHED_CHAMPION`: the pair's labels
+       decide; revision 4, ``reports/decisions_fresh.md``), ``promoted`` with ``unvouched='promote'`` (revision 3).
     5. Else P = :func:`p_better`: ``promoted`` when P ≥ ``confidence``, ``kept`` when P ≤ 1 − ``confidence``,
        else ``undecided`` — and ``undecided`` instead of ``promoted`` when the new version's own source does
        not reach the batch (``new_auc`` ≥ :data:`OVERLAP_AUC`).
@@ -594,6 +605,8 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
         :func:`domain_auc` of each model's source rows against the batch (None: not known).
     labels : tuple of (float, float, int), optional
         (difference, standard error, number of labels) of the labels' estimate of new − champion accuracy.
+    unvouched : {"ask", "promote"}, default UNVOUCHED_CHAMPION
+        Step 4: ``undecided`` (ask for the pair's labels) or ``promoted``.
     n_boot : int, optional
         Joint resamples of :func:`p_better` (None: ``shiftlib.estimation.N_BOOT``).
     random_state : int, optional
@@ -606,6 +619,8 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     """
     if not 0.5 < float(confidence) < 1.0:
         raise ValueError(f"promote_confidence must be in (0.5, 1), e.g. {PROMOTE_CONFIDENCE}; got {confidence!r}")
+    if unvouched not in UNVOUCHED:
+        raise ValueError(f"unvouched must be one of {list(UNVOUCHED)}; got {unvouched!r}")
     details = _gate_details(new, new_estimate, confidence, new_auc, champion_auc)
     refusal = _unvouched(new, None)
     if refusal is not None:
@@ -618,7 +633,7 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     if labels is not None:
         return _labeled_gate(new, champion, labels, confidence, shared_source, n_boot, random_state, details)
     return _unlabeled_gate(new, champion, confidence, shared_source, new_auc, champion_auc, n_boot,
-                           random_state, details)
+                           random_state, details, unvouched)
 
 
 def _gate_details(new: StoredPredictions, new_estimate: float | None, confidence: float,
@@ -635,13 +650,19 @@ def _gate_details(new: StoredPredictions, new_estimate: float | None, confidence
 
 def _unlabeled_gate(new: StoredPredictions, champion: StoredPredictions, confidence: float,
                     shared_source: bool, new_auc: float | None, champion_auc: float | None,
-                    n_boot: int | None, random_state: int | None, details: dict[str, Any]) -> GateDecision:
-    """Steps 4 and 5 without labels: replace a champion nothing vouches for, else decide by P(better)."""
+                    n_boot: int | None, random_state: int | None, details: dict[str, Any],
+                    unvouched: str = UNVOUCHED_CHAMPION) -> GateDecision:
+    """Steps 4 and 5 without labels: ask for labels on (or replace) a champion nothing vouches for, else decide by
+    P(better)."""
     new_reaches = new_auc is None or new_auc < OVERLAP_AUC
     stale = _unvouched(champion, champion_auc)
     if stale is not None and new_reaches:
-        return GateDecision("promoted", float("nan"), f"nothing vouches for the champion on this batch: {stale}",
-                            details)
+        said = f"nothing vouches for the champion on this batch: {stale}"
+        if unvouched == "promote":
+            return GateDecision("promoted", float("nan"), said, details)
+        return GateDecision("undecided", float("nan"), f"{said}; the new version's source reaches it, but without "
+                            "labels nothing says which is more accurate: the champion stays, and labels on the rows "
+                            "where the two disagree decide", details)
     p, est_c, est_n = p_better(champion, new, shared_source=shared_source, n_boot=n_boot,
                                random_state=random_state)
     details |= {"champion_estimate": est_c, "new_estimate_paired": est_n}

@@ -43,7 +43,14 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from shiftlib.catalog import LABELED_SELECTOR, SOURCE_CV
-from shiftlib.decisions import PROMOTE_CONFIDENCE, GateDecision, champion_predictions, domain_auc, gate
+from shiftlib.decisions import (
+    PROMOTE_CONFIDENCE,
+    UNVOUCHED_CHAMPION,
+    GateDecision,
+    champion_predictions,
+    domain_auc,
+    gate,
+)
 from shiftlib.errors import ShiftflowInputError
 from shiftlib.estimation import StoredPredictions
 from shiftlib.selection import SELECTORS
@@ -308,7 +315,7 @@ def label_difference(store: Any, labeled: dict[str, Any] | None, chosen: str, ve
 def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPredictions | None,
           evidence: pd.DataFrame | None, estimate: dict[str, Any] | None, source_sha: str, *, seed: int,
           rows: int | None, confidence: float, labeled: dict[str, Any] | None = None,
-          chosen: str = "") -> tuple[GateDecision | None, str]:
+          chosen: str = "", unvouched: str = UNVOUCHED_CHAMPION) -> tuple[GateDecision | None, str]:
     """The gate's decision on the new version against the served champion ``inc``, or (None, why) when the
     champion's evidence is missing and the earlier recipe gate must decide (guards still apply)."""
     if new_P is None or evidence is None:
@@ -326,7 +333,7 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
     new_auc = domain_auc(X_new, _today_encoded(store, seed, rows, features), random_state=seed)
     return gate(new_P, champ, new_estimate=est, confidence=confidence, random_state=seed, new_auc=new_auc,
                 champion_auc=champ_auc, shared_source=inc.tags.get("source_sha256") == source_sha,
-                labels=label_difference(store, labeled, chosen, inc.version)), ""
+                labels=label_difference(store, labeled, chosen, inc.version), unvouched=unvouched), ""
 
 
 def _version_tags(facts: dict[str, str], info: TrainedModel, chosen: str, selector: str, new_score: float,
@@ -378,12 +385,14 @@ def _announce(client: MlflowClient, ctx: RunContext, record: dict[str, Any], wai
 
 @dataclass(frozen=True)
 class GatePolicy:
-    """How the gate decides: the selection's folds ``k`` and ``rows``, its confidence, a reason to hold the alias."""
+    """How the gate decides: the selection's folds ``k`` and ``rows``, its confidence, a reason to hold the alias,
+    and what it does with a champion nothing vouches for (``shiftlib.decisions.gate``'s ``unvouched``)."""
 
     k: int
     rows: int | None = None
     promote_confidence: float = PROMOTE_CONFIDENCE
     hold_champion: str | None = None
+    unvouched: str = UNVOUCHED_CHAMPION
 
 
 @task(name="champion", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 8])
@@ -433,7 +442,8 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
             reason = f"{same}; it stays champion" + (f" ({hold_champion} on this run)" if hold_champion else "")
         else:
             g, why = _gate(client, store, model_name, inc, new_P, evidence, estimate, facts["source_sha256"], seed=seed,
-                           rows=rows, confidence=policy.promote_confidence, labeled=labeled, chosen=chosen)
+                           rows=rows, confidence=policy.promote_confidence, labeled=labeled, chosen=chosen,
+                           unvouched=policy.unvouched)
             if g is None:  # the champion's evidence is missing: its recipe is re-scored (the earlier gate)
                 verdict = _decide(store, inc, scores, selector, chosen, new_score, facts["features_sha256"], seed,
                                   policy.k, rows)

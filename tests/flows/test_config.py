@@ -139,3 +139,12 @@ def test_the_score_config_needs_a_model_a_batch_and_an_out() -> None:
         False, None, None, 0, "shiftflow-score")
     with pytest.raises(ValidationError, match="min_accuracy"):
         ScoreConfig(model="m", batch="b", out="o", min_accuracy=1.5)  # an accuracy lies in [0, 1]
+
+
+def test_the_unvouched_champion_policy_defaults_to_shiftlibs_and_refuses_other_words():
+    from shiftlib.decisions import UNVOUCHED, UNVOUCHED_CHAMPION
+
+    assert RetrainConfig().unvouched_champion == UNVOUCHED_CHAMPION == "ask"
+    assert {RetrainConfig(unvouched_champion=w).unvouched_champion for w in UNVOUCHED} == {"ask", "promote"}
+    with pytest.raises(ValueError, match="'ask' or 'promote'"):
+        RetrainConfig(unvouched_champion="yes")

@@ -15,6 +15,7 @@ from shiftlib.decisions import (
     OUTSIDE_SHARE,
     OVERLAP_AUC,
     PROMOTE_CONFIDENCE,
+    UNVOUCHED_CHAMPION,
     accuracy_alert,
     baseline_components,
     champion_predictions,
@@ -277,22 +278,34 @@ def _meh() -> StoredPredictions:
 
 
 @pytest.mark.heavy
-def test_gate_promotes_when_only_the_new_source_reaches_the_batch():
+def test_gate_asks_for_labels_when_only_the_new_source_reaches_the_batch():
     # a weaker new version (70 %) against a champion that looks better (90 %) but whose source the batch is told
-    # apart from (domain AUC 0.97 ≥ 0.95): nothing vouches for the champion here, the new version's source does
+    # apart from (domain AUC 0.97 ≥ 0.95): nothing vouches for the champion here, the new version's source does.
+    # The shipped step 4 (revision 4, reports/decisions_fresh.md) asks for the pair's labels; revision 3 promoted
     _, good = _pair()
+    assert UNVOUCHED_CHAMPION == "ask"
     d = gate(_meh(), good, champion_auc=0.97, new_auc=0.6, n_boot=10, random_state=0)
-    assert d.decision == "promoted" and "does not reach" in d.reason and "0.970" in d.reason
+    assert d.decision == "undecided" and math.isnan(d.p_better)
+    assert "does not reach" in d.reason and "0.970" in d.reason and "labels on the rows" in d.reason
+    d = gate(_meh(), good, champion_auc=0.97, new_auc=0.6, unvouched="promote", n_boot=10, random_state=0)
+    assert d.decision == "promoted" and d.reason.startswith("nothing vouches for the champion on this batch")
+    # labels observe the batch: step 4 is skipped and the labels' difference decides (here: new is worse)
+    d = gate(_meh(), good, champion_auc=0.97, new_auc=0.6, labels=(-0.2, 0.01, 40), n_boot=10, random_state=0)
+    assert d.decision == "kept" and "with 40 target labels" in d.reason
+    with pytest.raises(ValueError, match="unvouched must be one of"):
+        gate(_meh(), good, unvouched="maybe")
     # both reach the batch: the ordinary comparison keeps the better champion
     assert gate(_meh(), good, champion_auc=0.94, new_auc=0.6, n_boot=10, random_state=0).decision == "kept"
     # neither reaches it: no promotion on the stale champion's account, the comparison decides
     assert gate(_meh(), good, champion_auc=0.97, new_auc=0.97, n_boot=10, random_state=0).decision == "kept"
 
 
-def test_a_one_class_champion_yields_to_a_new_version_that_passes_the_guards():
+def test_a_one_class_champion_is_questioned_and_yields_with_promote():
     champ, _ = _pair()  # predicts class 0 on every batch row
     d = gate(_meh(), champ, n_boot=10, random_state=0)
-    assert d.decision == "promoted" and "nothing vouches for the champion" in d.reason and "one class" in d.reason
+    assert d.decision == "undecided" and "nothing vouches for the champion" in d.reason and "one class" in d.reason
+    d = gate(_meh(), champ, unvouched="promote", n_boot=10, random_state=0)
+    assert d.decision == "promoted" and "one class" in d.reason
 
 
 @pytest.mark.heavy

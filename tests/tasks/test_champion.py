@@ -195,3 +195,32 @@ def test_a_one_class_model_is_never_champion(registry):
     assert (rec["decision"], rec["gate_decision"]) == ("challenger", "refused")
     assert "one class" in rec["reason"]
     assert {k: str(v) for k, v in client.get_registered_model("far-model").aliases.items()} == {"challenger": "1"}
+
+
+def test_the_gate_policy_passes_what_to_do_with_an_unvouched_champion(monkeypatch):
+    """``GatePolicy.unvouched`` (config ``unvouched_champion``) reaches ``shiftlib.decisions.gate``'s step 4 as given;
+    its default is shiftlib's policy, ``ask`` (reports/decisions_fresh.md)."""
+    import pandas as pd
+
+    import tasks.champion as tc
+    from shiftlib.decisions import UNVOUCHED_CHAMPION, GateDecision
+
+    assert tc.GatePolicy(k=10).unvouched == UNVOUCHED_CHAMPION == "ask"
+    seen: list[dict] = []
+
+    def fake_gate(new, champion=None, **kw):
+        seen.append({"champion": champion, **kw})
+        return GateDecision("kept", 0.5, "recorded", {})
+
+    monkeypatch.setattr(tc, "gate", fake_gate)
+    monkeypatch.setattr(tc, "champion_evidence", lambda *a, **k: ("champ-P", 0.97))
+    monkeypatch.setattr(tc, "_today_encoded", lambda *a, **k: pd.DataFrame({"a": [0.0, 1.0]}))
+    monkeypatch.setattr(tc, "domain_auc", lambda *a, **k: 0.6)
+    inc = type("Inc", (), {"version": "1", "tags": {}})()
+    evidence = pd.DataFrame({"x:a": [0.0, 1.0], "y": [0, 1]})
+    for unvouched in ("promote", "ask"):
+        seen.clear()
+        tc._gate(None, None, "m", inc, "new-P", evidence, None, "sha", seed=0, rows=None, confidence=0.9,
+                 unvouched=unvouched)
+        assert seen[-1]["champion"] == "champ-P" and seen[-1]["unvouched"] == unvouched
+        assert seen[-1]["champion_auc"] == 0.97 and seen[-1]["new_auc"] == 0.6
