@@ -139,6 +139,7 @@ from threadpoolctl import threadpool_limits
 from replications._common import Case, md_table, rdata, split_case
 from shiftlib.bias import split_biased
 from shiftlib.estimation import (
+    AUTO_INFLATION,
     AUTO_INTERVAL,
     AUTO_METHOD,
     INTERVALS,
@@ -389,12 +390,16 @@ def run_cell(case: str, group: str, load: Loader, seed: int, *, rf_trees: int, n
                 "source_rate_1": float(np.mean(ys == 1)),
                 "n_target": len(yt), "truth": truth, "cv_accuracy": float(P.correct_source.mean()),
                 "weights_ess": float(P.weights.sum() ** 2 / np.sum(P.weights ** 2))}
+        # "auto" rides along on the same shared resamples (it adds none): its shipped bounds are checked below
+        # against the ones this script rebuilds for the shipped (method, interval, inflation)
         try:
-            ests = estimate_methods(P, methods, n_boot=n_boot, random_state=seed)
+            ests = estimate_methods(P, [*methods, "auto"], n_boot=n_boot, random_state=seed)
         except ValueError as err:  # TrCV could not refit this learner on a fold's pseudo labels
             print(f"  {case} seed {seed} {P.learner} trcv: {err}", file=sys.stderr)
-            ests = estimate_methods(P, [m for m in methods if m != "trcv"], n_boot=n_boot, random_state=seed)
+            ests = estimate_methods(P, [*(m for m in methods if m != "trcv"), "auto"], n_boot=n_boot,
+                                    random_state=seed)
             rows.append({**base, "method": "trcv", "estimate": math.nan})
+        shipped_auto = ests.pop("auto")
         # after-the-rule diagnostics of the NannyML comparison (point estimates only): class-score calibration
         # applied always, and whether NannyML's check calibrates this learner's source scores
         _, post_t = calibrated_posteriors(P.proba_source, P.y_source, P.proba_target)
@@ -414,6 +419,15 @@ def run_cell(case: str, group: str, load: Loader, seed: int, *, rf_trees: int, n
             if not np.allclose(shipped, (e.ci_low, e.ci_high), rtol=0, atol=1e-12):  # the report scores what ships
                 raise AssertionError(f"{case} seed {seed} {P.learner} {m}: the rebuilt {d['interval']} interval "
                                      f"{shipped} is not the shipped ({e.ci_low}, {e.ci_high})")
+            if m == AUTO_METHOD:  # the report scores auto by rebuilding its bounds: they must be what ships
+                one = pd.DataFrame([{"estimate": e.accuracy, **{k: d[k] for k in
+                                                                ("se_source", "se_target", "se_shift", "se_model")}}])
+                lo, hi = inflated_bounds(one, AUTO_INTERVAL, AUTO_INFLATION)
+                if not np.allclose((lo.iloc[0], hi.iloc[0]), (shipped_auto.ci_low, shipped_auto.ci_high), rtol=0,
+                                   atol=1e-12):
+                    raise AssertionError(f"{case} seed {seed} {P.learner}: the rebuilt auto interval "
+                                         f"({lo.iloc[0]}, {hi.iloc[0]}) is not the shipped ({shipped_auto.ci_low}, "
+                                         f"{shipped_auto.ci_high})")
             if "prior_target_1" in d:
                 row["prior_target_1"] = d["prior_target_1"]
             rows.append({**row, "se_source": d["se_source"], "se_target": d["se_target"],
@@ -1061,9 +1075,9 @@ def write_pape_report(out: Path, prefix: str, cells: pd.DataFrame, args: argpars
     c = cells.copy()
     a = c[c.method == AUTO_METHOD].assign(method="auto")
     c = pd.concat([c, a], ignore_index=True)
-    kind_of = {m: (AUTO_INTERVAL if m == "auto" else "shift") for m in c.method.unique()}
-    lo = np.array([r[f"low_{kind_of[m]}"] for m, r in zip(c.method, c.to_dict("records"), strict=True)])
-    hi = np.array([r[f"high_{kind_of[m]}"] for m, r in zip(c.method, c.to_dict("records"), strict=True)])
+    a_lo, a_hi = inflated_bounds(c, AUTO_INTERVAL, AUTO_INFLATION)  # auto's shipped interval, inflation included
+    lo = np.where(c.method == "auto", a_lo, c.low_shift)
+    hi = np.where(c.method == "auto", a_hi, c.high_shift)
     c = c.assign(err=(c.estimate - c.truth).abs(), cov=(lo <= c.truth) & (c.truth <= hi), width=hi - lo,
                  sub=np.where(c.group == "feature-bias", "feature-bias",
                               np.where(c.case.isin(DOMAIN_PAIRS), "domain pairs", "time/group")),
