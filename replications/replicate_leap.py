@@ -36,7 +36,7 @@ import pandas as pd
 
 from replications import replicate_estimation as E
 from replications._common import md_table
-from shiftlib.estimation import StoredPredictions, bbse_prior, calibrated_posteriors, em_prior, point_estimate
+from shiftlib.estimation import StoredPredictions, label_shift_prior, point_estimate
 
 RULE_MD = [
     "## The rule (fixed before the run)",
@@ -60,17 +60,13 @@ COMPARED = ("leap-em", "leap-bbse", "em", "bbse", "auto")
 
 
 def leap_accuracy(P: StoredPredictions, quantifier: str) -> float:
-    """LEAP's accuracy: Σ_y π̂_t(y)·P_s(ŷ = y | y), π̂_t from ``quantifier`` ('em' or 'bbse', as
-    ``shiftlib.estimation``'s methods of those names estimate it), P_s the out-of-fold recall of each class."""
-    n_cls, y = len(P.classes), P.y_source
-    pred_s, pred_t = np.argmax(P.proba_source, axis=1), np.argmax(P.proba_target, axis=1)
-    if quantifier == "bbse":
-        prior_t = bbse_prior(pred_s, y, pred_t, n_cls)
-    elif quantifier == "em":
-        _, post_t = calibrated_posteriors(P.proba_source, y, P.proba_target)
-        prior_t = em_prior(post_t, np.bincount(y, minlength=n_cls) / len(y))
-    else:
+    """LEAP's accuracy: Σ_y π̂_t(y)·P_s(ŷ = y | y), π̂_t from ``quantifier`` ('em' or 'bbse', the prior those
+    ``shiftlib.estimation`` methods use: ``label_shift_prior``), P_s the out-of-fold recall of each class."""
+    if quantifier not in ("em", "bbse"):
         raise ValueError(f"quantifier must be 'em' or 'bbse'; got {quantifier!r}")
+    prior_t = label_shift_prior(P, quantifier)
+    n_cls, y = len(P.classes), P.y_source
+    pred_s = np.argmax(P.proba_source, axis=1)
     n_y = np.bincount(y, minlength=n_cls)
     hits = np.bincount(y[pred_s == y], minlength=n_cls)
     recall = np.divide(hits, n_y, out=np.zeros(n_cls), where=n_y > 0)
