@@ -23,6 +23,7 @@ import pandas as pd
 
 from replications import replicate_decisions as R
 from replications._common import code_stamp, md_table, rdata
+from replications.decisions_pair import scored
 from replications.replicate_decisions import SeqSpec, _lv
 
 #: table → (loader, label column, columns never used as features: ids, and columns that tell the label —
@@ -100,9 +101,7 @@ def counts(nights: pd.DataFrame) -> pd.DataFrame:
     """Per gate: decisions, harmful, missed, undecided, labels asked (and per 100 decisions)."""
     d = nights.copy()
     d["delta"] = d.acc_new - d.acc_champion
-    promoted = d.decision == "promoted"
-    d["harmful"] = promoted & (d.delta < -R.MARGIN)
-    d["missed"] = ~promoted & (d.delta > R.MARGIN)  # kept, undecided or refused, as reports/decisions.md counts
+    d["harmful"], d["missed"] = scored(d.decision, d.delta)
     out = d.groupby("gate", sort=False).agg(decisions=("decision", "size"), harmful=("harmful", "sum"),
                                             missed=("missed", "sum"),
                                             undecided=("decision", lambda s: int((s == "undecided").sum())),

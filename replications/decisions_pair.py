@@ -74,6 +74,13 @@ STALE_MD = [
 ]
 
 
+def scored(decision: pd.Series, delta: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """(harmful, missed) per decision, as ``reports/decisions.md`` counts them: promoted with a true change below
+    −0.01; not promoted (kept, undecided or refused) with a true change above +0.01."""
+    promoted = decision == "promoted"
+    return promoted & (delta < -R.MARGIN), ~promoted & (delta > R.MARGIN)
+
+
 def arms(nights: pd.DataFrame) -> pd.DataFrame:
     """Revision 3's undecided nights, one row per (night, arm): decision and its true accuracy change."""
     d = nights[(nights.gate == "rev3") & (nights.get("decision_free") == "undecided")].copy()
@@ -84,9 +91,7 @@ def arms(nights: pd.DataFrame) -> pd.DataFrame:
         rows.append(pd.DataFrame({"replay": d.replay, "sequence": d.sequence, "night": d.night, "arm": arm,
                                   "decision": d[dec], "delta": delta, "labels": d[asked], "difference_se": d[se]}))
     a = pd.concat(rows, ignore_index=True)
-    promoted = a.decision == "promoted"
-    a["harmful"] = promoted & (a.delta < -R.MARGIN)
-    a["missed"] = ~promoted & (a.delta > R.MARGIN)
+    a["harmful"], a["missed"] = scored(a.decision, a.delta)
     a["still_undecided"] = a.decision == "undecided"
     return a
 
@@ -100,10 +105,9 @@ def stale(nights: pd.DataFrame) -> pd.DataFrame:
     for scope, g in [("pooled", d), *d.groupby("replay")]:
         for arm, dec, labels in (("promote (revision 3)", g.decision, 0), ("pair labels", g.pair_decision,
                                                                           int(g.pair_labels_asked.sum()))):
-            promoted = dec == "promoted"
-            out.append({"scope": scope, "arm": arm, "nights": len(g),
-                        "harmful": int((promoted & (g.delta < -R.MARGIN)).sum()),
-                        "missed": int((~promoted & (g.delta > R.MARGIN)).sum()),
+            harmful, missed = scored(dec, g.delta)
+            out.append({"scope": scope, "arm": arm, "nights": len(g), "harmful": int(harmful.sum()),
+                        "missed": int(missed.sum()),
                         "still undecided": int((dec == "undecided").sum()), "labels asked": labels})
     return pd.DataFrame(out)
 

@@ -243,3 +243,25 @@ def test_decisions_pair_scores_the_stale_champion_nights_both_ways() -> None:
     # the labels: promoted +0.1 (right), kept −0.05 (right), undecided +0.1 (missed)
     assert s.loc[("pooled", "pair labels"), ["harmful", "missed", "still undecided", "labels asked"]].tolist() == [0, 1, 1, 90]
     assert s.loc[("held-out", "pair labels"), "missed"] == 1 and s.loc[("in-sample", "pair labels"), "missed"] == 0
+
+
+def test_decisions_fresh_counts_each_gate_and_applies_its_rule() -> None:
+    """decisions_fresh.counts / verdict on hand-built rows: harmful (promoted, Δ < −0.01), missed (not promoted,
+    refused included, Δ > 0.01), undecided and labels per gate; revision 4 adopted only with fewer harmful and no
+    more missed."""
+    import pandas as pd
+
+    from replications.decisions_fresh import counts, verdict
+
+    nights = pd.DataFrame({"gate": ["rev3p", "rev3p", "rev3p", "rev4", "rev4", "rev4"],
+                           "decision": ["promoted", "refused", "undecided", "kept", "refused", "undecided"],
+                           "acc_new": [0.70, 0.80, 0.70, 0.70, 0.80, 0.70], "acc_champion": [0.75, 0.70, 0.70] * 2,
+                           "labels_asked": [0, 0, 50, 40, 0, 50]})
+    c = counts(nights).set_index("gate")
+    assert c.loc["rev3p", ["decisions", "harmful", "missed", "undecided", "labels"]].tolist() == [3, 1, 1, 1, 50]
+    assert c.loc["rev4", ["harmful", "missed", "labels"]].tolist() == [0, 1, 90]
+    assert c.loc["rev3p", "harmful /100"] == 33.3
+    assert verdict(counts(nights)).startswith("**Adopt revision 4**")
+    worse = nights.assign(decision=["promoted", "refused", "undecided", "kept", "kept", "kept"],
+                          acc_new=[0.70, 0.80, 0.70, 0.70, 0.80, 0.80])
+    assert verdict(counts(worse)).startswith("**Do not adopt revision 4**")  # missed 2 > 1
