@@ -24,15 +24,14 @@ def cautions(s: dict[str, Any]) -> list[str]:
     and a chosen candidate that predicts one class for every target row (before any recalibration; its accuracy
     is then that class's share)."""
     out = []
+    budget = min(50, s.get("n_target") or 50)  # a label budget the batch can hold (1 ≤ b ≤ its rows)
     est = s.get("estimate") or {}
     labeled = s["selection"].get("fewlabel") or s.get("target_scores")
     if est and est["ci_high"] - est["ci_low"] >= WIDE_INTERVAL and not labeled:
-        budget = min(50, s.get("n_target") or 50)  # a budget the batch can hold (1 ≤ b ≤ its rows)
         out.append("a wide interval: the label-free estimators disagree on this shift; label a few target rows "
                    f"(--label-budget {budget}) to know more")
     ch = s.get("champion") or {}
     if ch.get("gate_decision") == "undecided":  # what settles it: labels where the two disagree
-        budget = min(50, s.get("n_target") or 50)
         out.append("the gate is undecided: label the rows where the new version and the champion disagree "
                    f"(--label-budget {budget} --label-plan {UNDECIDED_LABEL_PLAN}"
                    + (f"; {ch['labels']} labels so far: a larger budget with the filled file plans the next round)"
