@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -23,8 +25,49 @@ class ServiceError(RuntimeError):
     """A service could not be started or stopped; the message names the problem and the fix."""
 
 
+#: the stop signals received inside ``stop_as_interrupt`` (the last one says which to send again)
+_received: list[int] = []
+
+#: seconds before a swallowed stop request is sent again (out of the finaliser that swallowed it)
+REDELIVER_AFTER_S = 0.2
+
+
 def _interrupt(signum: int, frame: Any) -> None:
+    _received.append(signum)
     raise KeyboardInterrupt
+
+
+def _stop_signal_of(exc: BaseException | None) -> int | None:
+    """The signal a stop exception stands for: Prefect's ``TerminationSignal`` (its SIGTERM bridge during a flow
+    run) carries it; a ``KeyboardInterrupt`` is the last stop signal received, else Ctrl-C (SIGINT)."""
+    if isinstance(exc, KeyboardInterrupt):
+        return _received[-1] if _received else signal.SIGINT
+    if type(exc).__name__ == "TerminationSignal" and isinstance(getattr(exc, "signal", None), int):
+        return int(exc.signal)  # type: ignore[union-attr]
+    return None
+
+
+def _redeliver_hook(previous: Any) -> Any:
+    """A ``sys.unraisablehook`` that sends a swallowed stop request again.
+
+    A signal handler's exception is raised in whatever the main thread is running; when that is a finaliser
+    (a weakref callback, ``__del__``: garbage collection can run one at any bytecode), CPython cannot propagate
+    it and hands it to ``sys.unraisablehook`` ("Exception ignored in ..."), and the run would go on as if no stop
+    had been asked. This hook sends the same signal to this process again shortly after, from a timer thread, so
+    its handler raises at a point that propagates; other unraisable exceptions go to the previous hook."""
+
+    def hook(unraisable: Any) -> None:
+        signum = _stop_signal_of(unraisable.exc_value)
+        if signum is None:
+            previous(unraisable)
+            return
+        print(f"shiftflow: the stop request ({signal.Signals(signum).name}) was raised inside a finaliser, which "
+              "cannot pass it on; sending it again", file=sys.stderr, flush=True)
+        timer = threading.Timer(REDELIVER_AFTER_S, os.kill, (os.getpid(), signum))
+        timer.daemon = True
+        timer.start()
+
+    return hook
 
 
 #: the stop requests a run turns into KeyboardInterrupt: SIGTERM (kill, a scheduler's timeout, systemd's stop)
@@ -36,16 +79,21 @@ STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasatt
 def stop_as_interrupt() -> Iterator[None]:
     """Within the block, a stop request (``STOP_SIGNALS``) raises ``KeyboardInterrupt`` in the main thread as
     Ctrl-C does, so ``finally`` blocks and exit hooks run (the servers this process started are stopped)
-    instead of the process dying on the spot. The previous handlers come back after the block. Outside the
-    main thread it does nothing."""
+    instead of the process dying on the spot. A stop request that a finaliser swallowed is sent again
+    (:func:`_redeliver_hook`). The previous handlers and ``sys.unraisablehook`` come back after the block. Outside
+    the main thread it does nothing."""
     try:
         previous = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS}
     except ValueError:  # not the main thread: signals cannot be handled here
         yield
         return
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = _redeliver_hook(previous_hook)
+    _received.clear()
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
         for s, handler in previous.items():
             signal.signal(s, handler)
 

@@ -33,6 +33,54 @@ def test_a_stop_request_is_an_interrupt_inside_the_block_only(signame: str) -> N
     assert signal.getsignal(sig) is before
 
 
+_SWALLOWED = """
+import os, signal, sys, time, weakref
+from contextlib import nullcontext
+from flows.stack.procs import stop_as_interrupt
+
+class A:
+    pass
+
+def finaliser(_):  # the stop request arrives while garbage collection runs this callback
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(10**6):  # the handler raises here, at the next bytecode, inside the finaliser
+        pass
+    print("finaliser finished", flush=True)
+
+if sys.argv[1] == "prefect":  # Prefect's SIGTERM bridge, installed as in a flow run
+    from prefect.utilities.engine import capture_sigterm
+    bridge = capture_sigterm
+else:
+    bridge = nullcontext
+try:
+    with stop_as_interrupt(), bridge():
+        a = A()
+        ref = weakref.ref(a, finaliser)
+        del a
+        print("after the finaliser", flush=True)
+        time.sleep(20)
+        print("not stopped", flush=True)
+except BaseException as exc:  # KeyboardInterrupt, or Prefect's TerminationSignal
+    print("stopped:", type(exc).__name__, flush=True)
+"""
+
+
+@pytest.mark.parametrize("bridge", ["ours", "prefect"])
+def test_a_stop_request_a_finaliser_swallowed_is_sent_again(bridge: str) -> None:
+    """A signal handler's exception raised inside a finaliser (a weakref callback run by garbage collection) is
+    swallowed by CPython (it would print "Exception ignored in ..."): the stop request was lost and the run went on
+    (``test_cli``'s stopped run failed so under load). ``stop_as_interrupt`` sends it again, so the block stops,
+    with our handler and with Prefect's SIGTERM bridge (``capture_sigterm``) in front of it."""
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _SWALLOWED, bridge], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[3])
+    assert "raised inside a finaliser" in out.stderr, out.stdout + out.stderr  # the first delivery was swallowed
+    assert "finaliser finished" not in out.stdout  # it was raised inside the finaliser
+    assert "after the finaliser" in out.stdout and "stopped:" in out.stdout, out.stdout + out.stderr
+    assert "not stopped" not in out.stdout
+
+
 def test_outside_the_main_thread_a_stop_request_is_left_alone() -> None:
     # signal handlers can only be set in the main thread: there the block runs with the handlers untouched
     before = signal.getsignal(signal.SIGTERM)
