@@ -527,6 +527,30 @@ class _Night:
     def shared(self, ch: Version) -> bool:
         return bool(ch.fitted_night == self.new.fitted_night)  # never: the champion's source is older
 
+    def gated_heldout(self, ch: Version, Xs: pd.DataFrame) -> tuple[Any, Any, Exception | None, bool]:
+        """Revision 5's gate (``decisions_heldout_champion``): the champion estimated as it is on today's source
+        rows (batch i − 1, which it was never fitted on: its source is batch i − 2 or older), on the new version's
+        rows, folds and weights (``heldout_champion_predictions``, ``shared_source=True``); its reach is today's
+        source's (``new_auc``). Step 4 asks for the pair's labels (``unvouched='ask'``) as revision 4's does.
+        Where the champion's classes differ from the new version's, revision 4's estimate stands (last item
+        False). Returns (champion's stored predictions, decision, error, held out)."""
+        from shiftlib.decisions import gate, heldout_champion_predictions
+
+        key = -id(ch)
+        if key not in self._gate:
+            if not np.array_equal(ch.stored.classes, self.new.stored.classes):
+                self._gate[key] = (*self.gated(ch), False)
+                return self._gate[key]  # type: ignore[return-value]
+            try:
+                cP = heldout_champion_predictions(self.new.stored, ch.proba(Xs), ch.proba(self.Xt),
+                                                  learner=ch.learner)
+                dec = gate(self.new.stored, cP, confidence=CONFIDENCE, shared_source=True, new_auc=self.new_auc,
+                           champion_auc=self.new_auc, unvouched="promote", random_state=self.seed)
+                self._gate[key] = (cP, dec, None, True)
+            except Exception as err:  # noqa: BLE001 - recorded as an error night and reported as a bug
+                self._gate[key] = (None, None, err, True)
+        return self._gate[key]  # type: ignore[return-value]
+
 
 def _gate_columns(dec: Any, cP: Any, new: Version) -> dict[str, Any]:
     from shiftlib.decisions import ess_share
@@ -563,13 +587,14 @@ def _pair_arm(preds: list[Any], new: Version, ch: Version, cP: Any, Xs: pd.DataF
 #: the gates that ask for labels when undecided: revision 3 (plan over every candidate), ``rev3p`` (revision 3 with
 #: the pair plan, what ships since decisions_pair) and ``rev4`` (``rev3p``, and step 4 — nothing vouches for the
 #: champion — asks for the pair's labels instead of promoting; decisions_fresh)
-LABEL_GATES = ("rev3", "rev3p", "rev4")
+LABEL_GATES = ("rev3", "rev3p", "rev4", "rev5")
 
 
 def _asks_labels(g: str, dec: Any) -> bool:
-    """Whether gate ``g`` runs its labels path after this label-free decision."""
+    """Whether gate ``g`` runs its labels path after this label-free decision (``rev5``: ``rev4`` with the champion
+    estimated on today's source rows, :meth:`_Night.gated_heldout`)."""
     return g in LABEL_GATES and (dec.decision == "undecided"
-                                 or (g == "rev4" and dec.reason.startswith("nothing vouches")))
+                                 or (g in ("rev4", "rev5") and dec.reason.startswith("nothing vouches")))
 
 
 def run_sequence(spec: SeqSpec, enc: Encoded, seed: int, names: tuple[str, ...],
@@ -632,14 +657,20 @@ def run_sequence(spec: SeqSpec, enc: Encoded, seed: int, names: tuple[str, ...],
                 row |= {"cv_incumbent_recipe": inc, "p_better": np.nan,
                         "reason": f"cv {cv[new.learner]:.4f} vs incumbent recipe {inc:.4f}"}
             else:
-                cP, dec, err = night.gated(ch)
+                if g == "rev5":
+                    cP, dec, err, heldout = night.gated_heldout(ch, Xs)
+                    row["champion_heldout"] = heldout
+                else:
+                    (cP, dec, err), heldout = night.gated(ch), False
+                shared = True if heldout else night.shared(ch)
+                champion_auc = new_auc if heldout else desc["champion_auc"]
                 if err is None and _asks_labels(g, dec):
                     # revision 3: the undecided gate asks for labels and the labels decide (REV3_MD, step 2)
                     free = {"decision_free": dec.decision, "p_better_free": dec.p_better, "reason_free": dec.reason}
                     try:
                         lab = labels_path(preds, new, ch, cP, Xs, ys, Xt, yt, seed, pair=g != "rev3")
-                        dec = gate(new.stored, cP, confidence=CONFIDENCE, shared_source=night.shared(ch),
-                                   new_auc=new_auc, champion_auc=desc["champion_auc"],
+                        dec = gate(new.stored, cP, confidence=CONFIDENCE, shared_source=shared,
+                                   new_auc=new_auc, champion_auc=champion_auc,
                                    labels=(lab["label_difference"], lab["label_se"], lab["labels_asked"]),
                                    random_state=seed)
                     except Exception as e:  # noqa: BLE001 - recorded as an error night and reported as a bug
@@ -659,7 +690,7 @@ def run_sequence(spec: SeqSpec, enc: Encoded, seed: int, names: tuple[str, ...],
                     rows.append(row)
                     continue
                 decision = dec.decision
-                row |= {"shared_source": night.shared(ch), **_gate_columns(dec, cP, new)}
+                row |= {"shared_source": shared, **_gate_columns(dec, cP, new)}
             after = new if _promotes(decision) else ch
             row |= {"decision": decision, "schema_change": False, "acc_champion": acc_ch,
                     "acc_after": acc_new if _promotes(decision) else acc_ch}

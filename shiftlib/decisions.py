@@ -55,6 +55,7 @@ __all__ = [
     "accuracy_alert",
     "OverlapVerdict",
     "champion_predictions",
+    "heldout_champion_predictions",
     "domain_auc",
     "ess_share",
     "gate",
@@ -376,6 +377,49 @@ def champion_predictions(stored: StoredPredictions, proba_target: Any, X_source:
     w = importance_weights(DiscriminativeWeights(random_state=seed), X_source, X_target)
     return StoredPredictions(stored.learner, stored.classes, stored.y_source, stored.proba_source, proba_target,
                              stored.folds, w)
+
+
+def heldout_champion_predictions(reference: StoredPredictions, proba_source: Any, proba_target: Any, *,
+                                 learner: str) -> StoredPredictions:
+    """The served champion's stored predictions on today's batch from today's labeled source rows it was never
+    fitted on: its own probabilities on those rows (``proba_source``) stand where out-of-fold predictions stand,
+    on the rows, folds and importance weights of ``reference`` (the new version's stored predictions on the same
+    source rows and batch). So the champion is estimated as the model it is, from the newest labels, by the same
+    estimators and on the same rows as the new version (``p_better(..., shared_source=True)``), not from the
+    out-of-fold predictions of the source it was chosen on (:func:`champion_predictions`), whose labels are older.
+
+    A model's predictions on rows it was not fitted on are what cross-validation's out-of-fold predictions
+    approximate for a refitted recipe (Stone, JRSS B 1974); for a fixed model on held-out rows they are exact, so
+    every estimator of ``shiftlib.estimation`` applies as it does to a candidate.
+
+    Parameters
+    ----------
+    reference : StoredPredictions
+        The new version's stored predictions on today's source rows and batch (its labels, folds and weights are
+        used).
+    proba_source : array-like of shape (n_source, n_classes)
+        The champion's probabilities on today's source rows, columns in ``reference.classes`` order; the
+        champion must not have been fitted on any of these rows.
+    proba_target : array-like of shape (n_target, n_classes)
+        The champion's probabilities on today's batch, same columns.
+    learner : str
+        The champion's name in the result.
+
+    Returns
+    -------
+    StoredPredictions
+        ``reference``'s rows, labels, folds and weights with the champion's probabilities.
+    """
+    from shiftlib.estimation import StoredPredictions
+
+    ps, pt = np.asarray(proba_source, float), np.asarray(proba_target, float)
+    k = len(reference.classes)
+    if ps.shape != (len(reference.y_source), k) or pt.shape != (len(reference.proba_target), k):
+        raise ValueError(f"the champion's probabilities must cover the reference's {len(reference.y_source)} source "
+                         f"rows and {len(reference.proba_target)} batch rows in {k} class columns "
+                         f"{list(reference.classes)}; got {ps.shape} and {pt.shape}")
+    return StoredPredictions(learner, reference.classes, reference.y_source, ps, pt, reference.folds,
+                             reference.weights)
 
 
 def ess_share(P: StoredPredictions) -> float:
