@@ -12,6 +12,7 @@ classifier refit on all rows, divided by the same constant as ``weights_``.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,27 +117,37 @@ def domain_probabilities(
     return DomainProbabilities(q[:m], q[m:], refit, float(roc_auc_score(sigma, q)))
 
 
+#: ``clip="auto"``'s level where eq. 7 would otherwise give an infinite weight (the level the error of
+#: ``clip=None`` suggests): weights are then bounded by (m/m')(1/AUTO_CLIP − 1) = 999·m/m'
+AUTO_CLIP = 1e-3
+
+
 def _clip(q: np.ndarray, clip: float | None) -> np.ndarray:
     if clip is None:
         return q
     return np.clip(q, clip, 1.0 - clip)
 
 
-def check_clip(clip: float | None) -> None:
-    """Refuse a ``clip`` that is neither None nor in (0, 0.5).
+def check_clip(clip: float | str | None, *, allow_auto: bool = False) -> None:
+    """Refuse a ``clip`` that is neither None nor in (0, 0.5) (nor ``"auto"``, when ``allow_auto``).
 
     Parameters
     ----------
-    clip : float or None
+    clip : float, "auto" or None
         The clipping level of p(σ=1|x) (or p(s=1|x)) to ``[clip, 1 − clip]``.
+    allow_auto : bool, default False
+        Whether ``"auto"`` is accepted (``DiscriminativeWeights``).
 
     Raises
     ------
     ValueError
-        If ``clip`` is not None and not in (0, 0.5).
+        If ``clip`` is none of these.
     """
-    if clip is not None and not 0.0 < clip < 0.5:
-        raise ValueError(f"clip must be None or in (0, 0.5); got {clip}")
+    if clip is None or (allow_auto and isinstance(clip, str) and clip == "auto"):
+        return
+    if isinstance(clip, str) or not 0.0 < clip < 0.5:
+        allowed = "None, 'auto'" if allow_auto else "None"
+        raise ValueError(f"clip must be {allowed} or in (0, 0.5); got {clip!r}")
 
 
 class DiscriminativeWeights(BaseWeighter):
@@ -150,8 +161,12 @@ class DiscriminativeWeights(BaseWeighter):
         Any scikit-learn classifier with ``predict_proba``; None → StandardScaler + LogisticRegression.
     cv : int, default 5
         Folds for the out-of-fold probabilities.
-    clip : float, optional
-        None, or clip p(σ=1|x) to [clip, 1 − clip] before eq. 7, bounding weights by (m/m')(1/clip − 1).
+    clip : float, "auto" or None, default "auto"
+        Clip p(σ=1|x) to [clip, 1 − clip] before eq. 7, bounding weights by (m/m')(1/clip − 1). None: never (a
+        row the classifier puts at p = 0, e.g. an outlying value a linear classifier extrapolates to
+        certainty, is refused: its weight would be infinite). ``"auto"``: no clipping, unless some p is 0;
+        then p is clipped at :data:`AUTO_CLIP` for those probabilities, with a warning (``clip_`` says which
+        level the fit used), so one outlying row does not stop a run.
     random_state : int, default 0
         Fold shuffling seed.
 
@@ -165,12 +180,14 @@ class DiscriminativeWeights(BaseWeighter):
         Out-of-fold AUC of the discriminator: 0.5 means no detectable shift.
     classifier_ : estimator
         The discriminator refit on all rows.
+    clip_ : float or None
+        The clip level the fit's weights used (``clip="auto"``: None unless some p was 0).
     """
 
     _min_rows = 2
 
     def __init__(
-        self, classifier: Any = None, *, cv: int = 5, clip: float | None = None, random_state: int = 0
+        self, classifier: Any = None, *, cv: int = 5, clip: float | str | None = "auto", random_state: int = 0
     ) -> None:
         self.classifier = classifier
         self.cv = cv
@@ -180,22 +197,36 @@ class DiscriminativeWeights(BaseWeighter):
     def _fit_raw(self, X_source: np.ndarray, X_target: np.ndarray, **fit_params: Any) -> np.ndarray:
         if fit_params:
             raise TypeError(f"DiscriminativeWeights.fit takes no extra arguments; got {sorted(fit_params)}")
-        check_clip(self.clip)
+        check_clip(self.clip, allow_auto=True)
         dp = domain_probabilities(X_source, X_target, self.classifier, cv=self.cv, random_state=self.random_state)
         self.classifier_ = dp.classifier
         self.domain_auc_ = dp.auc
         self.proba_source_ = dp.source
         self.prior_ratio_ = X_source.shape[0] / X_target.shape[0]
-        return self._eq7(dp.source)
+        w, self.clip_ = self._eq7_clipped(dp.source)
+        return w
 
     def _eq7(self, q: np.ndarray) -> np.ndarray:
-        q = _clip(q, self.clip)
+        return self._eq7_clipped(q)[0]
+
+    def _eq7_clipped(self, q: np.ndarray) -> tuple[np.ndarray, float | None]:
+        """Eq. 7's weights and the clip level used (``clip="auto"``: :data:`AUTO_CLIP` only where some p is 0)."""
+        clip = self.clip
+        if isinstance(clip, str):  # "auto"
+            n_zero = int(np.sum(q <= 0))
+            clip = AUTO_CLIP if n_zero else None
+            if n_zero:
+                warnings.warn(f"the domain classifier gave p(source|x) = 0 for {n_zero} rows (beyond its reach: DL "
+                              f"eq. 7 would give an infinite weight); p clipped to [{AUTO_CLIP}, {1 - AUTO_CLIP}], "
+                              f"so no weight exceeds {1 / AUTO_CLIP - 1:.0f}·m/m'. Source and target barely "
+                              "overlap there", UserWarning, stacklevel=3)
+        q = _clip(q, clip)
         if np.any(q <= 0):
             raise ValueError(
                 f"the classifier gave p(source|x) = 0 for {int((q <= 0).sum())} source rows, so DL eq. 7 "
                 "gives an infinite weight; set clip (e.g. clip=1e-3) or use a smoother classifier"
             )
-        return self.prior_ratio_ * (1.0 / q - 1.0)
+        return self.prior_ratio_ * (1.0 / q - 1.0), clip
 
     def _predict_raw(self, X: np.ndarray) -> np.ndarray:
         return self._eq7(self.classifier_.predict_proba(X)[:, 1])

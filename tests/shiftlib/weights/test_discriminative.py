@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.stats import spearmanr
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from sklearn.neighbors import KNeighborsClassifier
 
@@ -87,3 +88,40 @@ def test_fits_are_reproducible_from_the_seed() -> None:
     w3 = DiscriminativeWeights(random_state=2).fit(Xs, Xt).weights_
     np.testing.assert_array_equal(w1, w2)
     assert not np.array_equal(w1, w3)
+
+
+class _Fixed(ClassifierMixin, BaseEstimator):
+    """A 'classifier' whose p(source | x) is the row's first feature (what a linear classifier extrapolating an
+    outlying value to certainty gives: exactly 0 in floating point)."""
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> _Fixed:
+        self.classes_ = np.array([0, 1])
+        return self
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        return np.column_stack([1.0 - X[:, 0], X[:, 0]])
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return (X[:, 0] > 0.5).astype(int)
+
+
+def test_auto_clip_bounds_an_infinite_weight_only_where_there_is_one() -> None:
+    """``clip="auto"`` (the default): eq. 7 as it is while every p(source|x) > 0; a p of exactly 0 (an infinite
+    weight, which ``clip=None`` refuses) clips p to [AUTO_CLIP, 1 − AUTO_CLIP] with a warning. Hand-worked with
+    m = m' = 10: p = 0.5 gives 1/0.5 − 1 = 1; p = 0.2 gives 4; p = 0 clipped to 0.001 gives 999."""
+    from shiftlib.weights.discriminative import AUTO_CLIP
+
+    Xt = np.full((10, 1), 0.5)
+    fine = np.r_[np.full(9, 0.5), 0.2][:, None]
+    est = DiscriminativeWeights(_Fixed(), cv=2).fit(fine, Xt)
+    assert est.clip_ is None
+    np.testing.assert_allclose(est.raw_weights_, np.r_[np.ones(9), 4.0], rtol=1e-12)
+    outlying = np.r_[np.full(9, 0.5), 0.0][:, None]
+    with pytest.warns(UserWarning, match="p\\(source\\|x\\) = 0 for 1 rows"):
+        est = DiscriminativeWeights(_Fixed(), cv=2).fit(outlying, Xt)
+    assert AUTO_CLIP == 1e-3 and est.clip_ == AUTO_CLIP
+    np.testing.assert_allclose(est.raw_weights_, np.r_[np.ones(9), 999.0], rtol=1e-9)
+    with pytest.raises(ValueError, match="infinite weight"):
+        DiscriminativeWeights(_Fixed(), cv=2, clip=None).fit(outlying, Xt)
+    with pytest.raises(ValueError, match="clip must be None, 'auto' or in"):
+        DiscriminativeWeights(_Fixed(), cv=2, clip="always").fit(fine, Xt)
