@@ -265,3 +265,26 @@ def test_decisions_fresh_counts_each_gate_and_applies_its_rule() -> None:
     worse = nights.assign(decision=["promoted", "refused", "undecided", "kept", "kept", "kept"],
                           acc_new=[0.70, 0.80, 0.70, 0.70, 0.80, 0.80])
     assert verdict(counts(worse)).startswith("**Do not adopt revision 4**")  # missed 2 > 1
+
+
+def test_decisions_heldout_champion_applies_its_rule_and_uses_unseen_tables() -> None:
+    """decisions_heldout_champion.verdict on hand-built rows: revision 5 adopted only with fewer missed and no
+    more harmful; its six tables are none that replicate_decisions, decisions_heldout or decisions_fresh load."""
+    import pandas as pd
+
+    import replications.decisions_fresh as F
+    import replications.decisions_heldout as H
+    import replications.replicate_decisions as R
+    from replications.decisions_fresh import counts
+    from replications.decisions_heldout_champion import SEQUENCES, TABLES, verdict
+
+    nights = pd.DataFrame({"gate": ["rev4"] * 3 + ["rev5"] * 3,
+                           "decision": ["kept", "kept", "promoted", "promoted", "kept", "promoted"],
+                           "acc_new": [0.80, 0.80, 0.70] * 2, "acc_champion": [0.70, 0.70, 0.70] * 2,
+                           "labels_asked": [0] * 6})
+    assert verdict(counts(nights)).startswith("**Adopt revision 5**")  # missed 1 < 2, harmful 0 ≤ 0
+    harmful = nights.assign(acc_new=[0.80, 0.80, 0.70, 0.80, 0.80, 0.60])  # rev5's last promotion loses 0.10
+    assert verdict(counts(harmful)).startswith("**Do not adopt revision 5**")  # harmful 1 > 0
+    used = {t[0].__code__.co_consts for reg in (R.TABLES, H.HELD_TABLES, F.FRESH_TABLES) for t in reg.values()}
+    assert all(TABLES[t][0].__code__.co_consts not in used for t in TABLES if t != "mdvis")
+    assert {s.table for s in SEQUENCES} == set(TABLES) and len(SEQUENCES) == 18
