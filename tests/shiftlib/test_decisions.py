@@ -22,6 +22,7 @@ from shiftlib.decisions import (
     domain_auc,
     ess_share,
     gate,
+    heldout_champion_predictions,
     majority_baseline,
     majority_margin,
     one_class_share,
@@ -249,6 +250,31 @@ def test_champion_predictions_takes_the_champions_own_target_probabilities():
         champion_predictions(champ, proba[:, :1], Xs, Xt)
     with pytest.raises(ValueError, match="rows"):
         champion_predictions(champ, proba, Xs[:10], Xt)
+
+
+def test_heldout_champion_predictions_estimate_the_champion_on_todays_rows():
+    """Revision 5's champion: its own probabilities on today's source rows stand where out-of-fold predictions
+    stand, on the new version's rows, labels, folds and weights. Hand-worked on 4 rows: the champion predicts
+    class 1 everywhere, labels (1, 1, 0, 1), weights (1, 1, 3, 1): source accuracy 3/4, importance-weighted
+    (1 + 1 + 0 + 1)/(1 + 1 + 3 + 1) = 1/2."""
+    from shiftlib.estimation import point_estimate
+
+    y = np.array([1, 1, 0, 1])
+    new = StoredPredictions("new", np.array([0, 1]), y, _onehot(y, conf=0.9), _onehot(np.zeros(3, int), conf=0.8),
+                            np.array([0, 1, 0, 1]), np.array([1.0, 1.0, 3.0, 1.0]))
+    ps, pt = _onehot(np.ones(4, int), conf=0.6), _onehot(np.ones(3, int), conf=0.7)
+    P = heldout_champion_predictions(new, ps, pt, learner="champion v1")
+    assert P.learner == "champion v1"
+    assert np.array_equal(P.proba_source, ps) and np.array_equal(P.proba_target, pt)
+    assert np.array_equal(P.y_source, y) and np.array_equal(P.folds, new.folds)
+    assert np.array_equal(P.weights, new.weights)
+    assert point_estimate(P, "cv") == pytest.approx(3 / 4)
+    assert point_estimate(P, "iwcv") == pytest.approx(1 / 2)
+    assert point_estimate(new, "iwcv") == pytest.approx(1.0)  # the new version's own predictions are all right
+    with pytest.raises(ValueError, match="source rows"):
+        heldout_champion_predictions(new, ps[:3], pt, learner="c")
+    with pytest.raises(ValueError, match="class columns"):
+        heldout_champion_predictions(new, ps, pt[:, :1], learner="c")
 
 
 def test_ess_share_is_kish_over_rows():
