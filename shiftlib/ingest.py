@@ -12,7 +12,10 @@ returns numeric feature matrices with identical columns, integer-coded labels an
   source are refused. Labels present in the target are split off (``target_y``) for evaluation only.
 * **Text / categorical / boolean columns** are one-hot encoded with the source's levels (sorted);
   a target level never seen in the source encodes as all zeros (reported in ``notes``). A column
-  with more than ``max_levels`` distinct source values is refused, naming it.
+  with more than ``max_levels`` distinct source values keeps its ``max_levels`` most frequent source levels
+  (ties in sorted order) with a warning; its rarer levels encode as all zeros, as an unseen level does (the
+  reference group of the one-hot columns), so a neighbourhood or a product code is used without one column
+  per rare value.
 * **Missing values**: NaN in a numeric column is imputed with the source median and a 0/1 column
   ``<col>__missing`` is added (in both tables); NaN in a categorical column gets the indicator and
   all-zero level columns. ±inf is refused (it is almost always a upstream bug, not missingness).
@@ -549,10 +552,15 @@ def _source_levels(s: pd.Series, column: Any, max_levels: int) -> list[str]:
             f"numbers you mean (month, weekday) as columns (if these are not dates: bin it, or raise max_levels={max_levels})"
         )
     if len(levels) > max_levels:
-        raise IngestError(
-            f"column {column!r} is text with {len(levels)} distinct values (more than max_levels="
-            f"{max_levels}); drop it (drop_columns), bin it, or raise max_levels"
-        )
+        counts = _levels(s).dropna().value_counts().sort_index()
+        top = counts.sort_values(ascending=False, kind="stable").index[:max_levels]  # ties: sorted order
+        covered = counts[top].sum() / counts.sum()
+        warnings.warn(
+            f"column {column!r} is text with {len(levels)} distinct values (more than max_levels={max_levels}): "
+            f"its {max_levels} most frequent source levels are encoded ({covered:.0%} of the source rows) and the "
+            f"other {len(levels) - max_levels} encode as all zeros, as an unseen level does; raise max_levels to "
+            f"keep more, or drop it (--drop-columns {column})", UserWarning, stacklevel=4)
+        return sorted(top.tolist())
     return levels
 
 
@@ -834,7 +842,8 @@ def check_tables(
             notes.append(f"column {c!r} holds dates or times as text ({len(levels)} values, e.g. {levels[0]!r}), "
                          "encoded as levels: a later batch's dates will be levels the source never had; drop it "
                          f"(--drop-columns {c}) or add the numbers you mean (month, weekday) as columns")
-        unseen = sorted(set(_levels(_coerce(tgt[c], c, "target")).dropna().tolist()) - set(levels))
+        in_source = set(_levels(_coerce(src[c], c, "source")).dropna().tolist())  # a rare source level left out is in the warning
+        unseen = sorted(set(_levels(_coerce(tgt[c], c, "target")).dropna().tolist()) - set(levels) - in_source)
         if unseen:
             more = f" ({len(unseen)} levels)" if len(unseen) > 5 else ""
             notes.append(f"column {c!r}: target levels {unseen[:5]}{more} not in the source encode as all zeros")

@@ -42,11 +42,8 @@ def _tables(n: int = 30) -> tuple[pd.DataFrame, pd.DataFrame]:
         (lambda s, t: (s, t.assign(age=t["age"].astype(str))), "column 'age' is text in the target but numeric"),
         (lambda s, t: (pd.concat([s, s[["age"]]], axis=1), t), "duplicate column names ['age']"),
         (lambda s, t: (s.assign(age=s["age"].where(s.index != 0, np.inf)), t), "infinite value"),
-        (lambda s, t: (s.assign(color=[f"c{i % 25}" for i in range(len(s))]),
-                       t.assign(color="c1")), "25 distinct values"),
     ],
-    ids=["no-label", "nan-label", "one-class", "fractional-label", "empty-target", "renamed", "extra", "type", "dup", "inf",
-         "levels"],
+    ids=["no-label", "nan-label", "one-class", "fractional-label", "empty-target", "renamed", "extra", "type", "dup", "inf"],
 )
 def test_bad_input_is_refused_with_a_named_problem(mutate, needle):
     src, tgt = mutate(*_tables())
@@ -229,11 +226,27 @@ def test_dates_as_python_objects_or_only_in_one_table_are_dropped_too():
                                     [f"{i}-{i + 4}" for i in range(25)], [f"A-{i}" for i in range(25)],
                                     [f"1.{i}.3" for i in range(25)]],
                          ids=["fractions", "ratios", "bands", "codes", "versions"])
-def test_text_that_is_not_dates_keeps_the_levels_advice(values):
+def test_text_that_is_not_dates_keeps_its_commonest_levels(values):
     src, tgt = _tables()
     col = [values[i % 25] for i in range(len(src))]
-    with pytest.raises(IngestError, match="is text with 25 distinct values"):
-        prepare_tables(src.assign(v=col), tgt.assign(v=col), "y")
+    with pytest.warns(UserWarning, match="is text with 25 distinct values"):
+        out = prepare_tables(src.assign(v=col), tgt.assign(v=col), "y")
+    assert sum(c.startswith("v=") for c in out.feature_columns) == 20
+
+
+def test_a_text_column_over_max_levels_keeps_its_commonest_source_levels():
+    """More than ``max_levels`` levels: the ``max_levels`` most frequent source levels get columns (ties in sorted
+    order), the rest encode as all zeros like an unseen level. Hand-built: 30 rows, max_levels 3; level counts
+    a 10, b 8, c 4, d 4, e 4 → a, b, c kept (c before d and e: a tie, sorted order), covering 22 of 30 rows."""
+    src, tgt = _tables()
+    v = ["a"] * 10 + ["b"] * 8 + ["c"] * 4 + ["d"] * 4 + ["e"] * 4
+    with pytest.warns(UserWarning, match=r"5 distinct values .more than max_levels=3.: its 3 most frequent source "
+                      r"levels are encoded .73% of the source rows. and the other 2"):
+        out = prepare_tables(src.assign(v=v), tgt.assign(v=["a", "d", "zz"] * 10), "y", max_levels=3)
+    assert [c for c in out.feature_columns if c.startswith("v=")] == ["v=a", "v=b", "v=c"]
+    levels = out.source_X[["v=a", "v=b", "v=c"]].to_numpy()
+    assert levels[:22].sum(axis=1).tolist() == [1.0] * 22 and levels[22:].sum() == 0  # d, e → all zeros
+    assert out.target_X[["v=a", "v=b", "v=c"]].to_numpy().sum(axis=1).tolist() == [1.0, 0.0, 0.0] * 10
 
 
 def test_an_infinite_label_is_named_as_such():
