@@ -29,7 +29,7 @@ returns numeric feature matrices with identical columns, integer-coded labels an
   with a warning: a timestamp says when a row was recorded, and a later batch lies outside the training
   table's dates by design, so no learner can extrapolate from it; the numbers a user means by it (month,
   weekday) are theirs to add as columns. A text column of dates (CSV) with more than ``max_levels`` values
-  is refused with that advice.
+  is dropped the same way.
 """
 
 from __future__ import annotations
@@ -441,7 +441,7 @@ def plan_encoding(source: pd.DataFrame, target: pd.DataFrame | None = None, *, m
     """
     source, target, kinds, empty = _coerced_tables(source, target)
     cols = list(source.columns)
-    dropped = _dropped_columns(source, target, cols, min_rows_for_id)
+    dropped = _dropped_columns(source, target, cols, min_rows_for_id, max_levels)
     kept = [c for c in cols if c not in dropped]
     for c in kept:
         if (n_codes := _id_named_codes(c, source[c])) is not None:
@@ -497,7 +497,7 @@ def _coerced_tables(source: pd.DataFrame, target: pd.DataFrame | None
 
 
 def _dropped_columns(source: pd.DataFrame, target: pd.DataFrame | None, cols: list[Any],
-                     min_rows_for_id: int) -> dict[Any, str]:
+                     min_rows_for_id: int, max_levels: int) -> dict[Any, str]:
     """Date/time and id-like columns → why they are dropped, each with a warning: they describe no row."""
     # stacklevel 4 (one frame below plan_encoding's 3): the warnings still name the same caller
     dropped = {c: DATETIME_REASON for c in cols
@@ -517,6 +517,14 @@ def _dropped_columns(source: pd.DataFrame, target: pd.DataFrame | None, cols: li
         warnings.warn(f"dropping column {c!r}: it looks like a row id (every value is distinct)",
                       UserWarning, stacklevel=4)
     dropped |= ids
+    for c in cols:  # dates as text (a CSV) with more than max_levels values: dropped as a date/time type is
+        if c not in dropped and _is_text(source[c]):
+            levels = sorted(set(_levels(source[c]).dropna().tolist()))
+            if len(levels) > max_levels and _looks_like_dates(levels):
+                dropped[c] = DATETIME_REASON
+                warnings.warn(f"dropping column {c!r}: it holds dates/times as text ({len(levels)} distinct values, "
+                              f"e.g. {levels[0]!r}), which place a row in time rather than describe it (add month or "
+                              "weekday as number columns to use them)", UserWarning, stacklevel=4)
     return dropped
 
 
@@ -544,13 +552,7 @@ def _looks_like_dates(levels: list[str]) -> bool:
 
 
 def _source_levels(s: pd.Series, column: Any, max_levels: int) -> list[str]:
-    levels = sorted(set(_levels(s).dropna().tolist()))
-    if len(levels) > max_levels and _looks_like_dates(levels):
-        raise IngestError(
-            f"column {column!r} holds dates or times as text ({len(levels)} distinct values, e.g. {levels[0]!r}); "
-            "a timestamp places a row in time rather than describing it: drop it (drop_columns), or add the "
-            f"numbers you mean (month, weekday) as columns (if these are not dates: bin it, or raise max_levels={max_levels})"
-        )
+    levels = sorted(set(_levels(s).dropna().tolist()))  # (dates as text over max_levels: dropped before)
     if len(levels) > max_levels:
         counts = _levels(s).dropna().value_counts().sort_index()
         top = counts.sort_values(ascending=False, kind="stable").index[:max_levels]  # ties: sorted order

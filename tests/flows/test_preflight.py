@@ -73,10 +73,6 @@ def _case(kind: str, d: Path) -> tuple[list[str], list[str]]:
     if kind == "NaN labels":
         return ["--source", _write(src.assign(target=src["target"].where(src.index != 3)), d / "nan.csv"),
                 "--target", t, "--label", "target"], ["label column 'target' has 1 missing value"]
-    if kind == "dates as text, too many":  # (a text column of other kinds keeps its 20 commonest levels)
-        many = src.assign(**{"cät": [str(d.date()) for d in pd.date_range("2024-01-01", periods=N)]})
-        return ["--source", _write(many, d / "lev.csv"), "--target", t, "--label", "target"], \
-            ["column 'cät'", "40 distinct values", "max_levels"]
     if kind == "all-NaN column":
         return ["--source", _write(src.assign(**{"mean radius": np.nan}), d / "allnan.csv"), "--target", t,
                 "--label", "target"], ["column 'mean radius' is empty"]
@@ -139,7 +135,7 @@ def _case(kind: str, d: Path) -> tuple[list[str], list[str]]:
 CATALOGUE = ["missing file", "empty file", "truncated parquet", "latin-1 csv", "semicolon csv", "duplicate columns",
              "nested parquet column",
              "misspelt config key", "2-row table", "12-row table, SVM", "label missing", "one class", "NaN labels",
-             "dates as text, too many", "all-NaN column", "inf", "columns differ", "unknown learner", "bad bias JSON",
+             "all-NaN column", "inf", "columns differ", "unknown learner", "bad bias JSON",
              "unknown bias mechanism", "label budget beyond the batch",
              "labels file missing", "labels file unreadable", "labels file, unknown class", "labels but no plan",
              "10 MB of NUL bytes", "UTF-16 csv", "1 MB column name", "10,000 columns", "50 classes",
