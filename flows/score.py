@@ -89,6 +89,12 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
               f"drift against the version's training source: {'yes' if mon.drifted else 'no'} "
               f"(p = {mon.drift_pvalue:.3g})",
               mon.overlap.sentence()]
+    if mon.regime is not None:
+        from tasks.estimation import regime_line
+
+        line = regime_line({"regime": mon.regime.regime, "regime_weighted_auc": mon.regime.weighted_auc,
+                            "regime_pvalue": mon.regime.weighted_pvalue})
+        lines += [] if line is None else [line]
     if mon.alert == "straddles":
         lines.append("min_accuracy lies inside the interval: the model may be below it; label some rows to know")
     return lines

@@ -29,7 +29,8 @@ from shiftlib.decisions import (
     widen_for_overlap,
 )
 from shiftlib.drift import adjust_pvalues, detect_drift
-from shiftlib.estimation import N_BOOT, StoredPredictions, estimate_from_predictions
+from shiftlib.estimation import N_BOOT, StoredPredictions, estimate_from_predictions, label_shift_prior
+from shiftlib.regime import ShiftRegime, shift_regime
 from shiftlib.weights import effective_sample_size
 
 __all__ = ["MONITOR_ROWS", "BatchMonitor", "monitor_batch", "monitor_rows"]
@@ -59,6 +60,9 @@ class BatchMonitor:
         without a ``min_accuracy`` (``shiftlib.decisions.accuracy_alert``).
     n_rows : int
         Batch rows the estimate and the drift test used.
+    regime : ShiftRegime or None, default None
+        The shift regime of the batch against the version's source (``shiftlib.regime.shift_regime``, as the
+        retrain flow reports it beside every estimate; reported only); ``monitor_batch`` always sets it.
     """
 
     accuracy: float
@@ -72,6 +76,7 @@ class BatchMonitor:
     majority_baseline: float
     alert: str
     n_rows: int
+    regime: ShiftRegime | None = None
 
     def metrics(self) -> dict[str, float]:
         """The numbers as MLflow metrics (names as the retrain flow's parent run has them)."""
@@ -129,9 +134,12 @@ def monitor_batch(stored: StoredPredictions, proba_target: Any, X_source: Any, X
     Returns
     -------
     BatchMonitor
-        The estimate and its interval, the overlap and drift verdicts, the majority baseline and the alert.
+        The estimate and its interval, the overlap and drift verdicts, the majority baseline, the alert and the
+        shift regime.
     """
     seed = 0 if random_state is None else int(random_state)
+    if hasattr(X_source, "reset_index"):  # the drift test's row_scores name source rows by index: make it positions
+        X_source = X_source.reset_index(drop=True)
     P = champion_predictions(stored, proba_target, X_source, X_target, random_state=seed)
     drift = detect_drift(X_source, X_target, alpha=alpha, random_state=seed)
     scores = drift.row_scores
@@ -144,7 +152,12 @@ def monitor_batch(stored: StoredPredictions, proba_target: Any, X_source: Any, X
     if overlap.verdict == "poor":  # what the source cannot rule out (as the retrain flow's estimation stage)
         lo, hi = widen_for_overlap(lo, hi, overlap.outside_share)
     p_drift = float(np.min(adjust_pvalues([drift.domain_pvalue, drift.mmd_pvalue], "holm")))
+    src = scores[scores["side"] == "source"]
+    regime = shift_regime(src["target_score"], scores.loc[scores["side"] == "target", "target_score"],
+                          P.y_source[src["row"].to_numpy(np.int64)], label_shift_prior(P, "em"),
+                          domain_pvalue=float(drift.domain_pvalue), alpha=alpha)
     return BatchMonitor(accuracy=float(est.accuracy), ci_low=float(lo), ci_high=float(hi),
                         confidence=float(confidence), method=est.method, overlap=overlap,
                         drifted=bool(drift.drifted), drift_pvalue=p_drift, majority_baseline=majority_baseline(P),
-                        alert=accuracy_alert(lo, hi, min_accuracy), n_rows=int(len(P.proba_target)))
+                        alert=accuracy_alert(lo, hi, min_accuracy), n_rows=int(len(P.proba_target)),
+                        regime=regime)

@@ -2,7 +2,7 @@
 of one of its versions, with the served
 candidate's estimated accuracy and interval, the realised accuracy where labels were recorded (``shiftflow
 evaluate``'s ``realized.accuracy``, or held-out target labels' ``eval.target_accuracy``), the drift verdict, the
-overlap verdict and shift regime of the estimate (``?`` where the run logged none: score runs, older runs), and
+overlap verdict and shift regime of the estimate (``?`` where the run logged none: runs older than the tag), and
 the version that served after the run. Read from the MLflow parent runs (tag
 ``champion.registered_model``); drawn as NannyML draws its performance-over-time plots: one point per batch
 with its interval, the realised value beside it, and where the serving version changed."""

@@ -184,13 +184,15 @@ def write_scores(table: pd.DataFrame, out: str, *, overwrite: bool) -> str:
 def log_monitor(client: MlflowClient, run_id: str, monitor: Any, *, model: str, version: str,
                 min_accuracy: float | None) -> None:
     """The monitor's numbers and verdicts on the score run: metrics as the retrain's parent run names them,
-    tags ``shiftflow.estimate.overlap``, ``shiftflow.drift`` and, with the alert, ``shiftflow.alert``; events
+    tags ``shiftflow.estimate.overlap``, ``shiftflow.estimate.regime`` (as a retrain's parent run), ``shiftflow.drift``
+    and, with the alert, ``shiftflow.alert``; events
     ``shiftflow.alert.accuracy`` (the interval wholly below ``min_accuracy``) and ``shiftflow.drift``."""
     from tasks.events import emit
 
     log_metrics(client, run_id, monitor.metrics(), skip_missing=True)
     tags = {"estimate.method": monitor.method, "shiftflow.estimate.overlap": monitor.overlap.verdict,
-            "shiftflow.drift": "drift" if monitor.drifted else "no drift"}
+            "shiftflow.drift": "drift" if monitor.drifted else "no drift",
+            "shiftflow.estimate.regime": "unknown" if monitor.regime is None else monitor.regime.regime}
     if monitor.alert:
         tags["shiftflow.accuracy"] = monitor.alert
     if monitor.alert == "below":

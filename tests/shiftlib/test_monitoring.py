@@ -97,3 +97,43 @@ def test_probabilities_of_the_wrong_shape_are_refused(no_shift):
     P, X_s, X_t, _, _ = no_shift
     with pytest.raises(ValueError, match="one column per class"):
         monitor_batch(P, P.proba_target[:, :1], X_s, X_t)
+
+
+def _label_shifted() -> tuple:
+    """p(x | y) fixed (two Gaussians 1.5 apart), class 1 on 30 % of the source and 75 % of the batch."""
+    rng = np.random.default_rng(7)
+
+    def draw(n: int, share: float) -> tuple[pd.DataFrame, np.ndarray]:
+        y = (rng.random(n) < share).astype(int)
+        X = rng.normal(size=(n, 2)) + np.outer(y, [1.5, 0.0])
+        return pd.DataFrame(X, columns=["a", "b"]), y
+
+    X_s, y_s = draw(600, 0.3)
+    X_t, _ = draw(400, 0.75)
+    (P,) = stored_predictions(["LR"], X_s, y_s, X_t, k=5, random_state=0)
+    return P, X_s, X_t
+
+
+@pytest.mark.heavy
+def test_the_shift_regime_is_reported_as_the_retrain_flow_computes_it(no_shift):
+    """The monitor's regime is ``shift_regime`` on its own drift test's out-of-fold domain scores, the stored
+    source labels of the rows it scored and the EM prior (recomputed here piece by piece); a batch far beyond
+    the source is covariate shift, a batch whose class shares alone moved is label shift."""
+    from shiftlib.drift import detect_drift
+    from shiftlib.estimation import label_shift_prior
+    from shiftlib.regime import shift_regime
+
+    P, X_s, X_t, _, mon = no_shift
+    drift = detect_drift(X_s, X_t, alpha=0.05, random_state=0)
+    sc = drift.row_scores
+    src = sc[sc["side"] == "source"]
+    weighted = champion_predictions(P, P.proba_target, X_s, X_t, random_state=0)
+    expected = shift_regime(src["target_score"], sc.loc[sc["side"] == "target", "target_score"],
+                            P.y_source[src["row"].to_numpy()], label_shift_prior(weighted, "em"),
+                            domain_pvalue=drift.domain_pvalue, alpha=0.05)
+    assert mon.regime == expected
+    P5, X_s5, X_t5, _ = _served(5.0)
+    assert monitor_batch(P5, P5.proba_target, X_s5, X_t5, random_state=0).regime.regime == "covariate"
+    Pl, X_sl, X_tl = _label_shifted()
+    label = monitor_batch(Pl, Pl.proba_target, X_sl, X_tl, random_state=0).regime
+    assert label.regime == "label" and label.domain_pvalue < 0.05, label
