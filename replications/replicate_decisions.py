@@ -490,6 +490,7 @@ class _Night:
         self.new, self.new_auc, self.Xt, self.yt, self.seed = new, new_auc, Xt, yt, seed
         self._desc: dict[int, dict[str, Any]] = {}
         self._gate: dict[int, tuple[Any, Any, Exception | None]] = {}
+        self._heldout: dict[int, tuple[Any, Any, Exception | None, bool]] = {}
 
     def described(self, ch: Version) -> dict[str, Any]:
         """The champion's accuracy on the batch, its domain AUC (what the gate reads) and the descriptive
@@ -536,20 +537,19 @@ class _Night:
         False). Returns (champion's stored predictions, decision, error, held out)."""
         from shiftlib.decisions import gate, heldout_champion_predictions
 
-        key = -id(ch)
-        if key not in self._gate:
+        if id(ch) not in self._heldout:
             if not np.array_equal(ch.stored.classes, self.new.stored.classes):
-                self._gate[key] = (*self.gated(ch), False)
-                return self._gate[key]  # type: ignore[return-value]
+                self._heldout[id(ch)] = (*self.gated(ch), False)
+                return self._heldout[id(ch)]
             try:
                 cP = heldout_champion_predictions(self.new.stored, ch.proba(Xs), ch.proba(self.Xt),
                                                   learner=ch.learner)
                 dec = gate(self.new.stored, cP, confidence=CONFIDENCE, shared_source=True, new_auc=self.new_auc,
                            champion_auc=self.new_auc, unvouched="promote", random_state=self.seed)
-                self._gate[key] = (cP, dec, None, True)
+                self._heldout[id(ch)] = (cP, dec, None, True)
             except Exception as err:  # noqa: BLE001 - recorded as an error night and reported as a bug
-                self._gate[key] = (None, None, err, True)
-        return self._gate[key]  # type: ignore[return-value]
+                self._heldout[id(ch)] = (None, None, err, True)
+        return self._heldout[id(ch)]
 
 
 def _gate_columns(dec: Any, cP: Any, new: Version) -> dict[str, Any]:
