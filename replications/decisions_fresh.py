@@ -17,7 +17,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -133,8 +136,25 @@ def check(seqs: list[SeqSpec], seed: int) -> int:
     return 1 if bad else 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+@dataclass(frozen=True)
+class FreshStudy:
+    """One replay of gates on fresh tables: its tables, sequences (and the quick run's), gates, module (its
+    command and output prefix), report title, rule and verdict."""
+
+    tables: dict[str, Any]
+    sequences: tuple[SeqSpec, ...]
+    quick: tuple[str, ...]
+    gates: tuple[str, ...]
+    module: str
+    title: str
+    rule_md: list[str]
+    verdict: Callable[[pd.DataFrame], str]
+
+
+def run_study(study: FreshStudy, argv: list[str] | None, description: str) -> int:
+    """``--check``, ``--quick`` or the full run of ``study``: replays its sequences, writes
+    ``<module>[_quick]_nights.csv`` and ``<module>[_quick].md`` (verdict, stamp, rule, counts) under ``--out``."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--check", action="store_true", help="print each batch's class counts and stop")
     ap.add_argument("--seed", type=int, default=0)
@@ -142,31 +162,37 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    seqs = [s for s in FRESH_SEQUENCES if not args.quick or s.name in QUICK_SEQUENCES]
+    seqs = [s for s in study.sequences if not args.quick or s.name in study.quick]
     if args.quick:
         seqs = [SeqSpec(s.name, s.kind, s.table, s.order, n=min(s.n, 110), k=4, drop=s.drop) for s in seqs]
-    R.TABLES.update(FRESH_TABLES)
+    R.TABLES.update(study.tables)
     try:
         if args.check:
             return check(seqs, args.seed)
-        prefix = "decisions_fresh_quick" if args.quick else "decisions_fresh"
+        prefix = f"{study.module}_quick" if args.quick else study.module
         names = ("LR", "NB", "DT") if args.quick else R.LEARNERS
         started, code, t0 = (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), code_stamp(R.MEASURED_MODULES),
                              time.perf_counter())
-        nights, _ = R.replay(seqs, [], args.seed, names, GATES)
+        nights, _ = R.replay(seqs, [], args.seed, names, study.gates)
     finally:  # the in-sample table registry stays as it was
-        for t in FRESH_TABLES:
+        for t in study.tables:
             R.TABLES.pop(t, None)
     nights.to_csv(out / f"{prefix}_nights.csv", index=False)
     c = counts(nights)
-    stamp = (f"This run: `python -m replications.decisions_fresh{' --quick' if args.quick else ''}` (seed {args.seed}; "
-             f"{code}), started {started}, {time.perf_counter() - t0:.0f} s wall on a 2-core machine (not a speed "
-             f"claim): {len(seqs)} sequences. Rows: `{prefix}_nights.csv`.")
-    text = "\n".join(["# Step 4 of the gate on fresh tables: promote, or ask for the pair's labels? (issue 27)", "",
-                      "## Answer", "", verdict(c), "", stamp, "", *RULE_MD, "", "## Results", "", md_table(c), ""])
+    stamp = (f"This run: `python -m replications.{study.module}{' --quick' if args.quick else ''}` (seed "
+             f"{args.seed}; {code}), started {started}, {time.perf_counter() - t0:.0f} s wall on a 2-core machine "
+             f"(not a speed claim): {len(seqs)} sequences. Rows: `{prefix}_nights.csv`.")
+    text = "\n".join([f"# {study.title}", "", "## Answer", "", study.verdict(c), "", stamp, "", *study.rule_md, "",
+                      "## Results", "", md_table(c), ""])
     (out / f"{prefix}.md").write_text(text)
     print(text)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_study(FreshStudy(FRESH_TABLES, FRESH_SEQUENCES, QUICK_SEQUENCES, GATES, "decisions_fresh",
+                                "Step 4 of the gate on fresh tables: promote, or ask for the pair's labels? (issue 27)",
+                                RULE_MD, verdict), argv, __doc__.split("\n")[0])
 
 
 if __name__ == "__main__":

@@ -16,16 +16,12 @@ Writes ``reports/decisions_heldout_champion.md`` and ``reports/decisions_heldout
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
-from pathlib import Path
 
 import pandas as pd
 
-from replications import replicate_decisions as R
-from replications._common import code_stamp, md_table, rdata
-from replications.decisions_fresh import check, counts
+from replications._common import rdata
+from replications.decisions_fresh import FreshStudy, run_study
 from replications.replicate_decisions import SeqSpec, _lv
 
 
@@ -124,39 +120,9 @@ def verdict(c: pd.DataFrame) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--check", action="store_true", help="print each batch's class counts and stop")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="reports")
-    args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    seqs = [s for s in SEQUENCES if not args.quick or s.name in QUICK_SEQUENCES]
-    if args.quick:
-        seqs = [SeqSpec(s.name, s.kind, s.table, s.order, n=min(s.n, 110), k=4, drop=s.drop) for s in seqs]
-    R.TABLES.update(TABLES)
-    try:
-        if args.check:
-            return check(seqs, args.seed)
-        prefix = "decisions_heldout_champion_quick" if args.quick else "decisions_heldout_champion"
-        names = ("LR", "NB", "DT") if args.quick else R.LEARNERS
-        started, code, t0 = (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), code_stamp(R.MEASURED_MODULES),
-                             time.perf_counter())
-        nights, _ = R.replay(seqs, [], args.seed, names, GATES)
-    finally:  # the in-sample table registry stays as it was
-        for t in TABLES:
-            R.TABLES.pop(t, None)
-    nights.to_csv(out / f"{prefix}_nights.csv", index=False)
-    c = counts(nights)
-    stamp = (f"This run: `python -m replications.decisions_heldout_champion{' --quick' if args.quick else ''}` "
-             f"(seed {args.seed}; {code}), started {started}, {time.perf_counter() - t0:.0f} s wall on a 2-core "
-             f"machine (not a speed claim): {len(seqs)} sequences. Rows: `{prefix}_nights.csv`.")
-    text = "\n".join(["# The served champion estimated on today's labeled rows it never saw (issue 27)", "",
-                      "## Answer", "", verdict(c), "", stamp, "", *RULE_MD, "", "## Results", "", md_table(c), ""])
-    (out / f"{prefix}.md").write_text(text)
-    print(text)
-    return 0
+    return run_study(FreshStudy(TABLES, SEQUENCES, QUICK_SEQUENCES, GATES, "decisions_heldout_champion",
+                                "The served champion estimated on today's labeled rows it never saw (issue 27)",
+                                RULE_MD, verdict), argv, __doc__.split("\n")[0])
 
 
 if __name__ == "__main__":
