@@ -61,7 +61,9 @@ def subsample(n: int, max_rows: int | None, *, y: Any = None, random_state: Any 
     """Sorted row positions of a subsample of at most ``max_rows`` of ``n`` rows (all rows when ``n`` fits).
 
     With ``y`` the subsample is stratified: every class keeps its share of rows (scikit-learn's
-    ``train_test_split(stratify=y)``), so a minority class is not lost by chance.
+    ``train_test_split(stratify=y)``), so a minority class is not lost by chance; a class whose share rounds
+    below 2 rows keeps its first min(count, 2) rows besides, so every class of ``y`` is in the subsample
+    with the 2 rows cross-validation needs (the subsample then exceeds ``max_rows`` by those few rows).
 
     Parameters
     ----------
@@ -99,6 +101,11 @@ def subsample(n: int, max_rows: int | None, *, y: Any = None, random_state: Any 
         # a class smaller than 2 rows cannot be stratified; it is then left to chance
         strat = y if np.unique(y, return_counts=True)[1].min() >= 2 else None
     keep, _ = train_test_split(idx, train_size=int(max_rows), stratify=strat, random_state=random_state)
+    if y is not None:  # a class too rare for its share to round to 2 rows keeps its first min(count, 2) rows
+        held, kept_y = set(keep.tolist()), y[keep]
+        short = [c for c, n in zip(*np.unique(y, return_counts=True), strict=True) if np.sum(kept_y == c) < min(n, 2)]
+        extra = [r for c in short for r in np.flatnonzero(y == c)[:2] if r not in held]
+        keep = np.concatenate([keep, np.asarray(extra, dtype=keep.dtype)])
     return np.sort(keep)
 
 

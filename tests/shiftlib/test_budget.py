@@ -78,3 +78,21 @@ def test_check_memory_is_base_plus_factor_times_the_tables():
     assert budget.check_memory(2**29, None, available_gib=30.0) == pytest.approx(10.0)
     with pytest.raises(ShiftflowInputError, match=r"max_memory=15.0 GiB \(half the RAM available now\)"):
         budget.check_memory(2**30, None, available_gib=30.0)
+
+
+def test_a_class_too_rare_for_its_share_keeps_two_rows():
+    """Stratified: 5 rows of class 2 among 10,000 have a share of 0.5 rows in a 1,000-row subsample, which rounds
+    to 0 or 1; the class keeps 2 rows besides (its first ones when none was drawn) so every class is there for
+    cross-validation. The common classes keep their shares (the stratified draw is unchanged)."""
+    y = np.r_[np.zeros(6000, int), np.ones(3995, int), np.full(5, 2)]
+    idx = subsample(len(y), 1000, y=y, random_state=0)
+    counts = np.bincount(y[idx], minlength=3)
+    assert counts[2] >= 2 and len(idx) <= 1000 + 2 and len(set(idx)) == len(idx)
+    assert abs(counts[0] - 600) <= 1 and abs(counts[1] - 400) <= 1
+    assert np.array_equal(idx, np.sort(idx))
+    # classes that the draw keeps are left alone: the same draw as scikit-learn's stratified split
+    common = np.r_[np.zeros(600, int), np.ones(400, int)]
+    from sklearn.model_selection import train_test_split
+
+    ref, _ = train_test_split(np.arange(1000), train_size=100, stratify=common, random_state=0)
+    np.testing.assert_array_equal(subsample(1000, 100, y=common, random_state=0), np.sort(ref))
