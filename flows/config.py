@@ -165,7 +165,9 @@ class RetrainConfig(_Strict):
         description="alert when the served model's estimated target accuracy has an upper bound below this: "
         "the parent run is tagged shiftflow.alert=accuracy and the champion alias is not moved",
     )
-    cv_folds: int = Field(5, ge=2, le=20, description="folds of the source cross-validation metrics")
+    cv_folds: int = Field(10, ge=2, le=20, description="folds of the source cross-validation metrics (and of the "
+                          "recalibration's out-of-fold check); equal to selection_folds, the estimation stage reads "
+                          "the training stage's fold fits instead of fitting every candidate again on the same folds")
     seed: int = Field(0, ge=0, le=2**32 - 1,
                       description="the one seed every random step derives from (0 … 2³² − 1, as numpy takes it)")
     run_root: str | None = Field(None, description="where stage Parquet files go (default: $SHIFTFLOW_HOME/runs "

@@ -11,7 +11,7 @@ from sklearn.model_selection import StratifiedKFold
 
 from shiftlib.learners import fit_learner
 
-__all__ = ["cv_metrics"]
+__all__ = ["cv_metrics", "oof_metrics"]
 
 
 def cv_metrics(
@@ -68,6 +68,31 @@ def cv_metrics(
         m = fit_learner(clone(estimator), Xa[tr], y[tr], sample_weight=w, X_target=X_target)
         p = m.predict_proba(Xa[te])
         proba[np.ix_(te, np.searchsorted(classes, m.classes_))] = p
+    return oof_metrics(y, proba, classes, sample_weight)
+
+
+def oof_metrics(y: np.ndarray, proba: np.ndarray, classes: np.ndarray,
+                sample_weight: np.ndarray | None = None) -> dict[str, float]:
+    """The metrics of :func:`cv_metrics` from out-of-fold probabilities already computed (e.g. the estimation's
+    fold fits, ``shiftlib.estimation.candidate_predictions``).
+
+    Parameters
+    ----------
+    y : numpy.ndarray of shape (n,)
+        Source labels (values of ``classes``).
+    proba : numpy.ndarray of shape (n, len(classes))
+        Out-of-fold probabilities, columns in the order of ``classes``.
+    classes : numpy.ndarray
+        The sorted class labels.
+    sample_weight : numpy.ndarray, optional
+        Per-row weights of the metrics.
+
+    Returns
+    -------
+    dict of str to float
+        As :func:`cv_metrics`.
+    """
+    y, classes = np.asarray(y), np.asarray(classes)
     pred = classes[np.argmax(proba, axis=1)]
     sw = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
     out = {

@@ -95,7 +95,7 @@ import heapq
 import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 from typing import Any
 
@@ -1532,6 +1532,7 @@ def stored_predictions(
     k: int = 10,
     random_state: int | None = None,
     n_jobs: int = 1,
+    reuse: Sequence[StoredPredictions] | None = None,
 ) -> list[StoredPredictions]:
     """Every learner's OOF source and served-model target probabilities, on one shared fold split and
     one shared set of importance weights (fitted once, when ``need_weights`` or ``trcv``).
@@ -1541,7 +1542,9 @@ def stored_predictions(
     ``shiftlib.weights`` name, a weighter, or one weight per source row (see ``importance_weights``).
     ``trcv=True`` also runs TrCV Fig. 1 on the same folds (2 fits per fold) for method ``"trcv"``; when
     a TrCV fit fails, ``trcv_error`` keeps its message and only method ``"trcv"`` raises it. ``n_jobs`` > 1
-    fits the candidates in that many joblib (loky) processes, with the same results.
+    fits the candidates in that many joblib (loky) processes, with the same results. ``reuse``: predictions of
+    some candidates already computed on this split (:func:`candidate_predictions`, e.g. by the training stage);
+    a candidate whose entry has these source labels, folds and target rows is not fitted again.
 
     Parameters
     ----------
@@ -1567,6 +1570,8 @@ def stored_predictions(
         split).
     n_jobs : int, default 1
         Worker processes fitting the candidates.
+    reuse : sequence of StoredPredictions, optional
+        Candidates' predictions computed before on this split (matched by name; used only when they match).
 
     Returns
     -------
@@ -1589,12 +1594,74 @@ def stored_predictions(
         beta = importance_weights(weights, X_s, X_t)
     for c in cands:
         c.source_weights(len(y_raw))  # a wrong-length weight vector is refused before any fit
-    return list(_each(_stored, cands, n_jobs, X_s, y_raw, X_t, classes, y_code, folds, beta, k, seed, trcv))
+    known = {P.learner: P for P in reuse or ()}
+    todo = [c for c in cands if not _reusable(known.get(c.name), y_code, folds, len(X_t), len(classes))]
+    fitted = {P.learner: P for P in _each(_stored, todo, n_jobs, X_s, y_raw, X_t, classes, y_code, folds, beta, k,
+                                          seed, trcv)}
+    return [fitted[c.name] if c.name in fitted else replace(known[c.name], classes=classes, weights=beta)
+            for c in cands]
 
 
-def _stored(c: Any, X_s: Any, y_raw: np.ndarray, X_t: Any, classes: np.ndarray, y_code: np.ndarray,
-            folds: np.ndarray, beta: np.ndarray | None, k: int, seed: int, trcv: bool) -> StoredPredictions:
-    """One candidate's stored predictions: its k fold fits, the served fit, and TrCV's residuals if asked."""
+def _reusable(P: StoredPredictions | None, y_code: np.ndarray, folds: np.ndarray, n_target: int,
+              n_classes: int) -> bool:
+    """Whether predictions computed elsewhere are the ones :func:`_stored` would compute here: the same source
+    labels on the same fold split, the same target rows and classes (their fits are then the same fits)."""
+    return (P is not None and P.proba_source.shape == (len(y_code), n_classes)
+            and P.proba_target.shape == (n_target, n_classes) and np.array_equal(P.y_source, y_code)
+            and np.array_equal(P.folds, folds))
+
+
+def candidate_predictions(
+    candidate: Any,
+    X_source: Any,
+    y_source: Any,
+    X_target: Any,
+    *,
+    k: int = 10,
+    random_state: int = 0,
+) -> tuple[StoredPredictions, Any]:
+    """One candidate's stored predictions (without importance weights) and its served fit: the k fold fits on
+    :func:`stored_predictions`' split and one fit on every source row, the fits that function makes for it.
+    The training stage calls this so that its source-CV metrics and the estimation stage read the same fits
+    (``stored_predictions(..., reuse=...)``) instead of fitting the candidate twice on the same folds.
+
+    Parameters
+    ----------
+    candidate : Candidate
+        The learner (``shiftlib.selection.Candidate``: estimator and sample weights).
+    X_source : DataFrame or array-like
+        The labeled source rows.
+    y_source : array-like
+        Their labels.
+    X_target : DataFrame or array-like
+        The unlabeled target batch, with the source's columns.
+    k : int, default 10
+        Folds of the stratified split.
+    random_state : int, default 0
+        Seed of the fold split (as ``stored_predictions``' ``random_state``).
+
+    Returns
+    -------
+    (StoredPredictions, estimator)
+        The predictions (``weights`` None) and the candidate fitted on every source row.
+
+    Raises
+    ------
+    ValueError
+        When the split is impossible (see ``stored_predictions``) or the candidate cannot be fitted.
+    """
+    X_s = check_X(X_source, "X_source")
+    y_raw = check_y(y_source, X_s, "y_source", "X_source")
+    X_t = check_X(X_target, "X_target (the unlabeled batch)", like=X_s)
+    classes, y_code = np.unique(y_raw, return_inverse=True)
+    folds = _folds(y_code, k, int(random_state))
+    candidate.source_weights(len(y_raw))
+    return _fold_fits(candidate, X_s, y_raw, X_t, classes, y_code, folds, k)
+
+
+def _fold_fits(c: Any, X_s: Any, y_raw: np.ndarray, X_t: Any, classes: np.ndarray, y_code: np.ndarray,
+               folds: np.ndarray, k: int) -> tuple[StoredPredictions, Any]:
+    """The k fold fits' out-of-fold probabilities and the served fit's target probabilities, and the served fit."""
     p_src = np.zeros((len(y_raw), len(classes)))
     for i in range(k):
         hold = np.flatnonzero(folds == i)
@@ -1603,6 +1670,13 @@ def _stored(c: Any, X_s: Any, y_raw: np.ndarray, X_t: Any, classes: np.ndarray, 
         p_src[hold] = _proba(model, take(X_s, hold), classes, c.name)
     served = fit_candidate(c, X_s, y_raw, X_target=X_t)
     p_tgt = _proba(served, X_t, classes, c.name)
+    return StoredPredictions(c.name, classes, y_code, p_src, p_tgt, folds), served
+
+
+def _stored(c: Any, X_s: Any, y_raw: np.ndarray, X_t: Any, classes: np.ndarray, y_code: np.ndarray,
+            folds: np.ndarray, beta: np.ndarray | None, k: int, seed: int, trcv: bool) -> StoredPredictions:
+    """One candidate's stored predictions: its k fold fits, the served fit, and TrCV's residuals if asked."""
+    P, _ = _fold_fits(c, X_s, y_raw, X_t, classes, y_code, folds, k)
     res, err = None, None
     if trcv:  # a learner TrCV cannot refit on a fold's pseudo labels keeps the other methods
         setup = TrCVSetup(X_s, y_raw, X_t, None, None, beta, folds, k, 0.95, seed, "given")
@@ -1610,7 +1684,7 @@ def _stored(c: Any, X_s: Any, y_raw: np.ndarray, X_t: Any, classes: np.ndarray, 
             res = trcv_assemble(c.name, setup, [trcv_fold(c, setup, i) for i in range(k)]).residuals
         except ValueError as e:
             err = str(e)
-    return StoredPredictions(c.name, classes, y_code, p_src, p_tgt, folds, beta, res, err)
+    return replace(P, weights=beta, trcv_residuals=res, trcv_error=err)
 
 
 def estimate_accuracies(

@@ -179,7 +179,9 @@ def check_sizes(
             f"class(es) {shown} have only 1 source row; cross-validation needs at least 2 "
             "rows of every class — add rows or merge the rare class"
         )
-    ks = [min(cv_folds, min(counts))]  # cv_metrics lowers its folds to the smallest class
+    # the source CV's folds: the estimation's k-fold split when its largest class has k rows (a rarer class is in
+    # some holdout folds only), else cv_metrics' folds lowered to the smallest class
+    ks = [cv_folds if max(counts) >= cv_folds else min(cv_folds, min(counts))]
     if set(selectors) & set(FOLD_SELECTORS):
         if n_source < selection_folds or max(counts) < selection_folds:
             raise IngestError(

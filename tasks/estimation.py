@@ -58,7 +58,7 @@ from tasks.ingest import STAGE as INGEST
 from tasks.logs import run_logger
 from tasks.store import Read, StageOutput, StageStore
 from tasks.tracking import RunContext, log_metrics, with_retries
-from tasks.training import LEARNERS, read_training
+from tasks.training import LEARNERS, fold_predictions, fold_reads, read_training
 from tasks.weights import WEIGHTS, make_candidates
 
 STAGE = "estimation"
@@ -93,7 +93,9 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
     cands = make_candidates(store, specs, seed, data)
     # worker processes for the fits and bootstraps, unless this task already runs in a daemonic one (a Dask worker)
     n_jobs = 1 if multiprocessing.current_process().daemon else max(1, n_jobs)
-    preds = stored_predictions(cands, data.X_s, data.y_s, data.X_t, k=k, random_state=seed, n_jobs=n_jobs)
+    reuse = fold_predictions(store, [name for name, _, _ in specs], k=k, rows=rows, seed=seed)
+    preds = stored_predictions(cands, data.X_s, data.y_s, data.X_t, k=k, random_state=seed, n_jobs=n_jobs,
+                               reuse=reuse)
     folds = None
     scv = shared_source_cv(preds, [learner for _, learner, _ in specs], read_ingest(store).n_source)
     if scv is not None:
@@ -104,8 +106,9 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
         log.info("estimation: %s", overlap.sentence())
     regimes = stage_regimes(store, preds)
     rows = []
-    log.info("estimation: %d candidates fitted on %d folds (%.1f s); bootstrapping each estimate (%d process%s)",
-             len(preds), k, time.monotonic() - t0, n_jobs, "es" if n_jobs > 1 else "")
+    log.info("estimation: %d candidates on %d folds, %d of them fitted here and %d read from the training stage's "
+             "fits (%.1f s); bootstrapping each estimate (%d process%s)", len(preds), k, len(preds) - len(reuse),
+             len(reuse), time.monotonic() - t0, n_jobs, "es" if n_jobs > 1 else "")
     each = estimate_each(preds, method, confidence=confidence, n_boot=n_boot, random_state=seed, n_jobs=n_jobs)
     for i, (P, e, g) in enumerate(zip(preds, each, regimes, strict=True), 1):
         log.info("estimation: %d/%d done (%s, %.1f s)", i, len(preds), P.learner, time.monotonic() - t0)
@@ -248,7 +251,8 @@ def estimation(store: StageStore, *, ctx: RunContext, k: int, run_ids: dict[str,
                                        rows=rows, n_jobs=n_jobs)
         return StageOutput({"estimates": table} | ({} if folds is None else {"fold_scores": folds}) | preds)
 
-    table = store.find_or_write(STAGE, params, READS, compute).table("estimates")
+    reads = READS + fold_reads([name for name, _, _ in read_training(store).specs()])
+    table = store.find_or_write(STAGE, params, reads, compute).table("estimates")
     client = MlflowClient(ctx.tracking_uri)
     for r in table.to_dict("records"):
         run_id = run_ids.get(r["candidate"])

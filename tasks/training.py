@@ -23,9 +23,9 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from sklearn.base import clone
 
-from shiftlib.budget import subsample
-from shiftlib.cv import cv_metrics
-from shiftlib.learners import WeightlessClassError, fit_learner, make_learner
+from shiftlib.cv import cv_metrics, oof_metrics
+from shiftlib.estimation import StoredPredictions, candidate_predictions
+from shiftlib.learners import WeightlessClassError, fit_learner, make_learner, needs_target
 from tasks.ingest import (
     INGESTED,
     ROW,
@@ -34,13 +34,14 @@ from tasks.ingest import (
     load_xy,
     raw_input_schema,
     read_ingest,
+    selection_data,
     served_pipeline,
 )
 from tasks.limits import limited
 from tasks.logs import run_logger
 from tasks.store import Read, StageOutput, StageStore
 from tasks.tracking import RunContext, log_sklearn_model, tracking_key, with_retries
-from tasks.weights import WEIGHTS, stage_weights
+from tasks.weights import WEIGHTS, make_candidates, stage_weights
 
 STAGE = "training"
 #: what a candidate's part reads: the ingested tables and what its logged model is made of (plus, when it is
@@ -49,6 +50,11 @@ PART_READS = (*INGESTED, *SERVED_MODEL)
 #: what later stages read of this one
 PREDICTIONS = Read(STAGE, "predictions.parquet", "training")
 LEARNERS = Read(STAGE, "learners.parquet", "training")
+#: a part's fold fits (out-of-fold source probabilities, and the served fit's on the estimation's target rows):
+#: what the estimation stage reads instead of fitting the candidate again on the same folds
+FOLD_TABLES = ("oof", "target_proba")
+#: how the parts' source CV is computed (in the parts' key: parts written another way are not reused)
+CV_SPLIT = "estimation"
 
 
 def candidate_name(learner: str, weighting: str | None) -> str:
@@ -141,6 +147,52 @@ def _skip_reason(err: ValueError, store: StageStore, w: np.ndarray | None, y_s: 
     return why
 
 
+def _on_estimation_split(y: np.ndarray, k: int) -> bool:
+    """Whether the estimation stage's k-fold split (``shiftlib.estimation.stored_predictions``) exists for these
+    labels: its largest class has k rows and every class 2. The source CV is then that split's fits."""
+    counts = np.unique(y, return_counts=True)[1]
+    return len(counts) >= 2 and counts.max() >= k and counts.min() >= 2
+
+
+def fold_tables(P: StoredPredictions) -> dict[str, pd.DataFrame]:
+    """A candidate's fold fits as the part's tables: ``oof`` (y code, fold, p_<code> per source row of the
+    estimation's subsample) and ``target_proba`` (p_<code> per target row of it)."""
+    oof = pd.DataFrame({"y": P.y_source.astype(np.int64), "fold": P.folds.astype(np.int64)})
+    tgt = pd.DataFrame(index=range(len(P.proba_target)))
+    for j in range(P.proba_source.shape[1]):
+        oof[f"p_{j}"] = P.proba_source[:, j]
+        tgt[f"p_{j}"] = P.proba_target[:, j]
+    return {"oof": oof, "target_proba": tgt}
+
+
+def fold_reads(names: list[str]) -> tuple[Read, ...]:
+    """The parts' fold tables, as the estimation stage declares them (absent in a part that could not use the
+    estimation's split)."""
+    return tuple(Read(f"training_parts/{n}", f"{t}.parquet", f"{t}:{n}", optional=True)
+                 for n in names for t in FOLD_TABLES)
+
+
+def fold_predictions(store: StageStore, names: list[str], *, k: int, rows: int | None, seed: int
+                     ) -> list[StoredPredictions]:
+    """The candidates' fold fits that the training parts of this run computed on the estimation's split (``k``
+    folds, ``rows``, ``seed``); candidates without them are left out (the estimation fits those)."""
+    out = []
+    for n in names:
+        part = f"training_parts/{n}"
+        if not store.has_stage(part):
+            continue
+        m = store.manifest(part)
+        p = m.get("params", {})
+        if (p.get("cv_folds"), p.get("cv_rows"), p.get("seed"), p.get("cv")) != (k, rows, seed, CV_SPLIT) or \
+                not all(f"{t}.parquet" in m.get("files", {}) for t in FOLD_TABLES):
+            continue
+        oof, tgt = (store.read_table(part, t) for t in FOLD_TABLES)
+        cols = [c for c in oof.columns if c.startswith("p_")]
+        out.append(StoredPredictions(n, np.arange(len(cols)), oof["y"].to_numpy(), oof[cols].to_numpy(float),
+                                     tgt[cols].to_numpy(float), oof["fold"].to_numpy()))
+    return out
+
+
 class _Skip(Exception):
     """A candidate that cannot be fitted on these rows (or weights); the message says why, in the user's words."""
 
@@ -153,13 +205,23 @@ def _fit_part(store: StageStore, name: str, params: dict[str, Any], ctx: RunCont
     learner, weighting, seed, cv_folds = params["learner"], params["weighting"], ctx.seed, params["cv_folds"]
     X_s, y_s, X_t = load_xy(store)
     w = stage_weights(store, weighting) if weighting else None
-    sub = subsample(len(y_s), params["cv_rows"], y=y_s, random_state=seed)
+    data = selection_data(store, seed, params["cv_rows"])
+    sub = data.source_rows
     est = make_learner(learner, random_state=seed, n_rows=len(y_s))
+    tables: dict[str, pd.DataFrame] = {}
     try:
-        cv = cv_metrics(make_learner(learner, random_state=seed, n_rows=len(sub)), X_s.iloc[sub], y_s[sub],
-                        n_splits=cv_folds, random_state=seed, sample_weight=None if w is None else w[sub],
-                        X_target=X_t)
-        model = fit_learner(clone(est), X_s, y_s, sample_weight=w, X_target=X_t)
+        if _on_estimation_split(data.y_s, cv_folds):  # the estimation stage's fits: it reads them, fits none
+            cand = make_candidates(store, [(name, learner, weighting or "none")], seed, data)[0]
+            P, served = candidate_predictions(cand, data.X_s, data.y_s, data.X_t, k=cv_folds, random_state=seed)
+            cv = oof_metrics(data.y_s, P.proba_source, P.classes, cand.sample_weight)
+            whole = len(sub) == len(y_s) and (len(data.X_t) == len(X_t) or not needs_target(est))
+            model = served if whole else fit_learner(clone(est), X_s, y_s, sample_weight=w, X_target=X_t)
+            tables = fold_tables(P)
+        else:  # a split the estimation cannot make: cv_metrics lowers its folds to the smallest class
+            cv = cv_metrics(make_learner(learner, random_state=seed, n_rows=len(sub)), X_s.iloc[sub], y_s[sub],
+                            n_splits=cv_folds, random_state=seed, sample_weight=None if w is None else w[sub],
+                            X_target=X_t)
+            model = fit_learner(clone(est), X_s, y_s, sample_weight=w, X_target=X_t)
     except ValueError as err:  # this candidate cannot be fitted on these rows (or weights): the others go on
         raise _Skip(_skip_reason(err, store, w, y_s, sub, weighting, cv_folds)) from err
     proba = model.predict_proba(X_t)
@@ -181,7 +243,7 @@ def _fit_part(store: StageStore, name: str, params: dict[str, Any], ctx: RunCont
                           "predicted": pred.astype(np.int64)})
     for j, c in enumerate(model.classes_):
         preds[f"proba_{int(c)}"] = proba[:, j]
-    return StageOutput({"predictions": preds}, extra={"run_id": run_id, "model_uri": model_uri, "cv": cv})
+    return StageOutput({"predictions": preds} | tables, extra={"run_id": run_id, "model_uri": model_uri, "cv": cv})
 
 
 @task(name="train-learner", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 8])
@@ -195,7 +257,8 @@ def train_learner(store: StageStore, learner: str, weighting: str | None = None,
     name = candidate_name(learner, weighting)
     weighting = weighting if weighting and weighting != "none" else None
     part = f"training_parts/{name}"
-    params = {"learner": learner, "weighting": weighting, "seed": ctx.seed, "cv_folds": cv_folds, "cv_rows": cv_rows}
+    params = {"learner": learner, "weighting": weighting, "seed": ctx.seed, "cv_folds": cv_folds, "cv_rows": cv_rows,
+              "cv": CV_SPLIT}
     mlflow.set_tracking_uri(ctx.tracking_uri)
     tags = {"shiftflow.learner": learner, "shiftflow.weighting": weighting or "none",
             "prefect.flow_run_id": ctx.flow_run_id}

@@ -282,11 +282,15 @@ def test_a_one_row_class_is_named_as_its_label():
 
 
 def test_a_dropped_learner_says_why_its_cv_has_so_few_folds():
-    """The source CV lowers its folds to the smallest class (2 rows → 2-fold): SVM's drop note says so, where it
-    said only '2-fold CV'. Worked by hand: a 2-fold training fold keeps 2 − ⌈2/2⌉ = 1 row of that class."""
+    """The source CV is the estimation's 10-fold split when the largest class has 10 rows: a 2-row class keeps
+    2 − ⌈2/10⌉ = 1 row in a training fold. Below that the CV lowers its folds to the smallest class (2 rows →
+    2-fold, again 2 − ⌈2/2⌉ = 1 row), and SVM's drop note says so, where it said only '2-fold CV'."""
     from shiftlib.requirements import check_sizes
 
     plan = check_sizes({0: 2, 1: 50}, 100, ["LR", "SVM"], cv_folds=10, selection_folds=10, selectors=["scv"])
+    assert plan.learners == ["LR"]
+    assert "the smallest has 1 (a training fold of 10-fold CV); add rows" in plan.dropped["SVM"]
+    plan = check_sizes({0: 2, 1: 8}, 100, ["LR", "SVM"], cv_folds=10, selection_folds=10, selectors=[])
     assert plan.learners == ["LR"]
     assert "the smallest has 1 (a training fold of 2-fold CV, lowered from 10 because the smallest class has 2 rows)" \
         in plan.dropped["SVM"]

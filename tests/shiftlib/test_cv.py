@@ -66,3 +66,19 @@ def test_multiclass_auc_is_one_vs_rest_and_folds_follow_the_smallest_class() -> 
     assert got["log_loss"] == pytest.approx(log_loss(y, np.clip(p, 1e-15, 1)), rel=1e-12)
     with pytest.raises(ValueError, match="a class has fewer than 2 source rows"):
         cv_metrics(GaussianNB(), X[2:], y[2:])  # class 0 keeps one row
+
+
+def test_oof_metrics_worked_by_hand():
+    """Four rows, labels 0 0 1 1, OOF P(1) = 0.1 0.6 0.7 0.2: predictions 0 1 1 0 (accuracy 2/4); Brier
+    (0.01 + 0.36 + 0.09 + 0.64)/4 = 0.275; log-loss −(ln 0.9 + ln 0.4 + ln 0.7 + ln 0.2)/4; AUC: of the four
+    (positive, negative) pairs, 0.7 > 0.1, 0.7 > 0.6 and 0.2 > 0.1 are ordered right → 3/4. With weights
+    1, 1, 1, 3: accuracy (1 + 0 + 1 + 3·0)/6, Brier (0.01 + 0.36 + 0.09 + 3·0.64)/6."""
+    from shiftlib.cv import oof_metrics
+
+    p1 = np.array([0.1, 0.6, 0.7, 0.2])
+    got = oof_metrics(np.array([0, 0, 1, 1]), np.c_[1 - p1, p1], np.array([0, 1]))
+    assert got == pytest.approx({"accuracy": 0.5, "brier": 0.275, "auc": 0.75,
+                                 "log_loss": -(np.log(0.9) + np.log(0.4) + np.log(0.7) + np.log(0.2)) / 4})
+    w = oof_metrics(np.array([0, 0, 1, 1]), np.c_[1 - p1, p1], np.array([0, 1]), np.array([1.0, 1, 1, 3]))
+    assert w["accuracy"] == pytest.approx(2 / 6)
+    assert w["brier"] == pytest.approx((0.01 + 0.36 + 0.09 + 3 * 0.64) / 6)

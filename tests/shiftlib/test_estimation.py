@@ -935,3 +935,36 @@ def test_pape_is_a_method_but_not_in_the_preregistered_default():
     # the default is chosen only by the rule of reports/estimation.md (revision 3): PAPE does not enter it
     assert (AUTO_METHOD, AUTO_INTERVAL) == ("median", "model")
     assert "pape" not in MEDIAN_COMPONENTS and "pape" not in SHIFT_MODELS
+
+
+def test_candidate_predictions_are_stored_predictions_fits_and_a_matching_entry_is_not_fitted_again():
+    """``candidate_predictions`` makes the k fold fits and the served fit ``stored_predictions`` makes for that
+    candidate (same numbers, computed twice independently); ``stored_predictions(reuse=...)`` takes an entry on
+    the same labels, folds and target rows as it is (an altered copy comes back altered: it was not refitted),
+    with this call's importance weights, and fits again an entry on other folds."""
+    from dataclasses import replace
+
+    from shiftlib.estimation import candidate_predictions
+    from shiftlib.selection.candidates import Candidate
+
+    X, y = load_breast_cancer(return_X_y=True)
+    X = X[:, :5]
+    sp = split_biased(X, y, "kmm_threshold", random_state=0, feature=0)
+    Xs, ys, Xt = X[sp.source], y[sp.source], X[sp.target]
+    lr = make_pipeline(StandardScaler(), LogisticRegression())
+    ref = stored_predictions({"LR": lr, "NB": "NB"}, Xs, ys, Xt, k=4, random_state=2)
+    P, served = candidate_predictions(Candidate("LR", lr), Xs, ys, Xt, k=4, random_state=2)
+    assert P.weights is None and ref[0].weights is not None
+    np.testing.assert_array_equal(P.folds, ref[0].folds)
+    np.testing.assert_allclose(P.proba_source, ref[0].proba_source, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(P.proba_target, ref[0].proba_target, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(served.predict_proba(Xt), ref[0].proba_target, rtol=0, atol=1e-12)
+
+    altered = replace(P, proba_source=P.proba_source[:, ::-1].copy())
+    got = stored_predictions({"LR": lr, "NB": "NB"}, Xs, ys, Xt, k=4, random_state=2, reuse=[altered])
+    np.testing.assert_array_equal(got[0].proba_source, altered.proba_source)
+    np.testing.assert_array_equal(got[0].weights, ref[0].weights)
+    np.testing.assert_allclose(got[1].proba_source, ref[1].proba_source, rtol=0, atol=1e-12)
+    other = replace(altered, folds=(altered.folds + 1) % 4)
+    again = stored_predictions({"LR": lr}, Xs, ys, Xt, k=4, random_state=2, reuse=[other])
+    np.testing.assert_allclose(again[0].proba_source, ref[0].proba_source, rtol=0, atol=1e-12)

@@ -60,8 +60,11 @@ def test_check_sizes_keeps_drops_and_refuses_by_hand() -> None:
     plan = check_sizes({0: 30, 1: 5}, 50, ["SVM", "LR"], selectors=["rt"], **kw)
     assert plan.learners == ["LR"]
     assert "the smallest has 4 (a training fold of 5-fold CV)" in plan.dropped["SVM"]
-    # 3 rows: the source CV lowers its folds to 3, which trains on 3 − 1 = 2
+    # 3 rows: the source CV is the 5-fold split (its largest class has 30 ≥ 5 rows), training on 3 − ⌈3/5⌉ = 2
     plan = check_sizes({0: 30, 1: 3}, 50, ["SVM", "LR"], selectors=["rt"], **kw)
+    assert "smallest has 2 (a training fold of 5-fold CV); add rows" in plan.dropped["SVM"]
+    # a largest class of 4 < 5 rows: no 5-fold split, the source CV lowers its folds to 3, training on 3 − 1 = 2
+    plan = check_sizes({0: 4, 1: 3, 2: 3}, 50, ["SVM", "LR"], selectors=["rt"], **kw)
     assert "smallest has 2 (a training fold of 3-fold CV, lowered from 5 because the smallest class has 3 rows)" \
         in plan.dropped["SVM"]
     with pytest.raises(IngestError, match="no learner can be fitted on this data: learner 'SVM' dropped"):

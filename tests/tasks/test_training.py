@@ -152,6 +152,48 @@ def test_a_candidate_that_cannot_be_fitted_is_skipped_and_named(trained, tmp_pat
                                "yes (they are positive on only 1 of its rows), so its source-CV accuracy cannot be measured")
 
 
+def test_the_estimation_reads_the_training_fold_fits_and_fits_no_candidate(trained, tmp_path, monkeypatch):
+    """The training parts' source CV is the estimation's k-fold split: each part stores those fits, the
+    estimation stage reads them and fits no candidate, and its estimates equal an independent shiftlib
+    computation that fits every candidate itself. The source-CV accuracy is the stored fits' OOF accuracy. A
+    training on other folds leaves the estimation to fit every candidate, with the same numbers."""
+    import shutil
+
+    import shiftlib.estimation as est
+    from shiftlib.estimation import estimate_accuracies
+    from shiftlib.learners import make_learner
+    from tasks.estimation import EstimationSettings, estimation
+
+    store0, kw, _, _ = trained
+    ctx, names = kw["ctx"], ["NB", "LR"]
+    X_s, y_s, X_t = load_xy(store0)
+    ref = estimate_accuracies({n: make_learner(n, random_state=0, n_rows=len(y_s)) for n in names}, X_s, y_s, X_t,
+                              method="auto", k=4, n_boot=20, random_state=0)
+    fits = []
+    real = est.fit_candidate
+    monkeypatch.setattr(est, "fit_candidate", lambda c, *a, **k: fits.append(c.name) or real(c, *a, **k))
+    for run, cv_folds, fitted in (("r5", 4, []), ("r6", 3, names * 5)):  # k fold fits + the served fit each
+        s = StageStore(tmp_path / "runs", run)
+        for stage in (PREPROCESSOR_STAGE, "ingest"):
+            shutil.copytree(store0.stage_dir(stage), s.stage_dir(stage))
+        res = [train_learner.fn(s, n, ctx=ctx, cv_folds=cv_folds) for n in names]
+        collect_training.fn(s, res, 0, cv_folds)
+        fits.clear()
+        table = estimation.fn(s, ctx=ctx, k=4, run_ids={r["name"]: r["run_id"] for r in res},
+                              settings=EstimationSettings(n_boot=20))
+        assert sorted(fits) == sorted(fitted)
+        for r in table.to_dict("records"):
+            e = ref[r["candidate"]]["auto"]
+            assert (r["estimate"], r["ci_low"], r["ci_high"]) == pytest.approx((e.accuracy, e.ci_low, e.ci_high),
+                                                                              abs=1e-12)
+        if cv_folds == 4:
+            oof = s.read_table("estimation", "oof")
+            for r in res:
+                o = oof[oof["candidate"] == r["name"]]
+                correct = np.argmax(o[["p_0", "p_1"]].to_numpy(), axis=1) == o["y"].to_numpy()
+                assert r["cv"]["accuracy"] == pytest.approx(correct.mean(), abs=1e-12)
+
+
 @pytest.mark.slow  # starts `mlflow models serve` (a scoring server) for one request
 def test_the_rest_scoring_server_gives_the_same_labeled_answer(trained):
     """Issue 29: ``mlflow models serve`` on the logged model answers with the class label and the probability
