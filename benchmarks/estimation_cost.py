@@ -89,7 +89,10 @@ def answer(rows: list[dict], trees: dict[str, Path]) -> list[str]:
         line = f"{case}: estimation stage {shown}; target {target}: {'met' if value <= limit else 'NOT met'}"
         if "baseline" in trees:
             base = [r["estimation_s"] for r in rows if r["case"] == case and r["tree"] == str(trees["baseline"])]
-            line += f"; this commit / baseline = {est / statistics.median(base):.2f}"
+            walls = [r["wall_s"] for r in rows if r["case"] == case and r["tree"] == str(trees["baseline"])]
+            wall = statistics.median(r["wall_s"] for r in mine)
+            line += (f"; this commit / baseline = {est / statistics.median(base):.2f} (the whole retrain's wall time: "
+                     f"{wall / statistics.median(walls):.2f})")
         lines.append(line)
     return lines
 

@@ -33,6 +33,7 @@ from shiftlib.decisions import (
     OverlapVerdict,
     accuracy_alert,
     majority_baseline,
+    majority_margin,
     one_class_share,
     outside_share,
     overlap_verdict,
@@ -64,7 +65,8 @@ from tasks.weights import WEIGHTS, make_candidates
 STAGE = "estimation"
 COLUMNS = ["candidate", "method", "estimate", "ci_low", "ci_high", "confidence", "interval", "se_source",
            "se_target", "se_shift", "se_model", "overlap", "outside_share", "ci_low_source", "ci_high_source",
-           "majority_baseline", "one_class_share", "regime", "regime_weighted_auc", "regime_pvalue"]
+           "majority_baseline", "majority_margin", "one_class_share", "regime", "regime_weighted_auc",
+           "regime_pvalue"]
 #: the stage tables that hold every candidate's stored predictions (what the champion gate reads)
 OOF, TARGET_PROBA = "oof", "target_proba"
 #: the realised-labels history in the run root: one row per candidate and evaluated run (``shiftflow evaluate``)
@@ -124,7 +126,8 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
                      "overlap": "unknown" if overlap is None else overlap.verdict,
                      "outside_share": float("nan") if overlap is None else overlap.outside_share,
                      "ci_low_source": e.ci_low, "ci_high_source": e.ci_high,
-                     "majority_baseline": majority_baseline(P), "one_class_share": one_class_share(P),
+                     "majority_baseline": majority_baseline(P), "majority_margin": majority_margin(P),
+                     "one_class_share": one_class_share(P),
                      "regime": "unknown" if g is None else g.regime,
                      "regime_weighted_auc": float("nan") if g is None else g.weighted_auc,
                      "regime_pvalue": float("nan") if g is None else g.weighted_pvalue})
@@ -244,7 +247,7 @@ def estimation(store: StageStore, *, ctx: RunContext, k: int, run_ids: dict[str,
     seed, how = ctx.seed, settings or EstimationSettings()
     method, confidence, n_boot = how.method, how.confidence, how.n_boot
     params = {"method": method, "seed": seed, "k": k, "confidence": confidence, "n_boot": n_boot, "rows": rows,
-              "keeps": "predictions,overlap,regime"}
+              "keeps": "predictions,overlap,regime,margin"}
 
     def compute() -> StageOutput:
         table, folds, preds = _compute(store, method=method, seed=seed, k=k, confidence=confidence, n_boot=n_boot,
@@ -367,9 +370,9 @@ def served_estimate(table: pd.DataFrame, served: str, *, ctx: RunContext, min_ac
     verdict = accuracy_alert(final["ci_low"], final["ci_high"], min_accuracy)
     alert, straddles = verdict == "below", verdict == "straddles"
     client, parent_run_id = MlflowClient(ctx.tracking_uri), ctx.parent_run_id
-    baseline = float(r.get("majority_baseline", float("nan")))
+    baseline, margin = float(r.get("majority_baseline", float("nan"))), float(r.get("majority_margin", float("nan")))
     metrics = {"estimate.accuracy": r["estimate"], "estimate.ci_low": r["ci_low"], "estimate.ci_high": r["ci_high"],
-               "estimate.majority_baseline": baseline}
+               "estimate.majority_baseline": baseline, "estimate.majority_margin": margin}
     if real is not None:
         metrics |= {f"estimate.realized.{k}": real[k] for k in ("accuracy", "ci_low", "ci_high", "bias", "n_batches")}
     if lab is not None:
@@ -400,7 +403,7 @@ def served_estimate(table: pd.DataFrame, served: str, *, ctx: RunContext, min_ac
     return {"candidate": served, "method": r["method"], "accuracy": float(r["estimate"]),
             "ci_low": float(r["ci_low"]), "ci_high": float(r["ci_high"]), "confidence": float(r["confidence"]),
             "min_accuracy": min_accuracy, "alert": bool(alert), "straddles": bool(straddles),
-            "majority_baseline": baseline, "overlap": overlap, "labeled": lab, "realized": real,
+            "majority_baseline": baseline, "majority_margin": margin, "overlap": overlap, "labeled": lab, "realized": real,
             "realized_batches": _batches(r, history),
             "outside_share": float(r.get("outside_share", float("nan"))), "regime": regime,
             "regime_weighted_auc": float(r.get("regime_weighted_auc", float("nan"))),
@@ -463,9 +466,19 @@ def labeled_line(served: Mapping[str, Any]) -> str | None:
 
 
 def baseline_words(served: Mapping[str, Any]) -> str:
-    """``; majority-class rule 0.650`` beside an estimate (empty when unknown)."""
+    """``; majority-class rule 0.650`` beside an estimate (empty when unknown). When the paired margin the
+    champion gate's guard reads (``shiftlib.decisions.majority_margin``) has the other sign than estimate −
+    rule, it is named too: a report printed 0.921 against a rule of 0.956 and promoted, with nothing to say
+    why."""
     b = served.get("majority_baseline")
-    return "" if b is None or b != b else f"; majority-class rule {b:.3f}"
+    if b is None or b != b:
+        return ""
+    words = f"; majority-class rule {b:.3f}"
+    m, est = served.get("majority_margin"), served.get("accuracy")
+    if m is not None and m == m and est is not None and (est - b > 0) != (m > 0):
+        words += (f", yet estimator by estimator this model is {m:+.3f} against it (the paired margin the "
+                  "promotion guard reads)")
+    return words
 
 
 def overlap_line(served: Mapping[str, Any]) -> str | None:

@@ -55,6 +55,11 @@ def test_stage_numbers_equal_an_independent_shiftlib_computation(tmp_path, mlflo
                                   method="auto", k=5, n_boot=50, random_state=0)
     on_disk = store.read_table("estimation", "estimates")
     pd.testing.assert_frame_equal(on_disk, table)
+    from shiftlib.decisions import majority_margin
+    from tasks.estimation import read_predictions
+
+    for r in on_disk.to_dict("records"):  # the paired margin the champion gate's guard reads
+        assert r["majority_margin"] == majority_margin(read_predictions(store, r["candidate"], np.array([0, 1])))
     assert sorted(on_disk["candidate"]) == sorted(NAMES)  # manifest order (sorted keys)
     for r in on_disk.to_dict("records"):
         e = ref[r["candidate"]]["auto"]
@@ -129,6 +134,27 @@ def test_an_interval_that_straddles_min_accuracy_is_a_warning_not_an_alert(tmp_p
     data = client.get_run(parent).data
     assert data.metrics["estimate.majority_baseline"] == 0.6 and data.tags["shiftflow.estimate.overlap"] == "ok"
     assert "shiftflow.alert" not in data.tags
+
+
+def test_the_report_names_the_paired_margin_when_it_disagrees_with_estimate_minus_rule(tmp_path, mlflow_runs):
+    """A loanapp run printed 'estimated accuracy 0.921 …; majority-class rule 0.956' and promoted: the guard
+    reads the paired margin (+0.012 there), which the report did not print. The margin is now logged, and named
+    beside the rule whenever its sign differs from estimate − rule; otherwise the line is as before."""
+    from tasks.estimation import baseline_words
+
+    uri, client, parent, _ = mlflow_runs
+    table = pd.DataFrame([{"candidate": "LR", "method": "median", "estimate": 0.921, "ci_low": 0.9, "ci_high": 0.94,
+                           "confidence": 0.95, "majority_baseline": 0.956, "majority_margin": 0.012,
+                           "overlap": "ok"}])
+    served = served_estimate.fn(table, "LR", min_accuracy=None, ctx=RunContext(uri, "", parent, "", 0))
+    assert client.get_run(parent).data.metrics["estimate.majority_margin"] == 0.012
+    assert baseline_words(served) == ("; majority-class rule 0.956, yet estimator by estimator this model is +0.012 "
+                                      "against it (the paired margin the promotion guard reads)")
+    assert baseline_words(served | {"majority_margin": 0.05, "majority_baseline": 0.9}) == "; majority-class rule 0.900"
+    assert baseline_words(served | {"majority_margin": -0.01, "majority_baseline": 0.9}).endswith(
+        "this model is -0.010 against it (the paired margin the promotion guard reads)")
+    assert baseline_words(served | {"majority_margin": float("nan")}) == "; majority-class rule 0.956"
+    assert baseline_words({"accuracy": 0.9}) == ""
 
 
 def test_a_poor_overlap_widens_every_interval_to_what_the_source_cannot_rule_out(tmp_path, mlflow_runs):
