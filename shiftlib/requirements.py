@@ -5,8 +5,9 @@ compares the prepared tables' sizes with what each stage asks for:
 
 * **drift** (``shiftlib.drift.detect_drift``): ``min_rows`` rows on each side (its default, 10) and
   ``2·n_splits`` pooled rows for the domain classifier;
-* **source cross-validation** (``shiftlib.cv.cv_metrics``): at least 2 rows of every class (it lowers its
-  folds to the smallest class count);
+* **source cross-validation** (the training stage's): at least 2 rows of every class; it runs on the
+  estimation's ``cv_folds``-fold split when the largest class has that many rows (a rarer class is then in some
+  holdout folds only), else ``shiftlib.cv.cv_metrics`` lowers its folds to the smallest class count;
 * **selection folds** (SCV, WCV, TrCV: ``StratifiedKFold(selection_folds)``): at least ``selection_folds``
   source rows and one class with that many rows;
 * **a learner with an inner stratified CV** (e.g. SVM's ``CalibratedClassifierCV(cv=5)``): every class
