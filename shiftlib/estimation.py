@@ -1544,7 +1544,7 @@ def stored_predictions(
     a TrCV fit fails, ``trcv_error`` keeps its message and only method ``"trcv"`` raises it. ``n_jobs`` > 1
     fits the candidates in that many joblib (loky) processes, with the same results. ``reuse``: predictions of
     some candidates already computed on this split (:func:`candidate_predictions`, e.g. by the training stage);
-    a candidate whose entry has these source labels, folds and target rows is not fitted again.
+    a candidate whose entry has these source labels, folds and target rows is not fitted again (unless ``trcv``).
 
     Parameters
     ----------
@@ -1594,7 +1594,7 @@ def stored_predictions(
         beta = importance_weights(weights, X_s, X_t)
     for c in cands:
         c.source_weights(len(y_raw))  # a wrong-length weight vector is refused before any fit
-    known = {P.learner: P for P in reuse or ()}
+    known = {} if trcv else {P.learner: P for P in reuse or ()}  # TrCV's residuals need their own fold fits
     todo = [c for c in cands if not _reusable(known.get(c.name), y_code, folds, len(X_t), len(classes))]
     fitted = {P.learner: P for P in _each(_stored, todo, n_jobs, X_s, y_raw, X_t, classes, y_code, folds, beta, k,
                                           seed, trcv)}

@@ -941,7 +941,7 @@ def test_candidate_predictions_are_stored_predictions_fits_and_a_matching_entry_
     """``candidate_predictions`` makes the k fold fits and the served fit ``stored_predictions`` makes for that
     candidate (same numbers, computed twice independently); ``stored_predictions(reuse=...)`` takes an entry on
     the same labels, folds and target rows as it is (an altered copy comes back altered: it was not refitted),
-    with this call's importance weights, and fits again an entry on other folds."""
+    with this call's importance weights, and fits again an entry on other folds, or any entry when TrCV runs."""
     from dataclasses import replace
 
     from shiftlib.estimation import candidate_predictions
@@ -968,3 +968,7 @@ def test_candidate_predictions_are_stored_predictions_fits_and_a_matching_entry_
     other = replace(altered, folds=(altered.folds + 1) % 4)
     again = stored_predictions({"LR": lr}, Xs, ys, Xt, k=4, random_state=2, reuse=[other])
     np.testing.assert_allclose(again[0].proba_source, ref[0].proba_source, rtol=0, atol=1e-12)
+    # TrCV's residuals need the candidate's own fold fits: with trcv=True nothing is taken from reuse
+    trcv = stored_predictions({"LR": lr}, Xs, ys, Xt, k=4, random_state=2, trcv=True, reuse=[altered])
+    np.testing.assert_allclose(trcv[0].proba_source, ref[0].proba_source, rtol=0, atol=1e-12)
+    assert trcv[0].trcv_residuals is not None and len(trcv[0].trcv_residuals) == len(ys)
