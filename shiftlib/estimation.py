@@ -1578,11 +1578,8 @@ def stored_predictions(
     list of StoredPredictions
         One per learner, in the order of ``resolve_candidates``.
     """
-    X_s = check_X(X_source, "X_source")
-    y_raw = check_y(y_source, X_s, "y_source", "X_source")
-    X_t = check_X(X_target, "X_target (the unlabeled batch)", like=X_s)
+    X_s, y_raw, X_t, classes, y_code = _checked(X_source, y_source, X_target)
     cands = resolve_candidates(learners, random_state=random_state)
-    classes, y_code = np.unique(y_raw, return_inverse=True)
     seed = int(np.random.default_rng(random_state).integers(2**31 - 1)) if random_state is None else int(random_state)
     folds = _folds(y_code, k, seed)
     beta = None
@@ -1600,6 +1597,15 @@ def stored_predictions(
                                           seed, trcv)}
     return [fitted[c.name] if c.name in fitted else replace(known[c.name], classes=classes, weights=beta)
             for c in cands]
+
+
+def _checked(X_source: Any, y_source: Any, X_target: Any) -> tuple[Any, np.ndarray, Any, np.ndarray, np.ndarray]:
+    """The validated source rows, labels and target rows, the classes and the labels' codes into them."""
+    X_s = check_X(X_source, "X_source")
+    y_raw = check_y(y_source, X_s, "y_source", "X_source")
+    X_t = check_X(X_target, "X_target (the unlabeled batch)", like=X_s)
+    classes, y_code = np.unique(y_raw, return_inverse=True)
+    return X_s, y_raw, X_t, classes, y_code
 
 
 def _reusable(P: StoredPredictions | None, y_code: np.ndarray, folds: np.ndarray, n_target: int,
@@ -1650,10 +1656,7 @@ def candidate_predictions(
     ValueError
         When the split is impossible (see ``stored_predictions``) or the candidate cannot be fitted.
     """
-    X_s = check_X(X_source, "X_source")
-    y_raw = check_y(y_source, X_s, "y_source", "X_source")
-    X_t = check_X(X_target, "X_target (the unlabeled batch)", like=X_s)
-    classes, y_code = np.unique(y_raw, return_inverse=True)
+    X_s, y_raw, X_t, classes, y_code = _checked(X_source, y_source, X_target)
     folds = _folds(y_code, k, int(random_state))
     candidate.source_weights(len(y_raw))
     return _fold_fits(candidate, X_s, y_raw, X_t, classes, y_code, folds, k)
