@@ -693,12 +693,19 @@ def _code_labels(source: pd.DataFrame, target: pd.DataFrame, label: str, positiv
                          "a random part of the batch); to evaluate, pass a target whose rows all carry a label")
         else:
             unseen = sorted(set(pd.unique(t_lab).tolist()) - set(classes), key=str)
-            if unseen:
+            if unseen and spelling_hint(unseen, classes):  # the same classes spelt another way: a coding error
                 raise IngestError(
                     f"the target's label column {label!r} has values {unseen} never seen in the source "
                     f"({classes}){spelling_hint(unseen, classes)}; check that both tables use the same label coding"
                 )
-            target_y = t_lab.map(code).to_numpy(dtype=np.int64)
+            if unseen:  # a class the batch has and the source lacks (e.g. a species only on one island)
+                n_new = int(t_lab.isin(unseen).sum())
+                notes.append(f"the target's label column {label!r} has values {unseen} never seen in the source "
+                             f"({classes}) in {n_new} of {len(t_lab)} rows: no candidate can predict them, so the "
+                             "candidates are not evaluated on the target (if they are source classes coded another "
+                             "way, recode one table)")
+            else:
+                target_y = t_lab.map(code).to_numpy(dtype=np.int64)
     return classes, source_y, target_y, notes
 
 
