@@ -161,8 +161,8 @@ def _preflight(config: RetrainConfig) -> Checked:
         check_classes(raw_source[config.label].value_counts(dropna=True).to_dict(), config.label,
                       max_classes=config.max_classes)
     positive = config.positive_label
-    if config.label in raw_source.columns and not raw_source[config.label].isna().any():
-        positive = _positive_label(positive, check_labels(raw_source, config.label))
+    if config.label in raw_source.columns and raw_source[config.label].notna().any():  # unlabeled rows left out
+        positive = _positive_label(positive, check_labels(raw_source.dropna(subset=[config.label]), config.label))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         options = IngestOptions(positive_label=positive, simulate_bias=bias_dict, seed=config.seed,

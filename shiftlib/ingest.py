@@ -45,7 +45,7 @@ import pandas as pd
 from shiftlib.errors import ShiftflowInputError, quote, quote_list
 
 __all__ = ["CheckedTables", "EncodingPlan", "IngestError", "PreparedData", "canonical_column", "check_label_column",
-           "check_labels", "check_tables", "coerce_column", "plan_encoding", "spelling_hint"]
+           "check_labels", "drop_unlabeled", "check_tables", "coerce_column", "plan_encoding", "spelling_hint"]
 
 
 class IngestError(ShiftflowInputError):
@@ -586,6 +586,33 @@ def check_label_column(source: pd.DataFrame, label: str) -> None:
             f"label column {quote(label)} is not in the source table (columns: {quote_list(source.columns)}); "
             "pass the name of the column that holds the labels"
         )
+
+
+def drop_unlabeled(source: pd.DataFrame, label: str) -> tuple[pd.DataFrame, str | None]:
+    """The source rows that carry a label, and a note saying how many were left out (None when none were).
+    A row without a label can neither train nor validate a classifier; a source whose labels are all missing
+    is kept whole, for :func:`check_labels` to refuse.
+
+    Parameters
+    ----------
+    source : pandas.DataFrame
+        The source table (with the label column: :func:`check_label_column`).
+    label : str
+        Name of the label column.
+
+    Returns
+    -------
+    (pandas.DataFrame, str or None)
+        The labeled rows (index reset) and the note.
+    """
+    check_label_column(source, label)
+    missing = source[label].isna()
+    n = int(missing.sum())
+    if n == 0 or n == len(source):
+        return source, None
+    return source[~missing].reset_index(drop=True), (
+        f"label column {label!r} is empty in {n} of {len(source)} source rows; those rows are left out (a row "
+        "without a label can neither train nor validate a model)")
 
 
 def check_labels(source: pd.DataFrame, label: str) -> list[Any]:

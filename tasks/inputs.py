@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from shiftlib.ingest import (
     PreparedData,
     check_labels,
     check_tables,
+    drop_unlabeled,
     spelling_hint,
 )
 from tasks.sources import SourceSpecError, estimated_bytes, read_file, read_table, split_options
@@ -208,6 +210,9 @@ def prepare_inputs(
     if drop_columns:
         source = source.drop(columns=list(drop_columns), errors="ignore")
         target = target.drop(columns=list(drop_columns), errors="ignore") if target is not None else None
+    source, unlabeled = drop_unlabeled(source, label)
+    if unlabeled is not None:
+        warnings.warn(unlabeled, UserWarning, stacklevel=2)
     check_labels(source, label)  # before a simulated bias needs the labels
     bias_info, p_select = None, None
     if simulate_bias is not None:

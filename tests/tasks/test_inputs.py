@@ -97,3 +97,26 @@ def test_read_filled_takes_spreadsheet_text_odd_paths_and_the_sources_spelling(t
         assert (labels, n_empty) == ({0: 1, 3: 0}, 1)
     with pytest.raises(LabelsInputError, match="unknown reading option 'v'"):
         read_filled(f"file:{tmp_path / 'lab.txt'}?v=2", "y", ["no ", "yes "], 10)
+
+
+def test_source_rows_without_a_label_are_left_out_with_a_warning() -> None:
+    """A sweep's survey table had one source row without a label, and the run was refused; those rows are now
+    left out with a warning (they can neither train nor validate), and only a source without any label is
+    refused."""
+    from shiftlib.ingest import IngestError, drop_unlabeled
+    from tasks.inputs import prepare_inputs
+
+    src = _frame(0)
+    src.loc[[3, 7], "y"] = np.nan
+    kept, note = drop_unlabeled(src, "y")
+    assert len(kept) == N - 2 and not kept["y"].isna().any() and list(kept.index) == list(range(N - 2))
+    assert note == ("label column 'y' is empty in 2 of 120 source rows; those rows are left out (a row without a "
+                    "label can neither train nor validate a model)")
+    whole = _frame(0)
+    same, none = drop_unlabeled(whole, "y")
+    assert same is whole and none is None
+    with pytest.warns(UserWarning, match="empty in 2 of 120 source rows"):
+        inp = prepare_inputs(src, _frame(1).drop(columns=["y"]), "y", encode=False)
+    assert inp.prepared.n_source == N - 2
+    with pytest.raises(IngestError, match="has 120 missing value"):
+        prepare_inputs(src.assign(y=np.nan), _frame(1).drop(columns=["y"]), "y", encode=False)
