@@ -256,6 +256,27 @@ def _coerce(s: pd.Series, column: Any, which: str) -> pd.Series:
     return _object_ints_as_float(s)
 
 
+def _target_numbers(column: Any, source_kind: str, source_empty: bool, t: pd.Series) -> pd.Series:
+    """A target column that is text where the source's is numeric, because a few cells hold a code (Cars93's
+    ``Cylinders`` = ``rotary``): its numbers written as text are read as numbers and the other values as missing,
+    with a warning that names them, as a level the source never saw encodes as all zeros. A column where at least
+    half the values are not numbers is returned as it is, for :func:`_check_kind` to refuse."""
+    if source_empty or source_kind != "numeric" or _kind(t) != "text":
+        return t
+    values = t.dropna()
+    numbers = pd.to_numeric(values.astype(str).str.strip(), errors="coerce")
+    bad = values[numbers.isna()]
+    if len(values) == 0 or 2 * len(bad) >= len(values):
+        return t
+    shown = sorted(map(str, pd.unique(bad)))
+    warnings.warn(f"column {column!r} is numeric in the source, but {len(bad)} of the target's {len(values)} values "
+                  f"are not numbers ({shown[:5]}{' …' if len(shown) > 5 else ''}): read as missing", UserWarning,
+                  stacklevel=4)
+    out = pd.Series(np.nan, index=t.index, dtype=float)
+    out[numbers.index] = numbers.to_numpy(dtype=float)
+    return out
+
+
 def _check_kind(column: Any, source_kind: str, source_empty: bool, t: pd.Series) -> None:
     kind = _kind(t)
     if kind != source_kind and not (len(t.dropna()) == 0 or source_empty):
@@ -380,7 +401,7 @@ def coerce_column(s: pd.Series, column: Any, source_kind: str, source_empty: boo
     IngestError
         For complex numbers, nested cells, or a kind that differs from the source's.
     """
-    s = _coerce(s, column, "target")
+    s = _target_numbers(column, source_kind, source_empty, _coerce(s, column, "target"))
     _check_kind(column, source_kind, source_empty, s)
     return s
 
@@ -492,6 +513,7 @@ def _coerced_tables(source: pd.DataFrame, target: pd.DataFrame | None
             target[c] = _coerce(target[c], c, "target")
         kinds[c], empty[c] = _kind(source[c]), bool(len(source[c].dropna()) == 0)
         if target is not None:
+            target[c] = _target_numbers(c, kinds[c], empty[c], target[c])
             _check_kind(c, kinds[c], empty[c], target[c])
     return source, target, kinds, empty
 

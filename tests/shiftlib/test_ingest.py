@@ -39,7 +39,7 @@ def _tables(n: int = 30) -> tuple[pd.DataFrame, pd.DataFrame]:
         (lambda s, t: (s, t.iloc[:0]), "target set has 0 rows"),
         (lambda s, t: (s, t.rename(columns={"age": "AGE"})), "missing from the target ['age']"),
         (lambda s, t: (s, t.assign(extra=1.0)), "only in the target ['extra']"),
-        (lambda s, t: (s, t.assign(age=t["age"].astype(str))), "column 'age' is text in the target but numeric"),
+        (lambda s, t: (s, t.assign(age="a" + t["age"].astype(str))), "column 'age' is text in the target but numeric"),
         (lambda s, t: (pd.concat([s, s[["age"]]], axis=1), t), "duplicate column names ['age']"),
         (lambda s, t: (s.assign(age=s["age"].where(s.index != 0, np.inf)), t), "infinite value"),
     ],
@@ -480,3 +480,28 @@ def test_ingest_gives_a_valid_table_or_its_input_error():
     share = outcomes.count("encoded") / len(outcomes)
     print(f"[fuzz] {outcomes.count('encoded')} of {len(outcomes)} table pairs encoded ({share:.2f})")
     assert share >= MIN_ENCODED_SHARE, share
+
+
+def test_a_numeric_column_with_a_few_text_codes_in_the_target_reads_them_as_missing():
+    """A sweep's Cars93 split was refused: ``Cylinders`` is numeric in the source and text in the target, where one
+    car has ``rotary``. Numbers written as text are read as numbers, the other values as missing (with a warning
+    that names them); a column where at least half the values are text is still refused."""
+    from shiftlib.ingest import check_tables, coerce_column
+
+    src, tgt = _tables()
+    codes = tgt["age"].astype(object)
+    codes.iloc[1] = "rotary"
+    codes.iloc[2] = str(codes.iloc[2])  # a number written as text
+    with pytest.warns(UserWarning, match=r"column 'age' is numeric in the source, but 1 of the target's "
+                                         rf"{tgt['age'].notna().sum()} values are not numbers \(\['rotary'\]\)"):
+        checked = check_tables(src, tgt.assign(age=codes), "y")
+    assert checked.n_target == len(tgt) and checked.plan.kinds["age"] == "numeric"
+    with pytest.warns(UserWarning, match="read as missing"):  # a served model's batch is read the same way
+        got = coerce_column(codes, "age", "numeric", False)
+    assert np.isnan(got.iloc[1]) and got.iloc[2] == pytest.approx(float(tgt["age"].iloc[2]))
+    np.testing.assert_array_equal(got.drop(index=[1]).to_numpy(), tgt["age"].drop(index=[1]).to_numpy())
+    half = tgt["age"].astype(object)
+    half.iloc[: (len(half) + 1) // 2] = "rotary"
+    with pytest.raises(IngestError, match="column 'age' is text in the target but numeric"):
+        check_tables(src, tgt.assign(age=half), "y")
+
