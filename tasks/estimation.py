@@ -98,6 +98,8 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
     reuse = fold_predictions(store, [name for name, _, _ in specs], k=k, rows=rows, seed=seed)
     preds = stored_predictions(cands, data.X_s, data.y_s, data.X_t, k=k, random_state=seed, n_jobs=n_jobs,
                                reuse=reuse)
+    known = {P.learner: P.proba_source for P in reuse}
+    read = sum(P.learner in known and P.proba_source is known[P.learner] for P in preds)  # taken, not refitted
     folds = None
     scv = shared_source_cv(preds, [learner for _, learner, _ in specs], read_ingest(store).n_source)
     if scv is not None:
@@ -109,8 +111,8 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
     regimes = stage_regimes(store, preds)
     rows = []
     log.info("estimation: %d candidates on %d folds, %d of them fitted here and %d read from the training stage's "
-             "fits (%.1f s); bootstrapping each estimate (%d process%s)", len(preds), k, len(preds) - len(reuse),
-             len(reuse), time.monotonic() - t0, n_jobs, "es" if n_jobs > 1 else "")
+             "fits (%.1f s); bootstrapping each estimate (%d process%s)", len(preds), k, len(preds) - read,
+             read, time.monotonic() - t0, n_jobs, "es" if n_jobs > 1 else "")
     each = estimate_each(preds, method, confidence=confidence, n_boot=n_boot, random_state=seed, n_jobs=n_jobs)
     for i, (P, e, g) in enumerate(zip(preds, each, regimes, strict=True), 1):
         log.info("estimation: %d/%d done (%s, %.1f s)", i, len(preds), P.learner, time.monotonic() - t0)

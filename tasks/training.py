@@ -39,7 +39,7 @@ from tasks.ingest import (
 )
 from tasks.limits import limited
 from tasks.logs import run_logger
-from tasks.store import Read, StageOutput, StageStore
+from tasks.store import CorruptStageError, Read, StageOutput, StageStore
 from tasks.tracking import RunContext, log_sklearn_model, tracking_key, with_retries
 from tasks.weights import WEIGHTS, make_candidates, stage_weights
 
@@ -186,7 +186,10 @@ def fold_predictions(store: StageStore, names: list[str], *, k: int, rows: int |
         if (p.get("cv_folds"), p.get("cv_rows"), p.get("seed"), p.get("cv")) != (k, rows, seed, CV_SPLIT) or \
                 not all(f"{t}.parquet" in m.get("files", {}) for t in FOLD_TABLES):
             continue
-        oof, tgt = (store.read_table(part, t) for t in FOLD_TABLES)
+        try:
+            oof, tgt = (store.read_table(part, t) for t in FOLD_TABLES)
+        except CorruptStageError:  # a damaged table: the estimation fits this candidate itself
+            continue
         cols = [c for c in oof.columns if c.startswith("p_")]
         out.append(StoredPredictions(n, np.arange(len(cols)), oof["y"].to_numpy(), oof[cols].to_numpy(float),
                                      tgt[cols].to_numpy(float), oof["fold"].to_numpy()))

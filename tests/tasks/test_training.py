@@ -5,6 +5,8 @@ probabilities the stage stored from the encoded target table."""
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -152,11 +154,13 @@ def test_a_candidate_that_cannot_be_fitted_is_skipped_and_named(trained, tmp_pat
                                "yes (they are positive on only 1 of its rows), so its source-CV accuracy cannot be measured")
 
 
-def test_the_estimation_reads_the_training_fold_fits_and_fits_no_candidate(trained, tmp_path, monkeypatch):
+def test_the_estimation_reads_the_training_fold_fits_and_fits_no_candidate(trained, tmp_path, monkeypatch,
+                                                                          caplog):
     """The training parts' source CV is the estimation's k-fold split: each part stores those fits, the
     estimation stage reads them and fits no candidate, and its estimates equal an independent shiftlib
     computation that fits every candidate itself. The source-CV accuracy is the stored fits' OOF accuracy. A
-    training on other folds leaves the estimation to fit every candidate, with the same numbers."""
+    training on other folds leaves the estimation to fit every candidate, with the same numbers; so does a damaged
+    fold table, for its candidate."""
     import shutil
 
     import shiftlib.estimation as est
@@ -192,6 +196,19 @@ def test_the_estimation_reads_the_training_fold_fits_and_fits_no_candidate(train
                 o = oof[oof["candidate"] == r["name"]]
                 correct = np.argmax(o[["p_0", "p_1"]].to_numpy(), axis=1) == o["y"].to_numpy()
                 assert r["cv"]["accuracy"] == pytest.approx(correct.mean(), abs=1e-12)
+            # a damaged fold table: that candidate is fitted again (4 folds + the served fit), the other read
+            shutil.rmtree(s.stage_dir("estimation"))
+            with open(s.stage_dir("training_parts/NB") / "oof.parquet", "r+b") as f:
+                f.seek(10)
+                f.write(b"XX")
+            fits.clear()
+            caplog.clear()
+            with caplog.at_level(logging.INFO, logger="shiftflow"):
+                again = estimation.fn(s, ctx=ctx, k=4, run_ids={r["name"]: r["run_id"] for r in res},
+                                      settings=EstimationSettings(n_boot=20))
+            assert fits == ["NB"] * 5
+            pd.testing.assert_frame_equal(again, table)
+            assert any("1 of them fitted here and 1 read from the training stage's fits" in m for m in caplog.messages)
 
 
 @pytest.mark.slow  # starts `mlflow models serve` (a scoring server) for one request
