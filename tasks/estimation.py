@@ -488,8 +488,8 @@ def overlap_line(served: Mapping[str, Any]) -> str | None:
     overlap = served.get("overlap")
     if overlap == "poor":
         share = served.get("outside_share", float("nan"))
-        return (f"overlap POOR: the source does not reach {share:.0%} of the batch, so the interval is widened to "
-                "what the source cannot rule out; label some target rows (--label-budget) to know")
+        return (f"overlap POOR: {share:.0%} of the batch lies beyond the source's reach, so the interval is widened "
+                "to what the source cannot rule out; label some target rows (--label-budget) to know")
     if overlap == "ok":
         return "overlap ok: the source reaches the batch"
     return None

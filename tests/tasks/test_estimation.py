@@ -240,3 +240,15 @@ def test_the_shift_regime_is_reported_with_every_estimate_and_tagged_on_the_pare
     assert f"- {line}" in summary_lines(served)[1]
     assert regime_line(served | {"regime": "neither"}).startswith("shift regime: neither covariate nor label shift")
     assert regime_line(served | {"regime": "unknown"}) is None
+
+
+def test_the_overlap_line_says_which_share_of_the_batch_is_unreached():
+    """A sweep read "the source does not reach 3% of the batch" as "reaches less than 3%"; the line now names the
+    unreached share as such."""
+    from tasks.estimation import overlap_line
+
+    assert overlap_line({"overlap": "poor", "outside_share": 0.03}).startswith(
+        "overlap POOR: 3% of the batch lies beyond the source's reach, so the interval is widened")
+    assert overlap_line({"overlap": "ok"}) == "overlap ok: the source reaches the batch"
+    assert overlap_line({}) is None
+
