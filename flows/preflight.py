@@ -146,7 +146,7 @@ def _check_filled(config: RetrainConfig, classes: list[Any], n_target: int) -> N
 
 
 def _preflight(config: RetrainConfig) -> Checked:
-    from shiftlib.ingest import check_labels
+    from shiftlib.ingest import check_labels, drop_unlabeled
     from shiftlib.requirements import check_classes, check_sizes
     from tasks.inputs import IngestOptions, prepare_inputs, read_inputs
 
@@ -162,7 +162,7 @@ def _preflight(config: RetrainConfig) -> Checked:
                       max_classes=config.max_classes)
     positive = config.positive_label
     if config.label in raw_source.columns and raw_source[config.label].notna().any():  # unlabeled rows left out
-        positive = _positive_label(positive, check_labels(raw_source.dropna(subset=[config.label]), config.label))
+        positive = _positive_label(positive, check_labels(drop_unlabeled(raw_source, config.label)[0], config.label))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         options = IngestOptions(positive_label=positive, simulate_bias=bias_dict, seed=config.seed,

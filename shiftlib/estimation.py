@@ -1455,6 +1455,29 @@ def _folds(y: np.ndarray, k: int, seed: int) -> np.ndarray:
     return fold
 
 
+def fold_split_exists(y: Any, k: int) -> bool:
+    """Whether :func:`stored_predictions`' k-fold split exists for labels ``y`` (two classes or more, the largest
+    with k rows, every class with 2): the conditions :func:`_folds` refuses otherwise.
+
+    Parameters
+    ----------
+    y : array-like
+        Source labels.
+    k : int
+        Folds.
+
+    Returns
+    -------
+    bool
+        True when the split can be made.
+    """
+    try:
+        _folds(np.unique(np.asarray(y), return_inverse=True)[1], k, 0)
+    except ValueError:
+        return False
+    return True
+
+
 def _proba(model: Any, X: Any, classes: np.ndarray, name: str) -> np.ndarray:
     if not hasattr(model, "predict_proba"):
         raise TypeError(f"learner {name!r} has no predict_proba: accuracy estimation needs probabilities")

@@ -258,9 +258,11 @@ def target_rows(n_target: int, seed: int, rows: int | None) -> np.ndarray:
     return subsample(n_target, rows, random_state=seed)
 
 
-def selection_data(store: StageStore, seed: int, rows: int | None) -> SelectionData:
-    """A stratified subsample of this run's ingested tables (every row when ``rows`` is None)."""
-    X_s, y_s, X_t = load_xy(store)
+def selection_data(store: StageStore, seed: int, rows: int | None,
+                   xy: tuple[pd.DataFrame, np.ndarray, pd.DataFrame] | None = None) -> SelectionData:
+    """A stratified subsample of this run's ingested tables (every row when ``rows`` is None); ``xy``: what
+    :func:`load_xy` returned, when the caller has read them already."""
+    X_s, y_s, X_t = xy if xy is not None else load_xy(store)
     i_s = subsample(len(y_s), rows, y=y_s, random_state=seed)
     i_t = target_rows(len(X_t), seed, rows)
     return SelectionData(X_s.iloc[i_s].reset_index(drop=True), y_s[i_s], X_t.iloc[i_t].reset_index(drop=True), i_s)

@@ -24,7 +24,7 @@ from prefect.cache_policies import NO_CACHE
 from sklearn.base import clone
 
 from shiftlib.cv import cv_metrics, oof_metrics
-from shiftlib.estimation import StoredPredictions, candidate_predictions
+from shiftlib.estimation import StoredPredictions, candidate_predictions, fold_split_exists
 from shiftlib.learners import WeightlessClassError, fit_learner, make_learner, needs_target
 from tasks.ingest import (
     INGESTED,
@@ -147,13 +147,6 @@ def _skip_reason(err: ValueError, store: StageStore, w: np.ndarray | None, y_s: 
     return why
 
 
-def _on_estimation_split(y: np.ndarray, k: int) -> bool:
-    """Whether the estimation stage's k-fold split (``shiftlib.estimation.stored_predictions``) exists for these
-    labels: its largest class has k rows and every class 2. The source CV is then that split's fits."""
-    counts = np.unique(y, return_counts=True)[1]
-    return len(counts) >= 2 and counts.max() >= k and counts.min() >= 2
-
-
 def fold_tables(P: StoredPredictions) -> dict[str, pd.DataFrame]:
     """A candidate's fold fits as the part's tables: ``oof`` (y code, fold, p_<code> per source row of the
     estimation's subsample) and ``target_proba`` (p_<code> per target row of it)."""
@@ -206,14 +199,14 @@ def _fit_part(store: StageStore, name: str, params: dict[str, Any], ctx: RunCont
     model, predict the target: the part's table, and its run, model and CV in ``extra``. Raises ``_Skip`` when
     it cannot be fitted here."""
     learner, weighting, seed, cv_folds = params["learner"], params["weighting"], ctx.seed, params["cv_folds"]
-    X_s, y_s, X_t = load_xy(store)
+    X_s, y_s, X_t = xy = load_xy(store)
     w = stage_weights(store, weighting) if weighting else None
-    data = selection_data(store, seed, params["cv_rows"])
+    data = selection_data(store, seed, params["cv_rows"], xy)
     sub = data.source_rows
     est = make_learner(learner, random_state=seed, n_rows=len(y_s))
     tables: dict[str, pd.DataFrame] = {}
     try:
-        if _on_estimation_split(data.y_s, cv_folds):  # the estimation stage's fits: it reads them, fits none
+        if fold_split_exists(data.y_s, cv_folds):  # the estimation stage's fits: it reads them, fits none
             cand = make_candidates(store, [(name, learner, weighting or "none")], seed, data)[0]
             P, served = candidate_predictions(cand, data.X_s, data.y_s, data.X_t, k=cv_folds, random_state=seed)
             cv = oof_metrics(data.y_s, P.proba_source, P.classes, cand.sample_weight)

@@ -972,3 +972,15 @@ def test_candidate_predictions_are_stored_predictions_fits_and_a_matching_entry_
     trcv = stored_predictions({"LR": lr}, Xs, ys, Xt, k=4, random_state=2, trcv=True, reuse=[altered])
     np.testing.assert_allclose(trcv[0].proba_source, ref[0].proba_source, rtol=0, atol=1e-12)
     assert trcv[0].trcv_residuals is not None and len(trcv[0].trcv_residuals) == len(ys)
+
+
+def test_fold_split_exists_exactly_when_the_split_can_be_made():
+    """10 rows of one class and 2 of another: 10 folds exist (the rare class in 2 holdout folds only), 11 do not
+    (no class has 11 rows); a class of 1 row, or a single class, has no split."""
+    from shiftlib.estimation import fold_split_exists
+
+    y = np.array([0] * 10 + [1] * 2)
+    assert fold_split_exists(y, 10) and fold_split_exists(np.where(y == 1, "b", "a"), 10)
+    assert not fold_split_exists(y, 11)
+    assert not fold_split_exists(np.array([0] * 10 + [1]), 2)
+    assert not fold_split_exists(np.zeros(12), 2)
