@@ -56,6 +56,7 @@ __all__ = [
     "OverlapVerdict",
     "champion_predictions",
     "heldout_champion_predictions",
+    "heldout_pair",
     "domain_auc",
     "ess_share",
     "gate",
@@ -98,6 +99,12 @@ LABEL_PLANS = ("candidates", "pair")
 #: 11, with the labels of the undecided nights); without labels a stale champion then stays until they come
 UNVOUCHED = ("ask", "promote")
 UNVOUCHED_CHAMPION = "ask"
+#: the share of the new version's source rows that the served champion must never have been fitted on for the gate
+#: to estimate the champion on those rows (:func:`heldout_pair`; revision 5, adopted by a rule fixed before its run on
+#: tables no replay had used, ``reports/decisions_heldout_champion2.md``: missed improvements 6 against 10, harmful
+#: promotions 0 against 0 in 54 decisions). Below it the champion keeps the estimate of its stored evidence: a
+#: paired comparison on a small part of the new version's rows would rest on less than its own estimate does
+HELDOUT_MIN_SHARE = 0.5
 #: the plan an undecided gate asks its labels with: the pair it could not decide. With the same budget, rows drawn
 #: only where the two disagree estimate new − champion far more tightly than rows spread over every candidate's
 #: disagreements (fewlabel's difference estimate rests on those rows alone; labels on all of them make it exact).
@@ -420,6 +427,50 @@ def heldout_champion_predictions(reference: StoredPredictions, proba_source: Any
                          f"{list(reference.classes)}; got {ps.shape} and {pt.shape}")
     return StoredPredictions(learner, reference.classes, reference.y_source, ps, pt, reference.folds,
                              reference.weights)
+
+
+def heldout_pair(new: StoredPredictions, unseen: Any, proba_source: Any, proba_target: Any, *,
+                 min_share: float = HELDOUT_MIN_SHARE) -> tuple[StoredPredictions, StoredPredictions] | None:
+    """The new version and the served champion, both on today's labeled source rows the champion was never fitted
+    on: (the new version's stored predictions on those rows, the champion's by :func:`heldout_champion_predictions`
+    on the same rows, folds and weights), or None when those rows are fewer than ``min_share`` of the new version's
+    or lack a class its source has (then the champion's stored estimate stands: :func:`champion_predictions`).
+
+    Revision 5 of the gate: the champion's stored estimate comes from the out-of-fold predictions of an older
+    source and was optimistic in every replay (``reports/decisions_heldout_champion.md``); on rows it never saw,
+    the champion's accuracy is estimated as the new version's is. The weights of the kept rows are rescaled to mean
+    1, as :class:`shiftlib.estimation.StoredPredictions` keeps them.
+
+    Parameters
+    ----------
+    new : StoredPredictions
+        The new version's stored predictions on today's source rows and batch.
+    unseen : array-like of bool, shape (n_source,)
+        Whether the champion was never fitted on each of ``new``'s source rows.
+    proba_source : array-like of shape (n_unseen, n_classes)
+        The champion's probabilities on the unseen rows, in their order, columns in ``new.classes`` order.
+    proba_target : array-like of shape (n_target, n_classes)
+        The champion's probabilities on today's batch.
+    min_share : float, default HELDOUT_MIN_SHARE
+        The least share of ``new``'s source rows that must be unseen.
+
+    Returns
+    -------
+    tuple of StoredPredictions, or None
+        (new on the unseen rows, the champion on them), or None.
+    """
+    from dataclasses import replace
+
+    keep = np.asarray(unseen, bool)
+    if keep.shape != (len(new.y_source),):
+        raise ValueError(f"unseen must flag each of the new version's {len(new.y_source)} source rows; got shape "
+                         f"{keep.shape}")
+    if keep.sum() < min_share * len(keep) or set(new.y_source[keep]) != set(new.y_source):
+        return None
+    w = None if new.weights is None else new.weights[keep] / new.weights[keep].mean()
+    sub = replace(new, y_source=new.y_source[keep], proba_source=new.proba_source[keep], folds=new.folds[keep],
+                  weights=w, trcv_residuals=None if new.trcv_residuals is None else new.trcv_residuals[keep])
+    return sub, heldout_champion_predictions(sub, proba_source, proba_target, learner="champion")
 
 
 def ess_share(P: StoredPredictions) -> float:

@@ -5,7 +5,12 @@ The gate compares the served champion *as it is* with the new version on the cur
 carries the evidence its estimate needs (artifact ``gate/<candidate>/evidence.parquet`` of the run that
 registered it: the out-of-fold source predictions it was chosen with and those source rows as it encodes
 them; tag ``shiftflow.evidence``), the champion's own model scores today's rows, and P(new more accurate on
-this batch) comes from resampling both estimates jointly (``shiftlib.decisions.gate``). ``promoted`` when
+this batch) comes from resampling both estimates jointly (``shiftlib.decisions.gate``). Each version
+also keeps a hash of every source row it was fitted on (``gate/<candidate>/fit_rows.parquet``, tag
+``shiftflow.fit_rows``): where at least half of today's labeled source rows are new to the champion, both are
+estimated on those rows, the champion by its own model (revision 5, ``shiftlib.decisions.heldout_pair``;
+``reports/decisions_heldout_champion2.md``), since its stored estimate rests on older labels and was optimistic
+in every replay. ``promoted`` when
 P ≥ ``promote_confidence``, ``kept`` when P ≤ 1 − it, else ``undecided`` (the champion stays, the new
 version is ``challenger``); a new version that predicts one class or is estimated no better than the
 majority-class rule is ``refused`` (a challenger, with the reason). A champion registered before versions
@@ -31,7 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import mlflow
@@ -50,6 +55,7 @@ from shiftlib.decisions import (
     champion_predictions,
     domain_auc,
     gate,
+    heldout_pair,
 )
 from shiftlib.errors import ShiftflowInputError
 from shiftlib.estimation import StoredPredictions
@@ -68,7 +74,9 @@ from tasks.served import (
     columns_words,
     incumbent,
     input_schema,
+    raw_source,
     raw_target,
+    row_hashes,
     served_name,
     served_proba,
 )
@@ -79,6 +87,8 @@ from tasks.weights import make_candidates
 
 FINGERPRINT = "shiftflow.fingerprint"
 EVIDENCE, DECISION = "shiftflow.evidence", "shiftflow.decision"
+#: a version's tag: the artifact listing a hash of every source row it was fitted on (:func:`heldout_evidence`)
+FIT_ROWS = "shiftflow.fit_rows"
 #: what a selector's score is, in the recipe gate's reason: only source CV's is an accuracy as measured
 SCORE_WORDS = {SOURCE_CV: "source-CV accuracy", LABELED_SELECTOR: "fewlabel posterior score (not an accuracy)"}
 #: the alias each gate decision leaves the new version with
@@ -266,27 +276,75 @@ def _today_encoded(store: Any, seed: int, rows: int | None, columns: list[str]) 
     return X_t.iloc[target_rows(len(X_t), seed, rows)].reset_index(drop=True)
 
 
-def _new_evidence(store: Any, chosen: str) -> tuple[StoredPredictions | None, pd.DataFrame | None]:
-    """The new version's stored predictions and the evidence table to keep with it; (None, None) when the
-    estimation stage kept no predictions (a stage written before it did)."""
+def _new_evidence(store: Any, chosen: str) -> tuple[StoredPredictions | None, pd.DataFrame | None, np.ndarray]:
+    """The new version's stored predictions, the evidence table to keep with it and its source rows' positions
+    in the ingested source; (None, None, empty) when the estimation stage kept no predictions (a stage written
+    before it did)."""
     try:
         P = read_predictions(store, chosen, np.arange(len(read_ingest(store).classes)))
         oof = store.read_table("estimation", OOF, columns=["candidate", "source_row"])
     except (FileNotFoundError, KeyError):
-        return None, None
-    return P, evidence_table(store, P, oof.loc[oof["candidate"] == chosen, "source_row"].to_numpy())
+        return None, None, np.zeros(0, np.int64)
+    rows = oof.loc[oof["candidate"] == chosen, "source_row"].to_numpy()
+    return P, evidence_table(store, P, rows), rows
 
 
-def _log_evidence(tracking_uri: str, parent_run_id: str, chosen: str, table: pd.DataFrame) -> str:
-    """Log the evidence table as an artifact of the parent run; returns its URI (the version's tag)."""
+def _log_evidence(tracking_uri: str, parent_run_id: str, chosen: str, table: pd.DataFrame,
+                  file: str = "evidence.parquet") -> str:
+    """Log the evidence table (or another table the gate keeps with a version) as an artifact of the parent run;
+    returns its URI (the version's tag)."""
     import tempfile
     from pathlib import Path
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "evidence.parquet"
+        path = Path(tmp) / file
         table.to_parquet(path, index=False)
         with_retries(MlflowClient(tracking_uri).log_artifact, parent_run_id, str(path), f"gate/{chosen}")
-    return f"runs:/{parent_run_id}/gate/{chosen}/evidence.parquet"
+    return f"runs:/{parent_run_id}/gate/{chosen}/{file}"
+
+
+def fit_rows_table(store: Any) -> pd.DataFrame | None:
+    """A hash of every source row the served model was fitted on (:func:`tasks.served.row_hashes` of the raw
+    source rows, a superset of any subsample it was fitted on), kept with the version so a later run can tell
+    which of its own source rows the model never saw; None for an ingest stage that kept no raw source rows."""
+    try:
+        return pd.DataFrame({"_h": row_hashes(raw_source(store))})
+    except (FileNotFoundError, KeyError):
+        return None
+
+
+def heldout_evidence(name: str, inc: Any, store: Any, new: StoredPredictions, source_rows: np.ndarray, *, seed: int,
+                     rows: int | None) -> tuple[StoredPredictions, StoredPredictions] | str:
+    """Revision 5 of the gate (``shiftlib.decisions.heldout_pair``): the new version and the served champion
+    ``inc``, both on today's source rows the champion was never fitted on (told by the row hashes it keeps,
+    tag :data:`FIT_ROWS`), the champion scored there and on today's batch by its own model; or why not (no
+    hashes kept, too few unseen rows, a class missing among them, a model without its encoder)."""
+    import tempfile
+
+    import mlflow.artifacts
+
+    where = inc.tags.get(FIT_ROWS)
+    if not where:
+        return f"v{inc.version} keeps no list of the rows it was fitted on"
+    try:
+        today = raw_source(store).iloc[np.asarray(source_rows)].reset_index(drop=True)
+    except (FileNotFoundError, KeyError):
+        return "this run's ingest stage kept no raw source rows"
+    with tempfile.TemporaryDirectory() as tmp:
+        fitted = pd.read_parquet(with_retries(mlflow.artifacts.download_artifacts, artifact_uri=where, dst_path=tmp))
+    unseen = ~np.isin(row_hashes(today), fitted["_h"].to_numpy(np.uint64))
+    if not unseen.any():
+        return f"v{inc.version} was fitted on all of today's {len(unseen)} source rows"
+    got = served_proba(name, inc, _today_rows(store, seed, rows), len(new.classes), also=today[unseen])
+    if isinstance(got, str):
+        return got
+    proba = got[0]
+    n_t = len(new.proba_target)
+    pair = heldout_pair(new, unseen, proba[n_t:], proba[:n_t])
+    if pair is None:
+        return (f"only {int(unseen.sum())} of today's {len(unseen)} source rows are new to v{inc.version}, or they "
+                "lack a class: its stored estimate stands")
+    return pair
 
 
 def label_difference(store: Any, labeled: dict[str, Any] | None, chosen: str, version: Any
@@ -315,25 +373,40 @@ def label_difference(store: Any, labeled: dict[str, Any] | None, chosen: str, ve
 def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPredictions | None,
           evidence: pd.DataFrame | None, estimate: dict[str, Any] | None, source_sha: str, *, seed: int,
           rows: int | None, confidence: float, labeled: dict[str, Any] | None = None,
-          chosen: str = "", unvouched: str = UNVOUCHED_CHAMPION) -> tuple[GateDecision | None, str]:
+          chosen: str = "", unvouched: str = UNVOUCHED_CHAMPION,
+          source_rows: np.ndarray | None = None) -> tuple[GateDecision | None, str]:
     """The gate's decision on the new version against the served champion ``inc``, or (None, why) when the
-    champion's evidence is missing and the earlier recipe gate must decide (guards still apply)."""
+    champion's evidence is missing and the earlier recipe gate must decide (guards still apply). Where at least
+    half of the new version's source rows are rows the champion was never fitted on, both are estimated on those
+    rows (:func:`heldout_evidence`, revision 5); else the champion from its stored evidence."""
     if new_P is None or evidence is None:
         return None, "the estimation stage kept no predictions"
     est = None if estimate is None else float(estimate["estimate"])
     first = gate(new_P, None, new_estimate=est, confidence=confidence, random_state=seed)
     if first.decision == "refused" or inc is None:
         return first, ""
-    found = champion_evidence(client, name, inc, store, seed=seed, rows=rows)
-    if isinstance(found, str):
-        return None, found
-    champ, champ_auc = found
     X_new = evidence[[c for c in evidence.columns if c.startswith("x:")]]
     features = [c[2:] for c in X_new.columns]
     new_auc = domain_auc(X_new, _today_encoded(store, seed, rows, features), random_state=seed)
-    return gate(new_P, champ, new_estimate=est, confidence=confidence, random_state=seed, new_auc=new_auc,
-                champion_auc=champ_auc, shared_source=inc.tags.get("source_sha256") == source_sha,
-                labels=label_difference(store, labeled, chosen, inc.version), unvouched=unvouched), ""
+    shared = inc.tags.get("source_sha256") == source_sha
+    held = ("the same source" if shared or source_rows is None
+            else heldout_evidence(name, inc, store, new_P, source_rows, seed=seed, rows=rows))
+    if isinstance(held, tuple):
+        (new_g, champ), champ_auc, shared = held, new_auc, True
+    else:
+        run_logger().info("champion: v%s estimated from its stored evidence (%s)", inc.version, held)
+        found = champion_evidence(client, name, inc, store, seed=seed, rows=rows)
+        if isinstance(found, str):
+            return None, found
+        (champ, champ_auc), new_g = found, new_P
+    g = gate(new_g, champ, new_estimate=est, confidence=confidence, random_state=seed, new_auc=new_auc,
+             champion_auc=champ_auc, shared_source=shared,
+             labels=label_difference(store, labeled, chosen, inc.version), unvouched=unvouched)
+    if isinstance(held, tuple):
+        n = len(new_g.y_source)
+        g = replace(g, reason=f"{g.reason} (both estimated on the {n} of today's {len(new_P.y_source)} labeled source "
+                    f"rows v{inc.version} was never fitted on)", details=g.details | {"champion_heldout_rows": n})
+    return g, ""
 
 
 def _version_tags(facts: dict[str, str], info: TrainedModel, chosen: str, selector: str, new_score: float,
@@ -418,7 +491,7 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
     facts = served_fingerprint(store, chosen, seed=seed, recalibrated=served_model_uri is not None)
     schema = input_schema(store)
     estimate = _estimate(store, chosen)
-    new_P, evidence = _new_evidence(store, chosen)
+    new_P, evidence, evidence_rows = _new_evidence(store, chosen)
     # one decision at a time per registered model on this machine: a concurrent run sees this one's alias
     with registry_lock(tracking_uri, model_name) as waited:
         check_model_name(client, model_name, schema)
@@ -428,6 +501,9 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
             tags = _version_tags(facts, info, chosen, selector, new_score, estimate, schema, ctx)
             if evidence is not None and served_model_uri is None:  # a recalibrated model scores otherwise
                 tags[EVIDENCE] = _log_evidence(tracking_uri, ctx.parent_run_id, chosen, evidence)
+                fitted = fit_rows_table(store)
+                if fitted is not None:
+                    tags[FIT_ROWS] = _log_evidence(tracking_uri, ctx.parent_run_id, chosen, fitted, "fit_rows.parquet")
             mv = _register(client, ctx, store, served_uri, model_name, tags, description=dict(
                 selector=selector, score=new_score, n_candidates=len(scores), facts=facts, estimate=estimate))
             same = ""
@@ -443,7 +519,7 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
         else:
             g, why = _gate(client, store, model_name, inc, new_P, evidence, estimate, facts["source_sha256"], seed=seed,
                            rows=rows, confidence=policy.promote_confidence, labeled=labeled, chosen=chosen,
-                           unvouched=policy.unvouched)
+                           unvouched=policy.unvouched, source_rows=evidence_rows)
             if g is None:  # the champion's evidence is missing: its recipe is re-scored (the earlier gate)
                 verdict = _decide(store, inc, scores, selector, chosen, new_score, facts["features_sha256"], seed,
                                   policy.k, rows)

@@ -1,6 +1,7 @@
 """Stage ``ingest``: load the source and target tables, (optionally) simulate a selection bias, validate
 and encode with ``shiftlib.ingest``, write ``source.parquet``, ``target.parquet``, ``target_rows.parquet``
-(the target rows as the user gave them, label left out: what ``labels/to_label.csv`` shows a person) and,
+(the target rows as the user gave them, label left out: what ``labels/to_label.csv`` shows a person),
+``source_rows.parquet`` (the source rows so, which the gate scores the served champion on) and,
 when the target carries labels, ``target_labels.parquet`` (evaluation only).
 
 The fitted ``shiftlib.ingest.TablePreprocessor`` (raw rows → encoded features) and a few raw target rows go
@@ -31,7 +32,7 @@ from tasks.store import Read, StageOutput, StageStore
 from tasks.tracking import dataset_name, mlflow_schema, with_retries
 
 __all__ = ["INGESTED", "LABEL", "PREPROCESSOR_STAGE", "ROW", "SERVED_MODEL", "SOURCE", "TARGET", "TARGET_LABELS",
-           "TARGET_ROWS", "IngestManifest", "IngestOptions", "SelectionData", "TableFile", "frame_hash", "ingest",
+           "TARGET_ROWS", "SOURCE_ROWS", "IngestManifest", "IngestOptions", "SelectionData", "TableFile", "frame_hash", "ingest",
            "load_preprocessor", "load_raw_example", "load_target_labels", "load_xy", "read_ingest",
            "raw_input_schema", "readable_rows", "selection_data", "served_pipeline", "target_rows"]
 
@@ -50,6 +51,10 @@ TARGET_LABELS = Read(STAGE, "target_labels.parquet", "labels", optional=True)
 TARGET_ROWS = Read(STAGE, "target_rows.parquet", None,
                    why="the same raw target table as target.parquet (the features' hash); the columns the "
                        "features leave out are not keyed (issue 30: stage keys kept as they were)")
+#: the source rows as the user gave them, label left out (``tasks.served.raw_source``: the gate scores the served
+#: champion on those it was never fitted on)
+SOURCE_ROWS = Read(STAGE, "source_rows.parquet", None,
+                   why="the same raw source table as source.parquet (the features' hash)")
 #: what a logged model is made of (``served_pipeline``, ``load_raw_example``, ``raw_input_schema``)
 SERVED_MODEL = (Read(PREPROCESSOR_STAGE, PREPROCESSOR, "preprocessor"),
                 Read(PREPROCESSOR_STAGE, RAW_EXAMPLE, None,
@@ -135,7 +140,8 @@ def _compute(raw_source: pd.DataFrame, raw_target: pd.DataFrame | None, label: s
         if id_column in target.columns:
             raise IngestError(f"id_column {id_column!r} is also the name of an encoded feature column; rename it")
         target.insert(1, id_column, inp.target_ids.to_numpy())
-    tables = {"source": source, "target": target, "target_rows": readable_rows(inp.target_table, label, id_column)}
+    tables = {"source": source, "target": target, "target_rows": readable_rows(inp.target_table, label, id_column),
+              "source_rows": readable_rows(inp.source_table, label)}
     if prepared.target_y is not None:
         tables["target_labels"] = pd.DataFrame({ROW: target[ROW], LABEL: prepared.target_y})
     if p_select is not None:  # the true P(s=1|x,y) of each source row: oracle weights, evaluation only

@@ -36,7 +36,8 @@ class Inputs:
     bias, read notes and ``example``: the first raw target rows with the source's feature columns (label
     excluded), as a served model takes them. ``target_table``: the target rows in the encoded target's order,
     as the user gave them (after ``drop_columns`` and a simulated bias; the id column and the label, if
-    present, still in it)."""
+    present, still in it); ``source_table``: the source rows in the encoded source's order, as the user gave
+    them (after ``drop_columns``, rows without a label and a simulated bias; the id column dropped)."""
 
     raw_source: pd.DataFrame
     raw_target: pd.DataFrame | None
@@ -47,6 +48,7 @@ class Inputs:
     example: pd.DataFrame
     target_ids: pd.Series | None = None
     target_table: pd.DataFrame | None = None
+    source_table: pd.DataFrame | None = None
 
 
 EXAMPLE_ROWS = 5  # raw target rows kept as the served model's input example
@@ -232,7 +234,8 @@ def prepare_inputs(
         if reserved in prepared.feature_columns:
             raise IngestError(f"a feature column is named {reserved!r}, a name shiftflow reserves; rename it")
     example = target.drop(columns=[label], errors="ignore").head(EXAMPLE_ROWS).reset_index(drop=True)
-    return Inputs(raw_source, raw_target, prepared, bias_info, p_select, notes, example, target_ids, target_table)
+    return Inputs(raw_source, raw_target, prepared, bias_info, p_select, notes, example, target_ids, target_table,
+                  source)
 
 
 def _check_readable_names(target: pd.DataFrame, label: str) -> None:

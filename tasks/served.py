@@ -109,18 +109,42 @@ def raw_target(store: Any) -> tuple[np.ndarray, pd.DataFrame]:
     return raw[ROW].to_numpy(), raw.drop(columns=[ROW] + ([id_col] if id_col in raw.columns else []))
 
 
-def served_proba(name: str, inc: Any, raw: pd.DataFrame, n_classes: int) -> tuple[np.ndarray, Any] | str:
+def raw_source(store: Any) -> pd.DataFrame:
+    """Today's raw source rows as the user gave them (label and row key left out), in the encoded source's order;
+    ``KeyError`` / ``FileNotFoundError`` for an ingest stage written before it kept them."""
+    return store.read_table("ingest", "source_rows").drop(columns=[ROW])
+
+
+def row_hashes(rows: pd.DataFrame) -> np.ndarray:
+    """One 64-bit hash per raw row, over its columns in name order, numbers as float64 and everything else as
+    text, so a row hashes alike in two runs whose tables typed a column differently (1 and 1.0, a category and a
+    string). pandas' ``hash_pandas_object`` does the hashing; only the normalisation is written here."""
+    cols = sorted(rows.columns, key=str)
+    norm = pd.DataFrame({str(c): (rows[c].astype("float64") if pd.api.types.is_numeric_dtype(rows[c])
+                                  and not pd.api.types.is_bool_dtype(rows[c]) else rows[c].astype("string"))
+                         for c in cols})
+    return pd.util.hash_pandas_object(norm, index=False).to_numpy(np.uint64)
+
+
+def served_proba(name: str, inc: Any, raw: pd.DataFrame, n_classes: int,
+                 also: pd.DataFrame | None = None) -> tuple[np.ndarray, Any] | str:
     """Version ``inc`` of ``name`` scoring the raw rows ``raw``: (class probabilities in code order, its
-    'prepare' step), or why it cannot (a model without its encoder step)."""
+    'prepare' step), or why it cannot (a model without its encoder step). With ``also`` (more raw rows, e.g.
+    source rows), the probabilities are those of ``raw`` then ``also``, from one load of the model."""
     import mlflow.sklearn
 
     model = with_retries(mlflow.sklearn.load_model, f"models:/{name}/{inc.version}")
     prepare = getattr(model, "named_steps", {}).get("prepare")
     if prepare is None:
         return f"v{inc.version}'s model has no 'prepare' step to encode today's rows"
-    proba = np.zeros((len(raw), n_classes))
-    proba[:, np.searchsorted(np.arange(n_classes), model.classes_)] = model.predict_proba(raw)
-    return proba, prepare
+    parts = [raw] if also is None else [raw, also]
+    probas = []
+    for part in parts:
+        proba = np.zeros((len(part), n_classes))
+        if len(part):
+            proba[:, np.searchsorted(np.arange(n_classes), model.classes_)] = model.predict_proba(part)
+        probas.append(proba)
+    return np.concatenate(probas), prepare
 
 
 def served_name(version: Any) -> str:

@@ -23,6 +23,7 @@ from shiftlib.decisions import (
     ess_share,
     gate,
     heldout_champion_predictions,
+    heldout_pair,
     majority_baseline,
     majority_margin,
     one_class_share,
@@ -275,6 +276,35 @@ def test_heldout_champion_predictions_estimate_the_champion_on_todays_rows():
         heldout_champion_predictions(new, ps[:3], pt, learner="c")
     with pytest.raises(ValueError, match="class columns"):
         heldout_champion_predictions(new, ps, pt[:, :1], learner="c")
+
+
+def test_heldout_pair_keeps_the_rows_the_champion_never_saw():
+    """Revision 5 on today's source rows new to the champion. Hand-worked on 4 rows, labels (1, 1, 0, 1), weights
+    (1, 3, 1, 1), the first row seen: kept rows 2–4, weights (3, 1, 1) / (5/3) = (1.8, 0.6, 0.6) (mean 1 again);
+    the champion predicts class 1 there, so its importance-weighted accuracy is (1.8 + 0 + 0.6) / 3 = 0.8, its
+    plain one 2/3. Half the rows is enough, fewer is not; kept rows without a class of the source are not."""
+    from shiftlib.decisions import HELDOUT_MIN_SHARE
+    from shiftlib.estimation import point_estimate
+
+    assert HELDOUT_MIN_SHARE == 0.5
+    y = np.array([1, 1, 0, 1])
+    new = StoredPredictions("new", np.array([0, 1]), y, _onehot(y, conf=0.9), _onehot(np.zeros(3, int), conf=0.8),
+                            np.array([0, 1, 0, 1]), np.array([1.0, 3.0, 1.0, 1.0]))
+    ps, pt = _onehot(np.ones(3, int), conf=0.6), _onehot(np.ones(3, int), conf=0.7)
+    sub, champ = heldout_pair(new, [False, True, True, True], ps, pt)
+    assert np.array_equal(sub.y_source, [1, 0, 1]) and np.array_equal(sub.folds, [1, 0, 1])
+    np.testing.assert_allclose(sub.weights, [1.8, 0.6, 0.6])
+    np.testing.assert_allclose(sub.proba_source, new.proba_source[1:])
+    assert np.array_equal(sub.proba_target, new.proba_target)
+    assert champ.learner == "champion" and np.array_equal(champ.proba_source, ps)
+    assert np.array_equal(champ.y_source, sub.y_source) and np.array_equal(champ.weights, sub.weights)
+    assert point_estimate(champ, "iwcv") == pytest.approx(0.8)
+    assert point_estimate(champ, "cv") == pytest.approx(2 / 3)
+    assert heldout_pair(new, [True, False, True, False], ps[:2], pt) is not None  # half the rows, both classes
+    assert heldout_pair(new, [False, False, False, True], ps[:1], pt) is None  # a quarter
+    assert heldout_pair(new, [True, True, False, False], ps[:2], pt) is None  # no row of class 0
+    with pytest.raises(ValueError, match="each of the new version's 4 source rows"):
+        heldout_pair(new, [True, True], ps[:2], pt)
 
 
 def test_ess_share_is_kish_over_rows():

@@ -43,7 +43,9 @@ def registry(tmp_path_factory):
     rng = np.random.default_rng(0)
     tables = {"src": _table(rng, 160), "tgt": _table(rng, 120), "tgt2": _table(rng, 120, shift=8.0),
               "far": _table(rng, 120, shift=1000.0), "other_src": _table(rng, 160, extra=True),
-              "other_tgt": _table(rng, 120, extra=True)}
+              "other_tgt": _table(rng, 120, extra=True), "new_src": _table(rng, 160)}
+    # yesterday's source grown by 40 rows: 40 of 200 are new to a model fitted on src (fewer than half)
+    tables["grown_src"] = pd.concat([tables["src"], _table(rng, 40)], ignore_index=True)
     for name, df in tables.items():
         (df if name.endswith("src") else df.drop(columns="y")).to_csv(root / f"{name}.csv", index=False)
     return {"root": root, "uri": uri, "exp": exp}
@@ -169,6 +171,67 @@ def test_the_gate_scores_the_served_champion_as_it_is(registry):
     tags = MlflowClient(registry["uri"]).get_run(parent_b).data
     assert tags.tags["shiftflow.decision"] == ref.decision
     assert tags.metrics["champion.p_better"] == pytest.approx(ref.p_better)
+
+
+def test_the_gate_scores_the_champion_on_todays_source_rows_it_never_saw(registry):
+    """Revision 5: NB v1 fitted on src; today's source new_src holds other rows. Both are estimated on those rows, the
+    champion by its own model's probabilities there and on the batch; the gate's numbers equal that computation
+    done here independently from the CSV files (rows new to v1 found by a merge on the feature values: a few of
+    new_src's rows repeat one of src's, and count as seen). With src grown by 40 rows (40 of 200 new to v1, under
+    HELDOUT_MIN_SHARE) the champion's stored evidence decides, as before."""
+    import mlflow.sklearn
+
+    from shiftlib.decisions import champion_predictions, domain_auc, gate, heldout_pair
+    from shiftlib.estimation import StoredPredictions
+    from tasks.champion import FIT_ROWS, _today_rows
+    from tasks.estimation import OOF, read_predictions
+
+    client, root = MlflowClient(registry["uri"]), registry["root"]
+    store_a, parent_a = _store(registry, "run-h1", target="tgt2")
+    assert _run(registry, store_a, parent_a, name="heldout-model", chosen="NB")["gate_decision"] == "promoted"
+    assert client.get_model_version("heldout-model", "1").tags[FIT_ROWS] == \
+        f"runs:/{parent_a}/gate/NB/fit_rows.parquet"
+    served = mlflow.sklearn.load_model("models:/heldout-model/1")
+
+    def expected(store, source: str, heldout: bool):
+        new = read_predictions(store, "LR", np.arange(2))
+        oof = store.read_table("estimation", OOF, columns=["candidate", "source_row"])
+        rows = oof.loc[oof["candidate"] == "LR", "source_row"].to_numpy()
+        src = pd.read_csv(root / f"{source}.csv").drop(columns="y").iloc[rows]
+        raw_t = _today_rows(store, 0, None)
+        X_new = store.read_table("ingest", "source").drop(columns=["_row", "_label"]).iloc[rows]
+        X_today = store.read_table("ingest", "target").drop(columns=["_row"])
+        auc = domain_auc(X_new, X_today, random_state=0)
+        # rows new to v1: no row of src (v1's source) has the same feature values
+        fitted = pd.read_csv(root / "src.csv").drop(columns="y").drop_duplicates().assign(_seen=True)
+        unseen = src.merge(fitted, on=list(src.columns), how="left")["_seen"].isna().to_numpy()
+        if heldout:
+            new, champ = heldout_pair(new, unseen, served.predict_proba(src[unseen]), served.predict_proba(raw_t))
+            champ_auc = auc
+        else:
+            nb_a = read_predictions(store_a, "NB", np.arange(2))
+            X_old = store_a.read_table("ingest", "source").drop(columns=["_row", "_label"])
+            champ = champion_predictions(StoredPredictions("champion", np.arange(2), nb_a.y_source,
+                                                           nb_a.proba_source, np.zeros((0, 2)), nb_a.folds),
+                                         served.predict_proba(raw_t), X_old,
+                                         served.named_steps["prepare"].transform(raw_t), random_state=0)
+            champ_auc = domain_auc(X_old, served.named_steps["prepare"].transform(raw_t), random_state=0)
+        est = float(store.read_table("estimation", "estimates").set_index("candidate").loc["LR", "estimate"])
+        return gate(new, champ, new_estimate=est, shared_source=heldout, random_state=0, new_auc=auc,
+                    champion_auc=champ_auc), int(unseen.sum())
+
+    for run_id, source, heldout in (("run-h2", "new_src", True), ("run-h3", "grown_src", False)):
+        store, parent = _store(registry, run_id, target="tgt2", source=source)
+        rec = _run(registry, store, parent, name="heldout-model", chosen="LR")
+        ref, n_unseen = expected(store, source, heldout)
+        assert (rec["gate_decision"], rec["p_better"]) == (ref.decision, pytest.approx(ref.p_better))
+        assert rec["incumbent_score"] == pytest.approx(ref.details["champion_estimate"])
+        n = 160 if heldout else 200
+        assert n_unseen > n / 2 if heldout else 0 < n_unseen <= 40
+        said = f"both estimated on the {n_unseen} of today's {n} labeled source rows v1 was never fitted on"
+        assert (said in rec["reason"]) == heldout
+        if rec["gate_decision"] == "promoted":  # the next run compares with the new champion: start again
+            client.set_registered_model_alias("heldout-model", "champion", "1")
 
 
 def test_an_unrelated_table_with_the_same_label_never_takes_the_champion(registry):

@@ -33,7 +33,8 @@ def test_ingest_writes_tables_and_manifest_hashes(tmp_path):
     store = StageStore(tmp_path / "runs", "run-1")
     m = ingest.fn(store, f"file:{tmp_path / 'src.csv'}", f"file:{tmp_path / 'tgt.parquet'}", "y")
     d = store.stage_dir("ingest")
-    assert sorted(m["files"]) == ["source.parquet", "target.parquet", "target_labels.parquet", "target_rows.parquet"]
+    assert sorted(m["files"]) == ["source.parquet", "source_rows.parquet", "target.parquet", "target_labels.parquet",
+                                  "target_rows.parquet"]
     for name, entry in m["files"].items():
         assert sha256_file(d / name) == entry["sha256"]  # independent re-hash of the bytes on disk
     on_disk = json.loads((d / "manifest.json").read_text())
@@ -46,6 +47,9 @@ def test_ingest_writes_tables_and_manifest_hashes(tmp_path):
     rows = store.read_table("ingest", "target_rows")  # the target as given, for a person: no label
     assert list(rows.columns) == ["_row", "x1", "x2"]
     np.testing.assert_array_equal(rows["x1"], tgt["x1"])
+    kept = store.read_table("ingest", "source_rows")  # the source as given, in the encoded order: no label
+    assert list(kept.columns) == ["_row", "x1", "x2"]
+    np.testing.assert_array_equal(kept["x1"], src["x1"])
 
     again = StageStore(tmp_path / "runs", "run-2")
     m2 = ingest.fn(again, f"file:{tmp_path / 'src.csv'}", f"file:{tmp_path / 'tgt.parquet'}", "y")
