@@ -490,7 +490,7 @@ class _Night:
         self.new, self.new_auc, self.Xt, self.yt, self.seed = new, new_auc, Xt, yt, seed
         self._desc: dict[int, dict[str, Any]] = {}
         self._gate: dict[int, tuple[Any, Any, Exception | None]] = {}
-        self._heldout: dict[int, tuple[Any, Any, Exception | None, bool]] = {}
+        self._heldout: dict[tuple[int, str], tuple[Any, Any, Exception | None, bool]] = {}
 
     def described(self, ch: Version) -> dict[str, Any]:
         """The champion's accuracy on the batch, its domain AUC (what the gate reads) and the descriptive
@@ -528,28 +528,31 @@ class _Night:
     def shared(self, ch: Version) -> bool:
         return bool(ch.fitted_night == self.new.fitted_night)  # never: the champion's source is older
 
-    def gated_heldout(self, ch: Version, Xs: pd.DataFrame) -> tuple[Any, Any, Exception | None, bool]:
+    def gated_heldout(self, ch: Version, Xs: pd.DataFrame, reach: str = "promote"
+                      ) -> tuple[Any, Any, Exception | None, bool]:
         """Revision 5's gate (``decisions_heldout_champion``): the champion estimated as it is on today's source
         rows (batch i − 1, which it was never fitted on: its source is batch i − 2 or older), on the new version's
         rows, folds and weights (``heldout_champion_predictions``, ``shared_source=True``); its reach is today's
         source's (``new_auc``). Step 4 asks for the pair's labels (``unvouched='ask'``) as revision 4's does.
         Where the champion's classes differ from the new version's, revision 4's estimate stands (last item
-        False). Returns (champion's stored predictions, decision, error, held out)."""
+        False). ``reach``: :func:`shiftlib.decisions.gate`'s (``both``: revision 6, ``decisions_reach``).
+        Returns (champion's stored predictions, decision, error, held out)."""
         from shiftlib.decisions import gate, heldout_champion_predictions
 
-        if id(ch) not in self._heldout:
+        key = (id(ch), reach)
+        if key not in self._heldout:
             if not np.array_equal(ch.stored.classes, self.new.stored.classes):
-                self._heldout[id(ch)] = (*self.gated(ch), False)
-                return self._heldout[id(ch)]
+                self._heldout[key] = (*self.gated(ch), False)
+                return self._heldout[key]
             try:
                 cP = heldout_champion_predictions(self.new.stored, ch.proba(Xs), ch.proba(self.Xt),
                                                   learner=ch.learner)
                 dec = gate(self.new.stored, cP, confidence=CONFIDENCE, shared_source=True, new_auc=self.new_auc,
-                           champion_auc=self.new_auc, unvouched="promote", random_state=self.seed)
-                self._heldout[id(ch)] = (cP, dec, None, True)
+                           champion_auc=self.new_auc, unvouched="promote", reach=reach, random_state=self.seed)
+                self._heldout[key] = (cP, dec, None, True)
             except Exception as err:  # noqa: BLE001 - recorded as an error night and reported as a bug
-                self._heldout[id(ch)] = (None, None, err, True)
-        return self._heldout[id(ch)]
+                self._heldout[key] = (None, None, err, True)
+        return self._heldout[key]
 
 
 def _gate_columns(dec: Any, cP: Any, new: Version) -> dict[str, Any]:
@@ -587,14 +590,14 @@ def _pair_arm(preds: list[Any], new: Version, ch: Version, cP: Any, Xs: pd.DataF
 #: the gates that ask for labels when undecided: revision 3 (plan over every candidate), ``rev3p`` (revision 3 with
 #: the pair plan, what ships since decisions_pair) and ``rev4`` (``rev3p``, and step 4 — nothing vouches for the
 #: champion — asks for the pair's labels instead of promoting; decisions_fresh)
-LABEL_GATES = ("rev3", "rev3p", "rev4", "rev5")
+LABEL_GATES = ("rev3", "rev3p", "rev4", "rev5", "rev6")
 
 
 def _asks_labels(g: str, dec: Any) -> bool:
     """Whether gate ``g`` runs its labels path after this label-free decision (``rev5``: ``rev4`` with the champion
     estimated on today's source rows, :meth:`_Night.gated_heldout`)."""
     return g in LABEL_GATES and (dec.decision == "undecided"
-                                 or (g in ("rev4", "rev5") and dec.reason.startswith("nothing vouches")))
+                                 or (g in ("rev4", "rev5", "rev6") and dec.reason.startswith("nothing vouches")))
 
 
 def run_sequence(spec: SeqSpec, enc: Encoded, seed: int, names: tuple[str, ...],
@@ -657,8 +660,8 @@ def run_sequence(spec: SeqSpec, enc: Encoded, seed: int, names: tuple[str, ...],
                 row |= {"cv_incumbent_recipe": inc, "p_better": np.nan,
                         "reason": f"cv {cv[new.learner]:.4f} vs incumbent recipe {inc:.4f}"}
             else:
-                if g == "rev5":
-                    cP, dec, err, heldout = night.gated_heldout(ch, Xs)
+                if g in ("rev5", "rev6"):  # rev6: rev5 with the reach guard on a keep too (decisions_reach)
+                    cP, dec, err, heldout = night.gated_heldout(ch, Xs, "both" if g == "rev6" else "promote")
                     row["champion_heldout"] = heldout
                 else:
                     (cP, dec, err), heldout = night.gated(ch), False

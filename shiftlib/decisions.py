@@ -99,6 +99,11 @@ LABEL_PLANS = ("candidates", "pair")
 #: 11, with the labels of the undecided nights); without labels a stale champion then stays until they come
 UNVOUCHED = ("ask", "promote")
 UNVOUCHED_CHAMPION = "ask"
+#: what step 5 of :func:`gate` makes ``undecided`` when the new version's source does not reach the batch (domain
+#: AUC ≥ :data:`OVERLAP_AUC`): ``promote`` (a promotion only; revisions 2–5) or ``both`` (a keep too: neither
+#: estimate rests on rows like the batch's, so a confident keep is as unfounded as a confident promotion)
+REACH = ("promote", "both")
+REACH_GUARD = "promote"
 #: the share of the new version's source rows that the served champion must never have been fitted on for the gate
 #: to estimate the champion on those rows (:func:`heldout_pair`; revision 5, adopted by a rule fixed before its run on
 #: tables no replay had used, ``reports/decisions_heldout_champion2.md``: missed improvements 6 against 10, harmful
@@ -653,7 +658,7 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
          new_estimate: float | None = None, confidence: float = PROMOTE_CONFIDENCE, shared_source: bool = False,
          new_auc: float | None = None, champion_auc: float | None = None,
          labels: tuple[float, float, int] | None = None, unvouched: str = UNVOUCHED_CHAMPION,
-         n_boot: int | None = None, random_state: int | None = None) -> GateDecision:
+         reach: str = REACH_GUARD, n_boot: int | None = None, random_state: int | None = None) -> GateDecision:
     """Decide whether ``new`` replaces the served ``champion`` (both as stored predictions on today's batch).
 
     ``new_auc`` / ``champion_auc``: :func:`domain_auc` of each model's source rows against today's batch
@@ -673,7 +678,7 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
        decide; revision 4, ``reports/decisions_fresh.md``), ``promoted`` with ``unvouched='promote'`` (revision 3).
     5. Else P = :func:`p_better`: ``promoted`` when P ≥ ``confidence``, ``kept`` when P ≤ 1 − ``confidence``,
        else ``undecided`` — and ``undecided`` instead of ``promoted`` when the new version's own source does
-       not reach the batch (``new_auc`` ≥ :data:`OVERLAP_AUC`).
+       not reach the batch (``new_auc`` ≥ :data:`OVERLAP_AUC`); with ``reach='both'`` instead of ``kept`` too.
 
     With ``labels`` = (difference, standard error, number of labels), the labels' estimate of new − champion
     accuracy on this batch (the labels path: an undecided gate asks for labels where the two disagree), step
@@ -702,6 +707,9 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
         (difference, standard error, number of labels) of the labels' estimate of new − champion accuracy.
     unvouched : {"ask", "promote"}, default UNVOUCHED_CHAMPION
         Step 4: ``undecided`` (ask for the pair's labels) or ``promoted``.
+    reach : {"promote", "both"}, default REACH_GUARD
+        Step 5 when the new version's source does not reach the batch: only a promotion becomes ``undecided``
+        (``promote``), or a keep too (``both``).
     n_boot : int, optional
         Joint resamples of :func:`p_better` (None: ``shiftlib.estimation.N_BOOT``).
     random_state : int, optional
@@ -716,6 +724,8 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
         raise ValueError(f"promote_confidence must be in (0.5, 1), e.g. {PROMOTE_CONFIDENCE}; got {confidence!r}")
     if unvouched not in UNVOUCHED:
         raise ValueError(f"unvouched must be one of {list(UNVOUCHED)}; got {unvouched!r}")
+    if reach not in REACH:
+        raise ValueError(f"reach must be one of {list(REACH)}; got {reach!r}")
     details = _gate_details(new, new_estimate, confidence, new_auc, champion_auc)
     refusal = _unvouched(new, None)
     if refusal is not None:
@@ -728,7 +738,7 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     if labels is not None:
         return _labeled_gate(new, champion, labels, confidence, shared_source, n_boot, random_state, details)
     return _unlabeled_gate(new, champion, confidence, shared_source, new_auc, champion_auc, n_boot,
-                           random_state, details, unvouched)
+                           random_state, details, unvouched, reach)
 
 
 def _gate_details(new: StoredPredictions, new_estimate: float | None, confidence: float,
@@ -746,7 +756,7 @@ def _gate_details(new: StoredPredictions, new_estimate: float | None, confidence
 def _unlabeled_gate(new: StoredPredictions, champion: StoredPredictions, confidence: float,
                     shared_source: bool, new_auc: float | None, champion_auc: float | None,
                     n_boot: int | None, random_state: int | None, details: dict[str, Any],
-                    unvouched: str = UNVOUCHED_CHAMPION) -> GateDecision:
+                    unvouched: str = UNVOUCHED_CHAMPION, reach: str = REACH_GUARD) -> GateDecision:
     """Steps 4 and 5 without labels: ask for labels on (or replace) a champion nothing vouches for, else decide by
     P(better)."""
     new_reaches = new_auc is None or new_auc < OVERLAP_AUC
@@ -767,6 +777,10 @@ def _unlabeled_gate(new: StoredPredictions, champion: StoredPredictions, confide
                             f"either (domain AUC {new_auc:.3f}): the champion stays", details)
     if p >= confidence:
         return GateDecision("promoted", p, f"{said} ≥ {confidence}", details)
+    if p <= 1.0 - confidence and not new_reaches and reach == "both":
+        return GateDecision("undecided", p, f"{said}, but the new version's source does not reach this batch "
+                            f"(domain AUC {new_auc:.3f}), so neither estimate rests on rows like the batch's: the "
+                            "champion stays until labels decide", details)
     if p <= 1.0 - confidence:
         return GateDecision("kept", p, f"{said} ≤ {1.0 - confidence:.2g}", details)
     return GateDecision("undecided", p, f"{said}: not sure either way, the champion stays", details)

@@ -356,6 +356,25 @@ def test_gate_asks_for_labels_when_only_the_new_source_reaches_the_batch():
     assert gate(_meh(), good, champion_auc=0.97, new_auc=0.97, n_boot=10, random_state=0).decision == "kept"
 
 
+@pytest.mark.heavy
+def test_reach_both_makes_a_keep_the_new_source_cannot_vouch_for_undecided():
+    # the champion looks better (90 % against 70 %) but neither source reaches the batch (AUC 0.97 ≥ 0.95): the
+    # shipped step 5 keeps; with reach='both' the keep is as unfounded as a promotion would be, so undecided
+    from shiftlib.decisions import REACH_GUARD
+
+    _, good = _pair()
+    assert REACH_GUARD == "promote"
+    kept = gate(_meh(), good, champion_auc=0.97, new_auc=0.97, n_boot=10, random_state=0)
+    both = gate(_meh(), good, champion_auc=0.97, new_auc=0.97, reach="both", n_boot=10, random_state=0)
+    assert kept.decision == "kept" and both.decision == "undecided"
+    assert both.p_better == kept.p_better <= 0.1 and "does not reach this batch (domain AUC 0.970)" in both.reason
+    # where the new version's source reaches the batch, reach changes nothing
+    assert gate(_meh(), good, champion_auc=0.94, new_auc=0.6, reach="both", n_boot=10,
+                random_state=0).decision == "kept"
+    with pytest.raises(ValueError, match="reach must be one of"):
+        gate(_meh(), good, reach="sometimes")
+
+
 def test_a_one_class_champion_is_questioned_and_yields_with_promote():
     champ, _ = _pair()  # predicts class 0 on every batch row
     d = gate(_meh(), champ, n_boot=10, random_state=0)
