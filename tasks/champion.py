@@ -335,7 +335,14 @@ def heldout_evidence(name: str, inc: Any, store: Any, new: StoredPredictions, so
     unseen = ~np.isin(row_hashes(today), fitted["_h"].to_numpy(np.uint64))
     if not unseen.any():
         return f"v{inc.version} was fitted on all of today's {len(unseen)} source rows"
-    got = served_proba(name, inc, _today_rows(store, seed, rows), len(new.classes), also=today[unseen])
+    batch = _today_rows(store, seed, rows)
+    missing = [str(c) for c in batch.columns if c not in today.columns]
+    if missing:
+        return f"today's source rows lack the batch's columns {missing[:5]}"
+    try:
+        got = served_proba(name, inc, batch, len(new.classes), also=today.loc[unseen, list(batch.columns)])
+    except (ValueError, KeyError, TypeError) as err:  # e.g. a source value its encoder cannot take
+        return f"v{inc.version} cannot score today's source rows ({type(err).__name__}: {err})"
     if isinstance(got, str):
         return got
     proba = got[0]
