@@ -124,6 +124,18 @@ def verdict(c: pd.DataFrame) -> str:
             f"{g.loc['rev3p', 'labels']}.")
 
 
+def bounded_verdict(c: pd.DataFrame, revision: int, new: str, old: str) -> str:
+    """The verdict of a rule "adopt revision ``revision`` (gate ``new``) iff missed(new) < missed(old) and
+    harmful(new) ≤ 2 per 100 decisions" (issue 27's bound), on ``counts``' table ``c``."""
+    g = c.set_index("gate")
+    n = g.loc[new, "decisions"]
+    adopt = g.loc[new, "missed"] < g.loc[old, "missed"] and 100 * g.loc[new, "harmful"] / n <= 2
+    return (f"**{'Adopt' if adopt else 'Do not adopt'} revision {revision}** by the rule: missed "
+            f"{g.loc[new, 'missed']} vs {g.loc[old, 'missed']}, harmful {g.loc[new, 'harmful']} vs "
+            f"{g.loc[old, 'harmful']} (of {n} decisions each; {new} {100 * g.loc[new, 'harmful'] / n:.1f} harmful per "
+            f"100, bound 2), labels asked {g.loc[new, 'labels']} vs {g.loc[old, 'labels']}.")
+
+
 def check(seqs: list[SeqSpec], seed: int) -> int:
     """Each batch's class counts (the replay stops when a batch holds a class fewer than 3 times)."""
     bad = 0

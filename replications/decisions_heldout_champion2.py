@@ -21,7 +21,7 @@ import sys
 import pandas as pd
 
 from replications._common import rdata
-from replications.decisions_fresh import FreshStudy, run_study
+from replications.decisions_fresh import FreshStudy, bounded_verdict, run_study
 from replications.replicate_decisions import SeqSpec, _lv
 
 
@@ -127,13 +127,7 @@ RULE_MD = [
 
 
 def verdict(c: pd.DataFrame) -> str:
-    g = c.set_index("gate")
-    n = g.loc["rev5", "decisions"]
-    adopt = g.loc["rev5", "missed"] < g.loc["rev4", "missed"] and 100 * g.loc["rev5", "harmful"] / n <= 2
-    return (f"**{'Adopt' if adopt else 'Do not adopt'} revision 5** by the rule: missed {g.loc['rev5', 'missed']} vs "
-            f"{g.loc['rev4', 'missed']}, harmful {g.loc['rev5', 'harmful']} vs {g.loc['rev4', 'harmful']} "
-            f"(of {n} decisions each; rev5 {100 * g.loc['rev5', 'harmful'] / n:.1f} harmful per 100, bound 2), "
-            f"labels asked {g.loc['rev5', 'labels']} vs {g.loc['rev4', 'labels']}.")
+    return bounded_verdict(c, 5, "rev5", "rev4")
 
 
 def main(argv: list[str] | None = None) -> int:

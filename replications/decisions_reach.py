@@ -20,7 +20,7 @@ import sys
 import pandas as pd
 
 from replications._common import rdata
-from replications.decisions_fresh import FreshStudy, run_study
+from replications.decisions_fresh import FreshStudy, bounded_verdict, run_study
 from replications.replicate_decisions import SeqSpec, _lv
 
 
@@ -108,13 +108,7 @@ RULE_MD = [
 
 
 def verdict(c: pd.DataFrame) -> str:
-    g = c.set_index("gate")
-    n = g.loc["rev6", "decisions"]
-    adopt = g.loc["rev6", "missed"] < g.loc["rev5", "missed"] and 100 * g.loc["rev6", "harmful"] / n <= 2
-    return (f"**{'Adopt' if adopt else 'Do not adopt'} revision 6** by the rule: missed {g.loc['rev6', 'missed']} vs "
-            f"{g.loc['rev5', 'missed']}, harmful {g.loc['rev6', 'harmful']} vs {g.loc['rev5', 'harmful']} "
-            f"(of {n} decisions each; rev6 {100 * g.loc['rev6', 'harmful'] / n:.1f} harmful per 100, bound 2), "
-            f"labels asked {g.loc['rev6', 'labels']} vs {g.loc['rev5', 'labels']}.")
+    return bounded_verdict(c, 6, "rev6", "rev5")
 
 
 def main(argv: list[str] | None = None) -> int:

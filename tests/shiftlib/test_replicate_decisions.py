@@ -288,3 +288,20 @@ def test_decisions_heldout_champion_applies_its_rule_and_uses_unseen_tables() ->
     used = {t[0].__code__.co_consts for reg in (R.TABLES, H.HELD_TABLES, F.FRESH_TABLES) for t in reg.values()}
     assert all(TABLES[t][0].__code__.co_consts not in used for t in TABLES if t != "mdvis")
     assert {s.table for s in SEQUENCES} == set(TABLES) and len(SEQUENCES) == 18
+
+
+def test_bounded_verdict_adopts_on_fewer_misses_within_two_harmful_per_100() -> None:
+    """The rule of decisions_heldout_champion2 and decisions_reach: missed(new) < missed(old) and harmful(new) ≤ 2
+    per 100 decisions. 2 of 100 is on the bound (adopt), 3 of 100 over it, equal misses never adopt."""
+    import pandas as pd
+
+    from replications.decisions_fresh import bounded_verdict
+
+    def table(new_missed: int, new_harmful: int) -> pd.DataFrame:
+        return pd.DataFrame({"gate": ["old", "new"], "decisions": [100, 100], "missed": [5, new_missed],
+                             "harmful": [0, new_harmful], "labels": [10, 20]})
+
+    assert bounded_verdict(table(4, 2), 7, "new", "old").startswith("**Adopt revision 7** by the rule: missed 4 vs 5")
+    assert "new 2.0 harmful per 100" in bounded_verdict(table(4, 2), 7, "new", "old")
+    assert bounded_verdict(table(4, 3), 7, "new", "old").startswith("**Do not adopt revision 7**")
+    assert bounded_verdict(table(5, 0), 7, "new", "old").startswith("**Do not adopt revision 7**")
