@@ -287,3 +287,53 @@ def test_the_gate_policy_passes_what_to_do_with_an_unvouched_champion(monkeypatc
                  unvouched=unvouched)
         assert seen[-1]["champion"] == "champ-P" and seen[-1]["unvouched"] == unvouched
         assert seen[-1]["champion_auc"] == 0.97 and seen[-1]["new_auc"] == 0.6
+
+
+def test_heldout_evidence_falls_back_with_the_reason(monkeypatch, tmp_path):
+    """Each way revision 5 cannot be used returns why (the stored evidence then decides): no hashes kept, every
+    row seen, a batch column missing from today's source rows, a model that cannot take them."""
+    import mlflow.artifacts
+
+    import tasks.champion as tc
+    from shiftlib.estimation import StoredPredictions
+    from tasks.served import row_hashes
+
+    src = pd.DataFrame({"_row": [0, 1, 2, 3], "a": [1.0, 2.0, 3.0, 4.0], "b": ["x", "y", "x", "y"]})
+
+    class Store:
+        def read_table(self, stage, name, columns=None):
+            assert (stage, name) == ("ingest", "source_rows")
+            return src
+
+    def fitted(rows: pd.DataFrame) -> str:
+        path = tmp_path / "fit_rows.parquet"
+        pd.DataFrame({"_h": row_hashes(rows)}).to_parquet(path)
+        return str(path)
+
+    y = np.array([0, 1, 0, 1])
+    new = StoredPredictions("LR", np.arange(2), y, np.eye(2)[y], np.eye(2)[[0, 1]], np.array([0, 1, 0, 1]))
+    inc = type("Inc", (), {"version": "3", "tags": {}})()
+    assert tc.heldout_evidence("m", inc, Store(), new, np.arange(4), seed=0, rows=None) == \
+        "v3 keeps no list of the rows it was fitted on"
+    inc.tags = {tc.FIT_ROWS: "runs:/r/gate/LR/fit_rows.parquet"}
+    where = {"path": fitted(src.drop(columns="_row"))}
+    monkeypatch.setattr(mlflow.artifacts, "download_artifacts", lambda **kw: where["path"])
+    assert tc.heldout_evidence("m", inc, Store(), new, np.arange(4), seed=0, rows=None) == \
+        "v3 was fitted on all of today's 4 source rows"
+    where["path"] = fitted(src.drop(columns="_row").iloc[:1])  # rows 1–3 are new to v3
+    monkeypatch.setattr(tc, "_today_rows", lambda *a, **k: pd.DataFrame({"a": [0.5], "c": ["new"]}))
+    assert tc.heldout_evidence("m", inc, Store(), new, np.arange(4), seed=0, rows=None) == \
+        "today's source rows lack the batch's columns ['c']"
+    monkeypatch.setattr(tc, "_today_rows", lambda *a, **k: pd.DataFrame({"a": [0.5, 1.5], "b": ["x", "y"]}))
+
+    def refuses(*a, **k):
+        raise ValueError("could not convert 'n/a'")
+
+    monkeypatch.setattr(tc, "served_proba", refuses)
+    assert tc.heldout_evidence("m", inc, Store(), new, np.arange(4), seed=0, rows=None) == \
+        "v3 cannot score today's source rows (ValueError: could not convert 'n/a')"
+    # it can: rows 1–3 (3 of 4, both classes) → the pair on them
+    monkeypatch.setattr(tc, "served_proba", lambda name, inc, raw, k, also: (np.full((len(raw) + len(also), 2), 0.5),
+                                                                             None))
+    sub, champ = tc.heldout_evidence("m", inc, Store(), new, np.arange(4), seed=0, rows=None)
+    assert np.array_equal(sub.y_source, [1, 0, 1]) and champ.proba_source.shape == (3, 2)
