@@ -337,3 +337,16 @@ def test_heldout_evidence_falls_back_with_the_reason(monkeypatch, tmp_path):
                                                                              None))
     sub, champ = tc.heldout_evidence("m", inc, Store(), new, np.arange(4), seed=0, rows=None)
     assert np.array_equal(sub.y_source, [1, 0, 1]) and champ.proba_source.shape == (3, 2)
+
+
+def test_row_hashes_see_one_row_alike_across_typings():
+    """The same raw row hashes alike when a run typed its columns otherwise (int 1 and float 1.0, a category and a
+    string, another column order), and unlike when one value differs."""
+    from tasks.served import row_hashes
+
+    a = pd.DataFrame({"n": [1, 2], "c": ["x", "y"]})
+    b = pd.DataFrame({"c": pd.Categorical(["x", "y"]), "n": [1.0, 2.0]})
+    assert np.array_equal(row_hashes(a), row_hashes(b))
+    c = pd.DataFrame({"n": [1.0, 2.5], "c": ["x", "y"]})
+    assert row_hashes(a)[0] == row_hashes(c)[0] and row_hashes(a)[1] != row_hashes(c)[1]
+    assert row_hashes(a).dtype == np.uint64 and len(set(row_hashes(a))) == 2
