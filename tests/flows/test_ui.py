@@ -105,5 +105,11 @@ def test_ui_serves_the_store_and_ctrl_c_stops_every_process(tmp_path: Path) -> N
         assert not [c for p, c in children.items() if is_alive(p)]  # nothing orphaned
         assert port_free(port)
     finally:
-        if proc.poll() is None:
+        if proc.poll() is None:  # the test failed with the UI still up: stop its server too (own session), or a
+            left = _descendants(proc.pid)  # SIGKILLed `flows.ui` leaves it running (seen under a saturated machine)
             proc.kill()
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
