@@ -303,22 +303,25 @@ def _log_evidence(tracking_uri: str, parent_run_id: str, chosen: str, table: pd.
     return f"runs:/{parent_run_id}/gate/{chosen}/{file}"
 
 
-def fit_rows_table(store: Any) -> pd.DataFrame | None:
-    """A hash of every source row the served model was fitted on (:func:`tasks.served.row_hashes` of the raw
-    source rows, a superset of any subsample it was fitted on), kept with the version so a later run can tell
-    which of its own source rows the model never saw; None for an ingest stage that kept no raw source rows."""
+def source_hashes(store: Any) -> tuple[pd.DataFrame, np.ndarray] | None:
+    """Today's raw source rows and a hash of each (:func:`tasks.served.row_hashes`), read and hashed once per run:
+    the version registered today keeps the hashes (every row it was fitted on, a superset of any subsample), and
+    the gate tells by them which rows the champion never saw. None for an ingest stage that kept no raw rows."""
     try:
-        return pd.DataFrame({"_h": row_hashes(raw_source(store))})
+        raw = raw_source(store)
     except (FileNotFoundError, KeyError):
         return None
+    return raw, row_hashes(raw)
 
 
 def heldout_evidence(name: str, inc: Any, store: Any, new: StoredPredictions, source_rows: np.ndarray, *, seed: int,
-                     rows: int | None) -> tuple[StoredPredictions, StoredPredictions] | str:
+                     rows: int | None, today: tuple[pd.DataFrame, np.ndarray] | None = None
+                     ) -> tuple[StoredPredictions, StoredPredictions] | str:
     """Revision 5 of the gate (``shiftlib.decisions.heldout_pair``): the new version and the served champion
     ``inc``, both on today's source rows the champion was never fitted on (told by the row hashes it keeps,
     tag :data:`FIT_ROWS`), the champion scored there and on today's batch by its own model; or why not (no
-    hashes kept, too few unseen rows, a class missing among them, a model without its encoder)."""
+    hashes kept, too few unseen rows, a class missing among them, a model without its encoder). ``today``:
+    :func:`source_hashes` of ``store``, when the caller has them."""
     import tempfile
 
     import mlflow.artifacts
@@ -326,21 +329,22 @@ def heldout_evidence(name: str, inc: Any, store: Any, new: StoredPredictions, so
     where = inc.tags.get(FIT_ROWS)
     if not where:
         return f"v{inc.version} keeps no list of the rows it was fitted on"
-    try:
-        today = raw_source(store).iloc[np.asarray(source_rows)].reset_index(drop=True)
-    except (FileNotFoundError, KeyError):
+    today = source_hashes(store) if today is None else today
+    if today is None:
         return "this run's ingest stage kept no raw source rows"
+    at = np.asarray(source_rows)
+    raw, hashes = today[0].iloc[at].reset_index(drop=True), today[1][at]
     with tempfile.TemporaryDirectory() as tmp:
         fitted = pd.read_parquet(with_retries(mlflow.artifacts.download_artifacts, artifact_uri=where, dst_path=tmp))
-    unseen = ~np.isin(row_hashes(today), fitted["_h"].to_numpy(np.uint64))
+    unseen = ~np.isin(hashes, fitted["_h"].to_numpy(np.uint64))
     if not unseen.any():
         return f"v{inc.version} was fitted on all of today's {len(unseen)} source rows"
     batch = _today_rows(store, seed, rows)
-    missing = [str(c) for c in batch.columns if c not in today.columns]
+    missing = [str(c) for c in batch.columns if c not in raw.columns]
     if missing:
         return f"today's source rows lack the batch's columns {missing[:5]}"
     try:
-        got = served_proba(name, inc, batch, len(new.classes), also=today.loc[unseen, list(batch.columns)])
+        got = served_proba(name, inc, batch, len(new.classes), also=raw.loc[unseen, list(batch.columns)])
     except (ValueError, KeyError, TypeError) as err:  # e.g. a source value its encoder cannot take
         return f"v{inc.version} cannot score today's source rows ({type(err).__name__}: {err})"
     if isinstance(got, str):
@@ -381,7 +385,8 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
           evidence: pd.DataFrame | None, estimate: dict[str, Any] | None, source_sha: str, *, seed: int,
           rows: int | None, confidence: float, labeled: dict[str, Any] | None = None,
           chosen: str = "", unvouched: str = UNVOUCHED_CHAMPION,
-          source_rows: np.ndarray | None = None) -> tuple[GateDecision | None, str]:
+          source_rows: np.ndarray | None = None,
+          today: tuple[pd.DataFrame, np.ndarray] | None = None) -> tuple[GateDecision | None, str]:
     """The gate's decision on the new version against the served champion ``inc``, or (None, why) when the
     champion's evidence is missing and the earlier recipe gate must decide (guards still apply). Where at least
     half of the new version's source rows are rows the champion was never fitted on, both are estimated on those
@@ -397,7 +402,7 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
     new_auc = domain_auc(X_new, _today_encoded(store, seed, rows, features), random_state=seed)
     shared = inc.tags.get("source_sha256") == source_sha
     held = ("the same source" if shared or source_rows is None
-            else heldout_evidence(name, inc, store, new_P, source_rows, seed=seed, rows=rows))
+            else heldout_evidence(name, inc, store, new_P, source_rows, seed=seed, rows=rows, today=today))
     if isinstance(held, tuple):
         (new_g, champ), champ_auc, shared = held, new_auc, True
     else:
@@ -499,6 +504,7 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
     schema = input_schema(store)
     estimate = _estimate(store, chosen)
     new_P, evidence, evidence_rows = _new_evidence(store, chosen)
+    today = source_hashes(store) if evidence is not None else None  # both uses below need the evidence
     # one decision at a time per registered model on this machine: a concurrent run sees this one's alias
     with registry_lock(tracking_uri, model_name) as waited:
         check_model_name(client, model_name, schema)
@@ -508,9 +514,9 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
             tags = _version_tags(facts, info, chosen, selector, new_score, estimate, schema, ctx)
             if evidence is not None and served_model_uri is None:  # a recalibrated model scores otherwise
                 tags[EVIDENCE] = _log_evidence(tracking_uri, ctx.parent_run_id, chosen, evidence)
-                fitted = fit_rows_table(store)
-                if fitted is not None:
-                    tags[FIT_ROWS] = _log_evidence(tracking_uri, ctx.parent_run_id, chosen, fitted, "fit_rows.parquet")
+                if today is not None:
+                    tags[FIT_ROWS] = _log_evidence(tracking_uri, ctx.parent_run_id, chosen,
+                                                   pd.DataFrame({"_h": today[1]}), "fit_rows.parquet")
             mv = _register(client, ctx, store, served_uri, model_name, tags, description=dict(
                 selector=selector, score=new_score, n_candidates=len(scores), facts=facts, estimate=estimate))
             same = ""
@@ -526,7 +532,7 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
         else:
             g, why = _gate(client, store, model_name, inc, new_P, evidence, estimate, facts["source_sha256"], seed=seed,
                            rows=rows, confidence=policy.promote_confidence, labeled=labeled, chosen=chosen,
-                           unvouched=policy.unvouched, source_rows=evidence_rows)
+                           unvouched=policy.unvouched, source_rows=evidence_rows, today=today)
             if g is None:  # the champion's evidence is missing: its recipe is re-scored (the earlier gate)
                 verdict = _decide(store, inc, scores, selector, chosen, new_score, facts["features_sha256"], seed,
                                   policy.k, rows)

@@ -333,10 +333,16 @@ def test_heldout_evidence_falls_back_with_the_reason(monkeypatch, tmp_path):
     assert tc.heldout_evidence("m", inc, Store(), new, np.arange(4), seed=0, rows=None) == \
         "v3 cannot score today's source rows (ValueError: could not convert 'n/a')"
     # it can: rows 1–3 (3 of 4, both classes) → the pair on them
-    monkeypatch.setattr(tc, "served_proba", lambda name, inc, raw, k, also: (np.full((len(raw) + len(also), 2), 0.5),
-                                                                             None))
+    def scores(name, inc, raw, k, also):  # row i of (batch, then the unseen source rows) gets (i/10, 1 − i/10)
+        i = np.arange(len(raw) + len(also)) / 10
+        return np.c_[i, 1 - i], None
+
+    monkeypatch.setattr(tc, "served_proba", scores)
     sub, champ = tc.heldout_evidence("m", inc, Store(), new, np.arange(4), seed=0, rows=None)
-    assert np.array_equal(sub.y_source, [1, 0, 1]) and champ.proba_source.shape == (3, 2)
+    assert np.array_equal(sub.y_source, [1, 0, 1]) and np.array_equal(sub.proba_source, np.eye(2)[[1, 0, 1]])
+    # the champion's probabilities are split as scored: the batch's 2 rows first, then the 3 unseen source rows
+    np.testing.assert_allclose(champ.proba_target, [[0.0, 1.0], [0.1, 0.9]])
+    np.testing.assert_allclose(champ.proba_source, [[0.2, 0.8], [0.3, 0.7], [0.4, 0.6]])
 
 
 def test_row_hashes_see_one_row_alike_across_typings():
