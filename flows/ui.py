@@ -3,7 +3,8 @@
 ``mlflow ui`` starts MLflow's job-execution consumers (about 205 MB each) that outlived it. This starts
 ``mlflow server`` the way ``shiftflow up`` does (STACK_NOTES: ``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false``,
 one worker, 127.0.0.1 only) in a process group of its own, and on Ctrl-C or SIGTERM stops that group and
-every descendant (``flows.stack.procs.stop_process``). Imports neither mlflow nor prefect.
+every descendant (``flows.stack.procs.stop_process``). Killed outright (SIGKILL), it leaves that to the
+server's guard (``flows.stack.guard``). Imports neither mlflow nor prefect.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ def local_store(tracking_uri: str | None = None) -> str:
 
 
 def ui_command(tracking_uri: str, port: int, artifacts: Path) -> list[str]:
-    """``mlflow server`` on 127.0.0.1:``port`` with one worker, serving ``tracking_uri``."""
-    return [sys.executable, "-m", "mlflow", "server", "--host", HOST, "--port", str(port), "--workers", "1",
+    """``mlflow server`` on 127.0.0.1:``port`` with one worker, serving ``tracking_uri``, under
+    ``flows.stack.guard``: a ``shiftflow ui`` killed outright takes the server down with it."""
+    return [sys.executable, "-m", "flows.stack.guard", "mlflow", "server", "--host", HOST, "--port", str(port), "--workers", "1",
             "--backend-store-uri", tracking_uri, "--artifacts-destination", str(artifacts.resolve())]
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["DEFAULT_STOP_TIMEOUT_S", "ServiceError", "is_alive", "process_start_time", "process_tree",
-           "stop_as_interrupt", "stop_process"]
+           "stop_as_interrupt", "stop_others", "stop_process"]
 
 DEFAULT_STOP_TIMEOUT_S = 20.0
 
@@ -226,6 +226,26 @@ def stop_process(entry: Mapping[str, Any], timeout_s: float = DEFAULT_STOP_TIMEO
             return f"stopped ({len(tree)} process{'es' if len(tree) > 1 else ''}, {how})"
     left = sorted(p for p, s in tree.items() if is_alive(p, s))
     raise ServiceError(f"processes {left} survived SIGKILL; check `ps -o pid,stat,cmd -p {','.join(map(str, left))}`")
+
+
+def stop_others(timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> dict[int, int]:
+    """SIGTERM every other process of this process's group and every descendant of it; SIGKILL those left
+    after ``timeout_s``. Returns {pid: start time} of the processes signalled.
+
+    For a process that must stop what it started and then exit itself (``flows.stack.guard``): a group
+    signal would reach the caller too, before it could escalate."""
+    me = os.getpid()
+    tree = {p: s for p, s in process_tree(me, os.getpgrp()).items() if p != me}
+    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 5.0)):
+        for pid, start in tree.items():
+            if is_alive(pid, start):
+                try:
+                    os.kill(pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        if _wait_gone(tree, wait_s):
+            break
+    return tree
 
 
 def _safe_procs() -> list[tuple[int, int, int, int]]:

@@ -9,7 +9,7 @@ without importing Prefect, so that it boots on the second core while this proces
 modules. The run then points ``PREFECT_API_URL`` at it and stops it at the end, as Prefect does with its own.
 If it does not come up, the run falls back to Prefect's own temporary server. Two differences from Prefect's:
 it runs in its own session (a group signal reaches the run first, which then stops it), and it exits by
-itself when the run's process is gone (a SIGKILLed run leaves no server behind).
+itself when the run's process is gone (``flows.stack.guard``: a SIGKILLed run leaves no server behind).
 """
 
 from __future__ import annotations
@@ -61,23 +61,6 @@ class TemporaryAPI:
                 self.process.wait()
 
 
-#: runs uvicorn as ``python -m uvicorn`` does, and exits when the process that launched it is gone (its parent
-#: changes): the API lives in its own session (see below), so nothing else stops it when the run is SIGKILLed.
-#: Hand-written because uvicorn has no such option; Linux's PR_SET_PDEATHSIG would need preexec_fn, unsafe in a
-#: process with threads.
-_WITH_PARENT = """
-import os, runpy, sys, threading, time
-parent = os.getppid()
-def _watch():
-    while os.getppid() == parent:
-        time.sleep(0.5)
-    os._exit(0)
-threading.Thread(target=_watch, daemon=True).start()
-sys.argv = ["uvicorn", *sys.argv[1:]]
-runpy.run_module("uvicorn", run_name="__main__", alter_sys=True)
-"""
-
-
 def start_temporary_api(environ: dict[str, str] | None = None) -> TemporaryAPI | None:
     """Launch the API subprocess (it answers about 10–20 s later: ``TemporaryAPI.wait``).
 
@@ -94,12 +77,12 @@ def start_temporary_api(environ: dict[str, str] | None = None) -> TemporaryAPI |
     # start` or `shiftflow up` on this PREFECT_HOME registers them
     env |= {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
             "PREFECT_API_BLOCKS_REGISTER_ON_START": "false"}
-    cmd = [sys.executable, "-c", _WITH_PARENT, "--app-dir", str(app_dir), "--factory",
+    cmd = [sys.executable, "-m", "flows.stack.guard", "uvicorn", "--app-dir", str(app_dir), "--factory",
            "prefect.server.api.server:create_app", "--host", HOST, "--port", str(port), "--log-level", "error",
            "--lifespan", "on"]
     with contextlib.suppress(OSError):
         # its own session: Ctrl-C or a group signal reaches the run, which reports its end to this API, then
         # stops it (atexit); sharing the group, the API died first and the run's last calls failed for minutes.
-        # A run killed outright (SIGKILL) leaves it to _WITH_PARENT's watch.
+        # A run killed outright (SIGKILL) leaves it to its guard (flows.stack.guard).
         return TemporaryAPI(subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, start_new_session=True), port)
     return None

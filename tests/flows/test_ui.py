@@ -47,7 +47,8 @@ def test_command_and_default_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     assert local_store() == f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}"  # where `shiftflow retrain` writes
     cmd = ui_command(local_store(), 5123, tmp_path / "mlartifacts")
-    assert cmd[1:4] == ["-m", "mlflow", "server"]  # not `mlflow ui`, whose job consumers outlive it
+    # not `mlflow ui`, whose job consumers outlive it; under the guard, which stops it when the UI is SIGKILLed
+    assert cmd[1:5] == ["-m", "flows.stack.guard", "mlflow", "server"]
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("--workers") + 1] == "1"
 
 
@@ -113,3 +114,36 @@ def test_ui_serves_the_store_and_ctrl_c_stops_every_process(tmp_path: Path) -> N
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+
+
+@pytest.mark.slow
+def test_a_ui_killed_outright_takes_its_server_down(tmp_path: Path) -> None:
+    """The server lives in a session of its own (Ctrl-C reaches `shiftflow ui` first, which stops it); a SIGKILLed
+    `shiftflow ui` once left it running for an hour. Its guard (flows.stack.guard) now stops it and uvicorn."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowClient(uri).create_experiment("ui-test", artifact_location=(tmp_path / "art").as_uri())
+    port = free_port()
+    env = dict(os.environ, SHIFTFLOW_HOME=str(tmp_path / "home"))
+    proc = subprocess.Popen([sys.executable, "-m", "flows.ui", "--port", str(port), "--tracking-uri", uri],
+                            cwd=PROJECT_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    children: dict[int, str] = {}
+    try:
+        first = proc.stdout.readline()
+        assert first.startswith(f"MLflow UI: http://127.0.0.1:{port}"), first + proc.stdout.read()
+        children = _descendants(proc.pid)
+        assert any("uvicorn" in c or "gunicorn" in c for c in children.values()), children  # the server's own child
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 30
+        while any(is_alive(p) for p in children) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [c for p, c in children.items() if is_alive(p)]  # nothing orphaned
+        assert port_free(port)
+    finally:
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
