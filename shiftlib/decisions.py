@@ -104,6 +104,11 @@ UNVOUCHED_CHAMPION = "ask"
 #: estimate rests on rows like the batch's, so a confident keep is as unfounded as a confident promotion)
 REACH = ("promote", "both")
 REACH_GUARD = "promote"
+#: step 2 of :func:`gate` for a first version (no champion) whose source does not reach the batch (domain AUC ≥
+#: :data:`OVERLAP_AUC`) and no target labels: ``undecided`` (True, revision 7: nothing serves until labels choose,
+#: as step 5 does not promote over a champion on such evidence; its margin over the majority-class rule is itself a
+#: label-free estimate where the source has no rows) or ``promoted`` (False, revisions 1–6)
+FIRST_REACH = True
 #: the share of the new version's source rows that the served champion must never have been fitted on for the gate
 #: to estimate the champion on those rows (:func:`heldout_pair`; revision 5, adopted by a rule fixed before its run on
 #: tables no replay had used, ``reports/decisions_heldout_champion2.md``: missed improvements 6 against 10, harmful
@@ -658,7 +663,8 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
          new_estimate: float | None = None, confidence: float = PROMOTE_CONFIDENCE, shared_source: bool = False,
          new_auc: float | None = None, champion_auc: float | None = None,
          labels: tuple[float, float, int] | None = None, unvouched: str = UNVOUCHED_CHAMPION,
-         reach: str = REACH_GUARD, n_boot: int | None = None, random_state: int | None = None) -> GateDecision:
+         reach: str = REACH_GUARD, first_reach: bool = FIRST_REACH, target_labels: int = 0,
+         n_boot: int | None = None, random_state: int | None = None) -> GateDecision:
     """Decide whether ``new`` replaces the served ``champion`` (both as stored predictions on today's batch).
 
     ``new_auc`` / ``champion_auc``: :func:`domain_auc` of each model's source rows against today's batch
@@ -668,7 +674,10 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
        estimated no more accurate than the majority-class rule (:func:`majority_margin` ≤ 0): a model that
        does not beat the constant rule must not serve. ``new_estimate`` (default the ``auto`` point
        estimate) is reported in ``details``.
-    2. ``promoted`` without a champion.
+    2. Without a champion: ``promoted``; but ``undecided`` (nothing serves) when the new version's source does not
+       reach the batch (``new_auc`` ≥ :data:`OVERLAP_AUC`), the run has no target labels (``target_labels`` 0)
+       and ``first_reach`` (:data:`FIRST_REACH`, revision 7): as in step 5, a promotion must not rest on estimates
+       made where the source has no rows. With labels the labels chose the model, and step 2 promotes.
     3. ``kept`` when new predicts the champion's class on every batch row (equally accurate on it).
     4. When nothing vouches for the champion on this batch and the new version's source reaches it — the
        champion's source does not reach the batch (``champion_auc`` ≥ :data:`OVERLAP_AUC`), it predicts one
@@ -710,6 +719,10 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     reach : {"promote", "both"}, default REACH_GUARD
         Step 5 when the new version's source does not reach the batch: only a promotion becomes ``undecided``
         (``promote``), or a keep too (``both``).
+    first_reach : bool, default FIRST_REACH
+        Step 2: a first version whose source does not reach the batch is ``undecided`` without target labels.
+    target_labels : int, default 0
+        How many target labels the run's choice rests on (step 2: with any, the reach test is skipped).
     n_boot : int, optional
         Joint resamples of :func:`p_better` (None: ``shiftlib.estimation.N_BOOT``).
     random_state : int, optional
@@ -731,6 +744,12 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     if refusal is not None:
         return GateDecision("refused", float("nan"), refusal, details)
     if champion is None:
+        if first_reach and not target_labels and new_auc is not None and new_auc >= OVERLAP_AUC:
+            return GateDecision("undecided", float("nan"), (
+                f"no champion to compare with, and its source does not reach this batch (domain AUC {new_auc:.3f} "
+                f"≥ {OVERLAP_AUC}): its estimated margin over the majority-class rule "
+                f"({details['majority_margin']:+.3f}) rests on no rows like the batch's, so nothing serves until "
+                "target labels choose the model"), details)
         return GateDecision("promoted", float("nan"), "no champion to compare with", details)
     if np.array_equal(np.argmax(champion.proba_target, axis=1), np.argmax(new.proba_target, axis=1)):
         return GateDecision("kept", 0.5, "it predicts the champion's class on every batch row: nothing to gain",

@@ -358,6 +358,13 @@ def heldout_evidence(name: str, inc: Any, store: Any, new: StoredPredictions, so
     return pair
 
 
+def n_labels(labeled: dict[str, Any] | None) -> int:
+    """How many target labels the labels task's result ``labeled`` holds (0 without labels or while awaiting)."""
+    if not labeled or labeled.get("status") != "labeled":
+        return 0
+    return len(labeled.get("labels") or {})
+
+
 def label_difference(store: Any, labeled: dict[str, Any] | None, chosen: str, version: Any
                      ) -> tuple[float, float, int] | None:
     """The labels' estimate of the chosen candidate's accuracy minus the served champion's (version
@@ -394,12 +401,13 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
     if new_P is None or evidence is None:
         return None, "the estimation stage kept no predictions"
     est = None if estimate is None else float(estimate["estimate"])
-    first = gate(new_P, None, new_estimate=est, confidence=confidence, random_state=seed)
-    if first.decision == "refused" or inc is None:
-        return first, ""
     X_new = evidence[[c for c in evidence.columns if c.startswith("x:")]]
     features = [c[2:] for c in X_new.columns]
     new_auc = domain_auc(X_new, _today_encoded(store, seed, rows, features), random_state=seed)
+    first = gate(new_P, None, new_estimate=est, confidence=confidence, random_state=seed, new_auc=new_auc,
+                 target_labels=n_labels(labeled))
+    if first.decision == "refused" or inc is None:
+        return first, ""
     shared = inc.tags.get("source_sha256") == source_sha
     held = ("the same source" if shared or source_rows is None
             else heldout_evidence(name, inc, store, new_P, source_rows, seed=seed, rows=rows, today=today))

@@ -20,7 +20,8 @@ def target_accuracies(s: dict[str, Any]) -> dict[str, float]:
 def cautions(s: dict[str, Any]) -> list[str]:
     """Sentences the closing report and the run summary add under the estimate: an interval at least
     ``WIDE_INTERVAL`` wide (unless target labels were given, to choose or to evaluate: then they are the better
-    word), an undecided gate (with the labels that would settle it: a pair plan, ``reports/decisions_pair.md``),
+    word), an undecided gate (with the labels that would settle it: a pair plan, ``reports/decisions_pair.md``; for a
+    first version, a plan over the candidates),
     and a chosen candidate that predicts one class for every target row (before any recalibration; its accuracy
     is then that class's share)."""
     out = []
@@ -31,7 +32,10 @@ def cautions(s: dict[str, Any]) -> list[str]:
         out.append("a wide interval: the label-free estimators disagree on this shift; label a few target rows "
                    f"(--label-budget {budget}) to know more")
     ch = s.get("champion") or {}
-    if ch.get("gate_decision") == "undecided":  # what settles it: labels where the two disagree
+    if ch.get("gate_decision") == "undecided" and ch.get("incumbent_version") is None:  # a first version
+        out.append("the gate is undecided and nothing serves yet: label a few target rows (--label-budget "
+                   f"{budget}); the labels then choose the model")
+    elif ch.get("gate_decision") == "undecided":  # what settles it: labels where the two disagree
         out.append("the gate is undecided: label the rows where the new version and the champion disagree "
                    f"(--label-budget {budget} --label-plan {UNDECIDED_LABEL_PLAN}"
                    + (f"; {ch['labels']} labels so far: a larger budget with the filled file plans the next round)"

@@ -390,6 +390,27 @@ def test_gate_does_not_promote_a_new_version_whose_source_does_not_reach_the_bat
     assert d.decision == "undecided" and d.p_better >= 0.9 and "either" in d.reason
 
 
+def test_a_first_version_whose_source_does_not_reach_the_batch_waits_for_labels():
+    # no champion: the shipped step 2 (revision 7, FIRST_REACH) promotes only where the new version's source reaches
+    # the batch; beyond it (domain AUC ≥ 0.95) its margin over the majority rule is a label-free estimate made where
+    # the source has no rows, so nothing serves until labels choose the model
+    from shiftlib.decisions import FIRST_REACH
+
+    _, new = _pair()
+    assert FIRST_REACH is True
+    far = gate(new, None, new_auc=0.95)
+    assert far.decision == "undecided" and math.isnan(far.p_better)
+    assert "no champion to compare with" in far.reason and "domain AUC 0.950 ≥ 0.95" in far.reason
+    assert f"({far.details['majority_margin']:+.3f})" in far.reason and far.details["new_auc"] == 0.95
+    assert gate(new, None, new_auc=0.949).decision == "promoted"  # reaches it (AUC < 0.95)
+    assert gate(new, None).decision == "promoted"  # reach not known
+    assert gate(new, None, new_auc=0.99, target_labels=30).decision == "promoted"  # the labels chose it
+    assert gate(new, None, new_auc=0.99, first_reach=False).decision == "promoted"  # revisions 1–6
+    # the guards of step 1 come first: a one-class first version is refused, not left undecided
+    champ, _ = _pair()
+    assert gate(champ, None, new_auc=0.99).decision == "refused"
+
+
 @pytest.mark.heavy
 def test_domain_auc_tells_separated_rows_and_not_exchangeable_ones():
     rng = np.random.default_rng(0)

@@ -260,6 +260,31 @@ def test_a_one_class_model_is_never_champion(registry):
     assert {k: str(v) for k, v in client.get_registered_model("far-model").aliases.items()} == {"challenger": "1"}
 
 
+def test_a_first_version_beyond_its_sources_reach_serves_nothing_until_labels(registry, monkeypatch):
+    """No champion yet, and the batch lies where the new version's source has no rows (the domain AUC the stage
+    computes, set here to 0.97 ≥ 0.95): revision 7 leaves it undecided, a challenger, and nothing serves; the same
+    version with target labels (they chose it) becomes champion."""
+    import tasks.champion as tc
+
+    client = MlflowClient(registry["uri"])
+    aucs: list[float] = []
+    monkeypatch.setattr(tc, "domain_auc", lambda *a, **k: aucs.append(0.97) or 0.97)
+    store, parent = _store(registry, "run-first-far")
+    rec = _run(registry, store, parent, name="first-far-model")
+    assert aucs == [0.97]  # computed for a first version too
+    assert (rec["decision"], rec["gate_decision"], rec["incumbent_version"]) == ("challenger", "undecided", None)
+    assert rec["reason"].startswith("no champion to compare with, and its source does not reach this batch (domain "
+                                    "AUC 0.970 ≥ 0.95)")
+    assert {k: str(v) for k, v in client.get_registered_model("first-far-model").aliases.items()} == {"challenger": "1"}
+    assert client.get_run(parent).data.tags["shiftflow.decision"] == "undecided"
+    labeled = {"status": "labeled", "labels": {0: "yes", 3: "no", 7: "no"}, "plan": None}
+    store2, parent2 = _store(registry, "run-first-far-labeled")  # the next run, with labels: the same version
+    again = tc.champion.fn(store2, _selection(), ctx=_ctx(registry, parent2, store2.run_id),
+                           model_name="first-far-model", policy=tc.GatePolicy(k=5), labeled=labeled)
+    assert (again["decision"], again["gate_decision"], again["version"]) == ("champion", "promoted", "1")
+    assert str(client.get_registered_model("first-far-model").aliases["champion"]) == "1"
+
+
 def test_the_gate_policy_passes_what_to_do_with_an_unvouched_champion(monkeypatch):
     """``GatePolicy.unvouched`` (config ``unvouched_champion``) reaches ``shiftlib.decisions.gate``'s step 4 as given;
     its default is shiftlib's policy, ``ask`` (reports/decisions_fresh.md)."""

@@ -58,7 +58,7 @@ def test_an_undecided_gate_says_which_labels_settle_it() -> None:
     from tasks.report import cautions
 
     sel = {"chosen": "LR", "selector": "scv", "agreement": None}
-    undecided = SUMMARY["champion"] | {"gate_decision": "undecided", "p_better": 0.7}
+    undecided = SUMMARY["champion"] | {"gate_decision": "undecided", "p_better": 0.7, "incumbent_version": "1"}
     base = SUMMARY | {"selection": sel, "n_target": 30}
     (note,) = cautions(base | {"champion": undecided})
     assert note == ("the gate is undecided: label the rows where the new version and the champion disagree "
@@ -68,6 +68,10 @@ def test_an_undecided_gate_says_which_labels_settle_it() -> None:
                           "file plans the next round)")
     for decided in ("promoted", "kept", "refused"):
         assert cautions(base | {"champion": undecided | {"gate_decision": decided}}) == []
+    # a first version (no champion) left undecided: no pair to plan for, the labels choose the model
+    (first,) = cautions(base | {"champion": undecided | {"incumbent_version": None, "p_better": float("nan")}})
+    assert first == ("the gate is undecided and nothing serves yet: label a few target rows (--label-budget 30); "
+                     "the labels then choose the model")
 
 
 def test_summary_says_the_shift_regime_beside_the_overlap() -> None:
