@@ -43,7 +43,7 @@ from tasks.selection import (
     selection_plan,
     trcv_fold_task,
 )
-from tasks.served import check_model_name, default_model_name, input_schema, served
+from tasks.served import check_model_name, default_model_name, input_schema, served, served_rule
 from tasks.store import StageStore
 from tasks.tracking import (
     RunContext,
@@ -282,13 +282,13 @@ def _awaiting(run: _Run, prep: dict[str, Any], labeled: dict[str, Any]) -> dict[
 
 def _pair(run: _Run, prep: dict[str, Any], contender: dict[str, Any] | None) -> str | None:
     """The candidate of a pair plan (``label_plan='pair'``): the label-free choice, which the labels then weigh
-    against the served champion; None for a plan over every candidate (also without a champion to weigh)."""
+    against the served champion (without one, against the majority-class rule: whether a first version may serve);
+    None for a plan over every candidate."""
     if run.config.label_plan != "pair":
         return None
-    if contender is None:
-        run.log.warning("labels: label_plan='pair' but no champion of this model serves: the plan covers every "
-                        "candidate, and the labels choose the model")
-        return None
+    if contender is None:  # a first version: the majority-class rule stands in for the champion
+        with run.stage("served"):
+            contender = served_rule(run.store, model_name=registered_name(run))
     with run.stage("selection"):  # label-free, as the undecided run chose (found in the stage store)
         chosen = _selection(run, prep["run_ids"], None)["chosen"]
     run.log.info("labels: a plan for the pair %s and %s (label_plan='pair'): the labels decide the gate, the "

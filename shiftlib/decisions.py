@@ -677,7 +677,10 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     2. Without a champion: ``promoted``; but ``undecided`` (nothing serves) when the new version's source does not
        reach the batch (``new_auc`` ≥ :data:`OVERLAP_AUC`), the run has no target labels (``target_labels`` 0)
        and ``first_reach`` (:data:`FIRST_REACH`, revision 7): as in step 5, a promotion must not rest on estimates
-       made where the source has no rows. With labels the labels chose the model, and step 2 promotes.
+       made where the source has no rows. With ``labels`` (then the labels' estimate of new − the
+       majority-class rule, from a plan for that pair) the labels alone decide: ``promoted`` when
+       P = Φ(difference / se) ≥ ``confidence``, ``refused`` when P ≤ 1 − it, else ``undecided``; with other target
+       labels (``target_labels``: they chose the model) step 2 promotes.
     3. ``kept`` when new predicts the champion's class on every batch row (equally accurate on it).
     4. When nothing vouches for the champion on this batch and the new version's source reaches it — the
        champion's source does not reach the batch (``champion_auc`` ≥ :data:`OVERLAP_AUC`), it predicts one
@@ -713,7 +716,8 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     new_auc, champion_auc : float, optional
         :func:`domain_auc` of each model's source rows against the batch (None: not known).
     labels : tuple of (float, float, int), optional
-        (difference, standard error, number of labels) of the labels' estimate of new − champion accuracy.
+        (difference, standard error, number of labels) of the labels' estimate of new − champion accuracy
+        (without a champion: new − the majority-class rule's).
     unvouched : {"ask", "promote"}, default UNVOUCHED_CHAMPION
         Step 4: ``undecided`` (ask for the pair's labels) or ``promoted``.
     reach : {"promote", "both"}, default REACH_GUARD
@@ -743,6 +747,8 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     refusal = _unvouched(new, None)
     if refusal is not None:
         return GateDecision("refused", float("nan"), refusal, details)
+    if champion is None and labels is not None:
+        return _rule_labeled_gate(labels, confidence, details)
     if champion is None:
         if first_reach and not target_labels and new_auc is not None and new_auc >= OVERLAP_AUC:
             return GateDecision("undecided", float("nan"), (
@@ -803,6 +809,24 @@ def _unlabeled_gate(new: StoredPredictions, champion: StoredPredictions, confide
     if p <= 1.0 - confidence:
         return GateDecision("kept", p, f"{said} ≤ {1.0 - confidence:.2g}", details)
     return GateDecision("undecided", p, f"{said}: not sure either way, the champion stays", details)
+
+
+def _rule_labeled_gate(labels: tuple[float, float, int], confidence: float, details: dict[str, Any]
+                       ) -> GateDecision:
+    """Step 2 with labels of the pair (new version, majority-class rule): the labels alone decide (the label-free
+    margin is what could not be trusted), P = Φ(difference / se)."""
+    difference, se, n = (float(labels[0]), float(labels[1]), int(labels[2]))
+    p = 0.5 if difference == 0 else (float(difference > 0) if se <= 0 else NormalDist().cdf(difference / se))
+    details |= {"labels": n, "label_difference": difference, "label_se": se, "difference": difference,
+                "difference_se": se, "prior_weight": 0.0}
+    said = (f"no champion to compare with; P(more accurate than the majority-class rule on this batch) = {p:.2f} "
+            f"with {n} target labels (difference {difference:+.3f} ± {se:.3f})")
+    if p >= confidence:
+        return GateDecision("promoted", p, f"{said} ≥ {confidence}", details)
+    if p <= 1.0 - confidence:
+        return GateDecision("refused", p, f"{said} ≤ {1.0 - confidence:.2g}: it must not serve", details)
+    return GateDecision("undecided", p, f"{said}: still not sure, nothing serves; a larger label budget continues "
+                        "the plan", details)
 
 
 def _labeled_gate(new: StoredPredictions, champion: StoredPredictions, labels: tuple[float, float, int],

@@ -69,6 +69,7 @@ from tasks.logs import run_logger
 from tasks.recalibration import read_recalibration
 from tasks.selection import run_selector, selection_beta, selector_data, uses_weights
 from tasks.served import (
+    RULE_VERSION,
     SCHEMA,
     check_model_name,
     columns_words,
@@ -405,7 +406,8 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
     features = [c[2:] for c in X_new.columns]
     new_auc = domain_auc(X_new, _today_encoded(store, seed, rows, features), random_state=seed)
     first = gate(new_P, None, new_estimate=est, confidence=confidence, random_state=seed, new_auc=new_auc,
-                 target_labels=n_labels(labeled))
+                 target_labels=n_labels(labeled),
+                 labels=None if inc is not None else label_difference(store, labeled, chosen, RULE_VERSION))
     if first.decision == "refused" or inc is None:
         return first, ""
     shared = inc.tags.get("source_sha256") == source_sha

@@ -53,7 +53,7 @@ from tasks.ingest import INGESTED, ROW, TARGET_ROWS, load_xy, read_ingest
 from tasks.inputs import LabelsInputError, check_label_budget, read_filled, read_labels_file
 from tasks.logs import run_logger
 from tasks.served import PREDICTIONS as SERVED_PREDICTIONS
-from tasks.served import SERVED, served_contender
+from tasks.served import RULE, SERVED, served_contender
 from tasks.store import Read, StageOutput, StageStore, code_version, stage_key, stage_manifests
 from tasks.tracking import RunContext, log_metrics, with_retries
 from tasks.training import PREDICTIONS
@@ -112,8 +112,11 @@ def stage_predictions(store: StageStore, with_served: bool | None = None, learne
         tables.append(store.read_table(SERVED, "predictions").sort_values(ROW)
                       .reindex(columns=[ROW, "predicted", *proba_cols]))
     P = [g["predicted"].to_numpy() for g in tables]
-    proba = sum(g[proba_cols].fillna(0.0).to_numpy(float) for g in tables)
-    return TargetPredictions(names, np.column_stack(P), np.asarray(proba) / len(names), classes,
+    # the mean probability (the plan's and the estimate's surrogate) is the models' own: the majority-class rule,
+    # a stand-in contender, has none
+    models = [g for n, g in zip(names, tables, strict=True) if n != RULE]
+    proba = sum(g[proba_cols].fillna(0.0).to_numpy(float) for g in models)
+    return TargetPredictions(names, np.column_stack(P), np.asarray(proba) / len(models), classes,
                              served=() if served is None else (served,))
 
 

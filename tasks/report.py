@@ -21,7 +21,7 @@ def cautions(s: dict[str, Any]) -> list[str]:
     """Sentences the closing report and the run summary add under the estimate: an interval at least
     ``WIDE_INTERVAL`` wide (unless target labels were given, to choose or to evaluate: then they are the better
     word), an undecided gate (with the labels that would settle it: a pair plan, ``reports/decisions_pair.md``; for a
-    first version, a plan over the candidates),
+    first version, the pair of it and the majority-class rule),
     and a chosen candidate that predicts one class for every target row (before any recalibration; its accuracy
     is then that class's share)."""
     out = []
@@ -33,8 +33,9 @@ def cautions(s: dict[str, Any]) -> list[str]:
                    f"(--label-budget {budget}) to know more")
     ch = s.get("champion") or {}
     if ch.get("gate_decision") == "undecided" and ch.get("incumbent_version") is None:  # a first version
-        out.append("the gate is undecided and nothing serves yet: label a few target rows (--label-budget "
-                   f"{budget}); the labels then choose the model")
+        out.append("the gate is undecided and nothing serves yet: label the rows where the new version and the "
+                   f"majority-class rule disagree (--label-budget {budget} --label-plan {UNDECIDED_LABEL_PLAN}); the "
+                   "labels then decide whether it serves")
     elif ch.get("gate_decision") == "undecided":  # what settles it: labels where the two disagree
         out.append("the gate is undecided: label the rows where the new version and the champion disagree "
                    f"(--label-budget {budget} --label-plan {UNDECIDED_LABEL_PLAN}"

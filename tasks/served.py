@@ -147,9 +147,16 @@ def served_proba(name: str, inc: Any, raw: pd.DataFrame, n_classes: int,
     return np.concatenate(probas), prepare
 
 
+#: the contender of a pair plan when no champion serves (``label_plan='pair'`` on a first version): the majority-class
+#: rule, so that the labels decide whether the new version may serve at all (``shiftlib.decisions.gate``, step 2)
+RULE = "majority-class rule"
+RULE_VERSION = "rule"  # its served stage's ``version``
+
+
 def served_name(version: Any) -> str:
-    """The served champion's name among the contenders of a label plan (no candidate is called so)."""
-    return f"champion v{version}"
+    """The served champion's name among the contenders of a label plan (no candidate is called so); the
+    majority-class rule's for :data:`RULE_VERSION`."""
+    return RULE if str(version) == RULE_VERSION else f"champion v{version}"
 
 
 def served_contender(store: Any) -> str | None:
@@ -198,3 +205,27 @@ def served(store: Any, *, ctx: RunContext, model_name: str) -> dict[str, Any] | 
         run_logger().warning("served: %s; the label plan compares the candidates only", why)
         return None
     return {"name": served_name(inc.version), "version": str(inc.version), "model_name": model_name}
+
+
+def _rule_table(store: Any) -> StageOutput:
+    """The majority-class rule on every raw target row: the source's largest class, with probability 1."""
+    from tasks.ingest import load_xy
+
+    _, y_source, _ = load_xy(store)
+    n_classes = len(read_ingest(store).classes)
+    c = int(np.argmax(np.bincount(np.asarray(y_source, int), minlength=n_classes)))
+    rows, _ = raw_target(store)
+    table = pd.DataFrame({ROW: rows, "predicted": c})
+    for k in range(n_classes):
+        table[f"proba_{k}"] = float(k == c)
+    return StageOutput({"predictions": table})
+
+
+def served_rule(store: Any, *, model_name: str) -> dict[str, Any]:
+    """Stage ``served`` for a run without a champion whose labels are planned for a pair (``label_plan='pair'``):
+    the majority-class rule stands in for the champion (:data:`RULE`), so the plan draws where the label-free
+    choice predicts another class than the rule, and the labels decide whether that version may serve (a first
+    version left ``undecided`` by ``shiftlib.decisions.gate``'s step 2 asks for them)."""
+    store.find_or_write(SERVED, {"model_name": model_name, "version": RULE_VERSION}, READS,
+                        lambda: _rule_table(store))
+    return {"name": RULE, "version": RULE_VERSION, "model_name": model_name}

@@ -411,6 +411,27 @@ def test_a_first_version_whose_source_does_not_reach_the_batch_waits_for_labels(
     assert gate(champ, None, new_auc=0.99).decision == "refused"
 
 
+@pytest.mark.parametrize("difference, se, decision, p", [
+    (0.10, 0.05, "promoted", 0.9772498680518208),  # Φ(2)
+    (-0.10, 0.05, "refused", 0.022750131948179195),  # Φ(−2)
+    (0.02, 0.05, "undecided", 0.6554217416103242),  # Φ(0.4)
+    (0.01, 0.0, "promoted", 1.0),  # every row where the two differ labeled: the difference is exact
+    (0.0, 0.0, "undecided", 0.5),
+])
+def test_a_first_version_with_labels_against_the_majority_rule_is_decided_by_them(difference, se, decision, p):
+    # the labels of the pair (new version, majority-class rule) alone decide, beyond the source's reach or not:
+    # P = Φ(difference / se); the label-free margin (positive here) has no say
+    _, new = _pair()
+    d = gate(new, None, new_auc=0.99, labels=(difference, se, 40))
+    assert d.decision == decision and d.p_better == pytest.approx(p, abs=1e-12)
+    assert d.reason.startswith("no champion to compare with; P(more accurate than the majority-class rule on this "
+                               f"batch) = {p:.2f} with 40 target labels (difference {difference:+.3f} ± {se:.3f})")
+    assert d.details["labels"] == 40 and d.details["prior_weight"] == 0.0
+    # step 1 still comes first: a one-class first version is refused whatever the labels say
+    champ, _ = _pair()
+    assert gate(champ, None, labels=(0.3, 0.01, 40)).decision == "refused"
+
+
 @pytest.mark.heavy
 def test_domain_auc_tells_separated_rows_and_not_exchangeable_ones():
     rng = np.random.default_rng(0)

@@ -557,3 +557,41 @@ def test_a_pair_plan_draws_where_the_pair_disagrees_and_its_labels_give_the_exac
     assert diff == pytest.approx(exact, abs=1e-12) and exact != 0.0
     # the plan's contenders are DT and the champion: another chosen candidate has no labels' estimate from it
     assert label_difference(whole, got, "LR", 3) is None
+
+
+def test_without_a_champion_a_pair_plan_weighs_the_choice_against_the_majority_class_rule(
+        planned: tuple[StageStore, Path], tmp_path: Path) -> None:
+    """A first version left undecided asks for a pair plan (``label_plan='pair'``) with no champion serving: the
+    majority-class rule (the source's largest class on every row, ``tasks.served.served_rule``) stands in for it.
+    With the whole batch as budget every row where DT predicts the other class is drawn, and the labels' estimate
+    of DT − rule accuracy is the exact difference, computed here from the target's own labels. The rule has no
+    probabilities of its own: the plan's surrogate is DT's alone."""
+    from tasks.champion import label_difference
+    from tasks.labels import stage_predictions
+    from tasks.served import RULE, RULE_VERSION, served_rule
+
+    store, _ = planned
+    whole = _next_run(store, "run-rule")
+    _, y_s, _ = load_xy(whole)
+    majority = int(np.argmax(np.bincount(y_s.astype(int))))
+    assert served_rule(whole, model_name="shop") == {"name": RULE, "version": RULE_VERSION, "model_name": "shop"}
+    rule = whole.read_table(SERVED, "predictions")
+    assert (rule["predicted"] == majority).all() and (rule[f"proba_{majority}"] == 1.0).all()
+    with threadpool_limits(1):
+        plan = write_plan(whole, budget=N, seed=0, label="y", pair="DT")
+    tp = stage_predictions(whole, learners=["DT"])
+    dt = whole.read_table("training", "predictions").query("learner == 'DT'").set_index(ROW).sort_index()
+    assert tp.names == ["DT", RULE] and tp.served == (RULE,)
+    np.testing.assert_allclose(tp.proba, dt[["proba_0", "proba_1"]].to_numpy(), rtol=0, atol=0)
+    differ = np.flatnonzero(dt["predicted"].to_numpy() != majority)
+    assert plan.learners == ["DT", RULE] and sorted(plan.rows) == sorted(differ)
+    truth = pd.read_csv(tmp_path / "tgt.csv")["y"].to_numpy()
+    filled = pd.read_csv(whole.stage_dir("labels") / "to_label.csv")
+    filled["y"] = truth[filled[ROW].to_numpy()]
+    filled.to_csv(tmp_path / "rule.csv", index=False)
+    got = read_labels(whole, budget=N, seed=0, label="y", target_labels=str(tmp_path / "rule.csv"), pair="DT")
+    y = (truth == "b").astype(int)
+    exact = float(np.mean(dt["predicted"].to_numpy() == y) - np.mean(y == majority))
+    diff, se, n = label_difference(whole, got, "DT", RULE_VERSION)
+    assert n == len(differ) and se == pytest.approx(0.0, abs=1e-12)
+    assert diff == pytest.approx(exact, abs=1e-12) and exact != 0.0

@@ -68,10 +68,11 @@ def test_an_undecided_gate_says_which_labels_settle_it() -> None:
                           "file plans the next round)")
     for decided in ("promoted", "kept", "refused"):
         assert cautions(base | {"champion": undecided | {"gate_decision": decided}}) == []
-    # a first version (no champion) left undecided: no pair to plan for, the labels choose the model
+    # a first version (no champion) left undecided: the pair is it and the majority-class rule
     (first,) = cautions(base | {"champion": undecided | {"incumbent_version": None, "p_better": float("nan")}})
-    assert first == ("the gate is undecided and nothing serves yet: label a few target rows (--label-budget 30); "
-                     "the labels then choose the model")
+    assert first == ("the gate is undecided and nothing serves yet: label the rows where the new version and the "
+                     "majority-class rule disagree (--label-budget 30 --label-plan pair); the labels then decide "
+                     "whether it serves")
 
 
 def test_summary_says_the_shift_regime_beside_the_overlap() -> None:
