@@ -277,7 +277,11 @@ def test_a_first_version_beyond_its_sources_reach_serves_nothing_until_labels(re
                                     "AUC 0.970 ≥ 0.95)")
     assert {k: str(v) for k, v in client.get_registered_model("first-far-model").aliases.items()} == {"challenger": "1"}
     assert client.get_run(parent).data.tags["shiftflow.decision"] == "undecided"
-    labeled = {"status": "labeled", "labels": {0: "yes", 3: "no", 7: "no"}, "plan": None}
+    from shiftlib.selection.fewlabel import LabelPlan
+
+    # labels of a plan over every candidate (no rule contender): they chose the model, and step 2 promotes it
+    plan = LabelPlan(np.array([0, 3, 7]), np.full(3, 0.5), np.zeros(3, int), 3, 120, list(NAMES))
+    labeled = {"status": "labeled", "labels": {0: 1, 3: 0, 7: 0}, "plan": plan}
     store2, parent2 = _store(registry, "run-first-far-labeled")  # the next run, with labels: the same version
     again = tc.champion.fn(store2, _selection(), ctx=_ctx(registry, parent2, store2.run_id),
                            model_name="first-far-model", policy=tc.GatePolicy(k=5), labeled=labeled)
