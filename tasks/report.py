@@ -32,15 +32,16 @@ def cautions(s: dict[str, Any]) -> list[str]:
         out.append("a wide interval: the label-free estimators disagree on this shift; label a few target rows "
                    f"(--label-budget {budget}) to know more")
     ch = s.get("champion") or {}
-    if ch.get("gate_decision") == "undecided" and ch.get("incumbent_version") is None:  # a first version
-        out.append("the gate is undecided and nothing serves yet: label the rows where the new version and the "
-                   f"majority-class rule disagree (--label-budget {budget} --label-plan {UNDECIDED_LABEL_PLAN}); the "
-                   "labels then decide whether it serves")
-    elif ch.get("gate_decision") == "undecided":  # what settles it: labels where the two disagree
-        out.append("the gate is undecided: label the rows where the new version and the champion disagree "
-                   f"(--label-budget {budget} --label-plan {UNDECIDED_LABEL_PLAN}"
-                   + (f"; {ch['labels']} labels so far: a larger budget with the filled file plans the next round)"
-                      if ch.get("labels") else ")"))
+    if ch.get("gate_decision") == "undecided":  # what settles it: labels where the two disagree
+        flags = (f"--label-budget {budget} --label-plan {UNDECIDED_LABEL_PLAN}"
+                 + (f"; {ch['labels']} labels so far: a larger budget with the filled file plans the next round"
+                    if ch.get("labels") else ""))
+        if ch.get("incumbent_version") is None:  # a first version: the pair is it and the majority-class rule
+            out.append("the gate is undecided and nothing serves yet: label the rows where the new version and the "
+                       f"majority-class rule disagree ({flags}); the labels then decide whether it serves")
+        else:
+            out.append(f"the gate is undecided: label the rows where the new version and the champion disagree "
+                       f"({flags})")
     chosen, classes = s["selection"]["chosen"], s.get("classes") or []
     predicted = (s.get("predicted_classes") or {}).get(chosen)
     if predicted is not None and len(predicted) == 1 and len(classes) > 1 and not s.get("recalibration"):

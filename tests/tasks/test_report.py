@@ -73,6 +73,9 @@ def test_an_undecided_gate_says_which_labels_settle_it() -> None:
     assert first == ("the gate is undecided and nothing serves yet: label the rows where the new version and the "
                      "majority-class rule disagree (--label-budget 30 --label-plan pair); the labels then decide "
                      "whether it serves")
+    (again,) = cautions(base | {"n_target": 500, "champion": undecided | {"incumbent_version": None, "labels": 50}})
+    assert "(--label-budget 50 --label-plan pair; 50 labels so far: a larger budget with the filled file plans the " \
+           "next round); the labels then decide whether it serves" in again
 
 
 def test_summary_says_the_shift_regime_beside_the_overlap() -> None:
