@@ -342,6 +342,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def labels_request_lines(lab: dict[str, Any]) -> list[str]:
+    """What a run that stopped for target labels prints (the labels task's ``awaiting_labels`` result): the file to
+    fill and how to resume; why fewer rows than the budget; and no file at all when the plan drew no row (a pair
+    that predicts the same class on every target row: no label can tell them apart)."""
+    other = (lab.get("learners") or ["the champion"])[-1]
+    other = "the majority-class rule" if other == "majority-class rule" else "the champion"
+    who = "the candidates" if not lab.get("pair") else f"{lab['pair']} and {other} (label_plan pair)"
+    if lab.get("n_planned", lab["n_rows"]) == 0:
+        return [f"shiftflow: nothing to label: {who} predict the same class on every target row, so no label can "
+                "tell them apart"]
+    more = f" ({lab['n_prefilled']} labeled before are filled in)" if lab.get("n_prefilled") else ""
+    lines = [f"shiftflow: {lab['n_rows']} target rows to label in {lab['csv']}{more}"]
+    if lab.get("n_planned", lab["n_rows"]) < lab.get("budget", 0):
+        lines.append(f"  fewer than the budget of {lab['budget']}: {who} disagree on only {lab['n_disagreement']} "
+                     "rows, and a label where they agree cannot change their order")
+    return [*lines, f"  fill the empty label column, then rerun with: --target-labels file:{lab['csv']}"]
+
+
 def debug_enabled(ns: argparse.Namespace) -> bool:
     """``--debug`` or ``SHIFTFLOW_DEBUG`` set to anything but empty/0/false/no: refusals keep their traceback."""
     return bool(ns.debug) or os.environ.get("SHIFTFLOW_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
@@ -377,14 +395,7 @@ def _retrain(ns: argparse.Namespace) -> int:
     dt = time.perf_counter() - t0
     print()
     if summary.get("labels", {}).get("status") == "awaiting_labels":
-        lab = summary["labels"]
-        more = f" ({lab['n_prefilled']} labeled before are filled in)" if lab.get("n_prefilled") else ""
-        print(f"shiftflow: {lab['n_rows']} target rows to label in {lab['csv']}{more}")
-        who = "the candidates" if not lab.get("pair") else f"{lab['pair']} and the champion (label_plan pair)"
-        if lab.get("n_planned", lab["n_rows"]) < lab.get("budget", 0):
-            print(f"  fewer than the budget of {lab['budget']}: {who} disagree on only {lab['n_disagreement']} "
-                  "rows, and a label where they agree cannot change their order")
-        print(f"  fill the empty label column, then rerun with: --target-labels file:{lab['csv']}")
+        print("\n".join(labels_request_lines(summary["labels"])))
         return 0
     print(f"shiftflow: retrain finished in {dt:.1f} s")
     for line in report_lines(summary, bias=checked.bias, runner=None if runner is None else runner[0]):

@@ -311,6 +311,10 @@ def _labels(run: _Run, prep: dict[str, Any]) -> dict[str, Any] | None:
         run.log.info("labels: %s of %s is planned beside the candidates", contender["name"], contender["model_name"])
     labeled = labels(run.store, ctx=ctx, budget=config.label_budget, label=config.label,
                      target_labels=config.target_labels, k=config.selection_folds, pair=pair)
+    if labeled["status"] == "awaiting_labels" and labeled["n_planned"] == 0:  # a pair that never disagrees
+        run.log.warning("labels: nothing to label (the contenders predict the same class on every target row, so "
+                        "no label can tell them apart): the run goes on without labels")
+        return None
     if labeled["status"] == "awaiting_labels" and runtime.deployment.id is not None:
         with_retries(_client(uri).set_tag, parent, "shiftflow.suspended_for_labels", labeled["csv"])
         filled = suspend_flow_run(wait_for_input=labels_form(labeled["csv"]))

@@ -329,7 +329,8 @@ def _awaiting(store: StageStore, plan: LabelPlan, n_prefilled: int, client: Mlfl
                           csv, f" ({n_prefilled} labeled before are filled in)" if n_prefilled else "", csv)
     return {"status": "awaiting_labels", "csv": str(csv), "parquet": str(store.path(STAGE, "to_label.parquet")),
             "n_rows": int(n_rows), "n_prefilled": int(n_prefilled), "budget": int(plan.budget),
-            "n_planned": int(len(plan.rows)), "n_disagreement": int(len(plan.details["disagreement"]))}
+            "n_planned": int(len(plan.rows)), "n_disagreement": int(len(plan.details["disagreement"])),
+            "learners": list(plan.learners)}
 
 
 def continue_plan(store: StageStore, earlier: dict[str, Any], *, budget: int, seed: int, label: str,

@@ -335,3 +335,27 @@ def test_a_stopped_run_stops_its_temporary_api_and_says_so(how: str, tmp_path: P
     assert proc.returncode == 130, "".join(lines) + rest
     assert "shiftflow: interrupted" in rest and "internal error" not in rest
     assert not healthy(f"{url}/health")  # the API was stopped with the run
+
+
+def test_a_run_that_stops_for_labels_says_what_to_fill_or_that_nothing_can_be_labeled() -> None:
+    from flows.cli import labels_request_lines
+
+    base = {"status": "awaiting_labels", "csv": "/r/labels/to_label.csv", "n_rows": 12, "n_prefilled": 0,
+            "budget": 50, "n_planned": 12, "n_disagreement": 12}
+    pair = base | {"pair": "LR", "learners": ["LR", "champion v3"]}
+    assert labels_request_lines(pair) == [
+        "shiftflow: 12 target rows to label in /r/labels/to_label.csv",
+        "  fewer than the budget of 50: LR and the champion (label_plan pair) disagree on only 12 rows, and a label "
+        "where they agree cannot change their order",
+        "  fill the empty label column, then rerun with: --target-labels file:/r/labels/to_label.csv"]
+    # a first version's pair: the majority-class rule stands in for the champion (tasks.served.served_rule)
+    rule = pair | {"learners": ["LR", "majority-class rule"]}
+    assert "LR and the majority-class rule (label_plan pair) disagree on only 12 rows" in labels_request_lines(rule)[1]
+    # a pair that agrees on every row: no file to fill, and no resume line pointing at an empty one
+    assert labels_request_lines(pair | {"n_rows": 0, "n_planned": 0, "n_disagreement": 0}) == [
+        "shiftflow: nothing to label: LR and the champion (label_plan pair) predict the same class on every target "
+        "row, so no label can tell them apart"]
+    full = base | {"n_rows": 20, "n_planned": 50, "n_prefilled": 30}
+    assert labels_request_lines(full) == [
+        "shiftflow: 20 target rows to label in /r/labels/to_label.csv (30 labeled before are filled in)",
+        "  fill the empty label column, then rerun with: --target-labels file:/r/labels/to_label.csv"]

@@ -197,3 +197,8 @@ def test_a_first_version_beyond_its_sources_reach_waits_and_its_labels_against_t
     assert run.data.tags["shiftflow.decision"] == decision
     aliases = {k: str(v) for k, v in client.get_registered_model("gate-labels").aliases.items()}
     assert (aliases.get("champion") == "1") == (decision == "promoted")
+    # on this split v1 beats the rule (more "Yes" among older women), so it serves now; today's choice is v1
+    # itself, the pair (v1, champion v1) never disagrees, and a pair plan has nothing to ask: the run goes on
+    assert truth > 0 and decision == "promoted"
+    out = _run(root, *args, "--label-budget", n, "--label-plan", "pair")
+    assert "target rows to label" not in out and "registry:          gate-labels v1 → unchanged" in out
