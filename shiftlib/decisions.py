@@ -578,8 +578,12 @@ def p_better_with_labels(champion: StoredPredictions, new: StoredPredictions, la
         return 0.5, 0.0, 0.0, 1.0
     prior_se = float(np.std(dn - dc, ddof=1)) if len(dn) > 1 else 0.0
     d, se, w = _pool(est_n - est_c, prior_se, float(label_difference), float(label_se))
-    p = 0.5 if d == 0 else (float(d > 0) if se <= 0 else NormalDist().cdf(d / se))
-    return float(p), d, se, w
+    return _p_positive(d, se), d, se, w
+
+
+def _p_positive(d: float, se: float) -> float:
+    """P(the difference is positive) = Φ(d / se), for a normal estimate ``d`` ± ``se`` (exact: 0 or 1; 0.5 at 0)."""
+    return 0.5 if d == 0 else (float(d > 0) if se <= 0 else float(NormalDist().cdf(d / se)))
 
 
 @dataclass(frozen=True)
@@ -811,22 +815,29 @@ def _unlabeled_gate(new: StoredPredictions, champion: StoredPredictions, confide
     return GateDecision("undecided", p, f"{said}: not sure either way, the champion stays", details)
 
 
+def _three_way(p: float, confidence: float, said: str, low: str, stays: str, details: dict[str, Any]
+               ) -> GateDecision:
+    """``promoted`` when P ≥ ``confidence``, ``low`` (kept / refused) when P ≤ 1 − it, else ``undecided``."""
+    if p >= confidence:
+        return GateDecision("promoted", p, f"{said} ≥ {confidence}", details)
+    if p <= 1.0 - confidence:
+        return GateDecision(low, p, f"{said} ≤ {1.0 - confidence:.2g}" + (": it must not serve" if low == "refused"
+                                                                          else ""), details)
+    return GateDecision("undecided", p, f"{said}: still not sure, {stays}; a larger label budget continues the plan",
+                        details)
+
+
 def _rule_labeled_gate(labels: tuple[float, float, int], confidence: float, details: dict[str, Any]
                        ) -> GateDecision:
     """Step 2 with labels of the pair (new version, majority-class rule): the labels alone decide (the label-free
     margin is what could not be trusted), P = Φ(difference / se)."""
     difference, se, n = (float(labels[0]), float(labels[1]), int(labels[2]))
-    p = 0.5 if difference == 0 else (float(difference > 0) if se <= 0 else NormalDist().cdf(difference / se))
+    p = _p_positive(difference, se)
     details |= {"labels": n, "label_difference": difference, "label_se": se, "difference": difference,
                 "difference_se": se, "prior_weight": 0.0}
     said = (f"no champion to compare with; P(more accurate than the majority-class rule on this batch) = {p:.2f} "
             f"with {n} target labels (difference {difference:+.3f} ± {se:.3f})")
-    if p >= confidence:
-        return GateDecision("promoted", p, f"{said} ≥ {confidence}", details)
-    if p <= 1.0 - confidence:
-        return GateDecision("refused", p, f"{said} ≤ {1.0 - confidence:.2g}: it must not serve", details)
-    return GateDecision("undecided", p, f"{said}: still not sure, nothing serves; a larger label budget continues "
-                        "the plan", details)
+    return _three_way(p, confidence, said, "refused", "nothing serves", details)
 
 
 def _labeled_gate(new: StoredPredictions, champion: StoredPredictions, labels: tuple[float, float, int],
@@ -839,12 +850,7 @@ def _labeled_gate(new: StoredPredictions, champion: StoredPredictions, labels: t
                 "difference": d, "difference_se": se, "prior_weight": w}
     said = (f"P(new more accurate than the champion on this batch) = {p:.2f} with {n} target labels "
             f"(difference {d:+.3f} ± {se:.3f}; the label-free estimate weighs {w:.0%})")
-    if p >= confidence:
-        return GateDecision("promoted", p, f"{said} ≥ {confidence}", details)
-    if p <= 1.0 - confidence:
-        return GateDecision("kept", p, f"{said} ≤ {1.0 - confidence:.2g}", details)
-    return GateDecision("undecided", p, f"{said}: still not sure, the champion stays; a larger label budget "
-                        "continues the plan", details)
+    return _three_way(p, confidence, said, "kept", "the champion stays", details)
 
 
 def with_labels_interval(estimate: float, ci_low: float, ci_high: float, label: float, label_se: float, *,
