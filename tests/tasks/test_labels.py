@@ -429,7 +429,7 @@ def test_the_task_plans_then_reads_the_filled_file_logging_both_on_the_parent_ru
     csv = run2.stage_dir("labels") / "to_label.csv"
     assert out == {"status": "awaiting_labels", "csv": str(csv), "parquet": str(csv.with_suffix(".parquet")),
                    "n_rows": BUDGET, "n_prefilled": 0, "budget": BUDGET, "n_planned": BUDGET,
-                   "n_disagreement": len(_by_hand(run2).disagreement), "pair": None}
+                   "n_disagreement": len(_by_hand(run2).disagreement), "pair": None, "learners": ["LR", "DT"]}
     preds = run2.read_table("training", "predictions").pivot(index=ROW, columns="learner", values="predicted")
     n_disagree = int((preds["LR"] != preds["DT"]).sum())
     data = client.get_run(parent).data
