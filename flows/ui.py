@@ -48,8 +48,8 @@ def local_store(tracking_uri: str | None = None) -> str:
 def ui_command(tracking_uri: str, port: int, artifacts: Path) -> list[str]:
     """``mlflow server`` on 127.0.0.1:``port`` with one worker, serving ``tracking_uri``, under
     ``flows.stack.guard``: a ``shiftflow ui`` killed outright takes the server down with it."""
-    return [sys.executable, "-m", "flows.stack.guard", "mlflow", "server", "--host", HOST, "--port", str(port), "--workers", "1",
-            "--backend-store-uri", tracking_uri, "--artifacts-destination", str(artifacts.resolve())]
+    return [sys.executable, "-m", "flows.stack.guard", "mlflow", "server", "--host", HOST, "--port", str(port),
+            "--workers", "1", "--backend-store-uri", tracking_uri, "--artifacts-destination", str(artifacts.resolve())]
 
 
 def _check_store(tracking_uri: str) -> None:

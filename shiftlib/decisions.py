@@ -759,7 +759,7 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
                 f"no champion to compare with, and its source does not reach this batch (domain AUC {new_auc:.3f} "
                 f"≥ {OVERLAP_AUC}): its estimated margin over the majority-class rule "
                 f"({details['majority_margin']:+.3f}) rests on no rows like the batch's, so nothing serves until "
-                "target labels choose the model"), details)
+                "target labels decide"), details)
         return GateDecision("promoted", float("nan"), "no champion to compare with", details)
     if np.array_equal(np.argmax(champion.proba_target, axis=1), np.argmax(new.proba_target, axis=1)):
         return GateDecision("kept", 0.5, "it predicts the champion's class on every batch row: nothing to gain",
