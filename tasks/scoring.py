@@ -60,6 +60,21 @@ def parse_model_ref(text: str) -> ModelRef:
     return ModelRef(m["name"], m["alias"] or (None if m["version"] else DEFAULT_ALIAS), m["version"])
 
 
+def _why_no_champion(client: MlflowClient, ref: ModelRef) -> str:
+    """For a missing ``@champion``: what the gate decided for the newest version (tag ``shiftflow.decision``), e.g.
+    a first version left undecided until target labels decide; empty for another alias or without the tag."""
+    if ref.alias != DEFAULT_ALIAS:
+        return ""
+    versions = with_retries(client.search_model_versions, f"name = '{ref.name}'")
+    newest = max(versions, key=lambda v: int(v.version), default=None)
+    decision = None if newest is None else (newest.tags or {}).get("shiftflow.decision")
+    if decision is None:
+        return ""
+    why = {"undecided": "its gate waits for target labels (the closing report of that run says which)",
+           "refused": "the gate refused it (its run's tag champion.reason says why)"}.get(decision, decision)
+    return f": no version serves yet (the newest, v{newest.version}, is {decision}: {why})"
+
+
 def resolve_version(client: MlflowClient, ref: ModelRef) -> Any:
     """The model version ``ref`` names; raises :class:`ScoreInputError` naming what exists."""
     try:
@@ -71,8 +86,8 @@ def resolve_version(client: MlflowClient, ref: ModelRef) -> Any:
     if ref.version is None:
         if ref.alias not in model.aliases:
             have = ", ".join(f"@{a} (v{v})" for a, v in sorted(model.aliases.items())) or "no alias"
-            raise ScoreInputError(f"{ref.name} has no alias @{ref.alias}; it has {have}; name a version with "
-                                  f"--model {ref.name}/VERSION")
+            raise ScoreInputError(f"{ref.name} has no alias @{ref.alias}{_why_no_champion(client, ref)}; it has "
+                                  f"{have}; name a version with --model {ref.name}/VERSION")
         return with_retries(client.get_model_version, ref.name, str(model.aliases[ref.alias]))
     try:
         return with_retries(client.get_model_version, ref.name, ref.version)

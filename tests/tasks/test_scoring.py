@@ -156,3 +156,26 @@ def test_a_reference_resolves_to_its_version(registry, text, version):
 def test_unknown_models_aliases_and_versions_are_refused_naming_what_exists(registry, text, words):
     with pytest.raises(ScoreInputError, match=words):
         resolve_version(registry, parse_model_ref(text))
+
+
+def test_without_a_champion_the_refusal_says_what_the_gate_decided(registry):
+    # a first version left undecided (revision 7) or refused: no @champion; the refusal says why
+    registry.delete_registered_model_alias("m", "champion")
+    registry.set_registered_model_alias("m", "challenger", "2")
+    registry.set_model_version_tag("m", "2", "shiftflow.decision", "undecided")
+    try:
+        _refusals_without_a_champion(registry)
+    finally:  # the module's registry as the other tests find it
+        registry.delete_model_version_tag("m", "2", "shiftflow.decision")
+        registry.delete_registered_model_alias("m", "challenger")
+        registry.set_registered_model_alias("m", "champion", "1")
+
+
+def _refusals_without_a_champion(registry) -> None:
+    with pytest.raises(ScoreInputError, match=r"m has no alias @champion: no version serves yet \(the newest, v2, is "
+                       r"undecided: its gate waits for target labels \(the closing report of that run says which\)\); "
+                       r"it has @challenger \(v2\); name a version with --model m/VERSION"):
+        resolve_version(registry, parse_model_ref("m"))
+    registry.set_model_version_tag("m", "2", "shiftflow.decision", "refused")
+    with pytest.raises(ScoreInputError, match=r"v2, is refused: the gate refused it"):
+        resolve_version(registry, parse_model_ref("m"))
