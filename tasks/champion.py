@@ -69,6 +69,7 @@ from tasks.logs import run_logger
 from tasks.recalibration import read_recalibration
 from tasks.selection import run_selector, selection_beta, selector_data, uses_weights
 from tasks.served import (
+    CLASSES,
     RULE_VERSION,
     SCHEMA,
     check_model_name,
@@ -439,7 +440,7 @@ def _version_tags(facts: dict[str, str], info: TrainedModel, chosen: str, select
             "mlflow_parent_run_id": ctx.parent_run_id, "features_sha256": facts["features_sha256"],
             "source_sha256": facts["source_sha256"], "target_sha256": facts["target_sha256"],
             "code_version": facts["code_version"], FINGERPRINT: facts["fingerprint"], SCHEMA: schema["digest"],
-            "shiftflow.input_columns": columns_words(schema["inputs"])}
+            "shiftflow.input_columns": columns_words(schema["inputs"]), CLASSES: json.dumps(schema["classes"])}
     if facts["recalibrated"] == "true":
         tags["beta"] = facts["beta"]
     if estimate is not None:

@@ -32,6 +32,7 @@ from tasks.tracking import RunContext, with_retries
 
 SERVED = "served"  # stage: the served champion's predictions on the whole batch, a contender for the labels
 SCHEMA = "shiftflow.schema"  # a registered version's tag: the digest of its input schema (input_schema)
+CLASSES = "shiftflow.classes"  # a registered version's tag: its classes in code order (JSON), named in a refusal
 #: what the served stage reads: the target batch (keyed by the ingested tables) and its rows as the user gave them;
 #: the registered version it scores is an input too (``also``: model and run)
 READS = (*INGESTED, TARGET_ROWS)
@@ -87,9 +88,15 @@ def check_model_name(client: MlflowClient, name: str, schema: dict[str, Any]) ->
         other = v.tags.get(SCHEMA)
         if other is not None and other != schema["digest"]:
             cols = v.tags.get("shiftflow.input_columns", "?")
+            theirs = json.loads(v.tags[CLASSES]) if CLASSES in v.tags else None  # versions before the tag: None
+            mine = f", classes {', '.join(schema['classes'])}" if theirs is not None else ""
+            missing = [c for c in theirs or [] if c not in schema["classes"]]
+            lacks = (f"this source has no rows of class {', '.join(missing)}, which v{v.version} predicts: add some "
+                     "to the source, or " if missing and cols == columns_words(schema["inputs"]) else "")
             raise ShiftflowInputError(
-                f"registered model {name!r} serves other input columns, label or classes (v{v.version}: {cols}; "
-                f"this run: {columns_words(schema['inputs'])}, label {schema['label']!r}); give another "
+                f"registered model {name!r} serves other input columns, label or classes (v{v.version}: {cols}"
+                f"{'' if theirs is None else ', classes ' + ', '.join(theirs)}; this run: "
+                f"{columns_words(schema['inputs'])}, label {schema['label']!r}{mine}); {lacks}give another "
                 "--model-name (model_name), or leave it unset: the default name carries the input schema")
 
 

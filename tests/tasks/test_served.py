@@ -25,6 +25,7 @@ from threadpoolctl import threadpool_limits
 
 from shiftlib.errors import ShiftflowInputError
 from tasks.ingest import ROW, IngestOptions, ingest, raw_input_schema
+from tasks.served import CLASSES as CLASSES_TAG
 from tasks.served import (
     SCHEMA,
     SERVED,
@@ -96,7 +97,8 @@ def registry(tmp_path_factory):
     mlflow.set_tracking_uri(before)
 
 
-def _register(reg, name: str, model: str, *, schema: str | None, champion: bool = True, columns: str | None = None):
+def _register(reg, name: str, model: str, *, schema: str | None, champion: bool = True, columns: str | None = None,
+              classes: list[str] | None = None):
     """A new version of registered model ``name`` holding logged model ``model`` ('pipe' or 'bare')."""
     try:
         reg.client.create_registered_model(name)
@@ -105,6 +107,8 @@ def _register(reg, name: str, model: str, *, schema: str | None, champion: bool 
     tags = {} if schema is None else {SCHEMA: schema}
     if columns is not None:
         tags["shiftflow.input_columns"] = columns
+    if classes is not None:
+        tags[CLASSES_TAG] = json.dumps(classes)
     uri, run_id = reg.uris[model]
     v = reg.client.create_model_version(name, uri, run_id=run_id, tags=tags)
     if champion:
@@ -159,6 +163,16 @@ def test_a_name_whose_versions_take_other_inputs_is_refused_naming_the_fix(regis
     _register(registry, "no-columns", "pipe", schema="0123456789abcdef", champion=False)
     with pytest.raises(ShiftflowInputError, match=r"\(v1: \?; this run: x1, x2"):
         check_model_name(client, "no-columns", schema)
+    # the same columns, but this source lacks a class the registered version predicts: named, with the fix
+    _register(registry, "lost-class", "pipe", schema="0123456789abcdef", champion=False, columns="x1, x2",
+              classes=["a", "b", "c", "d"])
+    with pytest.raises(ShiftflowInputError) as err:
+        check_model_name(client, "lost-class", schema)
+    assert str(err.value) == (
+        "registered model 'lost-class' serves other input columns, label or classes (v1: x1, x2, classes a, b, c, d; "
+        "this run: x1, x2, label 'y', classes a, b, c); this source has no rows of class d, which v1 predicts: add "
+        "some to the source, or give another --model-name (model_name), or leave it unset: the default name "
+        "carries the input schema")
     # the same schema, versions that predate the tag, and a name not registered yet all pass
     _register(registry, "same-schema", "pipe", schema=schema["digest"], champion=False)
     _register(registry, "untagged", "pipe", schema=None, champion=False)
