@@ -815,9 +815,15 @@ def _unlabeled_gate(new: StoredPredictions, champion: StoredPredictions, confide
     return GateDecision("undecided", p, f"{said}: not sure either way, the champion stays", details)
 
 
-def _three_way(p: float, confidence: float, said: str, low: str, stays: str, details: dict[str, Any]
-               ) -> GateDecision:
-    """``promoted`` when P ≥ ``confidence``, ``low`` (kept / refused) when P ≤ 1 − it, else ``undecided``."""
+def _three_way(p: float, confidence: float, said: str, low: str, stays: str, details: dict[str, Any],
+               tie: bool = False) -> GateDecision:
+    """``promoted`` when P ≥ ``confidence``, ``low`` (kept / refused) when P ≤ 1 − it, else ``undecided``; ``low``
+    too on an exact ``tie`` (the labels cover every row where the two disagree, and they are equally accurate
+    there: no further label can change that, and the new version gains nothing)."""
+    if tie:
+        return GateDecision(low, p, f"{said}: every row where the two disagree is labeled and they are equally "
+                            "accurate on this batch, so the new version gains nothing"
+                            + (" and must not serve" if low == "refused" else ""), details)
     if p >= confidence:
         return GateDecision("promoted", p, f"{said} ≥ {confidence}", details)
     if p <= 1.0 - confidence:
@@ -837,7 +843,7 @@ def _rule_labeled_gate(labels: tuple[float, float, int], confidence: float, deta
                 "difference_se": se, "prior_weight": 0.0}
     said = (f"no champion to compare with; P(more accurate than the majority-class rule on this batch) = {p:.2f} "
             f"with {n} target labels (difference {difference:+.3f} ± {se:.3f})")
-    return _three_way(p, confidence, said, "refused", "nothing serves", details)
+    return _three_way(p, confidence, said, "refused", "nothing serves", details, tie=se <= 0 and difference == 0)
 
 
 def _labeled_gate(new: StoredPredictions, champion: StoredPredictions, labels: tuple[float, float, int],
@@ -850,7 +856,7 @@ def _labeled_gate(new: StoredPredictions, champion: StoredPredictions, labels: t
                 "difference": d, "difference_se": se, "prior_weight": w}
     said = (f"P(new more accurate than the champion on this batch) = {p:.2f} with {n} target labels "
             f"(difference {d:+.3f} ± {se:.3f}; the label-free estimate weighs {w:.0%})")
-    return _three_way(p, confidence, said, "kept", "the champion stays", details)
+    return _three_way(p, confidence, said, "kept", "the champion stays", details, tie=se <= 0 and d == 0)
 
 
 def with_labels_interval(estimate: float, ci_low: float, ci_high: float, label: float, label_se: float, *,

@@ -33,6 +33,8 @@ def cautions(s: dict[str, Any]) -> list[str]:
                    f"(--label-budget {budget}) to know more")
     ch = s.get("champion") or {}
     if ch.get("gate_decision") == "undecided":  # what settles it: labels where the two disagree
+        if ch.get("labels"):  # the next round: a budget larger than the labels so far (as many rows as it holds)
+            budget = min(int(ch["labels"]) + 50, s.get("n_target") or int(ch["labels"]) + 50)
         flags = (f"--label-budget {budget} --label-plan {UNDECIDED_LABEL_PLAN}"
                  + (f"; {ch['labels']} labels so far: a larger budget with the filled file plans the next round"
                     if ch.get("labels") else ""))

@@ -416,7 +416,8 @@ def test_a_first_version_whose_source_does_not_reach_the_batch_waits_for_labels(
     (-0.10, 0.05, "refused", 0.022750131948179195),  # Φ(−2)
     (0.02, 0.05, "undecided", 0.6554217416103242),  # Φ(0.4)
     (0.01, 0.0, "promoted", 1.0),  # every row where the two differ labeled: the difference is exact
-    (0.0, 0.0, "undecided", 0.5),
+    (0.0, 0.0, "refused", 0.5),  # exactly as accurate as the rule on every row that matters: no better than it
+    (0.0, 0.05, "undecided", 0.5),
 ])
 def test_a_first_version_with_labels_against_the_majority_rule_is_decided_by_them(difference, se, decision, p):
     # the labels of the pair (new version, majority-class rule) alone decide, beyond the source's reach or not:
@@ -481,6 +482,11 @@ def test_gate_with_labels_decides_by_them_and_exact_labels_settle_it():
     tie = gate(new, _meh(), shared_source=True, n_boot=30, random_state=1, labels=(0.0, 0.05, 10))
     assert tie.decision == "undecided" and 0.4 < tie.p_better < 0.7 and tie.details["prior_weight"] < 0.1
     assert "larger label budget" in tie.reason
+    # an exact tie (every disagreement row labeled, 0 ± 0): no label can move it, and the new version gains
+    # nothing — kept, not undecided with advice no budget can follow (helper-30's Carseats sweep)
+    exact = gate(new, _meh(), shared_source=True, n_boot=30, random_state=1, labels=(0.0, 0.0, 18))
+    assert exact.decision == "kept" and exact.p_better == 0.5
+    assert "every row where the two disagree is labeled and they are equally accurate" in exact.reason
     # the labels path skips the reach test: the labels observe the batch
     far = gate(new, _meh(), shared_source=True, n_boot=30, random_state=1, new_auc=0.99, labels=(0.2, 0.01, 50))
     assert far.decision == "promoted"

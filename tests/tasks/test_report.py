@@ -64,8 +64,10 @@ def test_an_undecided_gate_says_which_labels_settle_it() -> None:
     assert note == ("the gate is undecided: label the rows where the new version and the champion disagree "
                     "(--label-budget 30 --label-plan pair)")
     (later,) = cautions(base | {"n_target": 500, "champion": undecided | {"labels": 40}})
-    assert later.endswith("(--label-budget 50 --label-plan pair; 40 labels so far: a larger budget with the filled "
-                          "file plans the next round)")
+    assert later.endswith("(--label-budget 90 --label-plan pair; 40 labels so far: a larger budget with the filled "
+                          "file plans the next round)")  # 40 + 50: a budget the next round can add rows with
+    (most,) = cautions(base | {"n_target": 60, "champion": undecided | {"labels": 40}})
+    assert "(--label-budget 60 --label-plan pair; 40 labels so far" in most  # at most the batch's rows
     for decided in ("promoted", "kept", "refused"):
         assert cautions(base | {"champion": undecided | {"gate_decision": decided}}) == []
     # a first version (no champion) left undecided: the pair is it and the majority-class rule
@@ -74,7 +76,7 @@ def test_an_undecided_gate_says_which_labels_settle_it() -> None:
                      "majority-class rule disagree (--label-budget 30 --label-plan pair); the labels then decide "
                      "whether it serves")
     (again,) = cautions(base | {"n_target": 500, "champion": undecided | {"incumbent_version": None, "labels": 50}})
-    assert "(--label-budget 50 --label-plan pair; 50 labels so far: a larger budget with the filled file plans the " \
+    assert "(--label-budget 100 --label-plan pair; 50 labels so far: a larger budget with the filled file plans the " \
            "next round); the labels then decide whether it serves" in again
 
 
