@@ -149,7 +149,7 @@ class OverlapVerdict:
                     f"source, {self.outside_share:.0%} of the batch beyond the source)")
         return ("overlap POOR: " + "; ".join(self.reasons) + ". The estimates cannot be trusted on the rows the "
                 "source does not reach and their intervals are widened to say so; label some target rows "
-                "(--label-budget) to know")
+                "(`shiftflow retrain --label-budget`) to know")
 
 
 def outside_share(source_scores: Any, target_scores: Any, *, quantile: float = 0.99) -> float:

@@ -30,6 +30,15 @@ def test_a_batch_with_an_estimate() -> None:
     ]
 
 
+def test_a_champion_that_predicts_one_class_is_named() -> None:
+    # Salaries (helper-30's sweep): "predicted: AssocProf 132" beside an estimate of 1.000 whose truth was 0.045
+    lines = summary_lines(SUMMARY | {"predicted": {"AssocProf": 131, "Prof": 1}, "rows": 132})
+    assert lines[2] == ("note: v3 predicts 'AssocProf' for 99% of this batch: its accuracy is that class's share of "
+                        "the batch, which no label-free estimate can tell; label some rows, or retrain (`shiftflow "
+                        "retrain --label-budget`)")
+    assert not any(s.startswith("note") for s in summary_lines(SUMMARY | {"predicted": {"No": 328, "Yes": 4}}))  # 98.8 %
+
+
 def test_without_evidence_there_is_no_estimate() -> None:
     lines = summary_lines(SUMMARY | {"monitor": None})
     assert lines[2:] == ["no accuracy estimate: the version keeps no evidence for one (see the run's log)"]
