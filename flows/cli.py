@@ -346,8 +346,9 @@ def labels_request_lines(lab: dict[str, Any]) -> list[str]:
     """What a run that stopped for target labels prints (the labels task's ``awaiting_labels`` result): the file to
     fill and how to resume; why fewer rows than the budget; and no file at all when the plan drew no row (a pair
     that predicts the same class on every target row: no label can tell them apart)."""
-    other = (lab.get("learners") or ["the champion"])[-1]
-    other = "the majority-class rule" if other == "majority-class rule" else "the champion"
+    from tasks.served import RULE  # imported once the run is over (tasks.served imports MLflow)
+
+    other = f"the {RULE}" if (lab.get("learners") or [""])[-1] == RULE else "the champion"
     who = "the candidates" if not lab.get("pair") else f"{lab['pair']} and {other} (label_plan pair)"
     if lab.get("n_planned", lab["n_rows"]) == 0:
         return [f"shiftflow: nothing to label: {who} predict the same class on every target row, so no label can "

@@ -14,7 +14,7 @@ from prefect import flow, runtime
 from prefect.artifacts import create_markdown_artifact
 
 from flows.config import ScoreConfig
-from shiftlib.decisions import ONE_CLASS_SHARE
+from shiftlib.decisions import one_class
 
 
 @flow(name="score", log_prints=True)
@@ -77,9 +77,9 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     lines = [f"scored {summary['rows']} rows with {summary['model']} v{summary['version']} in "
              f"{summary['scored_seconds']:.1f} s → {summary['out']}",
              "predicted: " + ", ".join(f"{k} {n}" for k, n in summary["predicted"].items())]
-    top, n_top = max(summary["predicted"].items(), key=lambda kv: kv[1], default=(None, 0))
-    if summary["rows"] and n_top / summary["rows"] >= ONE_CLASS_SHARE:  # the gate never promotes such a model
-        lines.append(f"note: v{summary['version']} predicts {top!r} for {n_top / summary['rows']:.0%} of this batch: "
+    dominant = one_class(summary["predicted"])  # the gate never promotes such a model
+    if dominant is not None:
+        lines.append(f"note: v{summary['version']} predicts {dominant[0]!r} for {dominant[1]:.0%} of this batch: "
                      "its accuracy is that class's share of the batch, which no label-free estimate can tell; label "
                      "some rows, or retrain (`shiftflow retrain --label-budget`)")
     mon = summary["monitor"]

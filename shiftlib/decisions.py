@@ -28,6 +28,7 @@ already computed; nothing here is fitted again.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
@@ -64,6 +65,7 @@ __all__ = [
     "baseline_components",
     "majority_baseline",
     "majority_margin",
+    "one_class",
     "one_class_share",
     "outside_share",
     "overlap_verdict",
@@ -269,6 +271,27 @@ def one_class_share(P: StoredPredictions) -> float:
     """
     pred = np.argmax(P.proba_target, axis=1)
     return float(np.bincount(pred, minlength=len(P.classes)).max() / len(pred))
+
+
+def one_class(counts: Mapping[Any, int]) -> tuple[Any, float] | None:
+    """The class a model predicts for at least :data:`ONE_CLASS_SHARE` of the rows, and its share, from the
+    counts of its predicted classes (``shiftflow score``'s note; the gate's guard reads :func:`one_class_share`).
+
+    Parameters
+    ----------
+    counts : mapping of class to int
+        How many rows the model gives each class.
+
+    Returns
+    -------
+    tuple of (class, float) or None
+        The dominant class and its share; None when no class reaches :data:`ONE_CLASS_SHARE` (or no rows).
+    """
+    total = sum(counts.values())
+    if not total:
+        return None
+    top, n = max(counts.items(), key=lambda kv: kv[1])
+    return (top, n / total) if n / total >= ONE_CLASS_SHARE else None
 
 
 #: the estimators whose estimate of the majority-class rule's accuracy :func:`baseline_components` pairs with

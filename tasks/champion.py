@@ -405,12 +405,18 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
     est = None if estimate is None else float(estimate["estimate"])
     X_new = evidence[[c for c in evidence.columns if c.startswith("x:")]]
     features = [c[2:] for c in X_new.columns]
-    new_auc = domain_auc(X_new, _today_encoded(store, seed, rows, features), random_state=seed)
-    first = gate(new_P, None, new_estimate=est, confidence=confidence, random_state=seed, new_auc=new_auc,
-                 target_labels=n_labels(labeled),
-                 labels=None if inc is not None else label_difference(store, labeled, chosen, RULE_VERSION))
-    if first.decision == "refused" or inc is None:
+
+    def reach_auc() -> float:  # the new version's reach: read by step 2 (no champion) and step 5, not by a refusal
+        return domain_auc(X_new, _today_encoded(store, seed, rows, features), random_state=seed)
+
+    if inc is None:
+        return gate(new_P, None, new_estimate=est, confidence=confidence, random_state=seed, new_auc=reach_auc(),
+                    target_labels=n_labels(labeled),
+                    labels=label_difference(store, labeled, chosen, RULE_VERSION)), ""
+    first = gate(new_P, None, new_estimate=est, confidence=confidence, random_state=seed)  # step 1's guards
+    if first.decision == "refused":
         return first, ""
+    new_auc = reach_auc()
     shared = inc.tags.get("source_sha256") == source_sha
     held = ("the same source" if shared or source_rows is None
             else heldout_evidence(name, inc, store, new_P, source_rows, seed=seed, rows=rows, today=today))

@@ -25,17 +25,18 @@ def cautions(s: dict[str, Any]) -> list[str]:
     and a chosen candidate that predicts one class for every target row (before any recalibration; its accuracy
     is then that class's share)."""
     out = []
-    budget = min(50, s.get("n_target") or 50)  # a label budget the batch can hold (1 ≤ b ≤ its rows)
+    ch = s.get("champion") or {}
+
+    def budget(so_far: int = 0) -> int:  # a label budget the batch can hold (1 ≤ b ≤ its rows), 50 beyond so_far
+        return min(50 + so_far, s.get("n_target") or 50 + so_far)
+
     est = s.get("estimate") or {}
     labeled = s["selection"].get("fewlabel") or s.get("target_scores")
     if est and est["ci_high"] - est["ci_low"] >= WIDE_INTERVAL and not labeled:
         out.append("a wide interval: the label-free estimators disagree on this shift; label a few target rows "
-                   f"(--label-budget {budget}) to know more")
-    ch = s.get("champion") or {}
+                   f"(--label-budget {budget()}) to know more")
     if ch.get("gate_decision") == "undecided":  # what settles it: labels where the two disagree
-        if ch.get("labels"):  # the next round: a budget larger than the labels so far (as many rows as it holds)
-            budget = min(int(ch["labels"]) + 50, s.get("n_target") or int(ch["labels"]) + 50)
-        flags = (f"--label-budget {budget} --label-plan {UNDECIDED_LABEL_PLAN}"
+        flags = (f"--label-budget {budget(int(ch.get('labels') or 0))} --label-plan {UNDECIDED_LABEL_PLAN}"
                  + (f"; {ch['labels']} labels so far: a larger budget with the filled file plans the next round"
                     if ch.get("labels") else ""))
         if ch.get("incumbent_version") is None:  # a first version: the pair is it and the majority-class rule

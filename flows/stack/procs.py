@@ -170,9 +170,13 @@ def _signal_tree(pgid: int, tree: Mapping[int, int], sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+    _signal_each({p: s for p, s in tree.items() if (st := _proc_stat(p)) is not None and int(st[2]) != pgid}, sig)
+
+
+def _signal_each(tree: Mapping[int, int], sig: int) -> None:
+    """One ``sig`` to each process of ``tree`` ({pid: start time}) still running with its recorded start time."""
     for pid, start in tree.items():
-        st = _proc_stat(pid)
-        if st is not None and int(st[2]) != pgid and is_alive(pid, start):
+        if is_alive(pid, start):
             try:
                 os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
@@ -237,12 +241,7 @@ def stop_others(timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> dict[int, int]:
     me = os.getpid()
     tree = {p: s for p, s in process_tree(me, os.getpgrp()).items() if p != me}
     for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 5.0)):
-        for pid, start in tree.items():
-            if is_alive(pid, start):
-                try:
-                    os.kill(pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
+        _signal_each(tree, sig)
         if _wait_gone(tree, wait_s):
             break
     return tree

@@ -75,8 +75,9 @@ def _descendants(pid: int) -> dict[int, str]:
     return out
 
 
-@pytest.mark.slow
-def test_ui_serves_the_store_and_ctrl_c_stops_every_process(tmp_path: Path) -> None:
+def _ui(tmp_path: Path) -> tuple[subprocess.Popen[str], int, str]:
+    """`shiftflow ui` (as ``python -m flows.ui``) on a free port over a new store with experiment "ui-test", once it
+    says it is up; returns (its process, the port, the experiment id)."""
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -85,9 +86,17 @@ def test_ui_serves_the_store_and_ctrl_c_stops_every_process(tmp_path: Path) -> N
     env = dict(os.environ, SHIFTFLOW_HOME=str(tmp_path / "home"))
     proc = subprocess.Popen([sys.executable, "-m", "flows.ui", "--port", str(port), "--tracking-uri", uri],
                             cwd=PROJECT_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first = proc.stdout.readline()
+    if not first.startswith(f"MLflow UI: http://127.0.0.1:{port}"):
+        proc.kill()
+        pytest.fail(first + proc.stdout.read())
+    return proc, port, exp
+
+
+@pytest.mark.slow
+def test_ui_serves_the_store_and_ctrl_c_stops_every_process(tmp_path: Path) -> None:
+    proc, port, exp = _ui(tmp_path)
     try:
-        first = proc.stdout.readline()
-        assert first.startswith(f"MLflow UI: http://127.0.0.1:{port}"), first + proc.stdout.read()
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/get-by-name"
                                     "?experiment_name=ui-test", timeout=30) as resp:
             assert json.load(resp)["experiment"]["experiment_id"] == exp  # the UI reads this store
@@ -122,18 +131,9 @@ def test_ui_serves_the_store_and_ctrl_c_stops_every_process(tmp_path: Path) -> N
 def test_a_ui_killed_outright_takes_its_server_down(tmp_path: Path) -> None:
     """The server lives in a session of its own (Ctrl-C reaches `shiftflow ui` first, which stops it); a SIGKILLed
     `shiftflow ui` once left it running for an hour. Its guard (flows.stack.guard) now stops it and uvicorn."""
-    from mlflow.tracking import MlflowClient
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    MlflowClient(uri).create_experiment("ui-test", artifact_location=(tmp_path / "art").as_uri())
-    port = free_port()
-    env = dict(os.environ, SHIFTFLOW_HOME=str(tmp_path / "home"))
-    proc = subprocess.Popen([sys.executable, "-m", "flows.ui", "--port", str(port), "--tracking-uri", uri],
-                            cwd=PROJECT_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc, port, _ = _ui(tmp_path)
     children: dict[int, str] = {}
     try:
-        first = proc.stdout.readline()
-        assert first.startswith(f"MLflow UI: http://127.0.0.1:{port}"), first + proc.stdout.read()
         children = _descendants(proc.pid)
         assert any("uvicorn" in c or "gunicorn" in c for c in children.values()), children  # the server's own child
         proc.kill()

@@ -105,6 +105,15 @@ def test_one_class_share():
     assert one_class_share(P) == pytest.approx(0.75)
 
 
+def test_one_class_names_the_class_predicted_for_at_least_99_percent_of_the_rows():
+    from shiftlib.decisions import one_class
+
+    assert one_class({"AssocProf": 131, "Prof": 1}) == ("AssocProf", 131 / 132)  # 99.2 %
+    assert one_class({"b": 99, "a": 1}) == ("b", 0.99)  # exactly the threshold
+    assert one_class({"No": 328, "Yes": 4}) is None  # 98.8 %
+    assert one_class({}) is None and one_class({"a": 0}) is None
+
+
 def test_majority_baseline_without_shift_is_the_source_share():
     # target rows = source rows: π_s, the mean calibrated posterior (isotonic keeps the class mean), EM's fixed
     # point and BBSE's solution are all π_s(0) = 0.6
