@@ -155,8 +155,16 @@ def rule_pair_labels(new: R.Version, Xs: pd.DataFrame, ys: np.ndarray, Xt: pd.Da
     return float(est.theta[0] - est.theta[1]), float(np.sqrt(max(var, 0.0))), len(plan.rows)
 
 
-def first_nights(spec: SeqSpec, enc: R.Encoded, seed: int, names: tuple[str, ...]) -> list[dict[str, Any]]:
-    """One row per (night, arm): the first version fitted on batch i − 1 and judged on batch i."""
+#: this study's arms: name → the step-2 switches passed to ``gate`` (revision 8's FIRST_MARGIN off in both: it came
+#: after this study, ``replications/decisions_margin.py``)
+ARMS: tuple[tuple[str, dict[str, bool]], ...] = (("rev6", {"first_reach": False, "first_margin": False}),
+                                                 ("rev7", {"first_reach": True, "first_margin": False}))
+
+
+def first_nights(spec: SeqSpec, enc: R.Encoded, seed: int, names: tuple[str, ...],
+                 arms: tuple[tuple[str, dict[str, bool]], ...] = ARMS) -> list[dict[str, Any]]:
+    """One row per (night, arm): the first version fitted on batch i − 1 and judged on batch i; ``arms``: name →
+    the step-2 switches of ``gate``."""
     from shiftlib.decisions import domain_auc, gate
 
     batches = R.build_batches(spec, enc, seed)
@@ -172,9 +180,9 @@ def first_nights(spec: SeqSpec, enc: R.Encoded, seed: int, names: tuple[str, ...
         base = {"sequence": spec.name, "kind": spec.kind, "table": spec.table, "night": i, "n_source": len(ys),
                 "n_target": len(yt), "new_learner": new.learner, "acc_new": acc_new, "rule_acc": rule,
                 "new_auc": new_auc}
-        for arm, first_reach in (("rev6", False), ("rev7", True)):
-            d = gate(new.stored, None, new_auc=new_auc, first_reach=first_reach, random_state=seed)
-            row = base | {"arm": arm, "decision_free": d.decision, "reason_free": d.reason,
+        for arm, switches in arms:
+            d = gate(new.stored, None, new_auc=new_auc, random_state=seed, **switches)
+            row = base | {"arm": arm, "decision_free": d.decision, "reason_free": d.reason, "p_free": d.p_better,
                           "majority_margin": d.details["majority_margin"], "labels_asked": 0,
                           "decision": d.decision}
             if d.decision == "undecided":

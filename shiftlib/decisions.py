@@ -65,6 +65,8 @@ __all__ = [
     "baseline_components",
     "majority_baseline",
     "majority_margin",
+    "margin_draws",
+    "p_beats_rule",
     "one_class",
     "one_class_share",
     "outside_share",
@@ -111,6 +113,14 @@ REACH_GUARD = "promote"
 #: as step 5 does not promote over a champion on such evidence; its margin over the majority-class rule is itself a
 #: label-free estimate where the source has no rows) or ``promoted`` (False, revisions 1–6)
 FIRST_REACH = True
+#: step 2 of :func:`gate` for a first version whose source reaches the batch, without target labels: promote only
+#: when P(it is more accurate than the majority-class rule on the batch) ≥ ``promote_confidence``, P read off the
+#: resampled margin (:func:`p_beats_rule`), as step 5 reads P off the pair's joint resamples; ``refused`` when P ≤
+#: 1 − it, else ``undecided`` (True, revision 8). False (revisions 1–7): promote on any positive estimated margin
+FIRST_MARGIN = False
+#: rows per side (source, batch) above which :func:`margin_draws` resamples a common fraction of each side and
+#: rescales the draws (the m-out-of-n bootstrap), so the gate's cost stops growing with the table
+MARGIN_ROWS = 2000
 #: the share of the new version's source rows that the served champion must never have been fitted on for the gate
 #: to estimate the champion on those rows (:func:`heldout_pair`; revision 5, adopted by a rule fixed before its run on
 #: tables no replay had used, ``reports/decisions_heldout_champion2.md``: missed improvements 6 against 10, harmful
@@ -373,6 +383,79 @@ def majority_margin(P: StoredPredictions) -> float:
 
     base = baseline_components(P)
     return float(np.median([point_estimate(P, m) - b for m, b in base.items()]))
+
+
+def margin_draws(P: StoredPredictions, *, n_boot: int | None = None, rows: int = MARGIN_ROWS,
+                 random_state: int | None = None) -> tuple[float, np.ndarray]:
+    """:func:`majority_margin` and ``n_boot`` bootstrap draws of it: each draw resamples the source rows (the
+    calibration) and the batch rows (what both the model and the rule are judged on), as
+    ``shiftlib.estimation.paired_draws`` resamples a pair. Both members of each of the margin's pairs are
+    recomputed on the same resample, so what they share cancels in the draws as it does in the margin.
+
+    Above ``rows`` rows on either side each draw takes the same fraction f = ``rows`` / (the larger side) of both
+    sides, and the draw is rescaled to the full tables, margin + √f (draw − margin): the m-out-of-n bootstrap
+    (Bickel, Götze & van Zwet 1997), whose spread shrinks as 1/√n as the full tables' does.
+
+    Parameters
+    ----------
+    P : StoredPredictions
+        The model's stored predictions on the batch (``shiftlib.estimation.StoredPredictions``).
+    n_boot : int, optional
+        Resamples (None: ``shiftlib.estimation.N_BOOT``), at least 2.
+    rows : int, default MARGIN_ROWS
+        Rows per side above which a draw resamples a fraction of each side.
+    random_state : int, optional
+        Seed of the resampling.
+
+    Returns
+    -------
+    tuple of (float, numpy.ndarray)
+        The margin on the full tables, and its ``n_boot`` draws.
+    """
+    from shiftlib.estimation import N_BOOT, StoredPredictions
+
+    n_boot = N_BOOT if n_boot is None else n_boot
+    if not isinstance(n_boot, int | np.integer) or n_boot < 2:
+        raise ValueError(f"n_boot must be an integer ≥ 2 bootstrap resamples; got {n_boot!r}")
+    if not isinstance(rows, int | np.integer) or rows < 2:
+        raise ValueError(f"rows must be an integer ≥ 2; got {rows!r}")
+    margin = majority_margin(P)
+    n_s, n_t = len(P.y_source), len(P.proba_target)
+    f = min(1.0, rows / max(n_s, n_t))
+    m_s, m_t = max(2, math.ceil(f * n_s)), max(2, math.ceil(f * n_t))
+    rng = np.random.default_rng(random_state)
+    draws = np.empty(int(n_boot))
+    for i in range(int(n_boot)):
+        r, t = rng.integers(0, n_s, m_s), rng.integers(0, n_t, m_t)
+        sub = StoredPredictions(P.learner, P.classes, P.y_source[r], P.proba_source[r], P.proba_target[t],
+                                P.folds[r], None if P.weights is None else P.weights[r])
+        draws[i] = majority_margin(sub)
+    return margin, margin + math.sqrt(f) * (draws - margin)
+
+
+def p_beats_rule(P: StoredPredictions, *, n_boot: int | None = None, rows: int = MARGIN_ROWS,
+                 random_state: int | None = None) -> tuple[float, float]:
+    """P(``P``'s model is more accurate on the batch than the majority-class rule): the share of
+    :func:`margin_draws` above 0, ties counted half, as :func:`p_better` reads a pair's joint draws.
+
+    Parameters
+    ----------
+    P : StoredPredictions
+        The model's stored predictions on the batch (``shiftlib.estimation.StoredPredictions``).
+    n_boot : int, optional
+        Resamples (None: ``shiftlib.estimation.N_BOOT``).
+    rows : int, default MARGIN_ROWS
+        Rows per side above which a draw resamples a fraction of each side (:func:`margin_draws`).
+    random_state : int, optional
+        Seed of the resampling.
+
+    Returns
+    -------
+    tuple of float
+        (P, the margin on the full tables).
+    """
+    margin, draws = margin_draws(P, n_boot=n_boot, rows=rows, random_state=random_state)
+    return float(np.mean(draws > 0) + 0.5 * np.mean(draws == 0)), margin
 
 
 def champion_predictions(stored: StoredPredictions, proba_target: Any, X_source: Any, X_target: Any, *,
@@ -690,8 +773,8 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
          new_estimate: float | None = None, confidence: float = PROMOTE_CONFIDENCE, shared_source: bool = False,
          new_auc: float | None = None, champion_auc: float | None = None,
          labels: tuple[float, float, int] | None = None, unvouched: str = UNVOUCHED_CHAMPION,
-         reach: str = REACH_GUARD, first_reach: bool = FIRST_REACH, target_labels: int = 0,
-         n_boot: int | None = None, random_state: int | None = None) -> GateDecision:
+         reach: str = REACH_GUARD, first_reach: bool = FIRST_REACH, first_margin: bool = FIRST_MARGIN,
+         target_labels: int = 0, n_boot: int | None = None, random_state: int | None = None) -> GateDecision:
     """Decide whether ``new`` replaces the served ``champion`` (both as stored predictions on today's batch).
 
     ``new_auc`` / ``champion_auc``: :func:`domain_auc` of each model's source rows against today's batch
@@ -707,7 +790,10 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
        made where the source has no rows. With ``labels`` (then the labels' estimate of new − the
        majority-class rule, from a plan for that pair) the labels alone decide: ``promoted`` when
        P = Φ(difference / se) ≥ ``confidence``, ``refused`` when P ≤ 1 − it, else ``undecided``; with other target
-       labels (``target_labels``: they chose the model) step 2 promotes.
+       labels (``target_labels``: they chose the model) step 2 promotes. Without target labels and with
+       ``first_margin`` (:data:`FIRST_MARGIN`, revision 8), a version whose source reaches the batch is weighed
+       against the rule as step 5 weighs it against a champion: P = :func:`p_beats_rule`, ``promoted`` when
+       P ≥ ``confidence``, ``refused`` when P ≤ 1 − it, else ``undecided`` (the pair's labels decide).
     3. ``kept`` when new predicts the champion's class on every batch row (equally accurate on it).
     4. When nothing vouches for the champion on this batch and the new version's source reaches it — the
        champion's source does not reach the batch (``champion_auc`` ≥ :data:`OVERLAP_AUC`), it predicts one
@@ -752,6 +838,9 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
         (``promote``), or a keep too (``both``).
     first_reach : bool, default FIRST_REACH
         Step 2: a first version whose source does not reach the batch is ``undecided`` without target labels.
+    first_margin : bool, default FIRST_MARGIN
+        Step 2: a first version within reach is promoted only when P(more accurate than the majority-class rule)
+        ≥ ``confidence``.
     target_labels : int, default 0
         How many target labels the run's choice rests on (step 2: with any, the reach test is skipped).
     n_boot : int, optional
@@ -783,6 +872,8 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
                 f"≥ {OVERLAP_AUC}): its estimated margin over the majority-class rule "
                 f"({details['majority_margin']:+.3f}) rests on no rows like the batch's, so nothing serves until "
                 "target labels decide"), details)
+        if first_margin and not target_labels:
+            return _first_margin_gate(new, confidence, n_boot, random_state, details)
         return GateDecision("promoted", float("nan"), "no champion to compare with", details)
     if np.array_equal(np.argmax(champion.proba_target, axis=1), np.argmax(new.proba_target, axis=1)):
         return GateDecision("kept", 0.5, "it predicts the champion's class on every batch row: nothing to gain",
@@ -839,10 +930,11 @@ def _unlabeled_gate(new: StoredPredictions, champion: StoredPredictions, confide
 
 
 def _three_way(p: float, confidence: float, said: str, low: str, stays: str, details: dict[str, Any],
-               tie: bool = False) -> GateDecision:
+               tie: bool = False, undecided: str | None = None) -> GateDecision:
     """``promoted`` when P ≥ ``confidence``, ``low`` (kept / refused) when P ≤ 1 − it, else ``undecided``; ``low``
     too on an exact ``tie`` (the labels cover every row where the two disagree, and they are equally accurate
-    there: no further label can change that, and the new version gains nothing)."""
+    there: no further label can change that, and the new version gains nothing). ``undecided``: the reason
+    for an undecided gate (default: labels so far, a larger budget continues their plan)."""
     if tie:
         return GateDecision(low, p, f"{said}: every row where the two disagree is labeled and they are equally "
                             "accurate on this batch, so the new version gains nothing"
@@ -852,8 +944,19 @@ def _three_way(p: float, confidence: float, said: str, low: str, stays: str, det
     if p <= 1.0 - confidence:
         return GateDecision(low, p, f"{said} ≤ {1.0 - confidence:.2g}" + (": it must not serve" if low == "refused"
                                                                           else ""), details)
-    return GateDecision("undecided", p, f"{said}: still not sure, {stays}; a larger label budget continues the plan",
-                        details)
+    return GateDecision("undecided", p, undecided or f"{said}: still not sure, {stays}; a larger label budget "
+                        "continues the plan", details)
+
+
+def _first_margin_gate(new: StoredPredictions, confidence: float, n_boot: int | None, random_state: int | None,
+                       details: dict[str, Any]) -> GateDecision:
+    """Step 2 without labels (revision 8): the first version against the majority-class rule by P from the
+    resampled margin (:func:`p_beats_rule`)."""
+    p, margin = p_beats_rule(new, n_boot=n_boot, random_state=random_state)
+    said = (f"no champion to compare with; P(more accurate than the majority-class rule on this batch) = {p:.2f} "
+            f"(estimated margin {margin:+.3f})")
+    return _three_way(p, confidence, said, "refused", "nothing serves", details,
+                      undecided=f"{said}: not sure it beats the rule, so nothing serves until target labels decide")
 
 
 def _rule_labeled_gate(labels: tuple[float, float, int], confidence: float, details: dict[str, Any]

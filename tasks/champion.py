@@ -413,7 +413,8 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
         return gate(new_P, None, new_estimate=est, confidence=confidence, random_state=seed, new_auc=reach_auc(),
                     target_labels=n_labels(labeled),
                     labels=label_difference(store, labeled, chosen, RULE_VERSION)), ""
-    first = gate(new_P, None, new_estimate=est, confidence=confidence, random_state=seed)  # step 1's guards
+    first = gate(new_P, None, new_estimate=est, confidence=confidence, random_state=seed,  # step 1's guards
+                 first_margin=False)
     if first.decision == "refused":
         return first, ""
     new_auc = reach_auc()

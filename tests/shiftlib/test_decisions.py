@@ -26,9 +26,11 @@ from shiftlib.decisions import (
     heldout_pair,
     majority_baseline,
     majority_margin,
+    margin_draws,
     one_class_share,
     outside_share,
     overlap_verdict,
+    p_beats_rule,
     p_better,
     widen_for_overlap,
     with_labels,
@@ -440,6 +442,80 @@ def test_a_first_version_with_labels_against_the_majority_rule_is_decided_by_the
     # step 1 still comes first: a one-class first version is refused whatever the labels say
     champ, _ = _pair()
     assert gate(champ, None, labels=(0.3, 0.01, 40)).decision == "refused"
+
+
+def _noisy(n_s: int = 40, n_t: int = 30, seed: int = 3) -> StoredPredictions:
+    """Noisy two-class predictions with weights: a model right on about 80 % of the rows."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n_s)
+    y[:3], y[3:6] = 0, 1
+
+    def noisy(codes: np.ndarray) -> np.ndarray:
+        p = np.clip(_onehot(codes, conf=0.8) + rng.normal(0, 0.1, (len(codes), 2)), 0.01, None)
+        return p / p.sum(axis=1, keepdims=True)
+
+    return StoredPredictions("m", np.array([0, 1]), y, noisy(y), noisy(rng.integers(0, 2, n_t)),
+                             np.arange(n_s) % 2, rng.uniform(0.5, 1.5, n_s))
+
+
+def _resampled(P: StoredPredictions, r: np.ndarray, t: np.ndarray) -> StoredPredictions:
+    return StoredPredictions(P.learner, P.classes, P.y_source[r], P.proba_source[r], P.proba_target[t], P.folds[r],
+                             P.weights[r])
+
+
+def test_margin_draws_recompute_the_margin_on_both_sides_resampled_and_rescale_beyond_rows():
+    # an independent loop over the same seed's resamples: each draw is majority_margin on the resampled source and
+    # batch rows; beyond `rows` each side keeps the fraction f = 20/40 (20 source rows, 15 batch rows) and the draw
+    # is the m-out-of-n bootstrap's margin + √f (draw − margin)
+    P = _noisy()
+    margin, draws = margin_draws(P, n_boot=5, rows=100, random_state=7)
+    assert margin == majority_margin(P)
+    g = np.random.default_rng(7)
+    for d in draws:
+        r, t = g.integers(0, 40, 40), g.integers(0, 30, 30)
+        assert d == pytest.approx(majority_margin(_resampled(P, r, t)), abs=1e-12)
+    _, sub = margin_draws(P, n_boot=5, rows=20, random_state=7)
+    g = np.random.default_rng(7)
+    for d in sub:
+        r, t = g.integers(0, 40, 20), g.integers(0, 30, 15)
+        assert d == pytest.approx(margin + math.sqrt(0.5) * (majority_margin(_resampled(P, r, t)) - margin), abs=1e-12)
+    p, m = p_beats_rule(P, n_boot=5, rows=100, random_state=7)
+    assert m == margin and p == pytest.approx(np.mean(draws > 0) + 0.5 * np.mean(draws == 0))
+    with pytest.raises(ValueError, match="n_boot"):
+        margin_draws(P, n_boot=1)
+
+
+def _weak() -> StoredPredictions:
+    """A model that answers like the majority-class rule (class 0) except on 4 of 40 source rows, right on 3 of
+    them (cv: 26/40 against the rule's 24/40, a margin of +0.05), and on 3 of 30 batch rows."""
+    y = np.r_[np.zeros(24, int), np.ones(16, int)]
+    pred = np.zeros(40, int)
+    pred[[0, 24, 25, 26]] = 1
+    pred_t = np.zeros(30, int)
+    pred_t[[0, 18, 19]] = 1
+    return StoredPredictions("weak", np.array([0, 1]), y, _onehot(pred, conf=0.7), _onehot(pred_t, conf=0.7),
+                             np.arange(40) % 2, np.r_[np.full(20, 0.8), np.full(20, 1.2)])
+
+
+def test_a_first_version_within_reach_is_weighed_against_the_majority_rule():
+    # revision 8 (FIRST_MARGIN): without a champion and without labels, P = p_beats_rule decides as P(better)
+    # decides against a champion. A model right with 90 % confidence on every source row is surely better than the
+    # rule (P = 1); the weak one's margin (+0.05) rests on 4 source rows, so P lies between the levels
+    _, sure = _pair()
+    d = gate(sure, None, new_auc=0.6, n_boot=30, random_state=1, first_margin=True)
+    assert d.decision == "promoted" and d.p_better == 1.0
+    assert d.reason.startswith("no champion to compare with; P(more accurate than the majority-class rule on this "
+                               f"batch) = 1.00 (estimated margin {majority_margin(sure):+.3f}) ≥ 0.9")
+    P = _weak()
+    p, margin = p_beats_rule(P, n_boot=30, random_state=1)
+    assert margin == pytest.approx(0.05) and 0.1 < p < 0.9
+    d = gate(P, None, n_boot=30, random_state=1, first_margin=True)
+    assert d.decision == "undecided" and d.p_better == p
+    assert d.reason.endswith("not sure it beats the rule, so nothing serves until target labels decide")
+    assert gate(P, None, n_boot=30, random_state=1, first_margin=False).decision == "promoted"  # revisions 1–7
+    labeled = gate(P, None, n_boot=30, random_state=1, first_margin=True, target_labels=30)
+    assert labeled.decision == "promoted"  # the labels chose it
+    assert gate(P, None, n_boot=30, random_state=1, first_margin=True, confidence=p - 1e-9).decision == "promoted"
 
 
 @pytest.mark.heavy
