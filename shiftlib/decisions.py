@@ -116,8 +116,10 @@ FIRST_REACH = True
 #: step 2 of :func:`gate` for a first version whose source reaches the batch, without target labels: promote only
 #: when P(it is more accurate than the majority-class rule on the batch) ≥ ``promote_confidence``, P read off the
 #: resampled margin (:func:`p_beats_rule`), as step 5 reads P off the pair's joint resamples; ``refused`` when P ≤
-#: 1 − it, else ``undecided`` (True, revision 8). False (revisions 1–7): promote on any positive estimated margin
-FIRST_MARGIN = False
+#: 1 − it, else ``undecided`` (True, revision 8). False (revisions 1–7): promote on any positive estimated margin.
+#: Adopted by a rule fixed before its run on tables no replay had used (``reports/decisions_margin.md``: harmful
+#: first promotions 1 against 4, good first versions held back 3 against 3, in 48 first versions)
+FIRST_MARGIN = True
 #: rows per side (source, batch) above which :func:`margin_draws` resamples a common fraction of each side and
 #: rescales the draws (the m-out-of-n bootstrap), so the gate's cost stops growing with the table
 MARGIN_ROWS = 2000

@@ -61,6 +61,7 @@ def summary_markdown(s: dict[str, Any], scores: list[dict[str, Any]]) -> str:
              f"- **choice: {s['selection']['chosen']}** (selector `{s['selection']['selector']}`)",
              *_fewlabel_bullet(s["selection"]),
              *est_bullet,
+             *([] if (pair := pair_labels_sentence(s)) is None else [f"- target labels: {pair}"]),
              *(f"- **note**: {c}" for c in cautions(s)),
              f"- drift: {'**detected**' if d['drifted'] else 'not detected'} (domain AUC {d['domain_auc']:.3f}, "
              f"MMD p = {d['mmd_pvalue']:.3g}); drifting features: {', '.join(d['drifted_features'][:5]) or 'none'}",
@@ -113,12 +114,30 @@ def summary_markdown(s: dict[str, Any], scores: list[dict[str, Any]]) -> str:
 
 
 def gate_words(champion: dict[str, Any]) -> str:
-    """`` (undecided, P = 0.62)``: the gate's decision and the probability it rests on, after the alias."""
+    """`` (undecided, P(new more accurate) = 0.62)``: the gate's decision and the probability it rests on, after the
+    alias; without a champion (a first version) P is against the majority-class rule."""
     gate = champion.get("gate_decision")
     if not gate:
         return ""
     p = champion.get("p_better")
-    return f" ({gate}" + (f", P(new more accurate) = {p:.2f}" if p is not None and p == p else "") + ")"
+    what = ("new more accurate" if champion.get("incumbent_version") is not None
+            else "more accurate than the majority-class rule")
+    return f" ({gate}" + (f", P({what}) = {p:.2f}" if p is not None and p == p else "") + ")"
+
+
+def pair_labels_sentence(s: dict[str, Any]) -> str | None:
+    """What the labels of a pair plan measure, or None: they were drawn where the new version and the champion (or,
+    for a first version, the majority-class rule) disagree, so they weigh the two against each other (the gate's
+    P) and leave the new version's own accuracy, which rests mostly on the rows where the two agree, to the
+    label-free estimate. None without labels, or with labels of a plan over every candidate (those choose the model
+    and enter its estimate)."""
+    n, champ = s["champion"].get("labels"), s["champion"]
+    if not n or s["selection"].get("fewlabel"):
+        return None
+    other = "the majority-class rule" if champ.get("incumbent_version") is None else f"v{champ['incumbent_version']}"
+    return (f"the {n} target labels were drawn where {s['selection']['chosen']} and {other} disagree: they measure "
+            "the difference between the two (the registry's P), not the accuracy of either, so the estimated "
+            "accuracy is label-free")
 
 
 def fewlabel_sentence(selection: dict[str, Any]) -> str | None:

@@ -201,8 +201,9 @@ def test_gate_promotes_keeps_and_refuses():
     assert d.decision == "promoted" and d.p_better == 1.0
     assert gate(_meh(), new, shared_source=True, n_boot=30, random_state=1).decision == "kept"
     assert gate(champ, new, shared_source=True, n_boot=30, random_state=1).decision == "refused"  # one class
-    first = gate(new, None)
-    assert first.decision == "promoted" and math.isnan(first.p_better)
+    first = gate(new, None)  # no champion: P(more accurate than the majority-class rule), revision 8
+    assert first.decision == "promoted" and first.p_better == 1.0
+    assert math.isnan(gate(new, None, first_margin=False).p_better)  # revisions 1–7: no P without a champion
     same = gate(new, new)
     assert same.decision == "kept" and "every batch row" in same.reason
 
@@ -501,15 +502,18 @@ def test_a_first_version_within_reach_is_weighed_against_the_majority_rule():
     # revision 8 (FIRST_MARGIN): without a champion and without labels, P = p_beats_rule decides as P(better)
     # decides against a champion. A model right with 90 % confidence on every source row is surely better than the
     # rule (P = 1); the weak one's margin (+0.05) rests on 4 source rows, so P lies between the levels
+    from shiftlib.decisions import FIRST_MARGIN
+
+    assert FIRST_MARGIN is True  # what ships (reports/decisions_margin.md)
     _, sure = _pair()
-    d = gate(sure, None, new_auc=0.6, n_boot=30, random_state=1, first_margin=True)
+    d = gate(sure, None, new_auc=0.6, n_boot=30, random_state=1)
     assert d.decision == "promoted" and d.p_better == 1.0
     assert d.reason.startswith("no champion to compare with; P(more accurate than the majority-class rule on this "
                                f"batch) = 1.00 (estimated margin {majority_margin(sure):+.3f}) ≥ 0.9")
     P = _weak()
     p, margin = p_beats_rule(P, n_boot=30, random_state=1)
     assert margin == pytest.approx(0.05) and 0.1 < p < 0.9
-    d = gate(P, None, n_boot=30, random_state=1, first_margin=True)
+    d = gate(P, None, n_boot=30, random_state=1)
     assert d.decision == "undecided" and d.p_better == p
     assert d.reason.endswith("not sure it beats the rule, so nothing serves until target labels decide")
     assert gate(P, None, n_boot=30, random_state=1, first_margin=False).decision == "promoted"  # revisions 1–7

@@ -91,3 +91,34 @@ def test_summary_says_the_shift_regime_beside_the_overlap() -> None:
                             "with the source classes re-weighted by the EM prior 0.503, p 0.81); reported only")
     unknown = summary_markdown(SUMMARY | {"selection": sel, "estimate": est | {"regime": "unknown"}}, SCORES[2:])
     assert "shift regime" not in unknown
+
+
+def test_gate_words_name_what_the_new_version_is_weighed_against() -> None:
+    """P is against the champion when there is one, else against the majority-class rule (revisions 7 and 8)."""
+    from tasks.report import gate_words
+
+    champ = SUMMARY["champion"] | {"gate_decision": "undecided", "p_better": 0.62, "incumbent_version": "1"}
+    assert gate_words(champ) == " (undecided, P(new more accurate) = 0.62)"
+    first = champ | {"gate_decision": "promoted", "p_better": 0.97, "incumbent_version": None}
+    assert gate_words(first) == " (promoted, P(more accurate than the majority-class rule) = 0.97)"
+    assert gate_words(first | {"p_better": float("nan")}) == " (promoted)"
+    assert gate_words(SUMMARY["champion"]) == ""
+
+
+def test_labels_of_a_pair_plan_are_said_to_measure_the_difference_not_the_accuracy() -> None:
+    """A pair plan's labels decide the gate; the estimate line stays label-free and the summary says why."""
+    from tasks.report import pair_labels_sentence
+
+    sel = {"chosen": "LR", "selector": "scv", "agreement": None}
+    champ = SUMMARY["champion"] | {"gate_decision": "promoted", "p_better": 0.97, "incumbent_version": None,
+                                   "labels": 50}
+    said = ("the 50 target labels were drawn where LR and the majority-class rule disagree: they measure the "
+            "difference between the two (the registry's P), not the accuracy of either, so the estimated accuracy "
+            "is label-free")
+    s = SUMMARY | {"selection": sel, "champion": champ}
+    assert pair_labels_sentence(s) == said
+    assert f"- target labels: {said}" in summary_markdown(s, SCORES[2:])
+    assert "LR and v3 disagree" in pair_labels_sentence(s | {"champion": champ | {"incumbent_version": "3"}})
+    assert pair_labels_sentence(s | {"champion": champ | {"labels": None}}) is None  # no labels
+    chose = sel | {"fewlabel": {"p_best": {"LR": 0.9}, "n_labels": 50}}  # a candidates plan: they enter the estimate
+    assert pair_labels_sentence(s | {"selection": chose}) is None
