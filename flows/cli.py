@@ -384,6 +384,9 @@ def _retrain(ns: argparse.Namespace) -> int:
         print(f"shiftflow: warning: {note}")
     api = early_api()  # only now: a refused input never starts (or writes) anything
     from flows.retrain import retrain, tracking_store  # imports while the API boots
+    from flows.stack.procs import raise_if_stopped
+
+    raise_if_stopped()  # a Ctrl-C during those imports that something swallowed
 
     flow_fn = retrain if runner is None else retrain.with_options(task_runner=runner[1])
     if not debug_enabled(ns):

@@ -11,6 +11,8 @@ from typing import Any
 
 from prefect.futures import as_completed
 
+from flows.stack.procs import raise_if_stopped
+
 
 def _eta(done: int, total: int, elapsed: float) -> str:
     return "" if done >= total else f", about {elapsed / done * (total - done):.0f} s left"
@@ -41,7 +43,9 @@ def run_mapped(task: Any, args: tuple[Any, ...], items: Sequence[tuple[Any, ...]
 @contextmanager
 def stage_clock(timings: dict[str, float], peaks: dict[str, float], stage: str) -> Iterator[None]:
     """Record the wall seconds of ``stage`` in ``timings`` (added up when a stage is entered again, as selection
-    is by a pair plan's run) and the process's peak RSS (GiB) so far in ``peaks``."""
+    is by a pair plan's run) and the process's peak RSS (GiB) so far in ``peaks``. A stop request that was swallowed
+    on its way ends the run here, before the stage starts (``flows.stack.procs.raise_if_stopped``)."""
+    raise_if_stopped()
     t0 = time.monotonic()
     try:
         yield

@@ -759,7 +759,7 @@ def _unvouched(P: StoredPredictions, auc: float | None) -> str | None:
     """Why nothing vouches for ``P``'s model on this batch (its source does not reach it, it predicts one class,
     or it is estimated no better than the majority-class rule), or None."""
     if auc is not None and auc >= OVERLAP_AUC:
-        return f"its source does not reach this batch (domain AUC {auc:.3f} ≥ {OVERLAP_AUC})"
+        return f"its source does not reach this batch (the gate's domain AUC {auc:.3f} ≥ {OVERLAP_AUC})"
     share = one_class_share(P)
     if share >= ONE_CLASS_SHARE:
         return f"it predicts one class for {share:.1%} of the batch (≥ {ONE_CLASS_SHARE:.0%})"
@@ -870,8 +870,8 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     if champion is None:
         if first_reach and not target_labels and new_auc is not None and new_auc >= OVERLAP_AUC:
             return GateDecision("undecided", float("nan"), (
-                f"no champion to compare with, and its source does not reach this batch (domain AUC {new_auc:.3f} "
-                f"≥ {OVERLAP_AUC}): its estimated margin over the majority-class rule "
+                "no champion to compare with, and its source does not reach this batch (the gate's domain AUC "
+                f"{new_auc:.3f} ≥ {OVERLAP_AUC}): its estimated margin over the majority-class rule "
                 f"({details['majority_margin']:+.3f}) rests on no rows like the batch's, so nothing serves until "
                 "target labels decide"), details)
         if first_margin and not target_labels:
@@ -919,12 +919,12 @@ def _unlabeled_gate(new: StoredPredictions, champion: StoredPredictions, confide
     said = f"P(new more accurate than the champion on this batch) = {p:.2f} ({est_n:.3f} vs {est_c:.3f})"
     if p >= confidence and not new_reaches:
         return GateDecision("undecided", p, f"{said}, but the new version's source does not reach this batch "
-                            f"either (domain AUC {new_auc:.3f}): the champion stays", details)
+                            f"either (the gate's domain AUC {new_auc:.3f}): the champion stays", details)
     if p >= confidence:
         return GateDecision("promoted", p, f"{said} ≥ {confidence}", details)
     if p <= 1.0 - confidence and not new_reaches and reach == "both":
         return GateDecision("undecided", p, f"{said}, but the new version's source does not reach this batch "
-                            f"(domain AUC {new_auc:.3f}), so neither estimate rests on rows like the batch's: the "
+                            f"(the gate's domain AUC {new_auc:.3f}), so neither estimate rests on rows like the batch's: the "
                             "champion stays until labels decide", details)
     if p <= 1.0 - confidence:
         return GateDecision("kept", p, f"{said} ≤ {1.0 - confidence:.2g}", details)

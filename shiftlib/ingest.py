@@ -822,6 +822,20 @@ class CheckedTables:
 LEAK_MIN_ROWS = 5
 
 
+def _missing_note(src: pd.DataFrame, tgt: pd.DataFrame, plan: EncodingPlan, shown: int = 5) -> str:
+    """The note that says which columns had missing values, how many in each table, and what filled them."""
+    parts = []
+    for c in plan.indicators:
+        fill = f"the source median {plan.imputed[c]:g}" if c in plan.imputed else "no level (all level columns 0)"
+        parts.append(f"{c!r}: {int(src[c].isna().sum())} of {len(src)} source rows and {int(tgt[c].isna().sum())} of "
+                     f"{len(tgt)} target rows, filled with {fill}")
+    more = f"; and {len(parts) - shown} more columns" if len(parts) > shown else ""
+    return (f"missing values in {len(parts)} column{'s' * (len(parts) > 1)}, each with a 0/1 column "
+            f"<column>__missing beside it so that the models can tell a filled value from a real one ("
+            + "; ".join(parts[:shown]) + more + "); if a column is missing for reasons the batch does not share, "
+            "drop it (--drop-columns)")
+
+
 def _separating_columns(src: pd.DataFrame, y: np.ndarray, plan: EncodingPlan) -> list[Any]:
     """Numeric feature columns whose values put every source class in a range of its own (no two classes'
     [min, max] overlap), each class with at least ``LEAK_MIN_ROWS`` values: a threshold on the column alone
@@ -910,6 +924,8 @@ def check_tables(
             notes.append(f"column {c!r} is empty (all missing) in the target: every target row gets the source's "
                          f"fill-in value, and the drift stage will find this column changed; if that is a fault of "
                          f"the batch, fix it, or drop the column (--drop-columns {c})")
+    if plan.indicators:
+        notes.append(_missing_note(src, tgt, plan))
     for c in _separating_columns(src, source_y, plan):
         notes.append(f"column {c!r} alone separates the source classes (each class in a range of values of its own): "
                      "if it is recorded after the outcome, it leaks the label and every estimate will look perfect; "

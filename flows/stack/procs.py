@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["DEFAULT_STOP_TIMEOUT_S", "ServiceError", "is_alive", "process_start_time", "process_tree",
-           "stop_as_interrupt", "stop_others", "stop_process"]
+           "raise_if_stopped", "stop_as_interrupt", "stop_others", "stop_process"]
 
 DEFAULT_STOP_TIMEOUT_S = 20.0
 
@@ -79,11 +79,12 @@ STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasatt
 def stop_as_interrupt() -> Iterator[None]:
     """Within the block, a stop request (``STOP_SIGNALS``) raises ``KeyboardInterrupt`` in the main thread as
     Ctrl-C does, so ``finally`` blocks and exit hooks run (the servers this process started are stopped)
-    instead of the process dying on the spot. A stop request that a finaliser swallowed is sent again
-    (:func:`_redeliver_hook`). The previous handlers and ``sys.unraisablehook`` come back after the block. Outside
-    the main thread it does nothing."""
+    instead of the process dying on the spot. Every stop request, Ctrl-C's SIGINT too, is remembered: one that a
+    finaliser swallowed is sent again (:func:`_redeliver_hook`), and one that code catching every exception
+    swallowed is raised again where the run next starts a stage (:func:`raise_if_stopped`). The previous handlers
+    and ``sys.unraisablehook`` come back after the block. Outside the main thread it does nothing."""
     try:
-        previous = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS}
+        previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, *STOP_SIGNALS)}
     except ValueError:  # not the main thread: signals cannot be handled here
         yield
         return
@@ -93,9 +94,19 @@ def stop_as_interrupt() -> Iterator[None]:
     try:
         yield
     finally:
+        _received.clear()
         sys.unraisablehook = previous_hook
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def raise_if_stopped() -> None:
+    """Raise ``KeyboardInterrupt`` when a stop request reached this process inside :func:`stop_as_interrupt` and
+    the run still goes on: the handler's exception was swallowed by code that catches every exception (Prefect's
+    ``Call.run`` stores a ``BaseException`` in a future that nothing may read). The run calls it where it starts a
+    stage, so a swallowed Ctrl-C still ends the run there. Outside the block nothing is remembered: a no-op."""
+    if _received:
+        raise KeyboardInterrupt
 
 
 def _proc_stat(pid: int) -> list[str] | None:

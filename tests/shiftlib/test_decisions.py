@@ -379,7 +379,7 @@ def test_reach_both_makes_a_keep_the_new_source_cannot_vouch_for_undecided():
     kept = gate(_meh(), good, champion_auc=0.97, new_auc=0.97, n_boot=10, random_state=0)
     both = gate(_meh(), good, champion_auc=0.97, new_auc=0.97, reach="both", n_boot=10, random_state=0)
     assert kept.decision == "kept" and both.decision == "undecided"
-    assert both.p_better == kept.p_better <= 0.1 and "does not reach this batch (domain AUC 0.970)" in both.reason
+    assert both.p_better == kept.p_better <= 0.1 and "does not reach this batch (the gate's domain AUC 0.970)" in both.reason
     # where the new version's source reaches the batch, reach changes nothing
     assert gate(_meh(), good, champion_auc=0.94, new_auc=0.6, reach="both", n_boot=10,
                 random_state=0).decision == "kept"

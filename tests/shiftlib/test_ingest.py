@@ -85,6 +85,15 @@ def test_missing_numeric_is_imputed_with_source_median_and_indicator():
     assert out.target_X.loc[5, "age"] == med
     assert out.source_X["age__missing"].sum() == 2 and out.target_X["age__missing"].sum() == 1
     assert np.isfinite(out.source_X.to_numpy()).all() and np.isfinite(out.target_X.to_numpy()).all()
+    # and the user is told: which column, how many rows of each table, what filled them
+    from shiftlib.ingest import check_tables
+
+    (note,) = [n for n in check_tables(src, tgt, "y").notes if n.startswith("missing values")]
+    assert note == (f"missing values in 1 column, each with a 0/1 column <column>__missing beside it so that the "
+                    f"models can tell a filled value from a real one ('age': 2 of {len(src)} source rows and 1 of "
+                    f"{len(tgt)} target rows, filled with the source median {med:g}); if a column is missing for "
+                    "reasons the batch does not share, drop it (--drop-columns)")
+    assert not any(n.startswith("missing values") for n in check_tables(*_tables(), "y").notes)  # none missing
 
 
 def test_id_like_column_is_dropped_with_warning():

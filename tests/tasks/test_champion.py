@@ -273,7 +273,7 @@ def test_a_first_version_beyond_its_sources_reach_serves_nothing_until_labels(re
     rec = _run(registry, store, parent, name="first-far-model")
     assert aucs == [0.97]  # computed for a first version too
     assert (rec["decision"], rec["gate_decision"], rec["incumbent_version"]) == ("challenger", "undecided", None)
-    assert rec["reason"].startswith("no champion to compare with, and its source does not reach this batch (domain "
+    assert rec["reason"].startswith("no champion to compare with, and its source does not reach this batch (the gate's domain "
                                     "AUC 0.970 ≥ 0.95)")
     assert {k: str(v) for k, v in client.get_registered_model("first-far-model").aliases.items()} == {"challenger": "1"}
     assert client.get_run(parent).data.tags["shiftflow.decision"] == "undecided"

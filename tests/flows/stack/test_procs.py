@@ -81,6 +81,31 @@ def test_a_stop_request_a_finaliser_swallowed_is_sent_again(bridge: str) -> None
     assert "not stopped" not in out.stdout
 
 
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_a_stop_request_a_catch_all_swallowed_ends_the_run_where_its_next_stage_starts(signame: str) -> None:
+    """Ctrl-C (SIGINT) or kill (SIGTERM) whose KeyboardInterrupt lands in code that catches every exception
+    (Prefect's ``Call.run`` keeps a ``BaseException`` in a future nothing may read): the run went on to exit 0
+    (``test_cli``'s stopped run, under load). The request is remembered, and the next stage does not start."""
+    from flows.fanout import stage_clock
+    from flows.stack.procs import raise_if_stopped
+
+    before = signal.getsignal(signal.SIGINT)
+    started: list[str] = []
+    with pytest.raises(KeyboardInterrupt), stop_as_interrupt():
+        try:
+            os.kill(os.getpid(), getattr(signal, signame))
+            time.sleep(5)  # the handler raises here
+        except BaseException:  # noqa: BLE001 - the catch-all that swallows it
+            pass
+        with stage_clock({}, {}, "training"):
+            started.append("training")
+    assert started == [] and signal.getsignal(signal.SIGINT) is before
+    raise_if_stopped()  # after the block nothing is remembered
+    with stop_as_interrupt(), stage_clock({}, {}, "training"):  # no stop request: the stage runs
+        started.append("training")
+    assert started == ["training"]
+
+
 def test_outside_the_main_thread_a_stop_request_is_left_alone() -> None:
     # signal handlers can only be set in the main thread: there the block runs with the handlers untouched
     before = signal.getsignal(signal.SIGTERM)
