@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -237,8 +239,26 @@ def verdict(d: pd.DataFrame) -> str:
             f"**Revision 7 fails the rule; FIRST_REACH reverts to False**: {why}.")
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+@dataclass(frozen=True)
+class FirstStudy:
+    """One replay of first versions: its tables, sequences (and the quick run's), arms, module (its command and
+    output prefix), report title, rule, verdict and the report's line on the versions its revision is about."""
+
+    tables: dict[str, Any]
+    sequences: tuple[SeqSpec, ...]
+    quick: tuple[str, ...]
+    arms: tuple[tuple[str, dict[str, bool]], ...]
+    module: str
+    title: str
+    rule_md: list[str]
+    verdict: Callable[[pd.DataFrame], str]
+    focus: Callable[[pd.DataFrame], str]
+
+
+def run_study(study: FirstStudy, argv: list[str] | None = None) -> int:
+    """The command line of a :class:`FirstStudy`: ``--check`` (class counts), ``--quick`` (a smoke run) or the
+    full run, which writes ``reports/<module>.md`` and ``reports/<module>_nights.csv``."""
+    ap = argparse.ArgumentParser(description=f"replay of first versions: {study.title}")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--check", action="store_true", help="print each batch's class counts and stop")
     ap.add_argument("--seed", type=int, default=0)
@@ -246,41 +266,53 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    seqs = [s for s in SEQUENCES if not args.quick or s.name in QUICK_SEQUENCES]
+    seqs = [s for s in study.sequences if not args.quick or s.name in study.quick]
     if args.quick:
         seqs = [SeqSpec(s.name, s.kind, s.table, s.order, n=min(s.n, 110), k=3, drop=s.drop) for s in seqs]
-    R.TABLES.update(TABLES)
+    R.TABLES.update(study.tables)
     try:
         if args.check:
             return check(seqs, args.seed)
-        prefix = "decisions_first_quick" if args.quick else "decisions_first"
+        prefix = f"{study.module}_quick" if args.quick else study.module
         names = ("LR", "NB", "DT") if args.quick else R.LEARNERS
         started, t0 = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), time.perf_counter()
         code = code_stamp(R.MEASURED_MODULES)
         rows: list[dict[str, Any]] = []
         for s in seqs:
-            rows += first_nights(s, R.encode(s.table, s.drop), args.seed, names)
+            rows += first_nights(s, R.encode(s.table, s.drop), args.seed, names, study.arms)
             print(f"{s.name}: done ({time.perf_counter() - t0:.0f} s)", flush=True)
     finally:
-        for t in TABLES:
+        for t in study.tables:
             R.TABLES.pop(t, None)
     d = scored(pd.DataFrame(rows))
     d.to_csv(out / f"{prefix}_nights.csv", index=False)
-    beyond = d[(d.arm == "rev6") & (d.new_auc >= 0.95)]
-    lines = ["# First versions beyond the source's reach: promoted, or labels first? (issue 27, revision 7)", "",
-             "## Answer", "", verdict(d), "",
+    lines = [f"# {study.title}", "", "## Answer", "", study.verdict(d), "",
              f"Run {started}, {time.perf_counter() - t0:.0f} s, seed {args.seed}, learners {', '.join(names)}; "
-             f"code {code}. Command: `nice python -m replications.decisions_first{' --quick' if args.quick else ''}`.",
-             "", md_table(summary(d)), "",
-             f"First versions beyond reach that revision 6 promotes: {int((beyond.decision == 'promoted').sum())}; "
-             f"of them below the rule by more than {GAP}: {int(beyond.harmful.sum())}; above it by more than {GAP}: "
-             f"{int(((beyond.decision == 'promoted') & (beyond.acc_new > beyond.rule_acc + GAP)).sum())}.", "",
-             *RULE_MD, "", "## Sequences", "",
+             f"code {code}. Command: `nice python -m replications.{study.module}{' --quick' if args.quick else ''}`.",
+             "", md_table(summary(d)), "", study.focus(d), "",
+             *study.rule_md, "", "## Sequences", "",
              *(f"* `{s.name}` ({s.kind}): {s.table}, {s.order[0]} {s.order[1]}, {s.n} rows × {s.k} batches"
                for s in seqs), ""]
     (out / f"{prefix}.md").write_text("\n".join(lines))
-    print(verdict(d))
+    print(study.verdict(d))
     return 0
+
+
+def beyond_reach(d: pd.DataFrame) -> str:
+    """The report's line on the first versions revision 7 is about: those beyond reach that revision 6 promotes."""
+    beyond = d[(d.arm == "rev6") & (d.new_auc >= 0.95)]
+    return (f"First versions beyond reach that revision 6 promotes: {int((beyond.decision == 'promoted').sum())}; "
+            f"of them below the rule by more than {GAP}: {int(beyond.harmful.sum())}; above it by more than {GAP}: "
+            f"{int(((beyond.decision == 'promoted') & (beyond.acc_new > beyond.rule_acc + GAP)).sum())}.")
+
+
+STUDY = FirstStudy(TABLES, SEQUENCES, QUICK_SEQUENCES, ARMS, "decisions_first",
+                   "First versions beyond the source's reach: promoted, or labels first? (issue 27, revision 7)",
+                   RULE_MD, verdict, beyond_reach)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_study(STUDY, argv)
 
 
 if __name__ == "__main__":

@@ -16,18 +16,12 @@ Writes ``reports/decisions_margin.md`` and ``reports/decisions_margin_nights.csv
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
-from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
-from replications import replicate_decisions as R
-from replications._common import code_stamp, md_table, rdata
-from replications.decisions_first import GAP, first_nights, scored, summary
-from replications.decisions_fresh import check
+from replications._common import rdata
+from replications.decisions_first import GAP, FirstStudy, run_study, summary
 from replications.replicate_decisions import SeqSpec, _lv
 
 
@@ -122,54 +116,23 @@ def verdict(d: pd.DataFrame) -> str:
             f"**Revision 8 fails the rule; FIRST_MARGIN stays False**: {why}.")
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--check", action="store_true", help="print each batch's class counts and stop")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="reports")
-    args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    seqs = [s for s in SEQUENCES if not args.quick or s.name in QUICK_SEQUENCES]
-    if args.quick:
-        seqs = [SeqSpec(s.name, s.kind, s.table, s.order, n=min(s.n, 110), k=3, drop=s.drop) for s in seqs]
-    R.TABLES.update(TABLES)
-    try:
-        if args.check:
-            return check(seqs, args.seed)
-        prefix = "decisions_margin_quick" if args.quick else "decisions_margin"
-        names = ("LR", "NB", "DT") if args.quick else R.LEARNERS
-        started, t0 = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), time.perf_counter()
-        code = code_stamp(R.MEASURED_MODULES)
-        rows: list[dict[str, Any]] = []
-        for s in seqs:
-            rows += first_nights(s, R.encode(s.table, s.drop), args.seed, names, ARMS)
-            print(f"{s.name}: done ({time.perf_counter() - t0:.0f} s)", flush=True)
-    finally:
-        for t in TABLES:
-            R.TABLES.pop(t, None)
-    d = scored(pd.DataFrame(rows))
-    d.to_csv(out / f"{prefix}_nights.csv", index=False)
+def within_reach(d: pd.DataFrame) -> str:
+    """The report's line on the first versions revision 8 is about: those within reach it leaves undecided."""
     within = d[(d.arm == "rev8") & (d.new_auc < 0.95)]
-    lines = ["# First versions within the source's reach: promoted on any margin, or on P ≥ 0.9? "
-             "(issue 27, revision 8)", "",
-             "## Answer", "", verdict(d), "",
-             f"Run {started}, {time.perf_counter() - t0:.0f} s, seed {args.seed}, learners {', '.join(names)}; "
-             f"code {code}. Command: `nice python -m replications.decisions_margin{' --quick' if args.quick else ''}`.",
-             "", md_table(summary(d)), "",
-             f"First versions within reach (domain AUC < 0.95): {len(within)}; revision 8 left "
-             f"{int((within.decision_free == 'undecided').sum())} of them undecided without labels; of those, "
-             f"{int((within.decision_free == 'undecided').mul(within.acc_new < within.rule_acc - GAP).sum())} were "
-             f"below the rule by more than {GAP} and "
-             f"{int((within.decision_free == 'undecided').mul(within.acc_new > within.rule_acc + GAP).sum())} above "
-             "it by more than that.", "",
-             *RULE_MD, "", "## Sequences", "",
-             *(f"* `{s.name}` ({s.kind}): {s.table}, {s.order[0]} {s.order[1]}, {s.n} rows × {s.k} batches"
-               for s in seqs), ""]
-    (out / f"{prefix}.md").write_text("\n".join(lines))
-    print(verdict(d))
-    return 0
+    held = within.decision_free == "undecided"
+    return (f"First versions within reach (domain AUC < 0.95): {len(within)}; revision 8 left {int(held.sum())} of "
+            f"them undecided without labels; of those, {int((held & (within.acc_new < within.rule_acc - GAP)).sum())} "
+            f"were below the rule by more than {GAP} and {int((held & (within.acc_new > within.rule_acc + GAP)).sum())} "
+            "above it by more than that.")
+
+
+STUDY = FirstStudy(TABLES, SEQUENCES, QUICK_SEQUENCES, ARMS, "decisions_margin",
+                   "First versions within the source's reach: promoted on any margin, or on P ≥ 0.9? "
+                   "(issue 27, revision 8)", RULE_MD, verdict, within_reach)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_study(STUDY, argv)
 
 
 if __name__ == "__main__":
