@@ -19,6 +19,9 @@ from typing import Any
 from flows.api import early_api, use_api
 from flows.runners import KINDS, make_task_runner
 
+#: ``$MLFLOW_TRACKING_URI`` as the user's shell has it: MLflow sets it in this process once a run has a tracking URI,
+#: so the store a bare ``shiftflow ui`` opens in that shell is judged from this, not from the variable after a run
+_SHELL_TRACKING_URI = os.environ.get("MLFLOW_TRACKING_URI")
 _RUN_OPTIONS = ("sep", "decimal", "thousands", "encoding", "debug", "config", "task_runner", "dask_address", "dask_workers")
 
 
@@ -418,7 +421,7 @@ def _score(ns: argparse.Namespace) -> int:
 def ui_command(tracking_uri: str) -> str:
     """A command that opens the MLflow UI on ``tracking_uri`` from any shell: this install's own ``shiftflow``
     script by its path (no activated venv needed), with ``--tracking-uri`` unless it is the default store."""
-    from flows.ui import local_store
+    from flows.ui import default_store
 
     if tracking_uri.startswith(("http://", "https://")):
         return f"open {tracking_uri}"
@@ -426,7 +429,7 @@ def ui_command(tracking_uri: str) -> str:
     cmd = str(script) if script.exists() else f"{sys.executable} -m flows.ui"
     if script.exists():
         cmd += " ui"
-    return cmd if tracking_uri == local_store() else f"{cmd} --tracking-uri {tracking_uri}"
+    return cmd if tracking_uri == (_SHELL_TRACKING_URI or default_store()) else f"{cmd} --tracking-uri {tracking_uri}"
 
 
 def _weighting_words(chosen: str, summary: dict[str, Any]) -> str:
@@ -472,7 +475,7 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
             out.append(f"  with labels:       {line.removeprefix('accuracy with ')}")
         if (line := pair_labels_sentence(summary)) is not None:
             out.append(f"  target labels:     {line}")
-        if (line := overlap_line(est)) is not None:
+        if (line := overlap_line(est, labeled=bool(sel.get("fewlabel") or champ.get("labels")))) is not None:
             out.append(f"  overlap:           {line.removeprefix('overlap ')}")
         if (line := regime_line(est)) is not None:
             out.append(f"  shift regime:      {line.removeprefix('shift regime: ')}")

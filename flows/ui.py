@@ -38,11 +38,14 @@ DEFAULT_PORT = 5000
 START_TIMEOUT_S = 180.0  # `mlflow server` is up in ~6 s on an idle box; a loaded 2-core box takes longer
 
 
+def default_store() -> str:
+    """The sqlite store ``shiftflow retrain`` writes by default: ``$SHIFTFLOW_HOME/mlflow.db``."""
+    return f"sqlite:///{(shiftflow_home() / 'mlflow.db').resolve()}"
+
+
 def local_store(tracking_uri: str | None = None) -> str:
-    """The tracking URI to show: ``tracking_uri``, else ``$MLFLOW_TRACKING_URI``, else the sqlite store
-    ``shiftflow retrain`` writes by default (``$SHIFTFLOW_HOME/mlflow.db``)."""
-    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
-    return uri or f"sqlite:///{(shiftflow_home() / 'mlflow.db').resolve()}"
+    """The tracking URI to show: ``tracking_uri``, else ``$MLFLOW_TRACKING_URI``, else :func:`default_store`."""
+    return tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_store()
 
 
 def ui_command(tracking_uri: str, port: int, artifacts: Path) -> list[str]:

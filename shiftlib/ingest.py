@@ -824,10 +824,13 @@ LEAK_MIN_ROWS = 5
 
 def _missing_note(src: pd.DataFrame, tgt: pd.DataFrame, plan: EncodingPlan, shown: int = 5) -> str:
     """The note that says which columns had missing values, how many in each table, and what filled them."""
+    def n_missing(s: pd.Series, c: Any) -> int:  # as the encoder reads it: text codes among numbers are missing
+        return int(pd.to_numeric(s, errors="coerce").isna().sum()) if c in plan.imputed else int(s.isna().sum())
+
     parts = []
     for c in plan.indicators:
         fill = f"the source median {plan.imputed[c]:g}" if c in plan.imputed else "no level (all level columns 0)"
-        parts.append(f"{c!r}: {int(src[c].isna().sum())} of {len(src)} source rows and {int(tgt[c].isna().sum())} of "
+        parts.append(f"{c!r}: {n_missing(src[c], c)} of {len(src)} source rows and {n_missing(tgt[c], c)} of "
                      f"{len(tgt)} target rows, filled with {fill}")
     more = f"; and {len(parts) - shown} more columns" if len(parts) > shown else ""
     return (f"missing values in {len(parts)} column{'s' * (len(parts) > 1)}, each with a 0/1 column "

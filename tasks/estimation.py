@@ -437,7 +437,7 @@ def summary_lines(served: Mapping[str, Any] | None) -> tuple[list[str], list[str
         bullet.append(f"- {line}")
     if (line := labeled_line(served)) is not None:
         bullet.append(f"- {line}")
-    if (line := overlap_line(served)) is not None:
+    if (line := overlap_line(served, labeled=bool(served.get("labeled")))) is not None:
         bullet.append(f"- {line}")
     if (line := regime_line(served)) is not None:
         bullet.append(f"- {line}")
@@ -483,13 +483,15 @@ def baseline_words(served: Mapping[str, Any]) -> str:
     return words
 
 
-def overlap_line(served: Mapping[str, Any]) -> str | None:
-    """The overlap verdict in one line that says what to do, or None when the run has none."""
+def overlap_line(served: Mapping[str, Any], *, labeled: bool = False) -> str | None:
+    """The overlap verdict in one line that says what to do, or None when the run has none; ``labeled``: the run
+    has target labels already (then it does not ask for them again)."""
     overlap = served.get("overlap")
     if overlap == "poor":
         share = served.get("outside_share", float("nan"))
         return (f"overlap POOR: {share:.0%} of the batch lies beyond the source's reach, so the interval is widened "
-                "to what the source cannot rule out; label some target rows (--label-budget) to know")
+                "to what the source cannot rule out"
+                + ("" if labeled else "; label some target rows (--label-budget) to know"))
     if overlap == "ok":
         return "overlap ok: the source reaches the batch"
     return None

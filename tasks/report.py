@@ -21,7 +21,7 @@ def cautions(s: dict[str, Any]) -> list[str]:
     """Sentences the closing report and the run summary add under the estimate: an interval at least
     ``WIDE_INTERVAL`` wide (unless target labels were given, to choose or to evaluate: then they are the better
     word), an undecided gate (with the labels that would settle it: a pair plan, ``reports/decisions_pair.md``; for a
-    first version, the pair of it and the majority-class rule),
+    first version, the pair of it and the majority-class rule), a refused first version (nothing serves),
     and a chosen candidate that predicts one class for every target row (before any recalibration; its accuracy
     is then that class's share)."""
     out = []
@@ -45,6 +45,10 @@ def cautions(s: dict[str, Any]) -> list[str]:
         else:
             out.append(f"the gate is undecided: label the rows where the new version and the champion disagree "
                        f"({flags})")
+    if ch.get("gate_decision") == "refused" and ch.get("incumbent_version") is None:  # nothing serves: say so
+        out.append("nothing serves yet: the first version was refused (the reason above), so `shiftflow score` has "
+                   "no champion to use; a later run with other learners (--learners) or more source rows may pass "
+                   "the gate")
     chosen, classes = s["selection"]["chosen"], s.get("classes") or []
     predicted = (s.get("predicted_classes") or {}).get(chosen)
     if predicted is not None and len(predicted) == 1 and len(classes) > 1 and not s.get("recalibration"):

@@ -141,6 +141,16 @@ def test_closing_report_says_what_happened(monkeypatch: pytest.MonkeyPatch, tmp_
     assert Path(cmd.split()[0]).is_absolute() and Path(cmd.split()[0]).exists() and cmd.endswith(" ui")
     assert ui_command("sqlite:////elsewhere/m.db").endswith("ui --tracking-uri sqlite:////elsewhere/m.db")
     assert ui_command("http://127.0.0.1:5000") == "open http://127.0.0.1:5000"
+    # MLflow sets $MLFLOW_TRACKING_URI in this process once a run has a store: the command must still name a store
+    # other than the one a bare `shiftflow ui` opens in the user's shell (helper-31's sweep: it did not)
+    import mlflow
+
+    before = mlflow.get_tracking_uri()
+    try:
+        mlflow.set_tracking_uri("sqlite:////elsewhere/other.db")
+        assert ui_command("sqlite:////elsewhere/other.db").endswith("ui --tracking-uri sqlite:////elsewhere/other.db")
+    finally:
+        mlflow.set_tracking_uri(before)
     assert "a wide interval" not in text and "measured accuracy" not in text  # 0.1 wide; no held-out labels
     # the served model's held-out target accuracy when the target carried labels; an interval >= 0.5 wide is named
     wide = SUMMARY | {"tracking_uri": default, "target_scores": [{"learner": "NB", "target_accuracy": 0.5},

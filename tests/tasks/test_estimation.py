@@ -249,6 +249,12 @@ def test_the_overlap_line_says_which_share_of_the_batch_is_unreached():
 
     assert overlap_line({"overlap": "poor", "outside_share": 0.03}).startswith(
         "overlap POOR: 3% of the batch lies beyond the source's reach, so the interval is widened")
+    assert overlap_line({"overlap": "poor", "outside_share": 0.03}).endswith(
+        "; label some target rows (--label-budget) to know")
+    # a run that has labels already is not asked for them again (helper-31's sweep: printed after 50 labels)
+    assert overlap_line({"overlap": "poor", "outside_share": 0.03}, labeled=True) == (
+        "overlap POOR: 3% of the batch lies beyond the source's reach, so the interval is widened to what the "
+        "source cannot rule out")
     assert overlap_line({"overlap": "ok"}) == "overlap ok: the source reaches the batch"
     assert overlap_line({}) is None
 

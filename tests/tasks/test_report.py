@@ -70,6 +70,9 @@ def test_an_undecided_gate_says_which_labels_settle_it() -> None:
     assert "(--label-budget 60 --label-plan pair; 40 labels so far" in most  # at most the batch's rows
     for decided in ("promoted", "kept", "refused"):
         assert cautions(base | {"champion": undecided | {"gate_decision": decided}}) == []
+    # a refused first version: nothing serves, and the note says so (helper-31's sweep: the report said nothing)
+    (refused,) = cautions(base | {"champion": undecided | {"gate_decision": "refused", "incumbent_version": None}})
+    assert refused.startswith("nothing serves yet: the first version was refused (the reason above)")
     # a first version (no champion) left undecided: the pair is it and the majority-class rule
     (first,) = cautions(base | {"champion": undecided | {"incumbent_version": None, "p_better": float("nan")}})
     assert first == ("the gate is undecided and nothing serves yet: label the rows where the new version and the "
