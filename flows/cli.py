@@ -447,7 +447,14 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
     est = summary.get("estimate") or {}
     out = [f"  chosen model:      {sel['chosen']} (selector {sel['selector']}, {_weighting_words(sel['chosen'], summary)})"]
     from tasks.estimation import baseline_words, labeled_line, overlap_line, realized_line, regime_line
-    from tasks.report import cautions, fewlabel_sentence, gate_words, pair_labels_sentence, target_accuracies
+    from tasks.report import (
+        cautions,
+        fewlabel_sentence,
+        gate_words,
+        has_target_labels,
+        pair_labels_sentence,
+        target_accuracies,
+    )
 
     if (sentence := fewlabel_sentence(sel)) is not None:
         out.append(f"  target labels:     {sentence}")
@@ -475,7 +482,7 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
             out.append(f"  with labels:       {line.removeprefix('accuracy with ')}")
         if (line := pair_labels_sentence(summary)) is not None:
             out.append(f"  target labels:     {line}")
-        if (line := overlap_line(est, labeled=bool(sel.get("fewlabel") or champ.get("labels")))) is not None:
+        if (line := overlap_line(est, labeled=has_target_labels(summary))) is not None:
             out.append(f"  overlap:           {line.removeprefix('overlap ')}")
         if (line := regime_line(est)) is not None:
             out.append(f"  shift regime:      {line.removeprefix('shift regime: ')}")

@@ -388,7 +388,7 @@ def majority_margin(P: StoredPredictions) -> float:
 
 
 def margin_draws(P: StoredPredictions, *, n_boot: int | None = None, rows: int = MARGIN_ROWS,
-                 random_state: int | None = None) -> tuple[float, np.ndarray]:
+                 random_state: int | None = None, margin: float | None = None) -> tuple[float, np.ndarray]:
     """:func:`majority_margin` and ``n_boot`` bootstrap draws of it: each draw resamples the source rows (the
     calibration) and the batch rows (what both the model and the rule are judged on), as
     ``shiftlib.estimation.paired_draws`` resamples a pair. Both members of each of the margin's pairs are
@@ -408,6 +408,8 @@ def margin_draws(P: StoredPredictions, *, n_boot: int | None = None, rows: int =
         Rows per side above which a draw resamples a fraction of each side.
     random_state : int, optional
         Seed of the resampling.
+    margin : float, optional
+        :func:`majority_margin` of ``P`` when already computed (the gate's details have it).
 
     Returns
     -------
@@ -421,7 +423,7 @@ def margin_draws(P: StoredPredictions, *, n_boot: int | None = None, rows: int =
         raise ValueError(f"n_boot must be an integer ≥ 2 bootstrap resamples; got {n_boot!r}")
     if not isinstance(rows, int | np.integer) or rows < 2:
         raise ValueError(f"rows must be an integer ≥ 2; got {rows!r}")
-    margin = majority_margin(P)
+    margin = majority_margin(P) if margin is None else float(margin)
     n_s, n_t = len(P.y_source), len(P.proba_target)
     f = min(1.0, rows / max(n_s, n_t))
     m_s, m_t = max(2, math.ceil(f * n_s)), max(2, math.ceil(f * n_t))
@@ -436,7 +438,7 @@ def margin_draws(P: StoredPredictions, *, n_boot: int | None = None, rows: int =
 
 
 def p_beats_rule(P: StoredPredictions, *, n_boot: int | None = None, rows: int = MARGIN_ROWS,
-                 random_state: int | None = None) -> tuple[float, float]:
+                 random_state: int | None = None, margin: float | None = None) -> tuple[float, float]:
     """P(``P``'s model is more accurate on the batch than the majority-class rule): the share of
     :func:`margin_draws` above 0, ties counted half, as :func:`p_better` reads a pair's joint draws.
 
@@ -450,13 +452,15 @@ def p_beats_rule(P: StoredPredictions, *, n_boot: int | None = None, rows: int =
         Rows per side above which a draw resamples a fraction of each side (:func:`margin_draws`).
     random_state : int, optional
         Seed of the resampling.
+    margin : float, optional
+        :func:`majority_margin` of ``P`` when already computed.
 
     Returns
     -------
     tuple of float
         (P, the margin on the full tables).
     """
-    margin, draws = margin_draws(P, n_boot=n_boot, rows=rows, random_state=random_state)
+    margin, draws = margin_draws(P, n_boot=n_boot, rows=rows, random_state=random_state, margin=margin)
     return float(np.mean(draws > 0) + 0.5 * np.mean(draws == 0)), margin
 
 
@@ -954,7 +958,7 @@ def _first_margin_gate(new: StoredPredictions, confidence: float, n_boot: int | 
                        details: dict[str, Any]) -> GateDecision:
     """Step 2 without labels (revision 8): the first version against the majority-class rule by P from the
     resampled margin (:func:`p_beats_rule`)."""
-    p, margin = p_beats_rule(new, n_boot=n_boot, random_state=random_state)
+    p, margin = p_beats_rule(new, n_boot=n_boot, random_state=random_state, margin=details["majority_margin"])
     said = (f"no champion to compare with; P(more accurate than the majority-class rule on this batch) = {p:.2f} "
             f"(estimated margin {margin:+.3f})")
     return _three_way(p, confidence, said, "refused", "nothing serves", details,

@@ -419,9 +419,9 @@ def _batches(r: Mapping[str, Any], history: pd.DataFrame | None) -> int:
     return int(history.loc[history["candidate"] == r["candidate"], "flow_run_id"].nunique())
 
 
-def summary_lines(served: Mapping[str, Any] | None) -> tuple[list[str], list[str]]:
+def summary_lines(served: Mapping[str, Any] | None, *, labeled: bool = False) -> tuple[list[str], list[str]]:
     """Markdown for the run summary: (lines that go *first*, i.e. the accuracy alert, and a bullet with the
-    served model's estimate and interval)."""
+    served model's estimate and interval); ``labeled``: the run has target labels (``overlap_line``)."""
     if not served:
         return [], []
     first = []
@@ -437,7 +437,7 @@ def summary_lines(served: Mapping[str, Any] | None) -> tuple[list[str], list[str
         bullet.append(f"- {line}")
     if (line := labeled_line(served)) is not None:
         bullet.append(f"- {line}")
-    if (line := overlap_line(served, labeled=bool(served.get("labeled")))) is not None:
+    if (line := overlap_line(served, labeled=labeled)) is not None:
         bullet.append(f"- {line}")
     if (line := regime_line(served)) is not None:
         bullet.append(f"- {line}")

@@ -60,7 +60,7 @@ def cautions(s: dict[str, Any]) -> list[str]:
 def summary_markdown(s: dict[str, Any], scores: list[dict[str, Any]]) -> str:
     """The run's one-page summary (Prefect artifact): drift, weights, selection table, choice, ids."""
     d = s["drift"]
-    first, est_bullet = summary_lines(s.get("estimate"))
+    first, est_bullet = summary_lines(s.get("estimate"), labeled=has_target_labels(s))
     lines = [*first, "# shiftflow retrain", "",
              f"- **choice: {s['selection']['chosen']}** (selector `{s['selection']['selector']}`)",
              *_fewlabel_bullet(s["selection"]),
@@ -127,6 +127,12 @@ def gate_words(champion: dict[str, Any]) -> str:
     what = ("new more accurate" if champion.get("incumbent_version") is not None
             else "more accurate than the majority-class rule")
     return f" ({gate}" + (f", P({what}) = {p:.2f}" if p is not None and p == p else "") + ")"
+
+
+def has_target_labels(s: dict[str, Any]) -> bool:
+    """Whether the run read target labels to choose the model (a plan over every candidate) or to decide the gate
+    (a pair plan)."""
+    return bool(s["selection"].get("fewlabel") or (s.get("champion") or {}).get("labels"))
 
 
 def pair_labels_sentence(s: dict[str, Any]) -> str | None:
