@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DECISIONS",
     "LABEL_PLANS",
+    "LABEL_VARIANCE",
     "UNDECIDED_LABEL_PLAN",
     "UNVOUCHED",
     "UNVOUCHED_CHAMPION",
@@ -120,6 +121,14 @@ FIRST_REACH = True
 #: Adopted by a rule fixed before its run on tables no replay had used (``reports/decisions_margin.md``: harmful
 #: first promotions 1 against 4, good first versions held back 3 against 3, in 48 first versions)
 FIRST_MARGIN = True
+#: the variance form of the labels' estimate of a pair's difference, from which the gate reads P
+#: (``shiftlib.selection.fewlabel`` ``variance``): ``hh_model``, the Hansen–Hurwitz variance floored by the anticipated
+#: variance under the candidates' probabilities. The gate reads a contrast's interval, and that is what the ninth
+#: label-budget rule measured (``reports/label_budget_fresh9.md``, criterion (a), fixed before its run): 95 % contrast
+#: intervals at 10–50 labels held 0.920 of the time with the floor against 0.775 without. The floor failed that rule
+#: on ordering candidates at 50 labels (criterion (c)), which the gate does not do, so selection keeps ``hh``. A
+#: sample whose labeled rows are all alike no longer reads as ± 0 unless the candidates' probabilities are 0 or 1
+LABEL_VARIANCE = "hh_model"
 #: rows per side (source, batch) above which :func:`margin_draws` resamples a common fraction of each side and
 #: rescales the draws (the m-out-of-n bootstrap), so the gate's cost stops growing with the table
 MARGIN_ROWS = 2000

@@ -49,6 +49,7 @@ from prefect.cache_policies import NO_CACHE
 
 from shiftlib.catalog import LABELED_SELECTOR, SOURCE_CV
 from shiftlib.decisions import (
+    LABEL_VARIANCE,
     PROMOTE_CONFIDENCE,
     UNVOUCHED_CHAMPION,
     GateDecision,
@@ -370,11 +371,11 @@ def n_labels(labeled: dict[str, Any] | None) -> int:
 def label_difference(store: Any, labeled: dict[str, Any] | None, chosen: str, version: Any
                      ) -> tuple[float, float, int] | None:
     """The labels' estimate of the chosen candidate's accuracy minus the served champion's (version
-    ``version``) on the whole batch, its standard error and the number of labels: the fewlabel label estimate
-    without a prior (``shiftlib.selection.fewlabel``) over the plan's contenders (every candidate, or the pair
-    of a pair plan). None without labels or when the plan did not have this champion and the chosen candidate
+    ``version``) on the whole batch, its standard error (variance form ``shiftlib.decisions.LABEL_VARIANCE``) and the
+    number of labels: the fewlabel label estimate without a prior (``shiftlib.selection.fewlabel``) over the plan's
+    contenders (every candidate, or the pair of a pair plan). None without labels or when the plan did not have this champion and the chosen candidate
     as contenders (planned before that version served, or for another pair)."""
-    from shiftlib.selection.fewlabel import DEFAULT_ESTIMATOR, DEFAULT_VARIANCE, fewlabel_estimate
+    from shiftlib.selection.fewlabel import DEFAULT_ESTIMATOR, fewlabel_estimate
 
     if not labeled or labeled.get("status") != "labeled" or not labeled.get("labels"):
         return None
@@ -384,7 +385,7 @@ def label_difference(store: Any, labeled: dict[str, Any] | None, chosen: str, ve
     if champ not in tp.served or list(plan.learners) != tp.names or chosen not in tp.names:
         return None
     labels = {int(r): c for r, c in labeled["labels"].items()}
-    est = fewlabel_estimate(tp, plan, labels, None, DEFAULT_ESTIMATOR, DEFAULT_VARIANCE)
+    est = fewlabel_estimate(tp, plan, labels, None, DEFAULT_ESTIMATOR, LABEL_VARIANCE)
     a, b = tp.names.index(chosen), tp.names.index(champ)
     var = est.cov[a, a] + est.cov[b, b] - 2 * est.cov[a, b]
     return float(est.theta[a] - est.theta[b]), float(np.sqrt(max(var, 0.0))), len(labels)

@@ -559,6 +559,45 @@ def test_a_pair_plan_draws_where_the_pair_disagrees_and_its_labels_give_the_exac
     assert label_difference(whole, got, "LR", 3) is None
 
 
+def test_the_gate_reads_a_pair_difference_whose_labels_are_all_alike_with_the_anticipated_spread(
+        planned: tuple[StageStore, Path], tmp_path: Path) -> None:
+    """The gate's labels are a sample of the rows R where the pair disagrees. When every labeled row says the same
+    (here DT right and the champion wrong on each of 12), the Hansen–Hurwitz variance sees almost no spread (0 when
+    the residuals are equal too), which reads as P ≈ 1 from 12 of about 100 rows. The shipped form
+    (``LABEL_VARIANCE`` = 'hh_model') is floored by the variance anticipated under the pair's mean probability p̄:
+    with equal inclusion probabilities π = 12/|R| and a contrast of ±1 on each row of R (DT right with probability
+    p̄(DT's class)), Var = (1 − π)/π · Σ_R 4 p̄(1 − p̄) / N², worked here from the plan and the stage predictions."""
+    from shiftlib.decisions import LABEL_VARIANCE
+    from shiftlib.selection.fewlabel import fewlabel_estimate
+    from tasks.champion import label_difference
+
+    assert LABEL_VARIANCE == "hh_model"
+    store, _ = planned
+    champ = np.random.default_rng(3).integers(0, 2, N)
+    run = _next_run(store, "run-alike")
+    _served_stage(run, 3, champ)
+    with threadpool_limits(1):
+        plan = write_plan(run, budget=BUDGET, seed=0, label="y", pair="DT")
+    tp = _pair_by_hand(run, champ)
+    R = np.asarray(plan.details["disagreement"])
+    pi = BUDGET / len(R)
+    np.testing.assert_allclose(plan.probabilities, pi, rtol=1e-12)  # the pair's draw is uniform over R here
+    filled = pd.read_csv(run.stage_dir("labels") / "to_label.csv")
+    dt_said = tp.predictions[filled[ROW].to_numpy(), 0]
+    filled["y"] = np.where(dt_said == 1, "b", "a")  # the class DT predicted: DT right, the champion wrong
+    filled.to_csv(tmp_path / "alike.csv", index=False)
+    got = read_labels(run, budget=BUDGET, seed=0, label="y", target_labels=str(tmp_path / "alike.csv"), pair="DT")
+    labels = {int(r): c for r, c in got["labels"].items()}
+    d = np.array([1.0, -1.0])
+    hh = fewlabel_estimate(tp, plan, labels, None, "difference", "hh")
+    diff, se, n = label_difference(run, got, "DT", 3)
+    p_dt = tp.proba[R, tp.predictions[R, 0]]
+    by_hand = (1 - pi) / pi * np.sum(4 * p_dt * (1 - p_dt)) / N ** 2
+    assert n == BUDGET and diff == pytest.approx(float(d @ hh.theta), abs=1e-12)
+    assert se == pytest.approx(np.sqrt(by_hand), rel=1e-9)
+    assert d @ hh.cov @ d < by_hand / 50  # what the labels alone show: a tenth of the spread
+
+
 def test_without_a_champion_a_pair_plan_weighs_the_choice_against_the_majority_class_rule(
         planned: tuple[StageStore, Path], tmp_path: Path) -> None:
     """A first version left undecided asks for a pair plan (``label_plan='pair'``) with no champion serving: the
