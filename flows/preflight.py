@@ -131,10 +131,11 @@ def preflight(config: RetrainConfig) -> Checked:
 
 def _check_filled(config: RetrainConfig, classes: list[Any], n_target: int) -> None:
     """The filled labels file on its own (readable, its columns, row keys, classes: ``tasks.inputs.read_filled``)
-    and that some run under the run root has planned labels at all; whether the plan is this configuration's
-    needs the training stage, so the labels stage checks that."""
+    and that some run under the run root has planned labels at all, with this code, seed and kind of plan
+    (``tasks.inputs.check_plan_kind``); whether the plan is this configuration's needs the training stage, so the
+    labels stage checks that."""
     from flows.paths import default_run_root
-    from tasks.inputs import LabelsInputError, read_filled
+    from tasks.inputs import LabelsInputError, check_plan_kind, read_filled
     from tasks.store import stage_manifests
 
     read_filled(config.target_labels, config.label, classes, n_target)
@@ -143,6 +144,8 @@ def _check_filled(config: RetrainConfig, classes: list[Any], n_target: int) -> N
         raise LabelsInputError(f"no label plan is stored under the run root {root}: run with --label-budget first "
                                "(same configuration and run root), fill the file it writes, then pass it with "
                                "--target-labels")
+    check_plan_kind(root, config.target_labels, config.label, seed=config.seed,
+                    pair_plan=config.label_plan == "pair")
 
 
 def _preflight(config: RetrainConfig) -> Checked:

@@ -354,6 +354,61 @@ def read_filled(spec: str, label: str, classes: list[Any], n_target: int) -> tup
     return labels, int((~filled).sum()), hashlib.sha256(data).hexdigest()
 
 
+def check_plan_kind(run_root: Path, spec: str, label: str, *, seed: int, pair_plan: bool) -> None:
+    """Refuse a filled labels file in seconds when no label plan stored under ``run_root`` can be this run's: a plan
+    is answered only by the code that wrote it, with the same seed and the same kind of plan (a pair or every
+    candidate; ``tasks.labels`` keys plans so), and those three are known before training. Which plan of the rest
+    the file answers is found by its labeled rows (the one holding most of them, else the newest), and the message
+    names what differs. Whether a plan of the right kind is this configuration's (the same tables and candidates)
+    needs the training stage, so ``tasks.labels.read_labels`` checks that. Raises ``LabelsInputError``."""
+    import json
+
+    from tasks.store import code_version, stage_manifests
+
+    now = code_version()
+    manifests = []
+    for m in stage_manifests(run_root, "labels"):
+        try:
+            man = json.loads(m.read_text())
+        except (OSError, ValueError):
+            continue
+        params = man.get("params", {})
+        if man.get("code_version") == now and params.get("seed") == seed and ("pair" in params) == pair_plan:
+            return
+        manifests.append((m, man))
+    try:  # only a refusal reads the plans' rows: which of them the file answers
+        df = read_labels_file(spec)
+        keys = pd.to_numeric(df[ROW], errors="coerce")
+        rows = set(keys[keys.notna() & df[label].notna()].astype(int).tolist())
+    except (LabelsInputError, KeyError):
+        rows = set()
+    plans = []
+    for m, man in manifests:
+        try:
+            planned = set(pd.read_parquet(m.parent / "plan.parquet")["row"].astype(int).tolist())
+        except (OSError, ValueError, KeyError):
+            continue
+        plans.append((planned, m.stat().st_mtime, man))
+    if not plans:
+        return  # nothing readable to diagnose: the labels stage says what is missing
+    planned, _, man = max(plans, key=lambda p: (len(p[0] & rows), p[1]))
+    params = man.get("params", {})
+    diffs = []
+    if man.get("code_version") != now:
+        diffs.append("the shiftflow code (changed since; a plan is answered with the code that wrote it)")
+    if params.get("seed") != seed:
+        diffs.append(f"the seed ({params.get('seed')} then, {seed} now)")
+    if ("pair" in params) != pair_plan:
+        kinds = ("--label-plan pair", "a plan over every candidate")
+        then, now_kind = (kinds[0], kinds[1]) if "pair" in params else (kinds[1], kinds[0])
+        diffs.append(f"the label plan ({then} then, {now_kind} now)")
+    whose = ("whose rows the file holds" if rows and planned & rows else "the newest stored")
+    raise LabelsInputError(f"{labels_path(spec)}: no label plan under the run root {run_root} can take it: the plan "
+                           f"{whose} (run {man.get('run_id')}) differs from this run in {', '.join(diffs)}. Resume "
+                           "with that run's configuration and shiftflow version, or plan anew with --label-budget "
+                           "and fill the new file")
+
+
 def _is_int(v: str) -> bool:
     try:
         return float(v) == int(float(v))

@@ -6,6 +6,7 @@ plan and the labels on the parent run."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from pathlib import Path
@@ -634,3 +635,37 @@ def test_without_a_champion_a_pair_plan_weighs_the_choice_against_the_majority_c
     diff, se, n = label_difference(whole, got, "DT", RULE_VERSION)
     assert n == len(differ) and se == pytest.approx(0.0, abs=1e-12)
     assert diff == pytest.approx(exact, abs=1e-12) and exact != 0.0
+
+
+def test_a_file_no_stored_plan_of_this_code_seed_and_kind_can_take_is_refused_at_the_door(
+        planned: tuple[StageStore, Path], tmp_path: Path) -> None:
+    """A plan is answered only by the code that wrote it, with its seed and its kind (a pair or every candidate):
+    all three are known before training, so the preflight refuses a file that no stored plan of them can take,
+    naming what differs, instead of the labels stage after the candidates are fitted. A plan of them passes the
+    door (whether it is this configuration's is the labels stage's to say)."""
+    import flows.preflight
+    from flows.config import RetrainConfig
+    from flows.preflight import preflight
+    from tasks.inputs import check_plan_kind
+
+    store, csv = planned
+    _filled(csv, tmp_path / "filled.csv")
+    spec, root = f"file:{tmp_path / 'filled.csv'}", store.run_root
+    check_plan_kind(root, spec, "y", seed=0, pair_plan=False)  # run-1's plan: this code, seed 0, every candidate
+    with pytest.raises(LabelsInputError, match=r"differs from this run in the seed \(0 then, 1 now\)") as err:
+        check_plan_kind(root, spec, "y", seed=1, pair_plan=False)
+    assert "the plan whose rows the file holds (run run-1)" in str(err.value)
+    with pytest.raises(LabelsInputError, match=r"the label plan \(a plan over every candidate then, --label-plan "
+                                               r"pair now\)"):
+        check_plan_kind(root, spec, "y", seed=0, pair_plan=True)
+    config = RetrainConfig(source=f"file:{tmp_path / 'src.csv'}", target=f"file:{tmp_path / 'tgt.csv'}", label="y",
+                           learners=["LR", "DT"], run_root=str(root), target_labels=spec, seed=0)
+    preflight(config)  # passes the door
+    manifest = store.stage_dir("labels") / "manifest.json"
+    before = manifest.read_text()
+    manifest.write_text(before.replace(json.loads(before)["code_version"], "0" * 16))  # written by other code
+    listing = sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
+    flows.preflight._PASSED.clear()  # the checks that passed in this process are not repeated otherwise
+    with pytest.raises(LabelsInputError, match=r"differs from this run in the shiftflow code \(changed since"):
+        preflight(config)
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) == listing  # nothing written
