@@ -66,6 +66,7 @@ __all__ = [
     "baseline_components",
     "majority_baseline",
     "majority_margin",
+    "predicts_the_rule",
     "margin_draws",
     "p_beats_rule",
     "one_class",
@@ -356,6 +357,23 @@ def baseline_components(P: StoredPredictions) -> dict[str, float]:
     return out
 
 
+def predicts_the_rule(P: StoredPredictions) -> bool:
+    """Whether ``P``'s model predicts the majority-class rule's class (the source's largest) on every batch row.
+
+    Parameters
+    ----------
+    P : StoredPredictions
+        The model's stored predictions on the batch (``shiftlib.estimation.StoredPredictions``).
+
+    Returns
+    -------
+    bool
+        True when its accuracy on the batch is the rule's, whatever the batch's labels.
+    """
+    c = int(np.argmax(np.bincount(P.y_source, minlength=len(P.classes))))
+    return bool(len(P.proba_target) and np.all(np.argmax(P.proba_target, axis=1) == c))
+
+
 def majority_baseline(P: StoredPredictions) -> float:
     """Label-free accuracy on the batch of the rule that always predicts the source's largest class: the
     median of :func:`baseline_components`, as :data:`shiftlib.estimation.AUTO_METHOD` takes the median of its
@@ -388,10 +406,15 @@ def majority_margin(P: StoredPredictions) -> float:
     Returns
     -------
     float
-        The median paired margin; at most 0 when the model is estimated no better than the rule.
+        The median paired margin; at most 0 when the model is estimated no better than the rule, and 0 exactly
+        when the model predicts the rule's class on every batch row (then the two are equally accurate on the
+        batch whatever its labels, though estimators that read the source, where the model is not constant, would
+        say otherwise).
     """
     from shiftlib.estimation import point_estimate
 
+    if predicts_the_rule(P):
+        return 0.0
     base = baseline_components(P)
     return float(np.median([point_estimate(P, m) - b for m, b in base.items()]))
 

@@ -436,7 +436,8 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
     if isinstance(held, tuple):
         n = len(new_g.y_source)
         g = replace(g, reason=f"{g.reason} (both estimated on the {n} of today's {len(new_P.y_source)} labeled source "
-                    f"rows v{inc.version} was never fitted on)", details=g.details | {"champion_heldout_rows": n})
+                    f"rows unlike any row v{inc.version} was fitted on: a row equal to one of those counts as seen)",
+                    details=g.details | {"champion_heldout_rows": n})
     return g, ""
 
 
@@ -474,8 +475,18 @@ def _register(client: MlflowClient, ctx: RunContext, store: Any, served_uri: str
 def _set_alias(client: MlflowClient, model_name: str, decision: str, mv: Any, inc: Any) -> None:
     """Give version ``mv`` the alias ``decision``; a new champion is tagged with the version it replaced."""
     with_retries(client.set_registered_model_alias, model_name, decision, mv.version)
-    if decision == "champion" and inc is not None and str(inc.version) != str(mv.version):
-        with_retries(client.set_model_version_tag, model_name, mv.version, PREVIOUS, str(inc.version))
+    if decision == "champion":
+        _drop_challenger(client, model_name, mv.version)
+        if inc is not None and str(inc.version) != str(mv.version):
+            with_retries(client.set_model_version_tag, model_name, mv.version, PREVIOUS, str(inc.version))
+
+
+def _drop_challenger(client: MlflowClient, model_name: str, version: Any) -> None:
+    """A version made champion (by the gate, or by hand) is no longer the challenger: drop that alias if it is
+    this version's (an undecided version whose labels then promoted it kept both)."""
+    aliases = with_retries(client.get_registered_model, model_name).aliases
+    if str(aliases.get("challenger")) == str(version):
+        with_retries(client.delete_registered_model_alias, model_name, "challenger")
 
 
 def _announce(client: MlflowClient, ctx: RunContext, record: dict[str, Any], waited: float) -> None:
@@ -625,6 +636,7 @@ def set_champion(tracking_uri: str, name: str, *, version: str | None = None, pr
             f"{inc.tags.get('shiftflow.input_columns', '?')}); a registered model serves one input schema")
     with registry_lock(tracking_uri, name):  # not while a run's gate decides
         with_retries(client.set_registered_model_alias, name, "champion", str(target.version))
+        _drop_challenger(client, name, target.version)
         with_retries(client.set_model_version_tag, name, str(target.version), ALIAS_SET,
                      f"{when} by {who}: {reason}")
         if inc is not None:

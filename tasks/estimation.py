@@ -106,8 +106,8 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
         folds = pd.DataFrame([{"candidate": name, "fold": i, "accuracy": float(a)}
                               for name, f in scv.details["fold_scores"].items() for i, a in enumerate(f)])
     overlap = stage_overlap(store, preds[0]) if preds else None
-    if overlap is not None:
-        log.info("estimation: %s", overlap.sentence())
+    if overlap is not None:  # a poor overlap is a warning, as in `shiftflow score`
+        (log.warning if overlap.verdict == "poor" else log.info)("estimation: %s", overlap.sentence())
     regimes = stage_regimes(store, preds)
     rows = []
     log.info("estimation: %d candidates on %d folds, %d of them fitted here and %d read from the training stage's "
@@ -405,7 +405,9 @@ def served_estimate(table: pd.DataFrame, served: str, *, ctx: RunContext, min_ac
     return {"candidate": served, "method": r["method"], "accuracy": float(r["estimate"]),
             "ci_low": float(r["ci_low"]), "ci_high": float(r["ci_high"]), "confidence": float(r["confidence"]),
             "min_accuracy": min_accuracy, "alert": bool(alert), "straddles": bool(straddles),
-            "majority_baseline": baseline, "majority_margin": margin, "overlap": overlap, "labeled": lab, "realized": real,
+            "majority_baseline": baseline, "majority_margin": margin,
+            "same_as_rule": bool(r.get("one_class_share") == 1.0 and margin == 0.0),  # its class on every row
+            "overlap": overlap, "labeled": lab, "realized": real,
             "realized_batches": _batches(r, history),
             "outside_share": float(r.get("outside_share", float("nan"))), "regime": regime,
             "regime_weighted_auc": float(r.get("regime_weighted_auc", float("nan"))),
@@ -476,6 +478,9 @@ def baseline_words(served: Mapping[str, Any]) -> str:
     if b is None or b != b:
         return ""
     words = f"; majority-class rule {b:.3f}"
+    if served.get("same_as_rule"):  # shiftlib.decisions.majority_margin: 0 exactly
+        return words + (", and this model predicts the rule's class on every target row, so on this batch it is "
+                        "exactly as accurate as the rule")
     m, est = served.get("majority_margin"), served.get("accuracy")
     if m is not None and m == m and est is not None and (est - b > 0) != (m > 0):
         words += (f", yet estimator by estimator this model is {m:+.3f} against it (the paired margin the "

@@ -46,9 +46,13 @@ def cautions(s: dict[str, Any]) -> list[str]:
             out.append(f"the gate is undecided: label the rows where the new version and the champion disagree "
                        f"({flags})")
     if ch.get("gate_decision") == "refused" and ch.get("incumbent_version") is None:  # nothing serves: say so
-        out.append("nothing serves yet: the first version was refused (the reason above), so `shiftflow score` has "
-                   "no champion to use; a later run with other learners (--learners) or more source rows may pass "
-                   "the gate")
+        other = (f"labels over every candidate (--label-budget {budget()} without --label-plan "
+                 "pair) choose among all of them, and another may pass; so may "
+                 if ch.get("labels") else "")  # a pair plan's labels judged only the label-free choice
+        out.append(f"nothing serves yet: {ch.get('registered_model', 'the model')} v{ch.get('version', '?')} was "
+                   "refused (the reason above) and no version is champion, so `shiftflow score` has none to use; "
+                   f"{other}a later run with other learners (--learners) or more source rows "
+                   f"{'' if other else 'may '}pass the gate")
     chosen, classes = s["selection"]["chosen"], s.get("classes") or []
     predicted = (s.get("predicted_classes") or {}).get(chosen)
     if predicted is not None and len(predicted) == 1 and len(classes) > 1 and not s.get("recalibration"):
@@ -131,8 +135,9 @@ def gate_words(champion: dict[str, Any]) -> str:
 
 def has_target_labels(s: dict[str, Any]) -> bool:
     """Whether the run read target labels to choose the model (a plan over every candidate) or to decide the gate
-    (a pair plan)."""
-    return bool(s["selection"].get("fewlabel") or (s.get("champion") or {}).get("labels"))
+    (a pair plan), or the target carried its own (held out: the measured accuracy says more than advice to label
+    rows, as :func:`cautions` has it for a wide interval)."""
+    return bool(s["selection"].get("fewlabel") or (s.get("champion") or {}).get("labels") or s.get("target_scores"))
 
 
 def pair_labels_sentence(s: dict[str, Any]) -> str | None:

@@ -159,6 +159,11 @@ def test_closing_report_says_what_happened(monkeypatch: pytest.MonkeyPatch, tmp_
     text_w = "\n".join(report_lines(wide))
     assert "measured accuracy:  0.613 on the target's own labels" in text_w
     assert "a wide interval" not in text_w  # the measured accuracy says more than advice to label rows
+    poor = {"overlap": "poor", "outside_share": 0.3}  # nor does the overlap line ask for labels (helper-32)
+    assert "overlap:           POOR: 30% of the batch" in "\n".join(report_lines(wide | {"estimate": wide["estimate"] | poor}))
+    assert "--label-budget" not in "\n".join(report_lines(wide | {"estimate": wide["estimate"] | poor}))
+    assert "(--label-budget) to know" in "\n".join(report_lines(wide | {"target_scores": None,
+                                                                       "estimate": wide["estimate"] | poor}))
     assert "measured accuracy" not in "\n".join(report_lines(wide | {"recalibration": {"metrics": {}}}))  # a refit
     assert "note:              a wide interval: the label-free estimators disagree" in "\n".join(
         report_lines(wide | {"target_scores": None}))

@@ -61,8 +61,10 @@ def test_previous_rolls_back_and_set_moves_forward_with_who_when_and_why(registr
     tags = client.get_model_version("m", "1").tags
     assert tags[PREVIOUS] == "2" and tags[ALIAS_SET].endswith(f"Z by {getpass.getuser()}: v2 misbehaves")
     assert "m: champion v2 → v1" in capsys.readouterr().out
+    client.set_registered_model_alias("m", "challenger", "2")  # e.g. left undecided on its night
     assert main(["champion", "--model", "m", "--set", "2", "--tracking-uri", uri]) == 0
     assert _champion(client) == "2" and client.get_model_version("m", "2").tags[ALIAS_SET].endswith(": set by hand")
+    assert "challenger" not in client.get_registered_model("m").aliases  # the champion is no challenger
     assert main(["champion", "--model", "m", "--set", "2", "--tracking-uri", uri]) == 0  # already: nothing moves
     assert "is the champion already" in capsys.readouterr().out
 

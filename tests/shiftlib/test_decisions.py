@@ -152,6 +152,26 @@ def test_majority_margin_pairs_each_estimator_with_the_rules_estimate_under_the_
     assert majority_margin(P) == pytest.approx(0.2, abs=1e-9)
 
 
+def test_a_model_that_predicts_the_rules_class_on_every_batch_row_has_margin_zero_exactly():
+    """On the batch its accuracy is the rule's whatever the labels, so the margin is 0, though on the source (its
+    out-of-fold predictions, 8 of 10 right against the rule's 6) the paired estimators would say +0.2 (the test
+    above: the same source). helper-32's HousePrices: such a model was printed at −0.003 against the rule."""
+    from shiftlib.decisions import predicts_the_rule
+
+    y = np.array([0] * 6 + [1] * 4)
+    pred = y.copy()
+    pred[[0, 9]] = 1 - pred[[0, 9]]
+    all_rule = _onehot(np.zeros(10, int), conf=0.7)  # class 0, the source's largest, on every batch row
+    P = _P(list(y), _onehot(pred, conf=0.8), all_rule)
+    assert predicts_the_rule(P) and majority_margin(P) == 0.0
+    one_other = all_rule.copy()
+    one_other[3] = [0.4, 0.6]
+    Q = _P(list(y), _onehot(pred, conf=0.8), one_other)
+    assert not predicts_the_rule(Q) and majority_margin(Q) != 0.0
+    other_class = _P(list(y), _onehot(pred, conf=0.8), _onehot(np.ones(10, int), conf=0.7))
+    assert not predicts_the_rule(other_class)  # one class on every row, but not the rule's
+
+
 def test_with_labels_a_contradicted_prior_loses_its_weight():
     # prior 0.85 ± 0.02, labels 0.70 ± 0.05: τ² = 0.15² − 0.02² − 0.05² = 0.0196, prior variance 0.02 (weight
     # 50), labels 1/0.0025 = 400: estimate (50·0.85 + 400·0.70)/450 = 0.71667, se √(1/450) = 0.047140

@@ -228,7 +228,8 @@ def test_the_gate_scores_the_champion_on_todays_source_rows_it_never_saw(registr
         assert rec["incumbent_score"] == pytest.approx(ref.details["champion_estimate"])
         n = 160 if heldout else 200
         assert n_unseen > n / 2 if heldout else 0 < n_unseen <= 40
-        said = f"both estimated on the {n_unseen} of today's {n} labeled source rows v1 was never fitted on"
+        said = (f"both estimated on the {n_unseen} of today's {n} labeled source rows unlike any row v1 was fitted "
+                "on: a row equal to one of those counts as seen)")
         assert (said in rec["reason"]) == heldout
         if rec["gate_decision"] == "promoted":  # the next run compares with the new champion: start again
             client.set_registered_model_alias("heldout-model", "champion", "1")
@@ -286,7 +287,8 @@ def test_a_first_version_beyond_its_sources_reach_serves_nothing_until_labels(re
     again = tc.champion.fn(store2, _selection(), ctx=_ctx(registry, parent2, store2.run_id),
                            model_name="first-far-model", policy=tc.GatePolicy(k=5), labeled=labeled)
     assert (again["decision"], again["gate_decision"], again["version"]) == ("champion", "promoted", "1")
-    assert str(client.get_registered_model("first-far-model").aliases["champion"]) == "1"
+    # the version that serves is no longer the challenger (helper-32 saw {'challenger': 2, 'champion': 2})
+    assert {k: str(v) for k, v in client.get_registered_model("first-far-model").aliases.items()} == {"champion": "1"}
 
 
 def test_the_gate_policy_passes_what_to_do_with_an_unvouched_champion(monkeypatch):

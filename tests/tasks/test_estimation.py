@@ -155,6 +155,9 @@ def test_the_report_names_the_paired_margin_when_it_disagrees_with_estimate_minu
         "this model is -0.010 against it (the paired margin the promotion guard reads)")
     assert baseline_words(served | {"majority_margin": float("nan")}) == "; majority-class rule 0.956"
     assert baseline_words({"accuracy": 0.9}) == ""
+    same = served | {"accuracy": 0.915, "majority_baseline": 0.91, "majority_margin": 0.0, "same_as_rule": True}
+    assert baseline_words(same) == ("; majority-class rule 0.910, and this model predicts the rule's class on every "
+                                    "target row, so on this batch it is exactly as accurate as the rule")
 
 
 def test_a_poor_overlap_widens_every_interval_to_what_the_source_cannot_rule_out(tmp_path, mlflow_runs):

@@ -87,6 +87,11 @@ def test_below_three_batches_the_label_free_interval_stays_and_says_how_many(par
                                 history=PAST.iloc[:2])
     assert served["realized"] is None and served["realized_batches"] == 2
     assert (served["ci_low"], served["ci_high"]) == (0.75, 0.85)
+    assert not served["same_as_rule"]  # ROW has no one_class_share: not known to predict the rule's class
+    for share, margin, same in ((1.0, 0.0, True), (1.0, -0.003, False), (0.98, 0.0, False)):
+        row = ROW | {"one_class_share": share, "majority_margin": margin}
+        got = served_estimate.fn(pd.DataFrame([row]), "LR", min_accuracy=None, ctx=RunContext(uri, "", run_id, "", 0))
+        assert got["same_as_rule"] is same, (share, margin)
     assert "2 earlier batches with realised accuracy" in realized_line(served)
     other = served_estimate.fn(pd.DataFrame([ROW | {"candidate": "NB"}]), "NB", min_accuracy=None,
                                ctx=RunContext(uri, "", run_id, "", 0), history=PAST)

@@ -71,8 +71,17 @@ def test_an_undecided_gate_says_which_labels_settle_it() -> None:
     for decided in ("promoted", "kept", "refused"):
         assert cautions(base | {"champion": undecided | {"gate_decision": decided}}) == []
     # a refused first version: nothing serves, and the note says so (helper-31's sweep: the report said nothing)
-    (refused,) = cautions(base | {"champion": undecided | {"gate_decision": "refused", "incumbent_version": None}})
-    assert refused.startswith("nothing serves yet: the first version was refused (the reason above)")
+    no_champion = undecided | {"gate_decision": "refused", "incumbent_version": None, "version": "2"}
+    (refused,) = cautions(base | {"champion": no_champion})  # v2: the version refused, whichever came before
+    assert refused == ("nothing serves yet: m v2 was refused (the reason above) and no version is champion, so "
+                       "`shiftflow score` has none to use; a later run with other learners (--learners) or more "
+                       "source rows may pass the gate")
+    # refused by a pair plan's labels: they judged the label-free choice only; labels over every candidate choose
+    (by_labels,) = cautions(base | {"n_target": 500, "champion": no_champion | {"labels": 26}})  # a new plan
+    assert by_labels.endswith("no version is champion, so `shiftflow score` has none to use; labels over every "
+                              "candidate (--label-budget 50 without --label-plan pair) choose among all of them, and "
+                              "another may pass; so may a later run with other learners (--learners) or more source "
+                              "rows pass the gate")
     # a first version (no champion) left undecided: the pair is it and the majority-class rule
     (first,) = cautions(base | {"champion": undecided | {"incumbent_version": None, "p_better": float("nan")}})
     assert first == ("the gate is undecided and nothing serves yet: label the rows where the new version and the "
