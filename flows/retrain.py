@@ -280,12 +280,15 @@ def _awaiting(run: _Run, prep: dict[str, Any], labeled: dict[str, Any]) -> dict[
             "reused_stages": reused_stages(run.store, training_reused=all(r["reused"] for r in prep["results"]))}
 
 
-def _pair(run: _Run, prep: dict[str, Any], contender: dict[str, Any]) -> str | None:
+def _pair(run: _Run, prep: dict[str, Any], contender: dict[str, Any] | None) -> str | None:
     """The candidate of a pair plan (``label_plan='pair'``): the label-free choice, which the labels then weigh
-    against the served champion (without one, the majority-class rule: whether a first version may serve);
+    against the served champion (without one, against the majority-class rule: whether a first version may serve);
     None for a plan over every candidate."""
     if run.config.label_plan != "pair":
         return None
+    if contender is None:  # a first version: the majority-class rule stands in for the champion
+        with run.stage("served"):
+            contender = served_rule(run.store, model_name=registered_name(run))
     with run.stage("selection"):  # label-free, as the undecided run chose (found in the stage store)
         chosen = _selection(run, prep["run_ids"], None)["chosen"]
     run.log.info("labels: a plan for the pair %s and %s (label_plan='pair'): the labels decide the gate, the "
@@ -303,10 +306,8 @@ def _labels(run: _Run, prep: dict[str, Any]) -> dict[str, Any] | None:
         return None
     with run.stage("served"):  # the champion is a contender of the plan: its labels decide an undecided gate
         contender = served(run.store, ctx=ctx, model_name=registered_name(run))
-        if contender is None:  # a first version: the majority-class rule stands in for the champion, so the labels
-            contender = served_rule(run.store, model_name=registered_name(run))  # also say whether it may serve
     pair = _pair(run, prep, contender)
-    if pair is None:
+    if contender is not None and pair is None:
         run.log.info("labels: %s of %s is planned beside the candidates", contender["name"], contender["model_name"])
     labeled = labels(run.store, ctx=ctx, budget=config.label_budget, label=config.label,
                      target_labels=config.target_labels, k=config.selection_folds, pair=pair)

@@ -828,8 +828,7 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
        made where the source has no rows. With ``labels`` (then the labels' estimate of new − the
        majority-class rule, from a plan for that pair) the labels alone decide: ``promoted`` when
        P = Φ(difference / se) ≥ ``confidence``, ``refused`` when P ≤ 1 − it, else ``undecided``; with other target
-       labels (``target_labels``: they chose the model; the flow's plans have the rule as a contender, so it passes
-       ``labels``) step 2 promotes. Without target labels and with
+       labels (``target_labels``: they chose the model) step 2 promotes. Without target labels and with
        ``first_margin`` (:data:`FIRST_MARGIN`, revision 8), a version whose source reaches the batch is weighed
        against the rule as step 5 weighs it against a champion: P = :func:`p_beats_rule`, ``promoted`` when
        P ≥ ``confidence``, ``refused`` when P ≤ 1 − it, else ``undecided`` (the pair's labels decide).
