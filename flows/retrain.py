@@ -232,6 +232,7 @@ def _summary(run: _Run, prep: dict[str, Any], dec: dict[str, Any]) -> dict[str, 
         "learners": {n: m.cv for n, m in training.models.items()},
         "skipped_candidates": training.skipped,
         "classes": ing.classes,
+        "label_columns": ing.label_columns,
         "n_target": ing.n_target,
         "predicted_classes": {n: None if m.predicted_classes is None else list(m.predicted_classes)
                               for n, m in training.models.items()},

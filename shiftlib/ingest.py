@@ -45,7 +45,8 @@ import pandas as pd
 from shiftlib.errors import ShiftflowInputError, quote, quote_list
 
 __all__ = ["CheckedTables", "EncodingPlan", "IngestError", "PreparedData", "canonical_column", "check_label_column",
-           "check_labels", "drop_unlabeled", "check_tables", "coerce_column", "plan_encoding", "spelling_hint"]
+           "check_labels", "drop_unlabeled", "check_tables", "coerce_column", "feature_origins", "label_rule_columns",
+           "plan_encoding", "spelling_hint"]
 
 
 class IngestError(ShiftflowInputError):
@@ -820,6 +821,97 @@ class CheckedTables:
 
 #: a column is said to separate the classes only when every class has at least this many rows with a value
 LEAK_MIN_ROWS = 5
+
+
+#: the deepest tree :func:`label_rule_columns` fits: a label it reproduces on every held-out row follows from a few
+#: columns by a handful of thresholds, as a label computed from them does (a real outcome rarely does)
+LEAK_DEPTH = 3
+#: share of out-of-fold rows :func:`label_rule_columns` allows wrong: a rule learnt without a fold's rows may put its
+#: threshold beyond one of them (MASS birthwt: ``low`` is ``bwt`` < 2500; a fold without bwt = 2523 cut at 2523)
+LEAK_OOF_ERRORS = 0.01
+#: rows :func:`label_rule_columns` looks at (a stratified sample beyond it: a rule exact on all rows is exact on these)
+LEAK_ROWS = 20_000
+
+
+def feature_origins(plan: EncodingPlan) -> dict[str, Any]:
+    """Each encoded column's source column (``c``, ``c=level`` and ``c__missing`` all come from ``c``).
+
+    Parameters
+    ----------
+    plan : EncodingPlan
+        The encoder's plan.
+
+    Returns
+    -------
+    dict
+        Encoded column name → the source column it encodes.
+    """
+    out: dict[str, Any] = {}
+    for c in plan.kept:
+        if c in plan.indicators:
+            out[f"{c}__missing"] = c
+        if plan.kinds[c] == "numeric":
+            out[str(c)] = c
+        else:
+            out |= {f"{c}={lev}": c for lev in plan.encodings[c]}
+    return out
+
+
+def label_rule_columns(X: pd.DataFrame, y: np.ndarray, origins: dict[str, Any], *, max_depth: int = LEAK_DEPTH,
+                       folds: int = 5, max_rows: int = LEAK_ROWS, random_state: int = 0) -> list[Any]:
+    """The source columns the label follows from exactly, or [] when it does not: a decision tree of depth at most
+    ``max_depth`` fitted on every row is right on every row, and in a stratified ``folds``-fold cross-validation
+    wrong on at most :data:`LEAK_OOF_ERRORS` of them (a few rows at the thresholds, not noise); the columns are those
+    the tree splits on. Each class needs ``LEAK_MIN_ROWS`` rows (and ``folds``). It extends
+    the single-column check of :func:`check_tables` (a threshold on one column) to a few columns, which a label
+    computed from them (or recorded after the outcome with them) satisfies and a real outcome rarely does. A tree,
+    because a rule of a few thresholds is what such labels are; scikit-learn's tree and folds do the work.
+
+    Parameters
+    ----------
+    X : pandas.DataFrame
+        Encoded source features (``PreparedData.source_X``).
+    y : numpy.ndarray
+        Source class codes.
+    origins : dict
+        Encoded column → source column (:func:`feature_origins`).
+    max_depth : int, default LEAK_DEPTH
+        Depth of the tree.
+    folds : int, default 5
+        Cross-validation folds.
+    max_rows : int, default LEAK_ROWS
+        Rows looked at; a stratified sample beyond it.
+    random_state : int, default 0
+        Seed of the folds and the sample.
+
+    Returns
+    -------
+    list
+        Source columns, in the order of the tree's first use; [] when the label does not follow from them.
+    """
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict, train_test_split
+    from sklearn.tree import DecisionTreeClassifier
+
+    y = np.asarray(y)
+    counts = np.bincount(y) if len(y) else np.array([], int)
+    counts = counts[counts > 0]
+    if len(counts) < 2 or counts.min() < max(LEAK_MIN_ROWS, folds):
+        return []
+    if len(y) > max_rows:
+        X, _, y, _ = train_test_split(X, y, train_size=max_rows, stratify=y, random_state=random_state)
+    tree = DecisionTreeClassifier(max_depth=max_depth, random_state=random_state)
+    if not np.array_equal(tree.fit(X, y).predict(X), y):
+        return []
+    cv = StratifiedKFold(folds, shuffle=True, random_state=random_state)
+    if np.mean(cross_val_predict(tree, X, y, cv=cv) != y) > LEAK_OOF_ERRORS:
+        return []
+    used = tree.fit(X, y).tree_.feature
+    out: list[Any] = []
+    for j in used[used >= 0]:
+        c = origins.get(str(X.columns[j]), X.columns[j])
+        if c not in out:
+            out.append(c)
+    return out
 
 
 def _missing_note(src: pd.DataFrame, tgt: pd.DataFrame, plan: EncodingPlan, shown: int = 5) -> str:

@@ -15,7 +15,7 @@ import hashlib
 import json
 import pickle
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ from prefect.cache_policies import NO_CACHE
 from sklearn.pipeline import Pipeline
 
 from shiftlib.budget import subsample
+from shiftlib.ingest import LEAK_DEPTH, feature_origins, label_rule_columns
 from tasks.inputs import LABEL, ROW, IngestError, IngestOptions, prepare_inputs, read_inputs
 from tasks.logs import run_logger
 from tasks.sources import mask_secrets
@@ -146,7 +147,8 @@ def _compute(raw_source: pd.DataFrame, raw_target: pd.DataFrame | None, label: s
         tables["target_labels"] = pd.DataFrame({ROW: target[ROW], LABEL: prepared.target_y})
     if p_select is not None:  # the true P(s=1|x,y) of each source row: oracle weights, evaluation only
         tables["source_selection"] = pd.DataFrame({ROW: source[ROW], "p_select": p_select})
-    extra = prepared.to_dict() | {"label": label, "bias": bias_info, "data_hashes": hashes}
+    extra = prepared.to_dict() | {"label": label, "bias": bias_info, "data_hashes": hashes,
+                                  "label_columns": _label_columns(prepared, opts.seed)}
     preprocessor = StageOutput(files={PREPROCESSOR: pickle.dumps(prepared.preprocessor, protocol=5),
                                       RAW_EXAMPLE: pickle.dumps(inp.example, protocol=5)},
                                extra={"raw_columns": [str(c) for c in inp.example.columns]})
@@ -154,6 +156,25 @@ def _compute(raw_source: pd.DataFrame, raw_target: pd.DataFrame | None, label: s
              len(prepared.feature_columns), "; target labels held out for evaluation" if prepared.target_y is not None
              else "")
     return StageOutput(tables, extra=extra, before={PREPROCESSOR_STAGE: preprocessor})
+
+
+def _label_columns(prepared: Any, seed: int) -> list[str]:
+    """The two or more source columns the label follows from exactly (``shiftlib.ingest.label_rule_columns``),
+    with a warning; [] otherwise (one such column is named at the door by ``check_tables``)."""
+    cols = label_rule_columns(prepared.source_X, prepared.source_y, feature_origins(prepared.preprocessor.plan_),
+                              random_state=seed)
+    if len(cols) < 2:
+        return []
+    run_logger().warning("ingest: %s", label_rule_sentence([str(c) for c in cols]))
+    return [str(c) for c in cols]
+
+
+def label_rule_sentence(columns: list[str]) -> str:
+    """What to do when the label follows from ``columns`` (the run's log and the closing report say it alike)."""
+    names = ", ".join(repr(c) for c in columns)
+    return (f"the label follows exactly from columns {names} (a tree of depth {LEAK_DEPTH} on them is right on every "
+            "source row, and on all but a few out of fold): if it was computed from them, or they are recorded after the outcome, every "
+            f"estimate will look perfect; then drop them (--drop-columns {','.join(columns)})")
 
 
 def readable_rows(table: pd.DataFrame, label: str, id_column: str | None = None) -> pd.DataFrame:
@@ -198,6 +219,7 @@ class IngestManifest:
     target_ref: str | None
     id_column: str | None
     data_hashes: dict[str, str]
+    label_columns: list[str] = field(default_factory=list)  # the label follows from them (``_label_columns``)
 
     @property
     def n_source(self) -> int:
@@ -226,7 +248,8 @@ def read_ingest(store: StageStore) -> IngestManifest:
                           target=table("target"), has_target_labels="target_labels.parquet" in files,
                           has_source_selection="source_selection.parquet" in files,
                           source_ref=params.get("source"), target_ref=params.get("target"),
-                          id_column=params.get("id_column"), data_hashes=dict(extra.get("data_hashes", {})))
+                          id_column=params.get("id_column"), data_hashes=dict(extra.get("data_hashes", {})),
+                          label_columns=list(extra.get("label_columns", [])))
 
 
 def load_xy(store: StageStore) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:

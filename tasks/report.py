@@ -7,6 +7,7 @@ from typing import Any
 from shiftlib.decisions import UNDECIDED_LABEL_PLAN
 from shiftlib.selection.fewlabel import OVERCONFIDENT_BELOW
 from tasks.estimation import summary_lines
+from tasks.ingest import label_rule_sentence
 
 #: an interval at least this wide says little about the served model's accuracy; the summary says so
 WIDE_INTERVAL = 0.5
@@ -21,9 +22,9 @@ def cautions(s: dict[str, Any]) -> list[str]:
     """Sentences the closing report and the run summary add under the estimate: an interval at least
     ``WIDE_INTERVAL`` wide (unless target labels were given, to choose or to evaluate: then they are the better
     word), an undecided gate (with the labels that would settle it: a pair plan, ``reports/decisions_pair.md``; for a
-    first version, the pair of it and the majority-class rule), a refused first version (nothing serves),
-    and a chosen candidate that predicts one class for every target row (before any recalibration; its accuracy
-    is then that class's share)."""
+    first version, the pair of it and the majority-class rule), a refused first version (nothing serves), a label
+    that follows exactly from a few source columns (the ingest stage's check), and a chosen candidate that predicts
+    one class for every target row (before any recalibration; its accuracy is then that class's share)."""
     out = []
     ch = s.get("champion") or {}
 
@@ -53,6 +54,8 @@ def cautions(s: dict[str, Any]) -> list[str]:
                    "refused (the reason above) and no version is champion, so `shiftflow score` has none to use; "
                    f"{other}a later run with other learners (--learners) or more source rows "
                    f"{'' if other else 'may '}pass the gate")
+    if s.get("label_columns"):  # the ingest stage's check (tasks.ingest.label_rule_sentence)
+        out.append(label_rule_sentence(list(s["label_columns"])))
     chosen, classes = s["selection"]["chosen"], s.get("classes") or []
     predicted = (s.get("predicted_classes") or {}).get(chosen)
     if predicted is not None and len(predicted) == 1 and len(classes) > 1 and not s.get("recalibration"):

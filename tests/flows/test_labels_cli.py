@@ -164,8 +164,12 @@ def test_unknown_row_keys_and_unseen_classes_are_refused(asked: Path) -> None:
     runs_before = {p.name for p in (root / "runs").iterdir()}
     _refused(_args(root, "--label-budget", "100000"), "larger than the batch")
     assert {p.name for p in (root / "runs").iterdir()} == runs_before
-    # another configuration (a different seed) has no stored plan: a well-filled file is refused by the labels stage
+    # another configuration (a different seed) has no stored plan: a well-filled file is refused at the door, before
+    # any run folder is made, naming the seed of the plan whose rows it holds (tasks.inputs.check_plan_kind)
     good = pd.read_csv(csv).assign(type="Yes")
     p = asked / "good.csv"
     good.to_csv(p, index=False)
-    _refused(_args(root, "--label-budget", "20", "--seed", "3", "--target-labels", f"file:{p}"), "no stored label plan")
+    _refused(_args(root, "--label-budget", "20", "--seed", "3", "--target-labels", f"file:{p}"),
+             r"no label plan under the run root .* can take it: the plan whose rows the file holds \(run .*\) differs "
+             r"from this run in the seed \(0 then, 3 now\)")
+    assert {p.name for p in (root / "runs").iterdir()} == runs_before

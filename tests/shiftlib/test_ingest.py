@@ -514,3 +514,49 @@ def test_a_numeric_column_with_a_few_text_codes_in_the_target_reads_them_as_miss
     with pytest.raises(IngestError, match="column 'age' is text in the target but numeric"):
         check_tables(src, tgt.assign(age=half), "y")
 
+
+
+def _derived(n: int = 400, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"a": rng.uniform(size=n), "b": rng.uniform(size=n), "noise": rng.normal(size=n),
+                       "kind": rng.choice(["x", "y", "z"], size=n)})
+    return df.assign(label=np.where((df["a"] > 0.5) & (df["b"] > 0.3), "yes", "no"))
+
+
+def test_feature_origins_map_every_encoded_column_to_its_source_column():
+    from shiftlib.ingest import feature_origins, plan_encoding
+
+    src = pd.DataFrame({"n": [1.0, np.nan, 3.0], "t": ["u", "v", None]})
+    assert feature_origins(plan_encoding(src)) == {"n__missing": "n", "n": "n", "t__missing": "t", "t=u": "t",
+                                                   "t=v": "t"}
+
+
+def test_a_label_computed_from_two_columns_is_found_and_a_noisy_one_is_not():
+    """y = (a > 0.5) and (b > 0.3): a depth-2 rule; a depth-3 tree reproduces it on every row and, up to rows at the
+    thresholds, out of fold. The same label with a tenth of it flipped at random is what a real outcome looks like:
+    not flagged. A rule through a text level is named by its source column."""
+    from shiftlib.ingest import LEAK_DEPTH, LEAK_OOF_ERRORS, feature_origins, label_rule_columns
+    from shiftlib.preprocessor import prepare_tables
+
+    assert (LEAK_DEPTH, LEAK_OOF_ERRORS) == (3, 0.01)
+    df = _derived()
+    p = prepare_tables(df, df.drop(columns=["label"]), "label")
+    origins = feature_origins(p.preprocessor.plan_)
+    assert sorted(label_rule_columns(p.source_X, p.source_y, origins)) == ["a", "b"]
+    # beyond max_rows, a stratified sample: a rule exact on every row is exact on it
+    big = _derived(3000, seed=1)
+    q = prepare_tables(big, big.drop(columns=["label"]), "label")
+    assert sorted(label_rule_columns(q.source_X, q.source_y, feature_origins(q.preprocessor.plan_),
+                                     max_rows=500)) == ["a", "b"]
+    flipped = df.copy()
+    flip = np.random.default_rng(2).uniform(size=len(df)) < 0.1
+    flipped.loc[flip, "label"] = np.where(flipped.loc[flip, "label"] == "yes", "no", "yes")
+    r = prepare_tables(flipped, flipped.drop(columns=["label"]), "label")
+    assert label_rule_columns(r.source_X, r.source_y, feature_origins(r.preprocessor.plan_)) == []
+    by_level = df.assign(label=np.where((df["kind"] == "x") | (df["a"] > 0.8), "yes", "no"))
+    s = prepare_tables(by_level, by_level.drop(columns=["label"]), "label")
+    assert sorted(label_rule_columns(s.source_X, s.source_y, feature_origins(s.preprocessor.plan_))) == ["a", "kind"]
+    # a class with fewer than LEAK_MIN_ROWS rows: too few to tell a rule from chance
+    few = df.assign(label=np.where(np.arange(len(df)) < 4, "rare", "common"))
+    t = prepare_tables(few, few.drop(columns=["label"]), "label")
+    assert label_rule_columns(t.source_X, t.source_y, feature_origins(t.preprocessor.plan_)) == []

@@ -274,3 +274,31 @@ def test_frame_hash_reads_nested_cells_by_their_bytes():
     assert frame_hash(table(4)) == frame_hash(table(4)) != frame_hash(table(5))
     plain = pd.DataFrame({"x": [1.0, 2.0], "t": ["a", "b"]})
     assert frame_hash(plain) == frame_hash(plain.copy())
+
+
+def test_a_label_that_follows_from_two_columns_is_named_in_the_manifest_and_the_closing_notes(tmp_path):
+    """Helper-31's Kakadu: the label followed from two columns and nothing said so. The ingest stage runs
+    shiftlib.ingest.label_rule_columns and keeps what it finds; the closing report's notes name the columns and the
+    fix. One column alone is left to the door's check (check_tables), so the stage keeps [] for it."""
+    from tasks.ingest import read_ingest
+    from tasks.report import cautions
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"lower": rng.uniform(size=300), "upper": rng.uniform(size=300), "x": rng.normal(size=300)})
+    df["y"] = np.where((df["lower"] > 0.4) & (df["upper"] < 0.7), "yes", "no")
+    df.to_csv(tmp_path / "src.csv", index=False)
+    df.drop(columns=["y"]).to_csv(tmp_path / "tgt.csv", index=False)
+    store = StageStore(tmp_path / "runs", "run-1")
+    ingest.fn(store, f"file:{tmp_path / 'src.csv'}", f"file:{tmp_path / 'tgt.csv'}", "y")
+    found = read_ingest(store).label_columns
+    assert sorted(found) == ["lower", "upper"]
+    summary = {"selection": {"chosen": "LR"}, "champion": {}, "label_columns": found}
+    (note,) = cautions(summary)
+    assert note.startswith(f"the label follows exactly from columns {found[0]!r}, {found[1]!r} (a tree of depth 3 "
+                           "on them is right on every source row, and on all but a few out of fold)")
+    assert note.endswith(f"then drop them (--drop-columns {found[0]},{found[1]})")
+    one = df.assign(y=np.where(df["lower"] > 0.4, "yes", "no"))
+    one.to_csv(tmp_path / "src1.csv", index=False)
+    store1 = StageStore(tmp_path / "runs", "run-2")
+    ingest.fn(store1, f"file:{tmp_path / 'src1.csv'}", f"file:{tmp_path / 'tgt.csv'}", "y")
+    assert read_ingest(store1).label_columns == []
