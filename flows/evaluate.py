@@ -195,6 +195,7 @@ def evaluate_run(run: str, labels_spec: str, *, id_column: str | None = None,
     from flows.paths import missing_sqlite_store, shiftflow_home
     from shiftlib.errors import ShiftflowInputError
     from tasks.estimation import read_realized_history
+    from tasks.ingest import read_ingest
     from tasks.sources import SourceSpecError, load_table
     from tasks.store import StageStore, write_parquet_atomic
     from tasks.tracking import default_tracking_uri, log_metrics, with_retries
@@ -236,7 +237,7 @@ def evaluate_run(run: str, labels_spec: str, *, id_column: str | None = None,
     with_retries(client.log_figure, parent.info.run_id, _plot(table), "evaluation/estimate_vs_realized.png")
     add = table.assign(flow_run_id=run_dir.name, mlflow_parent_run_id=parent.info.run_id,
                        served=table["candidate"] == served, evaluated_at=pd.Timestamp.now(tz="UTC").isoformat(),
-                       **deployment(parent, store))
+                       batch=read_ingest(store).data_hashes.get("target"), **deployment(parent, store))
     if old is not None:
         add = pd.concat([old[old["flow_run_id"] != run_dir.name], add], ignore_index=True)
     write_parquet_atomic(add, hist_path)

@@ -60,3 +60,12 @@ def missing_sqlite_store(tracking_uri: str) -> Path | None:
         return None
     db = Path(tracking_uri.removeprefix("sqlite:///"))
     return None if db.is_file() else db
+
+
+def local_artifact_root(tracking_uri: str) -> Path:
+    """Where runs of a local store keep their artifacts: beside its database file for a ``sqlite:///`` URI
+    (``<its folder>/mlartifacts``; the default store's is ``$SHIFTFLOW_HOME/mlartifacts``, as before), so a store
+    named elsewhere writes nothing into the working directory; ``$SHIFTFLOW_HOME/mlartifacts`` otherwise."""
+    if tracking_uri.startswith("sqlite:///"):
+        return Path(tracking_uri.removeprefix("sqlite:///")).resolve().parent / "mlartifacts"
+    return shiftflow_home() / "mlartifacts"

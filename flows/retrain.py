@@ -18,7 +18,7 @@ from threadpoolctl import threadpool_limits
 
 from flows.config import RetrainConfig
 from flows.fanout import run_mapped, stage_clock
-from flows.paths import default_run_root, shiftflow_home
+from flows.paths import default_run_root, local_artifact_root, shiftflow_home
 from flows.preflight import preflight
 from shiftlib.budget import auto_weighting, concurrency, fan_out
 from shiftlib.catalog import LABELED_SELECTOR, SOURCE_CV
@@ -362,12 +362,12 @@ def tracking_uri(config: Any) -> str:
 def tracking_store(config: Any) -> tuple[str, str]:
     """The run's MLflow tracking URI and experiment id; a local store and the experiment are created on first
     use (``ensure_experiment``, under the store's lock). The CLI calls it early too, while Prefect's API boots."""
-    home = shiftflow_home()
     uri = tracking_uri(config)
     check_reachable(uri)
-    home.mkdir(parents=True, exist_ok=True)
-    local = not uri.startswith(("http://", "https://"))
-    return uri, with_retries(ensure_experiment, uri, config.experiment, home / "mlartifacts" if local else None)
+    root = None if uri.startswith(("http://", "https://")) else local_artifact_root(uri)
+    if root is not None:
+        root.parent.mkdir(parents=True, exist_ok=True)  # the store's folder ($SHIFTFLOW_HOME for the default one)
+    return uri, with_retries(ensure_experiment, uri, config.experiment, root)
 
 
 @flow(name="retrain", log_prints=True)

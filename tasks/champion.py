@@ -574,6 +574,8 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
                 g_labels = g.details.get("labels")
                 decision, inc_score = ALIAS[g.decision], g.details.get("champion_estimate")
                 inc_version = None if inc is None else inc.version
+                if inc_score is not None:  # the pair the gate compared (its reason's "x vs y"), not a selector score
+                    new_score = float(g.details.get("new_estimate_paired", new_score))
             if hold_champion and decision == "champion":
                 decision, gate_decision, reason = "challenger", "kept", f"{hold_champion} (else champion: {reason})"
             if same:

@@ -291,7 +291,9 @@ def read_realized_history(path: Path) -> pd.DataFrame | None:
 def realized_history(store: StageStore, model_name: str, schema_digest: str) -> pd.DataFrame:
     """This deployment's rows of the realised-labels history (:data:`REALIZED_HISTORY` in the run root, written
     by ``shiftflow evaluate``): the rows of registered model ``model_name``, other runs than this one, oldest
-    evaluation first; empty without a history. Rows of other models are other deployments and are left out;
+    evaluation first, one per candidate and batch (the batch's hash, column ``batch``: two runs on one night,
+    undecided and then with labels, both evaluated, are one batch; the latest evaluation stands) and none of this
+    run's batch; empty without a history. Rows of other models are other deployments and are left out;
     rows written before the history named its model carry no deployment and are left out too.
 
     Raises :class:`~shiftlib.errors.ShiftflowInputError`, before anything of this run is registered, when the
@@ -311,8 +313,14 @@ def realized_history(store: StageStore, model_name: str, schema_digest: str) -> 
             f"the realised-labels history {path} holds {other['flow_run_id'].nunique()} batch(es) of model "
             f"{model_name!r} whose model took other input columns (schema {other['schema'].iloc[0]}, this run "
             f"{schema_digest}): their errors do not apply here; give another --model-name, or move those rows away")
-    mine = mine[mine["flow_run_id"] != store.run_id]
-    return mine.sort_values("evaluated_at", kind="stable").reset_index(drop=True)
+    mine = mine[mine["flow_run_id"] != store.run_id].sort_values("evaluated_at", kind="stable")
+    if "batch" in mine.columns:  # one batch is one realised error, however many runs scored it and were evaluated
+        today = read_ingest(store).data_hashes.get("target")
+        mine = mine[mine["batch"].isna() | (mine["batch"] != today)]  # this batch's own labels are no past error
+        known = mine["batch"].notna()
+        later = mine[known].drop_duplicates(["candidate", "batch"], keep="last")
+        mine = pd.concat([mine[~known], later]).sort_values("evaluated_at", kind="stable")
+    return mine.reset_index(drop=True)
 
 
 def realized_estimate(r: Mapping[str, Any], history: pd.DataFrame | None) -> dict[str, Any] | None:

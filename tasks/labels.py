@@ -34,6 +34,7 @@ them.
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -307,8 +308,11 @@ def _plan_output(store: StageStore, plan: LabelPlan, label: str, filled: dict[in
     tgt[label] = pd.Series([filled.get(r) for r in plan.rows], dtype=object)
     extra = {"disagreement": plan.details["disagreement"].tolist(), "round_info": plan.details["round_info"],
              "budget": plan.budget, "n_target": plan.n_target, "learners": plan.learners, "label": label} | extra
-    return StageOutput({"plan": plan.to_frame(), "to_label": tgt}, extra=extra,
-                       files={"to_label.csv": tgt.to_csv(index=False).encode()})
+    buf = io.BytesIO()
+    tgt.to_parquet(buf, index=False)
+    # handed out (tasks.store.StageOutput.handout): a person fills them in place, and the plan stays valid
+    return StageOutput({"plan": plan.to_frame()}, extra=extra,
+                       handout={"to_label.csv": tgt.to_csv(index=False).encode(), "to_label.parquet": buf.getvalue()})
 
 
 def _awaiting(store: StageStore, plan: LabelPlan, n_prefilled: int, client: MlflowClient,

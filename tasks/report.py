@@ -34,8 +34,14 @@ def cautions(s: dict[str, Any]) -> list[str]:
     est = s.get("estimate") or {}
     labeled = s["selection"].get("fewlabel") or s.get("target_scores")
     if est and est["ci_high"] - est["ci_low"] >= WIDE_INTERVAL and not labeled:
-        out.append("a wide interval: the label-free estimators disagree on this shift; label a few target rows "
-                   f"(--label-budget {budget()}) to know more")
+        wide = "a wide interval: the label-free estimators disagree on this shift"
+        if ch.get("labels"):  # a pair plan's: they weigh the two versions, not this accuracy (pair_labels_sentence)
+            out.append(f"{wide}; the pair's labels weigh the two versions, not this accuracy: labels over every "
+                       f"candidate (--label-budget {budget()} without --label-plan pair) would narrow it")
+        elif ch.get("gate_decision") == "undecided":  # the note below asks for the labels that settle the gate
+            out.append(wide)
+        else:
+            out.append(f"{wide}; label a few target rows (--label-budget {budget()}) to know more")
     if ch.get("gate_decision") == "undecided":  # what settles it: labels where the two disagree
         flags = (f"--label-budget {budget(int(ch.get('labels') or 0))} --label-plan {UNDECIDED_LABEL_PLAN}"
                  + (f"; {ch['labels']} labels so far: a larger budget with the filled file plans the next round"

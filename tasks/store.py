@@ -186,6 +186,9 @@ class StageOutput:
     files: Mapping[str, bytes] = field(default_factory=dict)
     value: Any = None
     before: Mapping[str, StageOutput] = field(default_factory=dict)
+    #: files handed to a person to edit in place (the labels stage's to_label.csv): written with the stage, listed
+    #: in its manifest by name only, never checked against a hash, so filling one keeps the stage valid
+    handout: Mapping[str, bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -304,9 +307,9 @@ class StageStore:
         for c in companions:  # first: the stage's manifest on disk means its companions are there too
             o = out.before[c]
             self.write_stage(c, o.tables, key=stage_key(c, params, inputs), params=params, inputs=inputs,
-                             extra=o.extra, files=o.files)
+                             extra=o.extra, files=o.files, handout=o.handout)
         manifest = self.write_stage(stage, out.tables, key=key, params=params, inputs=inputs, extra=out.extra,
-                                    files=out.files)
+                                    files=out.files, handout=out.handout)
         return StageRun(self, stage, manifest, out)
 
     def _reusable(self, stage: str, key: str, params: Mapping[str, Any], inputs: Mapping[str, str],
@@ -331,8 +334,10 @@ class StageStore:
         inputs: Mapping[str, str],
         extra: Mapping[str, Any] | None = None,
         files: Mapping[str, bytes] | None = None,
+        handout: Mapping[str, bytes] | None = None,
     ) -> dict[str, Any]:
-        """Write ``tables`` (name → DataFrame) and other ``files``, then the manifest last.
+        """Write ``tables`` (name → DataFrame), other ``files`` and ``handout`` files (``StageOutput.handout``: not
+        hashed), then the manifest last.
 
         Every file is first written in full to a temp file beside its place, and only once all of them (the
         manifest too) are written are they renamed into place, the manifest last: a write that fails (a full
@@ -356,6 +361,9 @@ class StageStore:
                 tmp = _write_temp(path, lambda f, b=data: f.write(b))
                 staged.append((tmp, path))
                 entries[name] = {"sha256": sha256_file(tmp), "bytes": len(data)}
+            for name, data in (handout or {}).items():
+                path = d / name
+                staged.append((_write_temp(path, lambda f, b=data: f.write(b)), path))
             manifest = {
                 "stage": stage,
                 "key": key,
@@ -366,6 +374,8 @@ class StageStore:
                 "files": entries,
                 "extra": dict(extra or {}),
             }
+            if handout:
+                manifest["handout"] = sorted(handout)
             data = _json_bytes(manifest)
             staged.append((_write_temp(d / MANIFEST, lambda f: f.write(data)), d / MANIFEST))
             for tmp, path in staged:  # the manifest last
@@ -418,6 +428,9 @@ class StageStore:
         dst.mkdir(parents=True, exist_ok=True)
         for name in manifest["files"]:
             _atomic_write_bytes(dst / name, lambda f, n=name: f.write((src / n).read_bytes()))
+        for name in manifest.get("handout", []):  # as the person left it (filled or not), when still there
+            if (src / name).is_file():
+                _atomic_write_bytes(dst / name, lambda f, n=name: f.write((src / n).read_bytes()))
         out = {k: v for k, v in manifest.items() if k != "_dir"}
         out["reused_from"] = manifest.get("run_id")
         out["run_id"] = self.run_id

@@ -65,3 +65,27 @@ def test_a_missing_sqlite_store_is_named_and_other_stores_are_not(tmp_path: Path
     assert paths.missing_sqlite_store("sqlite:///relative.db") == Path("relative.db")
     for uri in ("http://127.0.0.1:5000", "file:///tmp/mlruns", "postgresql://u@h/db"):
         assert paths.missing_sqlite_store(uri) is None  # not a sqlite file: nothing to check
+
+
+def test_a_store_named_elsewhere_keeps_its_artifacts_beside_it_and_writes_nothing_here(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """helper-33: with --tracking-uri sqlite:////tmp/ops6/mlflow.db, artifacts went to <cwd>/.shiftflow. A sqlite
+    store's artifacts sit beside its database (the default store's in $SHIFTFLOW_HOME/mlartifacts, as before), and
+    creating the experiment makes nothing in the working directory."""
+    from mlflow.tracking import MlflowClient
+
+    from flows.config import RetrainConfig
+    from flows.paths import local_artifact_root
+    from flows.retrain import tracking_store
+
+    here = tmp_path / "cwd"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.delenv("SHIFTFLOW_HOME", raising=False)
+    uri = f"sqlite:///{tmp_path / 'elsewhere' / 'mlflow.db'}"
+    assert local_artifact_root(uri) == tmp_path / "elsewhere" / "mlartifacts"
+    assert local_artifact_root(f"sqlite:///{here / '.shiftflow' / 'mlflow.db'}") == here / ".shiftflow" / "mlartifacts"
+    got, experiment = tracking_store(RetrainConfig(tracking_uri=uri, experiment="e"))
+    assert got == uri and list(here.iterdir()) == []
+    location = MlflowClient(uri).get_experiment(experiment).artifact_location
+    assert location == (tmp_path / "elsewhere" / "mlartifacts").resolve().as_uri()

@@ -168,9 +168,14 @@ def test_the_gate_scores_the_served_champion_as_it_is(registry):
     ref = gate(new, champ, new_estimate=est, shared_source=True, random_state=0, new_auc=auc, champion_auc=auc)
     assert (rec["gate_decision"], rec["p_better"]) == (ref.decision, pytest.approx(ref.p_better))
     assert rec["incumbent_score"] == pytest.approx(ref.details["champion_estimate"])
+    # the pair the reason prints and MLflow keeps is the pair the gate compared (helper-33: a selector score was
+    # logged beside the champion's estimate)
+    assert rec["new_score"] == pytest.approx(ref.details["new_estimate_paired"])
+    assert f"({ref.details['new_estimate_paired']:.3f} vs {ref.details['champion_estimate']:.3f})" in rec["reason"]
     tags = MlflowClient(registry["uri"]).get_run(parent_b).data
     assert tags.tags["shiftflow.decision"] == ref.decision
     assert tags.metrics["champion.p_better"] == pytest.approx(ref.p_better)
+    assert tags.metrics["champion.new_score"] == pytest.approx(ref.details["new_estimate_paired"])
 
 
 def test_the_gate_scores_the_champion_on_todays_source_rows_it_never_saw(registry):

@@ -142,6 +142,21 @@ def test_a_partly_filled_file_is_used_and_counted(planned: tuple[StageStore, Pat
     _refused(_next_run(store, "run-3"), "no label is filled in", target_labels=str(tmp_path / "f.csv"))
 
 
+def test_the_file_filled_in_place_as_the_run_says_keeps_the_plan_valid(planned: tuple[StageStore, Path]) -> None:
+    """The run says: fill labels/to_label.csv, then rerun with --target-labels file:<that path>. Filling it in place
+    must not invalidate the plan (helper-33: it did, since the file was hashed with the stage): to_label.csv and
+    .parquet are handed out (tasks.store.StageOutput.handout), named in the manifest, never checked."""
+    store, csv = planned
+    man = json.loads((csv.parent / "manifest.json").read_text())
+    assert man["handout"] == ["to_label.csv", "to_label.parquet"] and "to_label.csv" not in man["files"]
+    df = _filled(csv, csv, value="b")  # in place
+    assert store.verify(csv.parent) is not None  # the stage is still whole
+    out = read_labels(_next_run(store, "run-2"), budget=BUDGET, seed=0, label="y", target_labels=f"file:{csv}")
+    assert out["status"] == "labeled" and out["labels"] == {int(r): 1 for r in df[ROW]}
+    (csv.parent / "to_label.parquet").write_bytes(b"edited")  # a handout is never read back by the stage
+    assert store.verify(csv.parent) is not None
+
+
 def test_a_file_saved_back_by_a_spreadsheet_reads_as_the_csv_written(planned: tuple[StageStore, Path],
                                                                      tmp_path: Path) -> None:
     """A filled to_label.csv saved by a spreadsheet: ';'-separated with decimal commas and a BOM, with blank

@@ -112,6 +112,22 @@ def test_the_history_is_this_deployments_other_runs_oldest_first(tmp_path):
     assert realized_history(StageStore(tmp_path / "elsewhere", "t"), "m", "d1").empty
 
 
+def test_one_batch_is_one_realised_error_and_this_runs_batch_is_none(tmp_path):
+    """helper-33: a night left undecided and then rerun with labels is two runs on one batch; both evaluated, the
+    next run counted 5 earlier batches where 4 had labels. The history is one row per candidate and batch (the
+    target's hash, column ``batch``), the latest evaluation standing; this run's own batch is no past error."""
+    store = StageStore(tmp_path / "runs", "today")
+    store.write_stage("ingest", {}, key="k", params={}, inputs={}, extra={"data_hashes": {"target": "t5"}})
+    rows = PAST.assign(batch=["t1", "t2", "t3"])
+    rerun = PAST.iloc[[1]].assign(flow_run_id="b2", batch="t2", realized_accuracy=0.70, evaluated_at="2026-01-04")
+    mine = PAST.iloc[[0]].assign(flow_run_id="z", batch="t5", evaluated_at="2026-01-05")  # today's batch
+    old = PAST.iloc[[0]].assign(flow_run_id="o", batch=None, evaluated_at="2025-12-31")  # before batches were kept
+    write_parquet_atomic(pd.concat([rows, rerun, mine, old], ignore_index=True), tmp_path / "runs" / REALIZED_HISTORY)
+    got = realized_history(store, "m", "d1")
+    assert list(got["flow_run_id"]) == ["o", "a", "c", "b2"]  # t2 once (its later run), t5 left out
+    assert got.loc[got["flow_run_id"] == "b2", "realized_accuracy"].item() == 0.70
+
+
 def test_a_history_of_other_inputs_or_another_format_is_refused_with_the_fix(tmp_path):
     store = StageStore(tmp_path / "runs", "today")
     path = tmp_path / "runs" / REALIZED_HISTORY

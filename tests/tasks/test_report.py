@@ -50,6 +50,22 @@ def test_summary_notes_a_wide_interval_and_a_one_class_choice() -> None:
     narrow = summary_markdown(SUMMARY | {"selection": sel, "estimate": est | {"ci_low": 0.3},
                                          "classes": ["no", "yes"], "predicted_classes": {"LR": [0, 1]}}, SCORES[2:])
     assert "**note**" not in narrow
+    # one budget per report (helper-33 saw two): an undecided gate's note asks for the pair's labels, so the wide
+    # interval's gives none; after a pair plan's labels it says they do not narrow this interval
+    from tasks.report import cautions
+
+    wide = SUMMARY | {"selection": sel, "estimate": est, "n_target": 400}
+    assert cautions(wide)[0].endswith("disagree on this shift; label a few target rows (--label-budget 50) to know "
+                                      "more")
+    undecided = wide | {"champion": SUMMARY["champion"] | {"gate_decision": "undecided", "incumbent_version": "1"}}
+    first, second = cautions(undecided)
+    assert first == "a wide interval: the label-free estimators disagree on this shift"
+    assert "--label-budget 50 --label-plan pair" in second
+    paired = wide | {"champion": SUMMARY["champion"] | {"gate_decision": "kept", "incumbent_version": "1",
+                                                        "labels": 50}}
+    assert cautions(paired) == ["a wide interval: the label-free estimators disagree on this shift; the pair's labels "
+                                "weigh the two versions, not this accuracy: labels over every candidate "
+                                "(--label-budget 50 without --label-plan pair) would narrow it"]
 
 
 def test_an_undecided_gate_says_which_labels_settle_it() -> None:
