@@ -36,7 +36,8 @@ def run(ns: argparse.Namespace) -> int:
     out = Path(ns.out or f"history-{ns.model}.png")
     plot_history(table, ns.model).savefig(out, dpi=120)
     shown = table.assign(started=table["started"].dt.strftime("%Y-%m-%d %H:%M"))
-    print(shown[["started", "run_name", "candidate", "version", "decision", "serving", "estimate", "ci_low",
+    print(shown[["started", "run_name", "run_id", "candidate", "version", "decision", "serving", "estimate", "ci_low",
                  "ci_high", "realized", "drift", "overlap", "regime"]].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print("run_id: the MLflow parent run (what `shiftflow evaluate --run` takes)")
     print(f"chart: {out.resolve()}")
     return 0

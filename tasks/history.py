@@ -3,7 +3,8 @@ of one of its versions, with the served
 candidate's estimated accuracy and interval, the realised accuracy where labels were recorded (``shiftflow
 evaluate``'s ``realized.accuracy``, or held-out target labels' ``eval.target_accuracy``), the drift verdict, the
 overlap verdict and shift regime of the estimate (``?`` where the run logged none: runs older than the tag), and
-the version that served after the run. Read from the MLflow parent runs (tag
+the version that served after the run, and a row for each version made champion by hand (``shiftflow champion``,
+with who and why). Read from the MLflow parent runs (tag
 ``champion.registered_model``); drawn as NannyML draws its performance-over-time plots: one point per batch
 with its interval, the realised value beside it, and where the serving version changed."""
 
@@ -36,9 +37,40 @@ def model_history(tracking_uri: str, model_name: str) -> pd.DataFrame:
     runs = [(tag, r) for tag in ("champion.registered_model", SCORED_TAG) for r in (
         with_retries(client.search_runs, exps, f"tags.`{tag}` LIKE '{name} v%'",
                      order_by=["attributes.start_time ASC"], max_results=5000) if exps else [])]
-    rows = [_row(r, tag) for tag, r in sorted(runs, key=lambda tr: tr[1].info.start_time)
+    rows = [_row(r, tag) for tag, r in runs
             if r.data.tags[tag].rsplit(" v", 1)[0] == model_name]  # LIKE's _ and % match more than the name
-    return pd.DataFrame(rows, columns=COLUMNS)
+    rows += _set_by_hand(client, model_name)
+    return pd.DataFrame(sorted(rows, key=lambda r: r["started"]), columns=COLUMNS)
+
+
+def _set_by_hand(client: MlflowClient, model_name: str) -> list[dict[str, Any]]:
+    """A row per version made champion by hand (``shiftflow champion --set`` / ``--previous``: its tag
+    ``tasks.champion.ALIAS_SET``, "<when> by <who>: <why>"), the latest such move of each version; no estimate."""
+    from mlflow.exceptions import MlflowException
+
+    from tasks.champion import ALIAS_SET
+
+    try:
+        versions = with_retries(client.search_model_versions, f"name = '{model_name.replace(chr(39), chr(39) * 2)}'")
+    except MlflowException:  # no such registered model: runs only
+        return []
+    out = []
+    for v in versions:
+        said = v.tags.get(ALIAS_SET)
+        if not said or " by " not in said:
+            continue
+        when, rest = said.split(" by ", 1)
+        try:
+            started = pd.Timestamp(when)
+        except ValueError:
+            continue
+        started = started.tz_localize("UTC") if started.tzinfo is None else started.tz_convert("UTC")
+        who, _, why = rest.partition(": ")
+        out.append({c: float("nan") for c in COLUMNS} | {
+            "started": started, "run_id": "", "run_name": f"champion set by {who}", "candidate": "",
+            "version": str(v.version), "decision": f"set by hand: {why}", "serving": str(v.version),
+            "realized_from": "", "drift": "", "overlap": "", "regime": ""})
+    return out
 
 
 def _row(r: Any, tag: str) -> dict[str, Any]:

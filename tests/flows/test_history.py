@@ -90,12 +90,13 @@ def test_the_table_is_printed_and_the_chart_written(store: str, monkeypatch: pyt
     assert run(_ns("--model", "m", "--tracking-uri", store)) == 0
     assert drawn == [(2, "m")] and fig.saved == [(Path("history-m.png"), 120)]  # the default --out, here
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["started", "run_name", "candidate", "version", "decision", "serving", "estimate",
-                                "ci_low", "ci_high", "realized", "drift", "overlap", "regime"]  # no run_id, domain_auc
-    # minutes, not seconds; three decimals; a missing realised accuracy shows as NaN
-    assert lines[1].split() == ["2024-03-01", "02:00", "nightly-1", "LR", "1", "promoted", "1", "0.750", "0.700",
-                                "0.800", "NaN", "True", "ok", "covariate"]
-    assert lines[2].split()[7:10] == ["0.713", "0.650", "0.775"] and lines[2].split()[10] == "0.720"
+    assert lines[0].split() == ["started", "run_name", "run_id", "candidate", "version", "decision", "serving",
+                                "estimate", "ci_low", "ci_high", "realized", "drift", "overlap", "regime"]  # no domain_auc
+    # minutes, not seconds; three decimals; a missing realised accuracy shows as NaN; the run id `evaluate --run` takes
+    assert lines[1].split() == ["2024-03-01", "02:00", "nightly-1", "a1", "LR", "1", "promoted", "1", "0.750",
+                                "0.700", "0.800", "NaN", "True", "ok", "covariate"]
+    assert lines[2].split()[8:11] == ["0.713", "0.650", "0.775"] and lines[2].split()[11] == "0.720"
+    assert lines[-2] == "run_id: the MLflow parent run (what `shiftflow evaluate --run` takes)"
     assert lines[-1] == f"chart: {(tmp_path / 'history-m.png').resolve()}"
     out = tmp_path / "charts" / "h.png"
     out.parent.mkdir()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
@@ -70,3 +71,31 @@ def test_the_cli_prints_the_table_writes_the_chart_and_refuses_an_unknown_model(
     assert "night-1" in text and "undecided" in text and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["history", "--model", "nope", "--tracking-uri", store]) == 2
     assert "no retrain or score run of a registered model 'nope'" in capsys.readouterr().err
+
+
+def test_a_champion_set_by_hand_is_a_row_with_who_and_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """helper-33: after `shiftflow champion --set 2 --reason ...` the history had no row for the move. A version
+    made champion by hand (its tag tasks.champion.ALIAS_SET, "<when> by <who>: <why>") is a row at that time,
+    serving that version; the printed table names each run's MLflow id, which `shiftflow evaluate --run` takes."""
+    from tasks.champion import ALIAS_SET
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp = client.create_experiment("e")
+    run = client.create_run(exp, run_name="night-0", start_time=1_800_000_000_000,
+                            tags={"champion.registered_model": "h v1", "shiftflow.decision": "promoted",
+                                  "champion.decision": "champion", "champion.serving": "1"})
+    client.log_metric(run.info.run_id, "estimate.accuracy", 0.8)
+    client.create_registered_model("h")
+    for _ in range(2):
+        client.create_model_version("h", "file:///nowhere", run_id=run.info.run_id)
+    client.set_model_version_tag("h", "2", ALIAS_SET, "2027-01-16T09:30:00Z by ana: test rollback")
+    t = model_history(uri, "h")
+    assert t["run_name"].tolist() == ["night-0", "champion set by ana"]
+    hand = t.iloc[1]
+    assert (hand["version"], hand["serving"], hand["decision"]) == ("2", "2", "set by hand: test rollback")
+    assert hand["started"] == pd.Timestamp("2027-01-16T09:30:00Z") and math.isnan(hand["estimate"])
+    assert main(["history", "--model", "h", "--tracking-uri", uri, "--out", str(tmp_path / "h.png")]) == 0
+    text = capsys.readouterr().out
+    assert run.info.run_id in text and "set by hand: test rollback" in text
+    assert [x.get_text() for x in plot_history(t, "h").axes[0].texts] == ["v1 serves", "v2 serves"]
