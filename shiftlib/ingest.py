@@ -903,9 +903,9 @@ def label_rule_columns(X: pd.DataFrame, y: np.ndarray, origins: dict[str, Any], 
     if not np.array_equal(tree.fit(X, y).predict(X), y):
         return []
     cv = StratifiedKFold(folds, shuffle=True, random_state=random_state)
-    if np.mean(cross_val_predict(tree, X, y, cv=cv) != y) > LEAK_OOF_ERRORS:
+    if np.mean(cross_val_predict(tree, X, y, cv=cv) != y) > LEAK_OOF_ERRORS:  # fits clones: `tree` stays fitted
         return []
-    used = tree.fit(X, y).tree_.feature
+    used = tree.tree_.feature
     out: list[Any] = []
     for j in used[used >= 0]:
         c = origins.get(str(X.columns[j]), X.columns[j])

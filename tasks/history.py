@@ -39,19 +39,20 @@ def model_history(tracking_uri: str, model_name: str) -> pd.DataFrame:
                      order_by=["attributes.start_time ASC"], max_results=5000) if exps else [])]
     rows = [_row(r, tag) for tag, r in runs
             if r.data.tags[tag].rsplit(" v", 1)[0] == model_name]  # LIKE's _ and % match more than the name
-    rows += _set_by_hand(client, model_name)
+    rows += _set_by_hand(client, name)
     return pd.DataFrame(sorted(rows, key=lambda r: r["started"]), columns=COLUMNS)
 
 
-def _set_by_hand(client: MlflowClient, model_name: str) -> list[dict[str, Any]]:
+def _set_by_hand(client: MlflowClient, quoted_name: str) -> list[dict[str, Any]]:
     """A row per version made champion by hand (``shiftflow champion --set`` / ``--previous``: its tag
-    ``tasks.champion.ALIAS_SET``, "<when> by <who>: <why>"), the latest such move of each version; no estimate."""
+    ``tasks.champion.ALIAS_SET``, "<when> by <who>: <why>"), the latest such move of each version; no estimate.
+    ``quoted_name``: the model's name with ``'`` doubled, as :func:`model_history` puts it in a filter."""
     from mlflow.exceptions import MlflowException
 
     from tasks.champion import ALIAS_SET
 
     try:
-        versions = with_retries(client.search_model_versions, f"name = '{model_name.replace(chr(39), chr(39) * 2)}'")
+        versions = with_retries(client.search_model_versions, f"name = '{quoted_name}'")
     except MlflowException:  # no such registered model: runs only
         return []
     out = []

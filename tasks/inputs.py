@@ -354,6 +354,25 @@ def read_filled(spec: str, label: str, classes: list[Any], n_target: int) -> tup
     return labels, int((~filled).sum()), hashlib.sha256(data).hexdigest()
 
 
+def filled_rows(spec: str, label: str) -> set[int]:
+    """The row keys of a labels file with a filled label, read leniently (for diagnosing only)."""
+    try:
+        df = read_labels_file(spec)
+        keys = pd.to_numeric(df[ROW], errors="coerce")
+        return set(keys[keys.notna() & df[label].notna()].astype(int).tolist())
+    except Exception:  # noqa: BLE001 - a diagnosis must not hide the error it explains
+        return set()
+
+
+def planned_rows(manifest: Path) -> set[int] | None:
+    """The rows a stored label plan asked for, from its manifest's path (None when its plan.parquet cannot be
+    read)."""
+    try:
+        return set(pd.read_parquet(manifest.parent / "plan.parquet")["row"].astype(int).tolist())
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def check_plan_kind(run_root: Path, spec: str, label: str, *, seed: int, pair_plan: bool) -> None:
     """Refuse a filled labels file in seconds when no label plan stored under ``run_root`` can be this run's: a plan
     is answered only by the code that wrote it, with the same seed and the same kind of plan (a pair or every
@@ -376,19 +395,8 @@ def check_plan_kind(run_root: Path, spec: str, label: str, *, seed: int, pair_pl
         if man.get("code_version") == now and params.get("seed") == seed and ("pair" in params) == pair_plan:
             return
         manifests.append((m, man))
-    try:  # only a refusal reads the plans' rows: which of them the file answers
-        df = read_labels_file(spec)
-        keys = pd.to_numeric(df[ROW], errors="coerce")
-        rows = set(keys[keys.notna() & df[label].notna()].astype(int).tolist())
-    except (LabelsInputError, KeyError):
-        rows = set()
-    plans = []
-    for m, man in manifests:
-        try:
-            planned = set(pd.read_parquet(m.parent / "plan.parquet")["row"].astype(int).tolist())
-        except (OSError, ValueError, KeyError):
-            continue
-        plans.append((planned, m.stat().st_mtime, man))
+    rows = filled_rows(spec, label)  # only a refusal reads the rows: which plan the file answers
+    plans = [(planned, m.stat().st_mtime, man) for m, man in manifests if (planned := planned_rows(m)) is not None]
     if not plans:
         return  # nothing readable to diagnose: the labels stage says what is missing
     planned, _, man = max(plans, key=lambda p: (len(p[0] & rows), p[1]))

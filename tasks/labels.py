@@ -51,7 +51,9 @@ from pydantic import Field
 from shiftlib.selection import LabelPlan, TargetPredictions, plan_labels
 from tasks.estimation import FOLD_SCORES, scv_from_estimation
 from tasks.ingest import INGESTED, ROW, TARGET_ROWS, load_xy, read_ingest
-from tasks.inputs import LabelsInputError, check_label_budget, read_filled, read_labels_file
+from tasks.inputs import LabelsInputError, check_label_budget, read_filled
+from tasks.inputs import filled_rows as _file_rows
+from tasks.inputs import planned_rows as _planned_rows
 from tasks.logs import run_logger
 from tasks.served import PREDICTIONS as SERVED_PREDICTIONS
 from tasks.served import RULE, SERVED, served_contender
@@ -144,14 +146,6 @@ def _same_base(store: StageStore, base: str, keep: Any = None) -> list[Path]:
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
-def _planned_rows(manifest: Path) -> set[int] | None:
-    """The rows a stored plan asked for (None when its plan.parquet cannot be read)."""
-    try:
-        return set(pd.read_parquet(manifest.parent / "plan.parquet")["row"].astype(int).tolist())
-    except (OSError, ValueError, KeyError):
-        return None
-
-
 def _holding(store: StageStore, manifests: list[Path], rows: set[int] | None) -> dict[str, Any] | None:
     """The verified plan of ``manifests`` (newest first) that asked for the most of ``rows``, at least half of
     them (the newest plan when ``rows`` is None)."""
@@ -230,16 +224,6 @@ def _plan(man: dict[str, Any], t: pd.DataFrame) -> LabelPlan:
 _INPUT_NAMES = {"source": "the source table", "target": "the target batch",
                 "training": "the candidates' target predictions (learners, weighting, seed or CV settings)",
                 "served": "the served champion (another version serves now)"}
-
-
-def _file_rows(spec: str, label: str) -> set[int]:
-    """The row keys of a labels file with a filled label, read leniently (for diagnosing only)."""
-    try:
-        df = read_labels_file(spec)
-        keys = pd.to_numeric(df[ROW], errors="coerce")
-        return set(keys[keys.notna() & df[label].notna()].astype(int).tolist())
-    except Exception:  # noqa: BLE001 - a diagnosis must not hide the error it explains
-        return set()
 
 
 def _other_plan(store: StageStore, budget: int | None, seed: int, rows: set[int], *, whole: bool,
