@@ -100,11 +100,12 @@ RULE_MD = [
 ]
 
 
-def counts(nights: pd.DataFrame) -> pd.DataFrame:
-    """Per gate: decisions, harmful, missed, undecided, labels asked (and per 100 decisions)."""
+def counts(nights: pd.DataFrame, tol: float = 0.0) -> pd.DataFrame:
+    """Per gate: decisions, harmful, missed, undecided, labels asked (and per 100 decisions); ``tol``: as
+    ``decisions_pair.scored``'s (> 0: on whole rows)."""
     d = nights.copy()
     d["delta"] = d.acc_new - d.acc_champion
-    d["harmful"], d["missed"] = scored(d.decision, d.delta)
+    d["harmful"], d["missed"] = scored(d.decision, d.delta, tol)
     out = d.groupby("gate", sort=False).agg(decisions=("decision", "size"), harmful=("harmful", "sum"),
                                             missed=("missed", "sum"),
                                             undecided=("decision", lambda s: int((s == "undecided").sum())),
@@ -161,6 +162,7 @@ class FreshStudy:
     title: str
     rule_md: list[str]
     verdict: Callable[[pd.DataFrame], str]
+    tol: float = 0.0  # ``counts``' (> 0: harmful and missed counted on whole rows; decisions_unsure on)
 
 
 def run_study(study: FreshStudy, argv: list[str] | None, description: str) -> int:
@@ -190,7 +192,7 @@ def run_study(study: FreshStudy, argv: list[str] | None, description: str) -> in
         for t in study.tables:
             R.TABLES.pop(t, None)
     nights.to_csv(out / f"{prefix}_nights.csv", index=False)
-    c = counts(nights)
+    c = counts(nights, study.tol)
     stamp = (f"This run: `python -m replications.{study.module}{' --quick' if args.quick else ''}` (seed "
              f"{args.seed}; {code}), started {started}, {time.perf_counter() - t0:.0f} s wall on a 2-core machine "
              f"(not a speed claim): {len(seqs)} sequences. Rows: `{prefix}_nights.csv`.")

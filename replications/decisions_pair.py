@@ -74,11 +74,13 @@ STALE_MD = [
 ]
 
 
-def scored(decision: pd.Series, delta: pd.Series) -> tuple[pd.Series, pd.Series]:
+def scored(decision: pd.Series, delta: pd.Series, tol: float = 0.0) -> tuple[pd.Series, pd.Series]:
     """(harmful, missed) per decision, as ``reports/decisions.md`` counts them: promoted with a true change below
-    −0.01; not promoted (kept, undecided or refused) with a true change above +0.01."""
+    −0.01; not promoted (kept, undecided or refused) with a true change above +0.01. ``tol`` > 0 counts on whole
+    rows: a change must pass 0.01 by more than ``tol`` (``decisions_pooled.TOL``), so that exactly 2 rows of 200,
+    a hair beyond 0.01 in floating point, counts neither way."""
     promoted = decision == "promoted"
-    return promoted & (delta < -R.MARGIN), ~promoted & (delta > R.MARGIN)
+    return promoted & (delta < -R.MARGIN - tol), ~promoted & (delta > R.MARGIN + tol)
 
 
 def arms(nights: pd.DataFrame) -> pd.DataFrame:

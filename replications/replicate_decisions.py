@@ -519,7 +519,7 @@ class _Night:
                                           random_state=self.seed)
                 dec = gate(self.new.stored, cP, confidence=CONFIDENCE, shared_source=self.shared(ch),
                            new_auc=self.new_auc, champion_auc=self.described(ch)["champion_auc"],
-                           unvouched="promote", random_state=self.seed)  # revision 2's step 4 (rev4: _asks_labels)
+                           unvouched="promote", unsure_margin="refuse", random_state=self.seed)  # revision 2's step 4 (rev4: _asks_labels)
                 self._gate[id(ch)] = (cP, dec, None)
             except Exception as err:  # noqa: BLE001 - recorded as an error night and reported as a bug
                 self._gate[id(ch)] = (None, None, err)
@@ -528,18 +528,19 @@ class _Night:
     def shared(self, ch: Version) -> bool:
         return bool(ch.fitted_night == self.new.fitted_night)  # never: the champion's source is older
 
-    def gated_heldout(self, ch: Version, Xs: pd.DataFrame, reach: str = "promote"
+    def gated_heldout(self, ch: Version, Xs: pd.DataFrame, reach: str = "promote", unsure: str = "refuse"
                       ) -> tuple[Any, Any, Exception | None, bool]:
         """Revision 5's gate (``decisions_heldout_champion``): the champion estimated as it is on today's source
         rows (batch i − 1, which it was never fitted on: its source is batch i − 2 or older), on the new version's
         rows, folds and weights (``heldout_champion_predictions``, ``shared_source=True``); its reach is today's
         source's (``new_auc``). Step 4 asks for the pair's labels (``unvouched='ask'``) as revision 4's does.
         Where the champion's classes differ from the new version's, revision 4's estimate stands (last item
-        False). ``reach``: :func:`shiftlib.decisions.gate`'s (``both``: revision 6, ``decisions_reach``).
+        False). ``reach``: :func:`shiftlib.decisions.gate`'s (``both``: revision 6, ``decisions_reach``);
+        ``unsure``: its ``unsure_margin`` (``ask``: revision 9, ``decisions_unsure``).
         Returns (champion's stored predictions, decision, error, held out)."""
         from shiftlib.decisions import gate, heldout_champion_predictions
 
-        key = (id(ch), reach)
+        key = (id(ch), reach, unsure)
         if key not in self._heldout:
             if not np.array_equal(ch.stored.classes, self.new.stored.classes):
                 self._heldout[key] = (*self.gated(ch), False)
@@ -548,7 +549,8 @@ class _Night:
                 cP = heldout_champion_predictions(self.new.stored, ch.proba(Xs), ch.proba(self.Xt),
                                                   learner=ch.learner)
                 dec = gate(self.new.stored, cP, confidence=CONFIDENCE, shared_source=True, new_auc=self.new_auc,
-                           champion_auc=self.new_auc, unvouched="promote", reach=reach, random_state=self.seed)
+                           champion_auc=self.new_auc, unvouched="promote", reach=reach, unsure_margin=unsure,
+                           random_state=self.seed)
                 self._heldout[key] = (cP, dec, None, True)
             except Exception as err:  # noqa: BLE001 - recorded as an error night and reported as a bug
                 self._heldout[key] = (None, None, err, True)
@@ -579,7 +581,7 @@ def _pair_arm(preds: list[Any], new: Version, ch: Version, cP: Any, Xs: pd.DataF
         lab = labels_path(preds, new, ch, cP, Xs, ys, Xt, yt, night.seed, pair=True)
         dec = gate(new.stored, cP, confidence=CONFIDENCE, shared_source=night.shared(ch), new_auc=night.new_auc,
                    champion_auc=champion_auc, labels=(lab["label_difference"], lab["label_se"], lab["labels_asked"]),
-                   random_state=night.seed)
+                   unsure_margin="refuse", random_state=night.seed)
     except Exception as e:  # noqa: BLE001 - recorded and reported as a bug of the arm
         return {"pair_decision": "error", "pair_reason": f"{type(e).__name__}: {e}"}
     return {"pair_decision": dec.decision, "pair_p_better": dec.p_better, "pair_labels_asked": lab["labels_asked"],
@@ -590,14 +592,15 @@ def _pair_arm(preds: list[Any], new: Version, ch: Version, cP: Any, Xs: pd.DataF
 #: the gates that ask for labels when undecided: revision 3 (plan over every candidate), ``rev3p`` (revision 3 with
 #: the pair plan, what ships since decisions_pair) and ``rev4`` (``rev3p``, and step 4 — nothing vouches for the
 #: champion — asks for the pair's labels instead of promoting; decisions_fresh)
-LABEL_GATES = ("rev3", "rev3p", "rev4", "rev5", "rev6")
+LABEL_GATES = ("rev3", "rev3p", "rev4", "rev5", "rev6", "rev9")
 
 
 def _asks_labels(g: str, dec: Any) -> bool:
     """Whether gate ``g`` runs its labels path after this label-free decision (``rev5``: ``rev4`` with the champion
     estimated on today's source rows, :meth:`_Night.gated_heldout`)."""
     return g in LABEL_GATES and (dec.decision == "undecided"
-                                 or (g in ("rev4", "rev5", "rev6") and dec.reason.startswith("nothing vouches")))
+                                 or (g in ("rev4", "rev5", "rev6", "rev9")
+                                     and dec.reason.startswith("nothing vouches")))
 
 
 def run_sequence(spec: SeqSpec, enc: Encoded, seed: int, names: tuple[str, ...],
@@ -660,8 +663,11 @@ def run_sequence(spec: SeqSpec, enc: Encoded, seed: int, names: tuple[str, ...],
                 row |= {"cv_incumbent_recipe": inc, "p_better": np.nan,
                         "reason": f"cv {cv[new.learner]:.4f} vs incumbent recipe {inc:.4f}"}
             else:
-                if g in ("rev5", "rev6"):  # rev6: rev5 with the reach guard on a keep too (decisions_reach)
-                    cP, dec, err, heldout = night.gated_heldout(ch, Xs, "both" if g == "rev6" else "promote")
+                # rev6: rev5 with the reach guard on a keep too (decisions_reach); rev9: rev5 with an unsure margin
+                # over the majority-class rule decided by the pair's labels (decisions_unsure)
+                unsure = "ask" if g == "rev9" else "refuse"
+                if g in ("rev5", "rev6", "rev9"):
+                    cP, dec, err, heldout = night.gated_heldout(ch, Xs, "both" if g == "rev6" else "promote", unsure)
                     row["champion_heldout"] = heldout
                 else:
                     (cP, dec, err), heldout = night.gated(ch), False
@@ -675,7 +681,7 @@ def run_sequence(spec: SeqSpec, enc: Encoded, seed: int, names: tuple[str, ...],
                         dec = gate(new.stored, cP, confidence=CONFIDENCE, shared_source=shared,
                                    new_auc=new_auc, champion_auc=champion_auc,
                                    labels=(lab["label_difference"], lab["label_se"], lab["labels_asked"]),
-                                   random_state=seed)
+                                   unsure_margin=unsure, random_state=seed)
                     except Exception as e:  # noqa: BLE001 - recorded as an error night and reported as a bug
                         err = e
                     else:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
@@ -122,6 +122,14 @@ FIRST_REACH = True
 #: Adopted by a rule fixed before its run on tables no replay had used (``reports/decisions_margin.md``: harmful
 #: first promotions 1 against 4, good first versions held back 3 against 3, in 48 first versions)
 FIRST_MARGIN = True
+#: step 1 of :func:`gate` for a new version estimated no more accurate than the majority-class rule while a
+#: champion serves that is estimated more accurate than it: ``refuse`` (revisions 1–8: a margin ≤ 0 refuses) or
+#: ``ask`` (revision 9): refuse only when P(it is more accurate than the rule) ≤ 1 − ``promote_confidence`` (P read
+#: off the resampled margin, :func:`p_beats_rule`); otherwise ``undecided``, and labels on the rows where it and the
+#: champion disagree decide, as in step 5 — a version the labels show more accurate than a champion that beats
+#: the rule beats the rule too
+UNSURE_MARGINS = ("refuse", "ask")
+UNSURE_MARGIN = "refuse"
 #: the variance form of the labels' estimate of a pair's difference, from which the gate reads P
 #: (``shiftlib.selection.fewlabel`` ``variance``): ``hh_model``, the Hansen–Hurwitz variance floored by the anticipated
 #: variance under the candidates' probabilities. The gate reads a contrast's interval, and that is what the ninth
@@ -812,7 +820,8 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
          new_auc: float | None = None, champion_auc: float | None = None,
          labels: tuple[float, float, int] | None = None, unvouched: str = UNVOUCHED_CHAMPION,
          reach: str = REACH_GUARD, first_reach: bool = FIRST_REACH, first_margin: bool = FIRST_MARGIN,
-         target_labels: int = 0, n_boot: int | None = None, random_state: int | None = None) -> GateDecision:
+         unsure_margin: str = UNSURE_MARGIN, target_labels: int = 0, n_boot: int | None = None,
+         random_state: int | None = None) -> GateDecision:
     """Decide whether ``new`` replaces the served ``champion`` (both as stored predictions on today's batch).
 
     ``new_auc`` / ``champion_auc``: :func:`domain_auc` of each model's source rows against today's batch
@@ -821,7 +830,12 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     1. ``refused`` when new predicts one class on ≥ :data:`ONE_CLASS_SHARE` of the batch, or when it is
        estimated no more accurate than the majority-class rule (:func:`majority_margin` ≤ 0): a model that
        does not beat the constant rule must not serve. ``new_estimate`` (default the ``auto`` point
-       estimate) is reported in ``details``.
+       estimate) is reported in ``details``. With ``unsure_margin='ask'`` (revision 9) and a champion that
+       nothing fails to vouch for (step 4's guards pass), a margin ≤ 0 refuses only when
+       P = :func:`p_beats_rule` ≤ 1 − ``confidence``; otherwise the decision is ``undecided`` (the pair's labels
+       decide), and with ``labels`` they decide as in step 5 (``promoted`` when P(better) ≥ ``confidence``):
+       more accurate than a champion estimated more accurate than the rule, it is estimated more accurate
+       than the rule too.
     2. Without a champion: ``promoted``; but ``undecided`` (nothing serves) when the new version's source does not
        reach the batch (``new_auc`` ≥ :data:`OVERLAP_AUC`), the run has no target labels (``target_labels`` 0)
        and ``first_reach`` (:data:`FIRST_REACH`, revision 7): as in step 5, a promotion must not rest on estimates
@@ -879,6 +893,10 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     first_margin : bool, default FIRST_MARGIN
         Step 2: a first version within reach is promoted only when P(more accurate than the majority-class rule)
         ≥ ``confidence``.
+    unsure_margin : {"refuse", "ask"}, default UNSURE_MARGIN
+        Step 1 with a vouched champion, for a new version estimated no better than the majority-class rule:
+        refuse it (``refuse``), or refuse it only when P(more accurate than the rule) ≤ 1 − ``confidence`` and
+        else let the pair's labels decide (``ask``).
     target_labels : int, default 0
         How many target labels the run's choice rests on (step 2: with any, the reach test is skipped).
     n_boot : int, optional
@@ -897,10 +915,17 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
         raise ValueError(f"unvouched must be one of {list(UNVOUCHED)}; got {unvouched!r}")
     if reach not in REACH:
         raise ValueError(f"reach must be one of {list(REACH)}; got {reach!r}")
+    if unsure_margin not in UNSURE_MARGINS:
+        raise ValueError(f"unsure_margin must be one of {list(UNSURE_MARGINS)}; got {unsure_margin!r}")
     details = _gate_details(new, new_estimate, confidence, new_auc, champion_auc)
     refusal = _unvouched(new, None)
-    if refusal is not None:
+    if refusal is not None and (unsure_margin == "refuse" or champion is None
+                                or details["one_class_share"] >= ONE_CLASS_SHARE
+                                or _unvouched(champion, champion_auc) is not None):
         return GateDecision("refused", float("nan"), refusal, details)
+    if refusal is not None:
+        return _unsure_margin_gate(new, champion, refusal, labels, confidence, shared_source, n_boot, random_state,
+                                   details)
     if champion is None and labels is not None:
         return _rule_labeled_gate(labels, confidence, details)
     if champion is None:
@@ -984,6 +1009,52 @@ def _three_way(p: float, confidence: float, said: str, low: str, stays: str, det
                                                                           else ""), details)
     return GateDecision("undecided", p, undecided or f"{said}: still not sure, {stays}; a larger label budget "
                         "continues the plan", details)
+
+
+def refusal_stands(decision: GateDecision, unsure_margin: str = UNSURE_MARGIN) -> bool:
+    """Whether step 1's decision without a champion (``gate(new, None, first_margin=False)``) is final whatever
+    champion serves: a refusal for predicting one class, or any refusal with ``unsure_margin='refuse'``. With
+    ``'ask'``, a refusal on the estimated margin over the majority-class rule may still be left to labels beside a
+    champion (:func:`gate`, step 1).
+
+    Parameters
+    ----------
+    decision : GateDecision
+        Step 1's decision, taken without a champion.
+    unsure_margin : {"refuse", "ask"}, default UNSURE_MARGIN
+        :func:`gate`'s ``unsure_margin``.
+
+    Returns
+    -------
+    bool
+        True when the refusal stands whatever champion serves.
+    """
+    return decision.decision == "refused" and (
+        unsure_margin == "refuse" or decision.details["one_class_share"] >= ONE_CLASS_SHARE)
+
+
+def _unsure_margin_gate(new: StoredPredictions, champion: StoredPredictions, refusal: str,
+                        labels: tuple[float, float, int] | None, confidence: float, shared_source: bool,
+                        n_boot: int | None, random_state: int | None, details: dict[str, Any]) -> GateDecision:
+    """Step 1 with ``unsure_margin='ask'`` (revision 9): a new version estimated no better than the majority-class
+    rule, beside a champion estimated better than it. Refused when P(more accurate than the rule) ≤ 1 − confidence;
+    else the pair's labels decide (``undecided`` until they come)."""
+    p_rule, margin = p_beats_rule(new, n_boot=n_boot, random_state=random_state, margin=details["majority_margin"])
+    details["p_beats_rule"] = p_rule
+    said = f"{refusal}; P(more accurate than the rule on this batch) = {p_rule:.2f}"
+    if p_rule <= 1.0 - confidence:
+        return GateDecision("refused", float("nan"), f"{said} ≤ {1.0 - confidence:.2g}", details)
+    if np.array_equal(np.argmax(champion.proba_target, axis=1), np.argmax(new.proba_target, axis=1)):
+        return GateDecision("kept", 0.5, "it predicts the champion's class on every batch row: nothing to gain",
+                            details)
+    if labels is None:
+        return GateDecision("undecided", float("nan"), f"{said}: not sure, and the champion is estimated more "
+                            "accurate than the rule, so the champion stays and labels on the rows where the two "
+                            "disagree decide", details)
+    g = _labeled_gate(new, champion, labels, confidence, shared_source, n_boot, random_state, details)
+    return replace(g, reason=f"{g.reason} (without labels it was estimated no more accurate than the majority-class "
+                   f"rule, margin {margin:+.3f} at P = {p_rule:.2f}; the champion is estimated more accurate than the "
+                   "rule)")
 
 
 def _first_margin_gate(new: StoredPredictions, confidence: float, n_boot: int | None, random_state: int | None,

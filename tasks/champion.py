@@ -57,6 +57,7 @@ from shiftlib.decisions import (
     domain_auc,
     gate,
     heldout_pair,
+    refusal_stands,
 )
 from shiftlib.errors import ShiftflowInputError
 from shiftlib.estimation import StoredPredictions
@@ -416,7 +417,7 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
                     labels=label_difference(store, labeled, chosen, RULE_VERSION)), ""
     first = gate(new_P, None, new_estimate=est, confidence=confidence, random_state=seed,  # step 1's guards
                  first_margin=False)
-    if first.decision == "refused":
+    if refusal_stands(first):
         return first, ""
     new_auc = reach_auc()
     shared = inc.tags.get("source_sha256") == source_sha

@@ -32,6 +32,7 @@ from shiftlib.decisions import (
     overlap_verdict,
     p_beats_rule,
     p_better,
+    refusal_stands,
     widen_for_overlap,
     with_labels,
 )
@@ -601,3 +602,66 @@ def test_gate_with_labels_decides_by_them_and_exact_labels_settle_it():
     assert far.decision == "promoted"
     # the guards still come first
     assert gate(champ, new, labels=(0.5, 0.01, 50)).decision == "refused"
+
+
+def _departs(wrong: int, right: int) -> StoredPredictions:
+    """A model that answers like the majority-class rule on ``_pair``'s source except on ``wrong`` rows of the
+    rule's class (wrong there) and ``right`` rows of the other class (right there); on the batch it departs on
+    5 of 40 rows."""
+    _, sure = _pair()
+    y = sure.y_source
+    c = int(np.bincount(y).argmax())
+    pred = np.full(len(y), c)
+    pred[np.flatnonzero(y == c)[:wrong]] = 1 - c
+    pred[np.flatnonzero(y != c)[:right]] = 1 - c
+    pred_t = np.full(40, c)
+    pred_t[[0, 18, 19, 25, 30]] = 1 - c
+    return StoredPredictions("departs", np.array([0, 1]), y, _onehot(pred, conf=0.7), _onehot(pred_t, conf=0.7),
+                             sure.folds)
+
+
+@pytest.mark.heavy
+def test_unsure_margin_ask_lets_the_pairs_labels_decide_a_refusal_it_is_not_sure_of():
+    # revision 9 (UNSURE_MARGIN = 'ask'): a new version estimated no better than the rule (3 wrong and 2 right where
+    # it departs from it: margin < 0) but not surely so (0.1 < P < 0.9), beside a champion that beats the rule,
+    # is undecided, and labels of the pair decide as in step 5; revision 5 ('refuse') refuses it whatever they say
+    from shiftlib.decisions import UNSURE_MARGIN
+
+    assert UNSURE_MARGIN == "refuse"  # what ships until reports/decisions_unsure.md's rule adopts 'ask'
+    champ, sure = _pair()
+    P = _departs(3, 2)
+    p, margin = p_beats_rule(P, n_boot=30, random_state=1)
+    assert margin < 0 and 0.1 < p < 0.9
+    kw = {"n_boot": 30, "random_state": 1, "shared_source": True}
+    for labels in (None, (0.1, 0.01, 50)):
+        assert gate(P, sure, labels=labels, **kw).decision == "refused"
+    asked = gate(P, sure, unsure_margin="ask", **kw)
+    assert asked.decision == "undecided" and asked.details["p_beats_rule"] == p
+    assert f"P(more accurate than the rule on this batch) = {p:.2f}: not sure" in asked.reason
+    better = gate(P, sure, unsure_margin="ask", labels=(0.1, 0.01, 50), **kw)
+    assert better.decision == "promoted" and better.p_better == 1.0
+    assert "without labels it was estimated no more accurate than the majority-class rule" in better.reason
+    assert gate(P, sure, unsure_margin="ask", labels=(-0.1, 0.01, 50), **kw).decision == "kept"
+    # a champion that does not beat the rule itself (it predicts one class) vouches for nothing: refused
+    assert gate(P, champ, unsure_margin="ask", labels=(0.1, 0.01, 50), **kw).decision == "refused"
+    # surely no better (10 wrong departures, P = 0): refused, and the reason gives P
+    worse = _departs(10, 0)
+    sure_no = gate(worse, sure, unsure_margin="ask", labels=(0.1, 0.01, 50), **kw)
+    assert sure_no.decision == "refused" and sure_no.details["p_beats_rule"] == 0.0
+    assert sure_no.reason.endswith("P(more accurate than the rule on this batch) = 0.00 ≤ 0.1")
+    # a one-class new version is refused before P is read
+    assert "p_beats_rule" not in gate(champ, sure, unsure_margin="ask", **kw).details
+    with pytest.raises(ValueError, match="unsure_margin"):
+        gate(P, sure, unsure_margin="maybe")
+
+
+def test_refusal_stands_for_one_class_always_and_for_the_margin_unless_asked():
+    y = [0] * 30 + [1] * 30
+    one = gate(_P(y, _onehot(np.array(y)), _onehot(np.r_[np.zeros(99, int), np.ones(1, int)])), None,
+               first_margin=False)
+    assert refusal_stands(one) and refusal_stands(one, "ask")
+    y10 = np.array([0] * 6 + [1] * 4)
+    proba = _onehot(np.array([0, 0, 0, 1, 1, 1, 1, 1, 0, 0]), conf=0.8)  # margin −0.1 (as above)
+    low = gate(_P(list(y10), proba, proba), None, first_margin=False)
+    assert refusal_stands(low, "refuse") and not refusal_stands(low, "ask")
+    assert not refusal_stands(gate(_pair()[1], None, first_margin=False))  # promoted: nothing to stand

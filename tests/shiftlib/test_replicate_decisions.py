@@ -305,3 +305,47 @@ def test_bounded_verdict_adopts_on_fewer_misses_within_two_harmful_per_100() -> 
     assert "new 2.0 harmful per 100" in bounded_verdict(table(4, 2), 7, "new", "old")
     assert bounded_verdict(table(4, 3), 7, "new", "old").startswith("**Do not adopt revision 7**")
     assert bounded_verdict(table(5, 0), 7, "new", "old").startswith("**Do not adopt revision 7**")
+
+
+def test_counting_on_whole_rows_drops_a_change_of_exactly_two_rows_of_200() -> None:
+    """decisions_fresh.counts(tol=TOL) and decisions_pooled.on_rows: 0.765 − 0.755 is 2 rows of 200, exactly 0.01,
+    which the float comparison counts as > 0.01 (so a miss) and the row count does not; 0.77 − 0.755 (3 rows) is a
+    miss both ways. A miss is mandated when the refusal was for one class, or the new version is no more than
+    0.01 above the rule's true accuracy (batch_majority_share)."""
+    import pandas as pd
+
+    from replications.decisions_fresh import counts
+    from replications.decisions_pooled import TOL, on_rows
+
+    assert 0.765 - 0.755 > 0.01  # the float artifact itself
+    nights = pd.DataFrame({"gate": ["rev9"] * 4, "decision": ["kept", "refused", "refused", "promoted"],
+                           "acc_new": [0.765, 0.77, 0.77, 0.745], "acc_champion": [0.755] * 4,
+                           "acc_after": [0.755, 0.755, 0.755, 0.745], "labels_asked": [0] * 4,
+                           "schema_change": [False] * 4, "batch_majority_share": [0.70, 0.70, 0.765, 0.70],
+                           "reason": ["P ≤ 0.1", "it predicts one class for 99.5% of the batch (≥ 99%)",
+                                      "it is estimated no more accurate than the majority-class rule", "P ≥ 0.9"]})
+    # 0.745 − 0.755, also exactly 2 rows, is a hair below −0.01 in floating point: harmful only as floats
+    assert counts(nights).loc[0, ["missed", "harmful"]].tolist() == [3, 1]
+    assert counts(nights, TOL).loc[0, ["missed", "harmful"]].tolist() == [2, 0]
+    d = on_rows(nights)
+    assert d.missed.tolist() == [False, True, True, False] and d.missed_float.tolist() == [True, True, True, False]
+    # the one-class refusal is mandated whatever its accuracy; the other is 0.005 above the rule: mandated too
+    assert d.mandated.tolist() == [False, True, True, False]
+    assert on_rows(nights.assign(batch_majority_share=0.70)).mandated.tolist() == [False, True, False, False]
+
+
+def test_decisions_unsure_uses_unseen_tables_and_counts_on_rows() -> None:
+    import replications.decisions_fresh as F
+    import replications.decisions_heldout as H
+    import replications.decisions_heldout_champion as HC
+    import replications.decisions_heldout_champion2 as HC2
+    import replications.decisions_reach as RE
+    import replications.replicate_decisions as R
+    from replications.decisions_pooled import TOL
+    from replications.decisions_unsure import SEQUENCES, TABLES, main  # noqa: F401
+
+    regs = (R.TABLES, H.HELD_TABLES, F.FRESH_TABLES, HC.TABLES, HC2.TABLES, RE.TABLES)
+    used = {t[0].__code__.co_consts for reg in regs for t in reg.values()}
+    assert all(TABLES[t][0].__code__.co_consts not in used for t in TABLES)
+    assert {s.table for s in SEQUENCES} == set(TABLES) and len(SEQUENCES) == 16
+    assert TOL < 1 / 400 / 1000  # far below one row's share on any replayed batch

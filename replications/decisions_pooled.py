@@ -1,0 +1,152 @@
+"""Issue 27: what ships (gate revision 5) over every replay it took part in, pooled, with the issue's measures
+counted on whole rows, and each missed improvement split by whether build item 1 forbade its promotion.
+Descriptive: it reads the stored nights tables and runs nothing.
+
+Two things the per-run reports do not do, both fixed here before this script was first run:
+
+* **Counting on rows.** The issue's measures are "Δ < −0.01" (harmful) and "gain > 0.01" (missed). The runs
+  compare floating-point shares, and a change of exactly 2 rows of 200 comes out a hair beyond 0.01 in binary
+  floating point (0.765 − 0.755 = 0.01000000000000001), so it counted. Here a change counts only beyond
+  ``MARGIN`` by more than ``TOL``, a millionth of a row on any batch here; a change of one row of 200 is 0.005.
+* **Misses that build item 1 forbids.** Build item 1: a candidate that predicts one class for ≥ 99 % of the batch
+  is never promoted, nor one estimated no better than the majority-class rule. A miss is *mandated* when the
+  gate refused the new version for predicting one class (whatever its accuracy), or when the new version is truly
+  no more than ``MARGIN`` more accurate than the rule on the batch (``batch_majority_share``: the source's largest
+  class's share of the batch, the rule's true accuracy), so that promoting it would break item 1's intent. The
+  other misses are the gate's own.
+
+Run from the repository root::
+
+    python -m replications.decisions_pooled
+
+Writes ``reports/decisions_pooled.md``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from replications import replicate_decisions as R
+
+#: the runs revision 5 (``rev5``) took part in: nights table → (what the tables were, the gate beside it)
+RUNS = {
+    "decisions_shipped": ("in-sample: the issue's 44 sequences (revisions 2–3 designed on them)", "today"),
+    "decisions_heldout_champion": ("unseen: six tables (revision 5's first trial)", "rev4"),
+    "decisions_heldout_champion2": ("unseen: six other tables (revision 5's adopting trial)", "rev4"),
+    "decisions_reach": ("unseen: six further tables (revision 6's trial)", "rev6"),
+}
+SHIPPED = "rev5"
+TOL = 1e-9  # far below one row's share on any batch (≥ 1/400); far above the float error of a difference
+
+
+def on_rows(nights: pd.DataFrame) -> pd.DataFrame:
+    """``R.scored`` with harmful / missed counted on whole rows (beyond ``R.MARGIN`` by more than ``TOL``), and
+    the float counts kept beside them (``harmful_float``, ``missed_float``), plus ``mandated`` (item 1 forbade
+    promoting this miss) and ``why`` (the kind of decision: ``R.reason_kind``)."""
+    d = R.scored(nights).rename(columns={"harmful": "harmful_float", "missed": "missed_float"})
+    d["harmful"] = d.promoted & (d.delta < -R.MARGIN - TOL)
+    d["missed"] = ~d.promoted & (d.gain > R.MARGIN + TOL)
+    one_class = d.reason.fillna("").str.contains("predicts one class")
+    no_better = d.acc_new - d.batch_majority_share <= R.MARGIN + TOL
+    d["mandated"] = d.missed & (one_class | no_better)
+    d["why"] = d.reason.fillna("").map(R.reason_kind)
+    return d
+
+
+def counts(d: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Per group: decisions; harmful and missed per 100, on rows and as the runs counted them; the misses item 1
+    mandated; the gate's own misses per 100."""
+    g = d.groupby(by, sort=False)
+    out = g.agg(decisions=("decision", "size"), harmful=("harmful", "sum"), harmful_float=("harmful_float", "sum"),
+                missed=("missed", "sum"), missed_float=("missed_float", "sum"), mandated=("mandated", "sum"),
+                labels=("labels_asked", "sum")).reset_index()
+    n = out.decisions
+    out["own misses"] = out.missed - out.mandated
+    for col in ("harmful", "missed", "own misses"):
+        out[f"{col} /100"] = (100 * out[col] / n).round(1)
+    return out
+
+
+def load(reports: Path) -> pd.DataFrame:
+    """Every run's nights, scored on rows, with the run's name and description."""
+    parts = []
+    for run, (what, _) in RUNS.items():
+        nights = pd.read_csv(reports / f"{run}_nights.csv")
+        parts.append(on_rows(nights).assign(run=run, tables=what))
+    return pd.concat(parts, ignore_index=True)
+
+
+def report(d: pd.DataFrame) -> list[str]:
+    shipped = d[d.gate == SHIPPED]
+    unseen = shipped[shipped.run != "decisions_shipped"]
+    per_run = counts(d, ["run", "gate"])
+    pooled = pd.concat([counts(unseen.assign(pool="unseen tables (three runs)"), ["pool"]),
+                        counts(shipped.assign(pool="every run"), ["pool"])], ignore_index=True)
+    own = shipped[shipped.missed & ~shipped.mandated]
+    mandated = shipped[shipped.mandated]
+    u = pooled.iloc[0]
+    a = pooled.iloc[1]
+    lines = [
+        "# What ships (gate revision 5), pooled over every replay it took part in (issue 27)",
+        "",
+        "## Answer",
+        "",
+        f"On the {int(u.decisions)} decisions of the three runs on tables no revision was designed on, revision 5 "
+        f"made {int(u.harmful)} harmful promotions ({u['harmful /100']} per 100; target ≤ 2) and missed "
+        f"{int(u.missed)} improvements ({u['missed /100']} per 100; target ≤ 5), counted on whole rows "
+        f"({int(u.harmful_float)} and {int(u.missed_float)} as the runs counted floating-point shares). "
+        f"{int(u.mandated)} of those misses were mandated by build item 1 (a one-class refusal, or a new version "
+        f"truly no more than 0.01 more accurate than the majority-class rule); the gate's own misses are "
+        f"{int(u['own misses'])} ({u['own misses /100']} per 100).",
+        "",
+        f"With the in-sample replay added ({int(a.decisions)} decisions): harmful {int(a.harmful)} "
+        f"({a['harmful /100']} per 100), missed {int(a.missed)} ({a['missed /100']} per 100), of them "
+        f"{int(a.mandated)} mandated, the gate's own {int(a['own misses'])} ({a['own misses /100']} per 100).",
+        "",
+        "## How it counts (fixed before the first run of this script)",
+        "",
+        *[ln.strip() for ln in (__doc__ or "").split("\n\n")[1].splitlines()],
+        "",
+        "Mandated is read off the truth: item 1 refuses on the *estimated* margin, and a refusal of a version truly",
+        "better than the rule by more than 0.01 is the gate's own miss.",
+        "",
+        "## Pooled (revision 5)",
+        "",
+        R.md_table(pooled),
+        "",
+        "## Per run and gate",
+        "",
+        R.md_table(per_run),
+        "",
+        "## Revision 5's misses, by the kind of decision",
+        "",
+        R.md_table(shipped[shipped.missed].groupby(["why", "mandated"]).size().rename("missed").reset_index()),
+        "",
+        f"The gate's own {len(own)} misses:",
+        "",
+        R.md_table(own[["run", "sequence", "night", "new_learner", "decision", "why", "gain", "acc_new",
+                    "batch_majority_share", "majority_margin", "labels_asked"]].round(3)),
+        "",
+        f"Of the {len(mandated)} mandated misses, {int(mandated.why.eq('one class').sum())} are one-class refusals; "
+        f"by the truth, {int((mandated.acc_new - mandated.batch_majority_share <= R.MARGIN + TOL).sum())} of the "
+        f"{len(mandated)} new versions were no more than 0.01 more accurate than the majority-class rule.",
+        "",
+        "Written by `python -m replications.decisions_pooled` from `" +
+        "`, `".join(f"reports/{r}_nights.csv" for r in RUNS) + "`.",
+    ]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    reports = Path("reports")
+    out = reports / "decisions_pooled.md"
+    out.write_text("\n".join(report(load(reports))) + "\n")
+    print(out.read_text().split("## How it counts")[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
