@@ -37,6 +37,7 @@ RUNS = {
     "decisions_heldout_champion": ("unseen: six tables (revision 5's first trial)", "rev4"),
     "decisions_heldout_champion2": ("unseen: six other tables (revision 5's adopting trial)", "rev4"),
     "decisions_reach": ("unseen: six further tables (revision 6's trial)", "rev6"),
+    "decisions_unsure": ("unseen: six further tables (revision 9's trial)", "rev9"),
 }
 SHIPPED = "rev5"
 TOL = 1e-9  # far below one row's share on any batch (≥ 1/400); far above the float error of a difference
@@ -83,7 +84,7 @@ def report(d: pd.DataFrame) -> list[str]:
     shipped = d[d.gate == SHIPPED]
     unseen = shipped[shipped.run != "decisions_shipped"]
     per_run = counts(d, ["run", "gate"])
-    pooled = pd.concat([counts(unseen.assign(pool="unseen tables (three runs)"), ["pool"]),
+    pooled = pd.concat([counts(unseen.assign(pool="unseen tables (four runs)"), ["pool"]),
                         counts(shipped.assign(pool="every run"), ["pool"])], ignore_index=True)
     own = shipped[shipped.missed & ~shipped.mandated]
     mandated = shipped[shipped.mandated]
@@ -94,7 +95,7 @@ def report(d: pd.DataFrame) -> list[str]:
         "",
         "## Answer",
         "",
-        f"On the {int(u.decisions)} decisions of the three runs on tables no revision was designed on, revision 5 "
+        f"On the {int(u.decisions)} decisions of the four runs on tables no revision was designed on, revision 5 "
         f"made {int(u.harmful)} harmful promotions ({u['harmful /100']} per 100; target ≤ 2) and missed "
         f"{int(u.missed)} improvements ({u['missed /100']} per 100; target ≤ 5), counted on whole rows "
         f"({int(u.harmful_float)} and {int(u.missed_float)} as the runs counted floating-point shares). "
