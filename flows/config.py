@@ -77,7 +77,8 @@ class RetrainConfig(_Strict):
         "target.parquet so `shiftflow evaluate --id-column` matches labels by it (default: none, rows are "
         "known by their order)",
     )
-    max_levels: int = Field(20, ge=2, description="most levels a text column may have before it is refused")
+    max_levels: int = Field(20, ge=2, description="most levels a text column keeps: beyond them it keeps its most "
+                            "frequent source levels, with a warning, and rarer ones encode as an unseen level")
     max_memory: float | None = Field(
         None, gt=0, description="GiB the run may take; tables whose run is estimated above it are refused before "
         "they are read (default: half the RAM available when the run starts)")

@@ -34,6 +34,7 @@ def score_batch(config: ScoreConfig) -> dict[str, Any]:
         resolve_version,
         score,
     )
+    from tasks.served import incumbent
     from tasks.sources import mask_secrets, read_table
     from tasks.tracking import log_metrics, parent_run
 
@@ -44,12 +45,14 @@ def score_batch(config: ScoreConfig) -> dict[str, Any]:
     client = MlflowClient(uri)
     version = resolve_version(client, ref)
     v = str(version.version)
+    champ = incumbent(client, ref.name)  # what serves, whichever version this run scores (history's "serving")
     inputs = model_inputs(ref.name, v)
     batch = read_table(config.batch).frame
     flow_run_id = str(runtime.flow_run.id or uuid.uuid4())
     with parent_run(uri, experiment, f"score-{runtime.flow_run.name or flow_run_id[:8]}",
                     tags={"prefect.flow_run_id": flow_run_id, SCORED_TAG: f"{ref.name} v{v}",
-                          "shiftflow.run_kind": "score", "champion.serving": v,
+                          "shiftflow.run_kind": "score",
+                          "champion.serving": "-" if champ is None else str(champ.version),
                           "estimate.candidate": version.tags.get("candidate", "")},
                     params={"model": str(ref), "version": v, "batch": config.batch, "out": config.out,
                             "min_accuracy": config.min_accuracy, "monitor_rows": config.monitor_rows,

@@ -87,6 +87,8 @@ def report(d: pd.DataFrame) -> list[str]:
     pooled = pd.concat([counts(unseen.assign(pool="unseen tables (four runs)"), ["pool"]),
                         counts(shipped.assign(pool="every run"), ["pool"])], ignore_index=True)
     own = shipped[shipped.missed & ~shipped.mandated]
+    stays = shipped[~shipped.promoted]
+    below = stays.acc_champion < stays.batch_majority_share - R.MARGIN - TOL
     mandated = shipped[shipped.mandated]
     u = pooled.iloc[0]
     a = pooled.iloc[1]
@@ -134,6 +136,18 @@ def report(d: pd.DataFrame) -> list[str]:
         f"Of the {len(mandated)} mandated misses, {int(mandated.why.eq('one class').sum())} are one-class refusals; "
         f"by the truth, {int((mandated.acc_new - mandated.batch_majority_share <= R.MARGIN + TOL).sum())} of the "
         f"{len(mandated)} new versions were no more than 0.01 more accurate than the majority-class rule.",
+        "",
+        "## The champion left serving (reported only)",
+        "",
+        f"Of revision 5's {len(stays)} decisions that left the champion serving (kept, undecided or refused), "
+        f"{int(below.sum())} served one truly more than 0.01 below the majority-class rule on the batch "
+        f"({int((below & (stays.decision == 'refused')).sum())} of them behind a refused new version). Until "
+        "then the gate said nothing about the champion on such nights; it now records why nothing vouches for "
+        "it (`champion_unvouched`: step 4's guards, whatever the decision) and the closing report names it. "
+        "These replays predate that record; `replicate_decisions` now keeps it as the column `champion_unvouched`.",
+        "",
+        R.md_table(stays[below].groupby(["decision", "why"]).size().rename("champion below the rule")
+                   .reset_index()),
         "",
         "Written by `python -m replications.decisions_pooled` from `" +
         "`, `".join(f"reports/{r}_nights.csv" for r in RUNS) + "`.",

@@ -564,6 +564,8 @@ def _gate_columns(dec: Any, cP: Any, new: Version) -> dict[str, Any]:
             "est_new": dec.details.get("new_estimate"), "est_champion": dec.details.get("champion_estimate"),
             "majority_baseline": dec.details.get("majority_baseline"),
             "majority_margin": dec.details.get("majority_margin"),
+            # descriptive (added after revision 9's run): why nothing vouches for the champion left serving, or None
+            "champion_unvouched": dec.details.get("champion_unvouched"),
             # descriptive since revision 2 (the gate no longer reads them): the weights' ESS shares
             "champion_ess_share": ess_share(cP), "new_ess_share": ess_share(new.stored),
             "identical_predictions": bool(np.array_equal(np.argmax(cP.proba_target, axis=1),

@@ -799,9 +799,25 @@ def domain_auc(X_source: Any, X_target: Any, *, random_state: int | None = None)
     return float(roc_auc_score(d, p))
 
 
-def _unvouched(P: StoredPredictions, auc: float | None) -> str | None:
-    """Why nothing vouches for ``P``'s model on this batch (its source does not reach it, it predicts one class,
-    or it is estimated no better than the majority-class rule), or None."""
+def unvouched_reason(P: StoredPredictions, auc: float | None) -> str | None:
+    """Why nothing vouches for ``P``'s model on this batch, or None: the guards :func:`gate` applies to a new
+    version in step 1 and to the served champion in step 4. A model is unvouched when its source does not reach
+    the batch (``auc``, its :func:`domain_auc`, ≥ :data:`OVERLAP_AUC`; None: not tested), it predicts one class
+    on ≥ :data:`ONE_CLASS_SHARE` of the batch, or it is estimated no more accurate than the majority-class rule
+    (:func:`majority_margin` ≤ 0).
+
+    Parameters
+    ----------
+    P : StoredPredictions
+        The model's stored predictions on the batch.
+    auc : float or None
+        Its source's domain AUC against the batch.
+
+    Returns
+    -------
+    str or None
+        The first guard it fails, as a clause ("its source does not reach this batch (…)"), or None.
+    """
     if auc is not None and auc >= OVERLAP_AUC:
         return f"its source does not reach this batch (the gate's domain AUC {auc:.3f} ≥ {OVERLAP_AUC})"
     share = one_class_share(P)
@@ -862,6 +878,10 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     4 and the reach test of step 5 are skipped (the labels observe the batch itself) and P is
     :func:`p_better_with_labels`.
 
+    With a champion, ``details["champion_unvouched"]`` says why nothing vouches for it on this batch (step 4's
+    guards, :func:`unvouched_reason`), or is None: a refused or kept new version leaves it serving, and the run
+    says so.
+
     Revision 2 (``reports/decisions.md``): revision 1 judged reach by the weights' :func:`ess_share` < 5 %,
     which the replication found almost never fires when source and batch are separated, and guarded the new
     version only.
@@ -918,10 +938,12 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     if unsure_margin not in UNSURE_MARGINS:
         raise ValueError(f"unsure_margin must be one of {list(UNSURE_MARGINS)}; got {unsure_margin!r}")
     details = _gate_details(new, new_estimate, confidence, new_auc, champion_auc)
-    refusal = _unvouched(new, None)
+    refusal = unvouched_reason(new, None)
+    if champion is not None:  # whether anything vouches for the model that serves on (step 4's guards)
+        details["champion_unvouched"] = unvouched_reason(champion, champion_auc)
     if refusal is not None and (unsure_margin == "refuse" or champion is None
                                 or details["one_class_share"] >= ONE_CLASS_SHARE
-                                or _unvouched(champion, champion_auc) is not None):
+                                or details["champion_unvouched"] is not None):
         return GateDecision("refused", float("nan"), refusal, details)
     if refusal is not None:
         return _unsure_margin_gate(new, champion, refusal, labels, confidence, shared_source, n_boot, random_state,
@@ -966,7 +988,7 @@ def _unlabeled_gate(new: StoredPredictions, champion: StoredPredictions, confide
     """Steps 4 and 5 without labels: ask for labels on (or replace) a champion nothing vouches for, else decide by
     P(better)."""
     new_reaches = new_auc is None or new_auc < OVERLAP_AUC
-    stale = _unvouched(champion, champion_auc)
+    stale = details["champion_unvouched"]
     if stale is not None and new_reaches:
         said = f"nothing vouches for the champion on this batch: {stale}"
         if unvouched == "promote":

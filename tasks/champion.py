@@ -50,6 +50,8 @@ from prefect.cache_policies import NO_CACHE
 from shiftlib.catalog import LABELED_SELECTOR, SOURCE_CV
 from shiftlib.decisions import (
     LABEL_VARIANCE,
+    ONE_CLASS_SHARE,
+    OVERLAP_AUC,
     PROMOTE_CONFIDENCE,
     UNVOUCHED_CHAMPION,
     GateDecision,
@@ -58,6 +60,7 @@ from shiftlib.decisions import (
     gate,
     heldout_pair,
     refusal_stands,
+    unvouched_reason,
 )
 from shiftlib.errors import ShiftflowInputError
 from shiftlib.estimation import StoredPredictions
@@ -417,8 +420,7 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
                     labels=label_difference(store, labeled, chosen, RULE_VERSION)), ""
     first = gate(new_P, None, new_estimate=est, confidence=confidence, random_state=seed,  # step 1's guards
                  first_margin=False)
-    if refusal_stands(first):
-        return first, ""
+    refused = first if refusal_stands(first) else None  # final: the champion's side below is only reported
     new_auc = reach_auc()
     shared = inc.tags.get("source_sha256") == source_sha
     held = ("the same source" if shared or source_rows is None
@@ -429,8 +431,11 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
         run_logger().info("champion: v%s estimated from its stored evidence (%s)", inc.version, held)
         found = champion_evidence(client, name, inc, store, seed=seed, rows=rows)
         if isinstance(found, str):
-            return None, found
+            return (refused, "") if refused is not None else (None, found)
         (champ, champ_auc), new_g = found, new_P
+    if refused is not None:
+        return _refused_beside(refused, champ, champ_auc, label_difference(store, labeled, chosen, inc.version),
+                               inc.version, new_auc), ""
     g = gate(new_g, champ, new_estimate=est, confidence=confidence, random_state=seed, new_auc=new_auc,
              champion_auc=champ_auc, shared_source=shared,
              labels=label_difference(store, labeled, chosen, inc.version), unvouched=unvouched)
@@ -440,6 +445,26 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
                     f"rows unlike any row v{inc.version} was fitted on: a row equal to one of those counts as seen)",
                     details=g.details | {"champion_heldout_rows": n})
     return g, ""
+
+
+def _refused_beside(refused: GateDecision, champ: StoredPredictions, champ_auc: float,
+                    labels: tuple[float, float, int] | None, version: Any, new_auc: float) -> GateDecision:
+    """Step 1's refusal of the new version, with what it leaves serving: whether anything vouches for champion
+    ``version`` on this batch (``details["champion_unvouched"]``, step 4's guards), and with labels of a plan that
+    had both as contenders, their estimate of the refused version's accuracy minus the champion's (a champion
+    the labels show below a refused one-class or no-better-than-the-rule version is below that rule too). A
+    refusal on the estimated margin over the majority-class rule says when that estimate rests on no rows like
+    the batch's (the new version's ``new_auc`` ≥ ``OVERLAP_AUC``), as the first version's step 2 does."""
+    details = refused.details | {"champion_unvouched": unvouched_reason(champ, champ_auc)}
+    reason = refused.reason
+    if details["one_class_share"] < ONE_CLASS_SHARE and new_auc >= OVERLAP_AUC:
+        reason += (f" — a label-free estimate made where its source does not reach this batch (the gate's domain AUC "
+                   f"{new_auc:.3f} ≥ {OVERLAP_AUC})")
+    if labels is not None:
+        d, se, n = labels
+        details |= {"labels": int(n), "label_difference": float(d), "label_se": float(se)}
+        reason += f"; with {n} target labels it is {d:+.3f} ± {se:.3f} more accurate than v{version} on this batch"
+    return replace(refused, details=details, reason=reason)
 
 
 def _version_tags(facts: dict[str, str], info: TrainedModel, chosen: str, selector: str, new_score: float,
@@ -556,7 +581,7 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
             same = (f"no new version: v{mv.version} already holds this model (same recipe, data digests and code "
                     f"version, fingerprint {facts['fingerprint'][:12]})")
         new_version = twin is None
-        p_better, g_labels = float("nan"), None
+        p_better, g_labels, unvouched = float("nan"), None, None
         if inc is not None and not new_version and str(inc.version) == str(mv.version):
             decision, gate_decision, inc_score, inc_version = "unchanged", "kept", None, inc.version
             reason = f"{same}; it stays champion" + (f" ({hold_champion} on this run)" if hold_champion else "")
@@ -574,6 +599,8 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
                 gate_decision, p_better, reason = g.decision, g.p_better, g.reason
                 g_labels = g.details.get("labels")
                 decision, inc_score = ALIAS[g.decision], g.details.get("champion_estimate")
+                if decision != "champion":  # the champion serves on: say when nothing vouches for it here
+                    unvouched = g.details.get("champion_unvouched")
                 inc_version = None if inc is None else inc.version
                 if inc_score is not None:  # the pair the gate compared (its reason's "x vs y"), not a selector score
                     new_score = float(g.details.get("new_estimate_paired", new_score))
@@ -589,9 +616,11 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
               "new_version": new_version, "selector": selector, "new_score": new_score,
               "incumbent_score": inc_score, "incumbent_version": None if inc_version is None else str(inc_version),
               "reason": reason, "candidate": chosen, "fingerprint": facts["fingerprint"],
-              "labels": None if g_labels is None else int(g_labels)}
+              "labels": None if g_labels is None else int(g_labels), "champion_unvouched": unvouched}
     _announce(client, ctx, record, waited)
     log.info("champion: %s v%s is %s, %s (%s)", model_name, mv.version, decision, gate_decision, reason)
+    if unvouched:
+        log.warning("champion: v%s serves on, but nothing vouches for it on this batch: %s", inc_version, unvouched)
     return record
 
 
@@ -654,6 +683,8 @@ def _log_decision(client: MlflowClient, parent_run_id: str, record: dict[str, An
             "champion.new_version": str(record["new_version"]).lower(), "champion.reason": record["reason"],
             "champion.serving": str(record["version"] if record["decision"] in ("champion", "unchanged")
                                     else record["incumbent_version"] or "-")}
+    if record.get("champion_unvouched"):  # the model that serves on, where nothing vouches for it on this batch
+        tags["champion.serving_unvouched"] = record["champion_unvouched"]
     for key, value in tags.items():
         with_retries(client.set_tag, parent_run_id, key, value)
     inc = record["incumbent_score"]

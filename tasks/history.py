@@ -85,7 +85,7 @@ def _row(r: Any, tag: str) -> dict[str, Any]:
         serving = t.get("champion.serving", version if t.get("champion.decision") in ("champion", "unchanged")
                         else "?")
     else:
-        decision, serving = "scored", version
+        decision, serving = "scored", t.get("champion.serving", "?")  # the champion then, not the version scored
     return {"started": pd.Timestamp(r.info.start_time, unit="ms", tz="UTC"), "run_id": r.info.run_id,
             "run_name": r.info.run_name, "candidate": t.get("estimate.candidate", ""), "version": version,
             "decision": decision, "serving": serving, "estimate": _num(m, "estimate.accuracy"),

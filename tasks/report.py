@@ -22,7 +22,8 @@ def cautions(s: dict[str, Any]) -> list[str]:
     """Sentences the closing report and the run summary add under the estimate: an interval at least
     ``WIDE_INTERVAL`` wide (unless target labels were given, to choose or to evaluate: then they are the better
     word), an undecided gate (with the labels that would settle it: a pair plan, ``reports/decisions_pair.md``; for a
-    first version, the pair of it and the majority-class rule), a refused first version (nothing serves), a label
+    first version, the pair of it and the majority-class rule), a refused first version (nothing serves), a
+    champion left serving by a refused or kept new version while nothing vouches for it on this batch, a label
     that follows exactly from a few source columns (the ingest stage's check), and a chosen candidate that predicts
     one class for every target row (before any recalibration; its accuracy is then that class's share)."""
     out = []
@@ -60,6 +61,13 @@ def cautions(s: dict[str, Any]) -> list[str]:
                    "refused (the reason above) and no version is champion, so `shiftflow score` has none to use; "
                    f"{other}a later run with other learners (--learners) or more source rows "
                    f"{'' if other else 'may '}pass the gate")
+    why = ch.get("champion_unvouched")  # a refused or kept new version leaves it serving; labels would weigh both
+    if why and ch.get("incumbent_version") and ch.get("gate_decision") in ("refused", "kept") and not ch.get("labels"):
+        out.append(f"v{ch['incumbent_version']} serves on, but nothing vouches for it on this batch: {why}. Its "
+                   "accuracy here is unknown and may be below the majority-class rule's: label rows of this batch "
+                   f"(--label-budget {budget()} --label-plan {UNDECIDED_LABEL_PLAN}: where it and the new version "
+                   "disagree; the reason then gives their difference), and `shiftflow champion --previous` or "
+                   "`--set` if it proves worse")
     if s.get("label_columns"):  # the ingest stage's check (tasks.ingest.label_rule_sentence)
         out.append(label_rule_sentence(list(s["label_columns"])))
     chosen, classes = s["selection"]["chosen"], s.get("classes") or []

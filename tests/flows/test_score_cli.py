@@ -72,6 +72,9 @@ def test_score_writes_the_models_labels_logs_the_retrains_estimate_and_raises_th
         assert m[k] == pytest.approx(parent[k], abs=1e-9), k  # the retrain's estimate of its served candidate
     assert m["drift.drifted"] == parent["drift.drifted"]  # rt_sort biased the source: drift either way
     assert t["shiftflow.scored_model"] == f"{MODEL} v1" and t["shiftflow.estimate.overlap"] in ("ok", "poor")
+    # what served when it ran (the registry's champion), not the version scored (helper-34)
+    champ = client.get_model_version_by_alias(MODEL, "champion").version
+    assert t["champion.serving"] == str(champ)
     # the shift regime, as the retrain's parent run has it: tagged, and printed beside the estimate
     assert t["shiftflow.estimate.regime"] in ("covariate", "label", "neither")
     assert "shift regime: " in printed

@@ -33,6 +33,7 @@ from shiftlib.decisions import (
     p_beats_rule,
     p_better,
     refusal_stands,
+    unvouched_reason,
     widen_for_overlap,
     with_labels,
 )
@@ -665,3 +666,18 @@ def test_refusal_stands_for_one_class_always_and_for_the_margin_unless_asked():
     low = gate(_P(list(y10), proba, proba), None, first_margin=False)
     assert refusal_stands(low, "refuse") and not refusal_stands(low, "ask")
     assert not refusal_stands(gate(_pair()[1], None, first_margin=False))  # promoted: nothing to stand
+
+
+def test_the_gate_says_when_nothing_vouches_for_the_champion_it_leaves_serving():
+    # details["champion_unvouched"]: step 4's guards on the champion, recorded whatever step decides, so a refused
+    # or kept new version does not leave an unchecked champion serving in silence
+    champ, sure = _pair()
+    y = [0] * 30 + [1] * 30
+    one = _P(y, _onehot(np.array(y)), _onehot(np.zeros(40, int)))  # one class on the batch: refused at step 1
+    d = gate(one, champ, n_boot=30, random_state=1)
+    assert d.decision == "refused" and "predicts one class for 100.0% of the batch" in d.details["champion_unvouched"]
+    assert gate(one, sure, n_boot=30, random_state=1).details["champion_unvouched"] is None
+    far = gate(one, sure, champion_auc=0.97, n_boot=30, random_state=1)
+    assert far.details["champion_unvouched"] == "its source does not reach this batch (the gate's domain AUC 0.970 ≥ 0.95)"
+    assert unvouched_reason(sure, 0.97) == far.details["champion_unvouched"] and unvouched_reason(sure, 0.94) is None
+    assert "champion_unvouched" not in gate(one, None).details  # no champion: nothing serves on

@@ -392,3 +392,48 @@ def test_row_hashes_see_one_row_alike_across_typings():
     c = pd.DataFrame({"n": [1.0, 2.5], "c": ["x", "y"]})
     assert row_hashes(a)[0] == row_hashes(c)[0] and row_hashes(a)[1] != row_hashes(c)[1]
     assert row_hashes(a).dtype == np.uint64 and len(set(row_hashes(a))) == 2
+
+
+def test_a_refused_new_version_says_whether_anything_vouches_for_the_champion_it_leaves_serving(monkeypatch):
+    """Step 1 refuses a one-class new version before any champion is weighed; the champion's side is still read
+    (its stored evidence here) so that the record says when nothing vouches for the version that serves on, and
+    with labels of a plan over both, their difference joins the reason. The decision itself stays the refusal."""
+    import pandas as pd
+
+    import tasks.champion as tc
+    from shiftlib.estimation import StoredPredictions
+
+    y = np.r_[np.zeros(30, int), np.ones(30, int)]
+    onehot = np.eye(2)
+    one = StoredPredictions("n", np.array([0, 1]), y, onehot[y], onehot[np.zeros(40, int)], np.arange(60) % 2)
+    champ = StoredPredictions("c", np.array([0, 1]), y, onehot[y] * 0.8 + 0.1, onehot[np.arange(40) % 2] * 0.8 + 0.1,
+                              np.arange(60) % 2)
+    monkeypatch.setattr(tc, "_today_encoded", lambda *a, **k: pd.DataFrame({"a": [0.0, 1.0]}))
+    monkeypatch.setattr(tc, "domain_auc", lambda *a, **k: 0.6)
+    inc = type("Inc", (), {"version": "1", "tags": {}})()
+    evidence = pd.DataFrame({"x:a": [0.0, 1.0], "y": [0, 1]})
+    for auc, why in ((0.97, "its source does not reach this batch (the gate's domain AUC 0.970 ≥ 0.95)"), (0.6, None)):
+        monkeypatch.setattr(tc, "champion_evidence", lambda *a, auc=auc, **k: (champ, auc))
+        g, _ = tc._gate(None, None, "m", inc, one, evidence, None, "sha", seed=0, rows=None, confidence=0.9)
+        assert g.decision == "refused" and g.reason.startswith("it predicts one class for 100.0% of the batch")
+        assert g.details["champion_unvouched"] == why
+    monkeypatch.setattr(tc, "label_difference", lambda *a, **k: (0.3, 0.05, 40))
+    g, _ = tc._gate(None, None, "m", inc, one, evidence, None, "sha", seed=0, rows=None, confidence=0.9)
+    assert g.decision == "refused" and g.reason.endswith("; with 40 target labels it is +0.300 ± 0.050 more accurate "
+                                                         "than v1 on this batch")
+    assert g.details["labels"] == 40
+    # a refusal on the margin over the rule, where the new version's source does not reach the batch: said so
+    low = StoredPredictions("low", np.array([0, 1]), y, onehot[1 - y] * 0.8 + 0.1,
+                            onehot[np.arange(40) % 2] * 0.8 + 0.1, np.arange(60) % 2)  # wrong on every source row
+    monkeypatch.setattr(tc, "label_difference", lambda *a, **k: None)
+    monkeypatch.setattr(tc, "champion_evidence", lambda *a, **k: (champ, 0.6))
+    for auc, said in ((0.99, True), (0.6, False)):
+        monkeypatch.setattr(tc, "domain_auc", lambda *a, auc=auc, **k: auc)
+        g, _ = tc._gate(None, None, "m", inc, low, evidence, None, "sha", seed=0, rows=None, confidence=0.9)
+        assert g.decision == "refused" and g.reason.startswith("it is estimated no more accurate than the majority")
+        assert g.reason.endswith(" — a label-free estimate made where its source does not reach this batch (the "
+                                 "gate's domain AUC 0.990 ≥ 0.95)") is said
+    # without the champion's evidence the refusal stands as it is (the recipe gate never decides for it)
+    monkeypatch.setattr(tc, "champion_evidence", lambda *a, **k: "no evidence kept")
+    g, why = tc._gate(None, None, "m", inc, one, evidence, None, "sha", seed=0, rows=None, confidence=0.9)
+    assert (g.decision, why) == ("refused", "") and "champion_unvouched" not in g.details

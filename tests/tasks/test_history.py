@@ -99,3 +99,25 @@ def test_a_champion_set_by_hand_is_a_row_with_who_and_why(tmp_path: Path, capsys
     text = capsys.readouterr().out
     assert run.info.run_id in text and "set by hand: test rollback" in text
     assert [x.get_text() for x in plot_history(t, "h").axes[0].texts] == ["v1 serves", "v2 serves"]
+
+
+def test_a_score_run_of_an_older_version_keeps_the_champion_as_serving(tmp_path: Path) -> None:
+    """helper-34: after `shiftflow score --model kd-headache/1` while v2 was champion, the history said v1 served
+    (the score run tagged the version it scored as serving). A score run's row has the version scored and, as
+    serving, the champion when it ran (its tag champion.serving; "?" for a run before it was kept so)."""
+    from tasks.scoring import SCORED_TAG
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp = client.create_experiment("e")
+    client.create_run(exp, run_name="night-1", start_time=1_800_000_000_000,
+                      tags={"champion.registered_model": "s v2", "shiftflow.decision": "promoted",
+                            "champion.decision": "champion", "champion.serving": "2"})
+    client.create_run(exp, run_name="score-new", start_time=1_800_000_100_000,
+                      tags={SCORED_TAG: "s v1", "shiftflow.run_kind": "score", "champion.serving": "2"})
+    client.create_run(exp, run_name="score-old", start_time=1_800_000_200_000,
+                      tags={SCORED_TAG: "s v1", "shiftflow.run_kind": "score"})
+    t = model_history(uri, "s")
+    assert t["run_name"].tolist() == ["night-1", "score-new", "score-old"]
+    assert t["version"].tolist() == ["2", "1", "1"] and t["serving"].tolist() == ["2", "2", "?"]
+    assert t["decision"].tolist()[1:] == ["scored", "scored"]

@@ -150,3 +150,26 @@ def test_labels_of_a_pair_plan_are_said_to_measure_the_difference_not_the_accura
     assert pair_labels_sentence(s | {"champion": champ | {"labels": None}}) is None  # no labels
     chose = sel | {"fewlabel": {"p_best": {"LR": 0.9}, "n_labels": 50}}  # a candidates plan: they enter the estimate
     assert pair_labels_sentence(s | {"selection": chose}) is None
+
+
+def test_a_champion_left_serving_that_nothing_vouches_for_is_named_with_the_labels_that_check_it() -> None:
+    """A refused or kept new version leaves the champion serving; when nothing vouches for it on this batch (the
+    gate's details["champion_unvouched"]), the note says so and which labels weigh it. Not when labels already
+    weighed the pair, nor for promoted / undecided decisions (the undecided note asks for the same labels)."""
+    from tasks.report import cautions
+
+    sel = {"chosen": "LR", "selector": "scv", "agreement": None}
+    base = SUMMARY | {"selection": sel, "n_target": 200}
+    why = "its source does not reach this batch (the gate's domain AUC 0.998 ≥ 0.95)"
+    ch = SUMMARY["champion"] | {"gate_decision": "refused", "incumbent_version": "1", "champion_unvouched": why,
+                                "reason": "it predicts one class for 99.5% of the batch (≥ 99%)"}
+    (note,) = cautions(base | {"champion": ch})
+    assert note == ("v1 serves on, but nothing vouches for it on this batch: its source does not reach this batch "
+                    "(the gate's domain AUC 0.998 ≥ 0.95). Its accuracy here is unknown and may be below the "
+                    "majority-class rule's: label rows of this batch (--label-budget 50 --label-plan pair: where it "
+                    "and the new version disagree; the reason then gives their difference), and `shiftflow champion "
+                    "--previous` or `--set` if it proves worse")
+    assert cautions(base | {"champion": ch | {"gate_decision": "kept"}}) == [note]
+    assert cautions(base | {"champion": ch | {"champion_unvouched": None}}) == []
+    assert cautions(base | {"champion": ch | {"labels": 50}}) == []
+    assert cautions(base | {"champion": ch | {"gate_decision": "promoted"}}) == []
