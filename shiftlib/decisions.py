@@ -993,9 +993,12 @@ def _unlabeled_gate(new: StoredPredictions, champion: StoredPredictions, confide
         said = f"nothing vouches for the champion on this batch: {stale}"
         if unvouched == "promote":
             return GateDecision("promoted", float("nan"), said, details)
-        return GateDecision("undecided", float("nan"), f"{said}; the new version's source reaches it, but without "
-                            "labels nothing says which is more accurate: the champion stays, and labels on the rows "
-                            "where the two disagree decide", details)
+        reach = ("" if new_auc is None else
+                 f" (the gate's domain AUC {new_auc:.3f} < {OVERLAP_AUC}; the overlap line counts rows beyond the "
+                 "source's range, another test)")
+        return GateDecision("undecided", float("nan"), f"{said}; the new version's source reaches it{reach}, but "
+                            "without labels nothing says which is more accurate: the champion stays, and labels on the "
+                            "rows where the two disagree decide", details)
     p, est_c, est_n = p_better(champion, new, shared_source=shared_source, n_boot=n_boot,
                                random_state=random_state)
     details |= {"champion_estimate": est_c, "new_estimate_paired": est_n}
@@ -1053,6 +1056,47 @@ def refusal_stands(decision: GateDecision, unsure_margin: str = UNSURE_MARGIN) -
     """
     return decision.decision == "refused" and (
         unsure_margin == "refuse" or decision.details["one_class_share"] >= ONE_CLASS_SHARE)
+
+
+def refused_beside(refused: GateDecision, champion_P: StoredPredictions, *, champion_auc: float | None,
+                   new_auc: float | None, champion: str = "the champion",
+                   labels: tuple[float, float, int] | None = None) -> GateDecision:
+    """Step 1's refusal of a new version, taken before any champion was weighed, with what it leaves serving:
+    ``details["champion_unvouched"]`` (:func:`unvouched_reason` of the champion, step 4's guards), so a refused
+    version does not leave an unchecked champion serving in silence. A refusal on the estimated margin over the
+    majority-class rule says when that estimate rests on no rows like the batch's (``new_auc`` ≥
+    :data:`OVERLAP_AUC`), as step 2 says it of a first version. With ``labels`` of a plan over the pair (their
+    estimate of the refused version's accuracy minus the champion's), the reason gives them: the refusal stands
+    (step 1 precedes labels), and the user learns how the champion fares against it.
+
+    Parameters
+    ----------
+    refused : GateDecision
+        Step 1's refusal (``gate(new, None, ...)``).
+    champion_P : StoredPredictions
+        The served champion's stored predictions on the batch.
+    champion_auc, new_auc : float or None
+        :func:`domain_auc` of the champion's and of the new version's source rows against the batch.
+    champion : str, default "the champion"
+        How the reason names the champion (e.g. ``"v3"``).
+    labels : tuple of (float, float, int), optional
+        (difference, standard error, number of labels) of the labels' estimate of new − champion accuracy.
+
+    Returns
+    -------
+    GateDecision
+        The refusal, its reason and details completed.
+    """
+    details = refused.details | {"champion_unvouched": unvouched_reason(champion_P, champion_auc)}
+    reason = refused.reason
+    if details["one_class_share"] < ONE_CLASS_SHARE and new_auc is not None and new_auc >= OVERLAP_AUC:
+        reason += (f" — a label-free estimate made where its source does not reach this batch (the gate's domain AUC "
+                   f"{new_auc:.3f} ≥ {OVERLAP_AUC})")
+    if labels is not None:
+        d, se, n = labels
+        details |= {"labels": int(n), "label_difference": float(d), "label_se": float(se)}
+        reason += f"; with {n} target labels it is {d:+.3f} ± {se:.3f} more accurate than {champion} on this batch"
+    return replace(refused, details=details, reason=reason)
 
 
 def _unsure_margin_gate(new: StoredPredictions, champion: StoredPredictions, refusal: str,

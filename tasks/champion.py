@@ -50,8 +50,6 @@ from prefect.cache_policies import NO_CACHE
 from shiftlib.catalog import LABELED_SELECTOR, SOURCE_CV
 from shiftlib.decisions import (
     LABEL_VARIANCE,
-    ONE_CLASS_SHARE,
-    OVERLAP_AUC,
     PROMOTE_CONFIDENCE,
     UNVOUCHED_CHAMPION,
     GateDecision,
@@ -60,7 +58,7 @@ from shiftlib.decisions import (
     gate,
     heldout_pair,
     refusal_stands,
-    unvouched_reason,
+    refused_beside,
 )
 from shiftlib.errors import ShiftflowInputError
 from shiftlib.estimation import StoredPredictions
@@ -434,8 +432,8 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
             return (refused, "") if refused is not None else (None, found)
         (champ, champ_auc), new_g = found, new_P
     if refused is not None:
-        return _refused_beside(refused, champ, champ_auc, label_difference(store, labeled, chosen, inc.version),
-                               inc.version, new_auc), ""
+        return refused_beside(refused, champ, champion_auc=champ_auc, new_auc=new_auc, champion=f"v{inc.version}",
+                              labels=label_difference(store, labeled, chosen, inc.version)), ""
     g = gate(new_g, champ, new_estimate=est, confidence=confidence, random_state=seed, new_auc=new_auc,
              champion_auc=champ_auc, shared_source=shared,
              labels=label_difference(store, labeled, chosen, inc.version), unvouched=unvouched)
@@ -445,26 +443,6 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
                     f"rows unlike any row v{inc.version} was fitted on: a row equal to one of those counts as seen)",
                     details=g.details | {"champion_heldout_rows": n})
     return g, ""
-
-
-def _refused_beside(refused: GateDecision, champ: StoredPredictions, champ_auc: float,
-                    labels: tuple[float, float, int] | None, version: Any, new_auc: float) -> GateDecision:
-    """Step 1's refusal of the new version, with what it leaves serving: whether anything vouches for champion
-    ``version`` on this batch (``details["champion_unvouched"]``, step 4's guards), and with labels of a plan that
-    had both as contenders, their estimate of the refused version's accuracy minus the champion's (a champion
-    the labels show below a refused one-class or no-better-than-the-rule version is below that rule too). A
-    refusal on the estimated margin over the majority-class rule says when that estimate rests on no rows like
-    the batch's (the new version's ``new_auc`` ≥ ``OVERLAP_AUC``), as the first version's step 2 does."""
-    details = refused.details | {"champion_unvouched": unvouched_reason(champ, champ_auc)}
-    reason = refused.reason
-    if details["one_class_share"] < ONE_CLASS_SHARE and new_auc >= OVERLAP_AUC:
-        reason += (f" — a label-free estimate made where its source does not reach this batch (the gate's domain AUC "
-                   f"{new_auc:.3f} ≥ {OVERLAP_AUC})")
-    if labels is not None:
-        d, se, n = labels
-        details |= {"labels": int(n), "label_difference": float(d), "label_se": float(se)}
-        reason += f"; with {n} target labels it is {d:+.3f} ± {se:.3f} more accurate than v{version} on this batch"
-    return replace(refused, details=details, reason=reason)
 
 
 def _version_tags(facts: dict[str, str], info: TrainedModel, chosen: str, selector: str, new_score: float,

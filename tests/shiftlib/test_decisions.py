@@ -377,6 +377,9 @@ def test_gate_asks_for_labels_when_only_the_new_source_reaches_the_batch():
     d = gate(_meh(), good, champion_auc=0.97, new_auc=0.6, n_boot=10, random_state=0)
     assert d.decision == "undecided" and math.isnan(d.p_better)
     assert "does not reach" in d.reason and "0.970" in d.reason and "labels on the rows" in d.reason
+    # "reaches" names its test, which differs from the overlap line's (helper-35 read them as contradicting)
+    assert "the new version's source reaches it (the gate's domain AUC 0.600 < 0.95; the overlap line counts rows " \
+           "beyond the source's range, another test)" in d.reason
     d = gate(_meh(), good, champion_auc=0.97, new_auc=0.6, unvouched="promote", n_boot=10, random_state=0)
     assert d.decision == "promoted" and d.reason.startswith("nothing vouches for the champion on this batch")
     # labels observe the batch: step 4 is skipped and the labels' difference decides (here: new is worse)
