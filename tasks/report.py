@@ -63,11 +63,12 @@ def cautions(s: dict[str, Any]) -> list[str]:
                    f"{'' if other else 'may '}pass the gate")
     why = ch.get("champion_unvouched")  # a refused or kept new version leaves it serving; labels would weigh both
     if why and ch.get("incumbent_version") and ch.get("gate_decision") in ("refused", "kept") and not ch.get("labels"):
-        out.append(f"v{ch['incumbent_version']} serves on, but nothing vouches for it on this batch: {why}. Its "
-                   "accuracy here is unknown and may be below the majority-class rule's: label rows of this batch "
-                   f"(--label-budget {budget()} --label-plan {UNDECIDED_LABEL_PLAN}: where it and the new version "
-                   "disagree; the reason then gives their difference), and `shiftflow champion --previous` or "
-                   "`--set` if it proves worse")
+        out.append(f"v{ch['incumbent_version']} serves on, but nothing vouches for it on this batch: {why}, so "
+                   "its accuracy here is not known. Labels on the rows where it and the new version disagree "
+                   f"(--label-budget {budget()} --label-plan {UNDECIDED_LABEL_PLAN}) weigh the two against each "
+                   "other (the reason then gives their difference), not either against the majority-class rule; "
+                   f"`shiftflow champion --model {ch.get('registered_model', 'NAME')} --set VERSION` serves another "
+                   "version by hand")
     if s.get("label_columns"):  # the ingest stage's check (tasks.ingest.label_rule_sentence)
         out.append(label_rule_sentence(list(s["label_columns"])))
     chosen, classes = s["selection"]["chosen"], s.get("classes") or []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import time
 
 import numpy as np
@@ -78,6 +79,9 @@ def test_score_writes_the_models_labels_logs_the_retrains_estimate_and_raises_th
     # the shift regime, as the retrain's parent run has it: tagged, and printed beside the estimate
     assert t["shiftflow.estimate.regime"] in ("covariate", "label", "neither")
     assert "shift regime: " in printed
+    # the closing line counts the whole command (helper-35: "total 5.0 s" for a 44 s command)
+    assert re.search(r"scoring took [0-9.]+ s \([0-9.]+ s in all, with the input checks and the start of Prefect "
+                     r"and MLflow\)", printed)
     assert t["shiftflow.alert"] == "accuracy" and m["estimate.ci_high"] < 0.99  # the alert's condition
     assert "ALERT (accuracy)" in printed and "history/accuracy_over_time.png" in [
         a.path for a in client.list_artifacts(run.info.run_id, "history")]

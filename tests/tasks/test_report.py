@@ -164,11 +164,12 @@ def test_a_champion_left_serving_that_nothing_vouches_for_is_named_with_the_labe
     ch = SUMMARY["champion"] | {"gate_decision": "refused", "incumbent_version": "1", "champion_unvouched": why,
                                 "reason": "it predicts one class for 99.5% of the batch (≥ 99%)"}
     (note,) = cautions(base | {"champion": ch})
+    # what the pair's labels can and cannot say (helper-35 followed the first wording and learnt only v2 − v1)
     assert note == ("v1 serves on, but nothing vouches for it on this batch: its source does not reach this batch "
-                    "(the gate's domain AUC 0.998 ≥ 0.95). Its accuracy here is unknown and may be below the "
-                    "majority-class rule's: label rows of this batch (--label-budget 50 --label-plan pair: where it "
-                    "and the new version disagree; the reason then gives their difference), and `shiftflow champion "
-                    "--previous` or `--set` if it proves worse")
+                    "(the gate's domain AUC 0.998 ≥ 0.95), so its accuracy here is not known. Labels on the rows "
+                    "where it and the new version disagree (--label-budget 50 --label-plan pair) weigh the two "
+                    "against each other (the reason then gives their difference), not either against the "
+                    "majority-class rule; `shiftflow champion --model m --set VERSION` serves another version by hand")
     assert cautions(base | {"champion": ch | {"gate_decision": "kept"}}) == [note]
     assert cautions(base | {"champion": ch | {"champion_unvouched": None}}) == []
     assert cautions(base | {"champion": ch | {"labels": 50}}) == []
