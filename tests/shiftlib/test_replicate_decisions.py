@@ -349,3 +349,30 @@ def test_decisions_unsure_uses_unseen_tables_and_counts_on_rows() -> None:
     assert all(TABLES[t][0].__code__.co_consts not in used for t in TABLES)
     assert {s.table for s in SEQUENCES} == set(TABLES) and len(SEQUENCES) == 16
     assert TOL < 1 / 400 / 1000  # far below one row's share on any replayed batch
+
+
+def test_decisions_reach2_pools_the_first_trial_on_whole_rows_and_uses_unseen_tables() -> None:
+    """Revision 6's second trial adopts on this run and the first trial together: the first trial recounted on
+    whole rows has missed 1 and 1, harmful 0 and 0 in 47 decisions each (reports/decisions_pooled.md's per-run
+    table), so this run's 3 against 2 misses make 4 against 3."""
+    import pandas as pd
+
+    import replications.decisions_fresh as F
+    import replications.decisions_heldout as H
+    import replications.decisions_heldout_champion as HC
+    import replications.decisions_heldout_champion2 as HC2
+    import replications.decisions_reach as RE
+    import replications.decisions_unsure as U
+    import replications.replicate_decisions as R
+    from replications.decisions_reach2 import SEQUENCES, TABLES, verdict
+
+    c = pd.DataFrame({"gate": ["rev5", "rev6"], "decisions": [40, 40], "harmful": [0, 1], "missed": [3, 2],
+                      "labels": [100, 150]})
+    said = verdict(c)
+    assert said.startswith("**Adopt revision 6** by the rule: missed 3 vs 4, harmful 1 vs 0 (of 87 decisions each")
+    assert said.endswith("(this run and the first trial together)")
+    assert verdict(c.assign(missed=[2, 3])).startswith("**Do not adopt revision 6**")  # 4 vs 3
+    regs = (R.TABLES, H.HELD_TABLES, F.FRESH_TABLES, HC.TABLES, HC2.TABLES, RE.TABLES, U.TABLES)
+    used = {t[0].__code__.co_consts for reg in regs for t in reg.values()}
+    assert all(TABLES[t][0].__code__.co_consts not in used for t in TABLES)
+    assert {s.table for s in SEQUENCES} == set(TABLES) and len(SEQUENCES) == 16
