@@ -38,6 +38,7 @@ RUNS = {
     "decisions_heldout_champion2": ("unseen: six other tables (revision 5's adopting trial)", "rev4"),
     "decisions_reach": ("unseen: six further tables (revision 6's trial)", "rev6"),
     "decisions_unsure": ("unseen: six further tables (revision 9's trial)", "rev9"),
+    "decisions_reach2": ("unseen: five further tables (revision 6's second trial)", "rev6"),
 }
 SHIPPED = "rev5"
 TOL = 1e-9  # far below one row's share on any batch (≥ 1/400); far above the float error of a difference
@@ -84,7 +85,7 @@ def report(d: pd.DataFrame) -> list[str]:
     shipped = d[d.gate == SHIPPED]
     unseen = shipped[shipped.run != "decisions_shipped"]
     per_run = counts(d, ["run", "gate"])
-    pooled = pd.concat([counts(unseen.assign(pool="unseen tables (four runs)"), ["pool"]),
+    pooled = pd.concat([counts(unseen.assign(pool="unseen tables (five runs)"), ["pool"]),
                         counts(shipped.assign(pool="every run"), ["pool"])], ignore_index=True)
     own = shipped[shipped.missed & ~shipped.mandated]
     stays = shipped[~shipped.promoted]
@@ -97,7 +98,7 @@ def report(d: pd.DataFrame) -> list[str]:
         "",
         "## Answer",
         "",
-        f"On the {int(u.decisions)} decisions of the four runs on tables no revision was designed on, revision 5 "
+        f"On the {int(u.decisions)} decisions of the five runs on tables no revision was designed on, revision 5 "
         f"made {int(u.harmful)} harmful promotions ({u['harmful /100']} per 100; target ≤ 2) and missed "
         f"{int(u.missed)} improvements ({u['missed /100']} per 100; target ≤ 5), counted on whole rows "
         f"({int(u.harmful_float)} and {int(u.missed_float)} as the runs counted floating-point shares). "
@@ -144,7 +145,8 @@ def report(d: pd.DataFrame) -> list[str]:
         f"({int((below & (stays.decision == 'refused')).sum())} of them behind a refused new version). Until "
         "then the gate said nothing about the champion on such nights; it now records why nothing vouches for "
         "it (`champion_unvouched`: step 4's guards, whatever the decision) and the closing report names it. "
-        "These replays predate that record; `replicate_decisions` now keeps it as the column `champion_unvouched`.",
+        "The replays before `decisions_reach2` predate that record; `replicate_decisions` now keeps it as the "
+        "column `champion_unvouched`.",
         "",
         R.md_table(stays[below].groupby(["decision", "why"]).size().rename("champion below the rule")
                    .reset_index()),
