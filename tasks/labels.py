@@ -51,9 +51,7 @@ from pydantic import Field
 from shiftlib.selection import LabelPlan, TargetPredictions, plan_labels
 from tasks.estimation import FOLD_SCORES, scv_from_estimation
 from tasks.ingest import INGESTED, ROW, TARGET_ROWS, load_xy, read_ingest
-from tasks.inputs import LabelsInputError, check_label_budget, read_filled
-from tasks.inputs import filled_rows as _file_rows
-from tasks.inputs import planned_rows as _planned_rows
+from tasks.inputs import LabelsInputError, check_label_budget, filled_rows, planned_rows, read_filled
 from tasks.logs import run_logger
 from tasks.served import PREDICTIONS as SERVED_PREDICTIONS
 from tasks.served import RULE, SERVED, served_contender
@@ -152,7 +150,7 @@ def _holding(store: StageStore, manifests: list[Path], rows: set[int] | None) ->
     if rows is not None:
         hits = []
         for m in manifests:
-            planned = _planned_rows(m)
+            planned = planned_rows(m)
             if planned is not None and rows and 2 * len(planned & rows) >= len(rows):
                 hits.append((len(planned & rows), m))
         manifests = [m for _, m in sorted(hits, key=lambda h: -h[0])]  # stable: newest first among equals
@@ -237,7 +235,7 @@ def _other_plan(store: StageStore, budget: int | None, seed: int, rows: set[int]
             man = json.loads(m.read_text())
         except (OSError, ValueError):
             continue
-        planned = _planned_rows(m)
+        planned = planned_rows(m)
         if planned is None:
             continue
         hit = len(planned & rows)
@@ -359,7 +357,7 @@ def read_labels(store: StageStore, *, budget: int | None, seed: int, label: str,
                 pair: str | None = None) -> dict[str, Any]:
     """Find the stored plan of this configuration, check the filled file against it, then adopt the plan into
     this run. Every check runs before anything is written (``LabelsInputError`` naming the fix)."""
-    rows = _file_rows(target_labels, label)
+    rows = filled_rows(target_labels, label)
     found = _find_plan(store, budget, seed, rows, pair)
     if found is None and budget is not None:
         earlier = _find_earlier(store, budget, seed, rows, pair)

@@ -24,10 +24,10 @@ from shiftlib.ingest import IngestError
 from shiftlib.selection import plan_labels
 from shiftlib.selection.fewlabel import TargetPredictions
 from tasks.ingest import ROW, ingest, load_xy
+from tasks.inputs import filled_rows as _file_rows
 from tasks.labels import (
     FilledLabels,
     LabelsInputError,
-    _file_rows,
     continue_plan,
     labels,
     labels_form,
