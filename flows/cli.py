@@ -351,8 +351,10 @@ def labels_request_lines(lab: dict[str, Any]) -> list[str]:
     that predicts the same class on every target row: no label can tell them apart)."""
     from tasks.served import RULE  # imported once the run is over (tasks.served imports MLflow)
 
-    other = f"the {RULE}" if (lab.get("learners") or [""])[-1] == RULE else "the champion"
-    who = "the candidates" if not lab.get("pair") else f"{lab['pair']} and {other} (label_plan pair)"
+    others = (lab.get("learners") or [""])[1:]  # a pair plan's contenders beside its candidate
+    other = (f", the champion and the {RULE}" if RULE in others and len(others) > 1
+             else f" and the {RULE}" if RULE in others else " and the champion")
+    who = "the candidates" if not lab.get("pair") else f"{lab['pair']}{other} (label_plan pair)"
     if lab.get("n_planned", lab["n_rows"]) == 0:
         return [f"shiftflow: nothing to label: {who} predict the same class on every target row, so no label can "
                 "tell them apart"]

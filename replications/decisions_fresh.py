@@ -163,6 +163,7 @@ class FreshStudy:
     rule_md: list[str]
     verdict: Callable[[pd.DataFrame], str]
     tol: float = 0.0  # ``counts``' (> 0: harmful and missed counted on whole rows; decisions_unsure on)
+    by_nights: bool = False  # ``verdict`` reads the nights table itself, not ``counts``' (decisions_rule)
 
 
 def run_study(study: FreshStudy, argv: list[str] | None, description: str) -> int:
@@ -196,7 +197,8 @@ def run_study(study: FreshStudy, argv: list[str] | None, description: str) -> in
     stamp = (f"This run: `python -m replications.{study.module}{' --quick' if args.quick else ''}` (seed "
              f"{args.seed}; {code}), started {started}, {time.perf_counter() - t0:.0f} s wall on a 2-core machine "
              f"(not a speed claim): {len(seqs)} sequences. Rows: `{prefix}_nights.csv`.")
-    text = "\n".join([f"# {study.title}", "", "## Answer", "", study.verdict(c), "", stamp, "", *study.rule_md, "",
+    said = study.verdict(nights if study.by_nights else c)
+    text = "\n".join([f"# {study.title}", "", "## Answer", "", said, "", stamp, "", *study.rule_md, "",
                       "## Results", "", md_table(c), ""])
     (out / f"{prefix}.md").write_text(text)
     print(text)

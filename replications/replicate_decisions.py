@@ -441,13 +441,17 @@ def _promotes(decision: str) -> bool:
 
 
 def labels_path(preds: list[Any], new: Version, ch: Version, cP: Any, Xs: pd.DataFrame, ys: np.ndarray,
-                Xt: pd.DataFrame, yt: np.ndarray, seed: int, *, pair: bool = False) -> dict[str, Any]:
+                Xt: pd.DataFrame, yt: np.ndarray, seed: int, *, pair: bool = False, rule: bool = False
+                ) -> dict[str, Any]:
     """Revision 3's labels run on an undecided night (``REV3_MD``, step 2): the plan over the night's candidates
     (``preds``, their fits on the whole source) and the served champion (``cP``: its probabilities on the batch)
     as ``tasks/labels.py:stage_predictions`` builds it, :data:`LABEL_BUDGET` rows planned by ``plan_labels``, each
     filled with the batch's true label, and the labels' estimate of new − champion accuracy as
     ``tasks/champion.py:label_difference`` computes it. Returns the numbers as row columns. ``pair``: the plan's
-    contenders are the new version and the champion only (``decisions_pair``'s pair arm)."""
+    contenders are the new version and the champion only (``decisions_pair``'s pair arm). ``rule``: the
+    majority-class rule (the source's largest class on every row) is a third contender when the pair disagrees
+    somewhere, as ``tasks/labels.py:stage_predictions(with_rule=True)`` adds it (revision 10,
+    ``decisions_rule``), and the labels' estimate of new − rule is returned too (``rule_label_*``)."""
     if pair:
         preds = [P for P in preds if P.learner == new.learner]
     from shiftlib.selection.fewlabel import (
@@ -465,8 +469,13 @@ def labels_path(preds: list[Any], new: Version, ch: Version, cP: Any, Xs: pd.Dat
     champ = f"champion (night {ch.fitted_night} {ch.learner})"
     names = [P.learner for P in preds] + [champ]
     probas = [np.asarray(P.proba_target, float) for P in preds] + [np.asarray(cP.proba_target, float)]
-    tp = TargetPredictions(names, np.column_stack([np.argmax(p, axis=1) for p in probas]),
-                           sum(probas) / len(probas), np.arange(len(classes)), served=(champ,))
+    P = np.column_stack([np.argmax(p, axis=1) for p in probas])
+    served = (champ,)
+    with_rule = rule and bool((P != P[:, :1]).any())
+    if with_rule:  # no probabilities of its own: the surrogate stays the models' mean
+        majority = np.searchsorted(classes, pd.Series(ys).value_counts().sort_index().idxmax())
+        P, names, served = np.column_stack([P, np.full(len(P), majority)]), [*names, RULE_NAME], (champ, RULE_NAME)
+    tp = TargetPredictions(names, P, sum(probas) / len(probas), np.arange(len(classes)), served=served)
     plan = plan_labels(tp.names, Xs.to_numpy(), ys, Xt.to_numpy(), budget=min(LABEL_BUDGET, len(yt)),
                        random_state=seed, prior=None, predictions=tp)
     code = np.searchsorted(classes, yt)
@@ -477,9 +486,19 @@ def labels_path(preds: list[Any], new: Version, ch: Version, cP: Any, Xs: pd.Dat
     a, b = tp.names.index(new.learner), tp.names.index(champ)
     var = est.cov[a, a] + est.cov[b, b] - 2 * est.cov[a, b]
     pair = np.flatnonzero(tp.predictions[:, a] != tp.predictions[:, b])
-    return {"labels_asked": len(plan.rows), "n_disagreement": len(tp.disagreement), "pair_disagreement": len(pair),
-            "pair_labeled": int(np.isin(pair, plan.rows).sum()),
-            "label_difference": float(est.theta[a] - est.theta[b]), "label_se": float(np.sqrt(max(var, 0.0)))}
+    out = {"labels_asked": len(plan.rows), "n_disagreement": len(tp.disagreement), "pair_disagreement": len(pair),
+           "pair_labeled": int(np.isin(pair, plan.rows).sum()),
+           "label_difference": float(est.theta[a] - est.theta[b]), "label_se": float(np.sqrt(max(var, 0.0)))}
+    if with_rule:
+        r = tp.names.index(RULE_NAME)
+        var_r = est.cov[a, a] + est.cov[r, r] - 2 * est.cov[a, r]
+        out |= {"rule_label_difference": float(est.theta[a] - est.theta[r]),
+                "rule_label_se": float(np.sqrt(max(var_r, 0.0)))}
+    return out
+
+
+#: the majority-class rule's name among a revision-10 plan's contenders (``tasks.served.RULE``)
+RULE_NAME = "majority-class rule"
 
 
 class _Night:
@@ -594,14 +613,17 @@ def _pair_arm(preds: list[Any], new: Version, ch: Version, cP: Any, Xs: pd.DataF
 #: the gates that ask for labels when undecided: revision 3 (plan over every candidate), ``rev3p`` (revision 3 with
 #: the pair plan, what ships since decisions_pair) and ``rev4`` (``rev3p``, and step 4 — nothing vouches for the
 #: champion — asks for the pair's labels instead of promoting; decisions_fresh)
-LABEL_GATES = ("rev3", "rev3p", "rev4", "rev5", "rev6", "rev9")
+LABEL_GATES = ("rev3", "rev3p", "rev4", "rev5", "rev6", "rev9", "rev10")
+#: the gates that weigh the champion estimated on today's source rows (revision 5 and its variants; ``rev10``:
+#: ``rev5`` whose pair plan has the majority-class rule as a third contender, ``decisions_rule``)
+HELDOUT_GATES = ("rev5", "rev6", "rev9", "rev10")
 
 
 def _asks_labels(g: str, dec: Any) -> bool:
     """Whether gate ``g`` runs its labels path after this label-free decision (``rev5``: ``rev4`` with the champion
     estimated on today's source rows, :meth:`_Night.gated_heldout`)."""
     return g in LABEL_GATES and (dec.decision == "undecided"
-                                 or (g in ("rev4", "rev5", "rev6", "rev9")
+                                 or (g in ("rev4", *HELDOUT_GATES)
                                      and dec.reason.startswith("nothing vouches")))
 
 
@@ -668,7 +690,7 @@ def run_sequence(spec: SeqSpec, enc: Encoded, seed: int, names: tuple[str, ...],
                 # rev6: rev5 with the reach guard on a keep too (decisions_reach); rev9: rev5 with an unsure margin
                 # over the majority-class rule decided by the pair's labels (decisions_unsure)
                 unsure = "ask" if g == "rev9" else "refuse"
-                if g in ("rev5", "rev6", "rev9"):
+                if g in HELDOUT_GATES:
                     cP, dec, err, heldout = night.gated_heldout(ch, Xs, "both" if g == "rev6" else "promote", unsure)
                     row["champion_heldout"] = heldout
                 else:
@@ -679,11 +701,14 @@ def run_sequence(spec: SeqSpec, enc: Encoded, seed: int, names: tuple[str, ...],
                     # revision 3: the undecided gate asks for labels and the labels decide (REV3_MD, step 2)
                     free = {"decision_free": dec.decision, "p_better_free": dec.p_better, "reason_free": dec.reason}
                     try:
-                        lab = labels_path(preds, new, ch, cP, Xs, ys, Xt, yt, seed, pair=g != "rev3")
+                        lab = labels_path(preds, new, ch, cP, Xs, ys, Xt, yt, seed, pair=g != "rev3",
+                                          rule=g == "rev10")
+                        rule_labels = (None if "rule_label_difference" not in lab else
+                                       (lab["rule_label_difference"], lab["rule_label_se"], lab["labels_asked"]))
                         dec = gate(new.stored, cP, confidence=CONFIDENCE, shared_source=shared,
                                    new_auc=new_auc, champion_auc=champion_auc,
                                    labels=(lab["label_difference"], lab["label_se"], lab["labels_asked"]),
-                                   unsure_margin=unsure, random_state=seed)
+                                   rule_labels=rule_labels, unsure_margin=unsure, random_state=seed)
                     except Exception as e:  # noqa: BLE001 - recorded as an error night and reported as a bug
                         err = e
                     else:

@@ -130,6 +130,14 @@ FIRST_MARGIN = True
 #: the rule beats the rule too
 UNSURE_MARGINS = ("refuse", "ask")
 UNSURE_MARGIN = "refuse"
+#: whether a pair plan beside a served champion has the majority-class rule as a third contender (revision 10), so
+#: its labels also estimate the new version's accuracy minus the rule's and :func:`gate` (``rule_labels``) refuses a
+#: version they estimate no more accurate than the rule — step 1's guard, on labels. Without it the labels are
+#: drawn only where the new version and the champion disagree: where those two agree and the rule does not
+#: (a champion that predicts one class, the rule's other), nothing measures the rule, and labels promoted a
+#: version 0.45 below it (Ecdat RetSchool). Build item 1 of the decisions issue requires it: a candidate estimated
+#: no better than the rule is never promoted, and with labels the labels' estimate is the estimate.
+RULE_CONTENDER = True
 #: the variance form of the labels' estimate of a pair's difference, from which the gate reads P
 #: (``shiftlib.selection.fewlabel`` ``variance``): ``hh_model``, the Hansen–Hurwitz variance floored by the anticipated
 #: variance under the candidates' probabilities. The gate reads a contrast's interval, and that is what the ninth
@@ -834,8 +842,8 @@ def unvouched_reason(P: StoredPredictions, auc: float | None) -> str | None:
 def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
          new_estimate: float | None = None, confidence: float = PROMOTE_CONFIDENCE, shared_source: bool = False,
          new_auc: float | None = None, champion_auc: float | None = None,
-         labels: tuple[float, float, int] | None = None, unvouched: str = UNVOUCHED_CHAMPION,
-         reach: str = REACH_GUARD, first_reach: bool = FIRST_REACH, first_margin: bool = FIRST_MARGIN,
+         labels: tuple[float, float, int] | None = None, rule_labels: tuple[float, float, int] | None = None,
+         unvouched: str = UNVOUCHED_CHAMPION, reach: str = REACH_GUARD, first_reach: bool = FIRST_REACH, first_margin: bool = FIRST_MARGIN,
          unsure_margin: str = UNSURE_MARGIN, target_labels: int = 0, n_boot: int | None = None,
          random_state: int | None = None) -> GateDecision:
     """Decide whether ``new`` replaces the served ``champion`` (both as stored predictions on today's batch).
@@ -876,7 +884,9 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     With ``labels`` = (difference, standard error, number of labels), the labels' estimate of new − champion
     accuracy on this batch (the labels path: an undecided gate asks for labels where the two disagree), step
     4 and the reach test of step 5 are skipped (the labels observe the batch itself) and P is
-    :func:`p_better_with_labels`.
+    :func:`p_better_with_labels`. With ``rule_labels`` too (the same labels' estimate of new − the majority-class
+    rule, the rule a third contender of their plan: :data:`RULE_CONTENDER`, revision 10), a version they estimate
+    no more accurate than the rule (difference ≤ 0) is ``refused`` whatever P: step 1's guard, on labels.
 
     With a champion, ``details["champion_unvouched"]`` says why nothing vouches for it on this batch (step 4's
     guards, :func:`unvouched_reason`), or is None: a refused or kept new version leaves it serving, and the run
@@ -903,6 +913,9 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     labels : tuple of (float, float, int), optional
         (difference, standard error, number of labels) of the labels' estimate of new − champion accuracy
         (without a champion: new − the majority-class rule's).
+    rule_labels : tuple of (float, float, int), optional
+        With a champion and ``labels``: (difference, standard error, number of labels) of the same labels'
+        estimate of new − the majority-class rule's accuracy (a plan with the rule as a third contender).
     unvouched : {"ask", "promote"}, default UNVOUCHED_CHAMPION
         Step 4: ``undecided`` (ask for the pair's labels) or ``promoted``.
     reach : {"promote", "both"}, default REACH_GUARD
@@ -963,6 +976,10 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     if np.array_equal(np.argmax(champion.proba_target, axis=1), np.argmax(new.proba_target, axis=1)):
         return GateDecision("kept", 0.5, "it predicts the champion's class on every batch row: nothing to gain",
                             details)
+    if labels is not None and rule_labels is not None:
+        details |= {"rule_label_difference": float(rule_labels[0]), "rule_label_se": float(rule_labels[1])}
+        if float(rule_labels[0]) <= 0:
+            return _rule_refusal(rule_labels, details)
     if labels is not None:
         return _labeled_gate(new, champion, labels, confidence, shared_source, n_boot, random_state, details)
     return _unlabeled_gate(new, champion, confidence, shared_source, new_auc, champion_auc, n_boot,
@@ -1145,6 +1162,16 @@ def _rule_labeled_gate(labels: tuple[float, float, int], confidence: float, deta
     said = (f"no champion to compare with; P(more accurate than the majority-class rule on this batch) = {p:.2f} "
             f"with {n} target labels (difference {difference:+.3f} ± {se:.3f})")
     return _three_way(p, confidence, said, "refused", "nothing serves", details, tie=se <= 0 and difference == 0)
+
+
+def _rule_refusal(rule_labels: tuple[float, float, int], details: dict[str, Any]) -> GateDecision:
+    """Step 5 with labels whose plan had the majority-class rule as a contender (revision 10): they estimate the new
+    version no more accurate than the rule, so it must not serve (step 1's guard on the labels' estimate)."""
+    d, se, n = float(rule_labels[0]), float(rule_labels[1]), int(rule_labels[2])
+    details["labels"] = n
+    return GateDecision("refused", float("nan"), (
+        f"with {n} target labels it is estimated no more accurate than the majority-class rule on this batch "
+        f"(difference {d:+.3f} ± {se:.3f}): a model that does not beat the constant rule must not serve"), details)
 
 
 def _labeled_gate(new: StoredPredictions, champion: StoredPredictions, labels: tuple[float, float, int],

@@ -73,6 +73,7 @@ from tasks.recalibration import read_recalibration
 from tasks.selection import run_selector, selection_beta, selector_data, uses_weights
 from tasks.served import (
     CLASSES,
+    RULE,
     RULE_VERSION,
     SCHEMA,
     check_model_name,
@@ -370,25 +371,29 @@ def n_labels(labeled: dict[str, Any] | None) -> int:
     return len(labeled.get("labels") or {})
 
 
-def label_difference(store: Any, labeled: dict[str, Any] | None, chosen: str, version: Any
-                     ) -> tuple[float, float, int] | None:
+def label_difference(store: Any, labeled: dict[str, Any] | None, chosen: str, version: Any, *,
+                     against: str | None = None) -> tuple[float, float, int] | None:
     """The labels' estimate of the chosen candidate's accuracy minus the served champion's (version
     ``version``) on the whole batch, its standard error (variance form ``shiftlib.decisions.LABEL_VARIANCE``) and the
     number of labels: the fewlabel label estimate without a prior (``shiftlib.selection.fewlabel``) over the plan's
-    contenders (every candidate, or the pair of a pair plan). None without labels or when the plan did not have this champion and the chosen candidate
-    as contenders (planned before that version served, or for another pair)."""
+    contenders (every candidate, or those of a pair plan). ``against``: another contender of the plan instead of
+    the champion (:data:`tasks.served.RULE`, a pair plan's third contender: ``shiftlib.decisions.RULE_CONTENDER``).
+    None without labels or when the plan did not have this champion (and ``against``) and the chosen candidate as
+    contenders (planned before that version served, or for another pair)."""
     from shiftlib.selection.fewlabel import DEFAULT_ESTIMATOR, fewlabel_estimate
 
     if not labeled or labeled.get("status") != "labeled" or not labeled.get("labels"):
         return None
     plan = labeled["plan"]
-    tp = stage_predictions(store, learners=list(plan.learners))
+    tp = stage_predictions(store, learners=list(plan.learners), with_rule=RULE in plan.learners)
     champ = served_name(version)
-    if champ not in tp.served or list(plan.learners) != tp.names or chosen not in tp.names:
+    other = champ if against is None else against
+    if (champ not in tp.served or other not in tp.names or list(plan.learners) != tp.names
+            or chosen not in tp.names):
         return None
     labels = {int(r): c for r, c in labeled["labels"].items()}
     est = fewlabel_estimate(tp, plan, labels, None, DEFAULT_ESTIMATOR, LABEL_VARIANCE)
-    a, b = tp.names.index(chosen), tp.names.index(champ)
+    a, b = tp.names.index(chosen), tp.names.index(other)
     var = est.cov[a, a] + est.cov[b, b] - 2 * est.cov[a, b]
     return float(est.theta[a] - est.theta[b]), float(np.sqrt(max(var, 0.0))), len(labels)
 
@@ -436,7 +441,8 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
                               labels=label_difference(store, labeled, chosen, inc.version)), ""
     g = gate(new_g, champ, new_estimate=est, confidence=confidence, random_state=seed, new_auc=new_auc,
              champion_auc=champ_auc, shared_source=shared,
-             labels=label_difference(store, labeled, chosen, inc.version), unvouched=unvouched)
+             labels=label_difference(store, labeled, chosen, inc.version), unvouched=unvouched,
+             rule_labels=label_difference(store, labeled, chosen, inc.version, against=RULE))
     if isinstance(held, tuple):
         n = len(new_g.y_source)
         g = replace(g, reason=f"{g.reason} (both estimated on the {n} of today's {len(new_P.y_source)} labeled source "
@@ -559,7 +565,7 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
             same = (f"no new version: v{mv.version} already holds this model (same recipe, data digests and code "
                     f"version, fingerprint {facts['fingerprint'][:12]})")
         new_version = twin is None
-        p_better, g_labels, unvouched = float("nan"), None, None
+        p_better, g_labels, unvouched, rule_d = float("nan"), None, None, None
         if inc is not None and not new_version and str(inc.version) == str(mv.version):
             decision, gate_decision, inc_score, inc_version = "unchanged", "kept", None, inc.version
             reason = f"{same}; it stays champion" + (f" ({hold_champion} on this run)" if hold_champion else "")
@@ -575,7 +581,7 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
                 gate_decision = "promoted" if decision == "champion" else "kept"
             else:
                 gate_decision, p_better, reason = g.decision, g.p_better, g.reason
-                g_labels = g.details.get("labels")
+                g_labels, rule_d = g.details.get("labels"), g.details.get("rule_label_difference")
                 decision, inc_score = ALIAS[g.decision], g.details.get("champion_estimate")
                 if decision != "champion":  # the champion serves on: say when nothing vouches for it here
                     unvouched = g.details.get("champion_unvouched")
@@ -594,7 +600,8 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
               "new_version": new_version, "selector": selector, "new_score": new_score,
               "incumbent_score": inc_score, "incumbent_version": None if inc_version is None else str(inc_version),
               "reason": reason, "candidate": chosen, "fingerprint": facts["fingerprint"],
-              "labels": None if g_labels is None else int(g_labels), "champion_unvouched": unvouched}
+              "labels": None if g_labels is None else int(g_labels), "champion_unvouched": unvouched,
+              "rule_label_difference": rule_d}
     _announce(client, ctx, record, waited)
     log.info("champion: %s v%s is %s, %s (%s)", model_name, mv.version, decision, gate_decision, reason)
     if unvouched:

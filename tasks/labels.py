@@ -48,13 +48,14 @@ from prefect.cache_policies import NO_CACHE
 from prefect.input import RunInput
 from pydantic import Field
 
+from shiftlib.decisions import RULE_CONTENDER
 from shiftlib.selection import LabelPlan, TargetPredictions, plan_labels
 from tasks.estimation import FOLD_SCORES, scv_from_estimation
 from tasks.ingest import INGESTED, ROW, TARGET_ROWS, load_xy, read_ingest
 from tasks.inputs import LabelsInputError, check_label_budget, filled_rows, planned_rows, read_filled
 from tasks.logs import run_logger
 from tasks.served import PREDICTIONS as SERVED_PREDICTIONS
-from tasks.served import RULE, SERVED, served_contender
+from tasks.served import RULE, SERVED, rule_table, served_contender
 from tasks.store import Read, StageOutput, StageStore, code_version, stage_key, stage_manifests
 from tasks.tracking import RunContext, log_metrics, with_retries
 from tasks.training import PREDICTIONS
@@ -93,13 +94,16 @@ def _plan_has_served(store: StageStore) -> bool | None:
     return name is not None and name in store.manifest(STAGE)["extra"].get("learners", [])
 
 
-def stage_predictions(store: StageStore, with_served: bool | None = None, learners: Any = None
-                      ) -> TargetPredictions:
+def stage_predictions(store: StageStore, with_served: bool | None = None, learners: Any = None,
+                      with_rule: bool = False) -> TargetPredictions:
     """The candidates' target predictions and mean class probabilities from the training stage (no refit),
     and the served champion's (``served`` stage, when this run has one) as a contender that is compared but
     never chosen (``TargetPredictions.served``). ``with_served`` None: the champion is a contender unless this
     run's labels stage holds a plan made without it (labels filled before that version served). ``learners``:
-    only these candidates (a pair plan's, ``label_plan='pair'``), in the training stage's order."""
+    only these candidates (a pair plan's, ``label_plan='pair'``), in the training stage's order. ``with_rule``:
+    beside a served champion that some contender disagrees with, the majority-class rule too, a third contender
+    compared and never chosen (a pair plan's, ``shiftlib.decisions.RULE_CONTENDER``); without a champion the rule
+    is already the served contender."""
     if with_served is None:
         with_served = _plan_has_served(store) is not False
     preds = store.read_table("training", "predictions")
@@ -113,12 +117,16 @@ def stage_predictions(store: StageStore, with_served: bool | None = None, learne
         tables.append(store.read_table(SERVED, "predictions").sort_values(ROW)
                       .reindex(columns=[ROW, "predicted", *proba_cols]))
     P = [g["predicted"].to_numpy() for g in tables]
+    if served is not None and served != RULE and with_rule and any((p != P[0]).any() for p in P[1:]):
+        names.append(RULE)  # not beside a pair that never disagrees: the gate keeps the champion, no label is asked
+        tables.append(rule_table(store).tables["predictions"].sort_values(ROW))
+        P.append(tables[-1]["predicted"].to_numpy())
     # the mean probability (the plan's and the estimate's surrogate) is the models' own: the majority-class rule,
     # a stand-in contender, has none
     models = [g for n, g in zip(names, tables, strict=True) if n != RULE]
     proba = sum(g[proba_cols].fillna(0.0).to_numpy(float) for g in models)
     return TargetPredictions(names, np.column_stack(P), np.asarray(proba) / len(models), classes,
-                             served=() if served is None else (served,))
+                             served=tuple(n for n in names if n in (served, RULE)))
 
 
 def _keys(store: StageStore, budget: int | None, seed: int, with_served: bool = True, pair: str | None = None
@@ -274,7 +282,8 @@ def write_plan(store: StageStore, *, budget: int, seed: int, label: str, pair: s
 
     def compute() -> StageOutput:
         X_s, y_s, X_t = load_xy(store)
-        tp = stage_predictions(store, with_served=True, learners=None if pair is None else [pair])
+        tp = stage_predictions(store, with_served=True, learners=None if pair is None else [pair],
+                               with_rule=pair is not None and RULE_CONTENDER)
         plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, random_state=seed, prior=None, predictions=tp)
         return _plan_output(store, plan, label, {}, {"base_key": base})
 
@@ -336,7 +345,8 @@ def continue_plan(store: StageStore, earlier: dict[str, Any], *, budget: int, se
 
     def compute() -> StageOutput:
         X_s, y_s, X_t = load_xy(store)
-        tp = stage_predictions(store, with_served, learners=None if pair is None else [pair])
+        tp = stage_predictions(store, with_served, learners=None if pair is None else [pair],
+                               with_rule=RULE in plan0.learners)
         prior = scv_from_estimation(store, seed, k) if k is not None else None
         plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, random_state=seed, prior=prior, predictions=tp,
                            already_labeled=(plan0, pd.Series(lab, dtype=object)))

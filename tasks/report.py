@@ -159,16 +159,22 @@ def has_target_labels(s: dict[str, Any]) -> bool:
 
 
 def pair_labels_sentence(s: dict[str, Any]) -> str | None:
-    """What the labels of a pair plan measure, or None: they were drawn where the new version and the champion (or,
-    for a first version, the majority-class rule) disagree, so they weigh the two against each other (the gate's
+    """What the labels of a pair plan measure, or None: they were drawn where the new version and the champion (and
+    the majority-class rule; for a first version the rule alone) disagree, so they weigh them against each other (the gate's
     P) and leave the new version's own accuracy, which rests mostly on the rows where the two agree, to the
     label-free estimate. None without labels, or with labels of a plan over every candidate (those choose the model
     and enter its estimate)."""
     n, champ = s["champion"].get("labels"), s["champion"]
     if not n or s["selection"].get("fewlabel"):
         return None
+    chosen, d_rule = s["selection"]["chosen"], champ.get("rule_label_difference")
+    if d_rule is not None and champ.get("incumbent_version") is not None:  # the rule, a third contender
+        return (f"the {n} target labels were drawn where {chosen}, v{champ['incumbent_version']} and the "
+                f"majority-class rule disagree: they measure the differences among the three (the registry's P, and "
+                f"{chosen} against the rule: {d_rule:+.3f}), not the accuracy of any, so the estimated accuracy is "
+                "label-free")
     other = "the majority-class rule" if champ.get("incumbent_version") is None else f"v{champ['incumbent_version']}"
-    return (f"the {n} target labels were drawn where {s['selection']['chosen']} and {other} disagree: they measure "
+    return (f"the {n} target labels were drawn where {chosen} and {other} disagree: they measure "
             "the difference between the two (the registry's P), not the accuracy of either, so the estimated "
             "accuracy is label-free")
 

@@ -366,6 +366,10 @@ def test_a_run_that_stops_for_labels_says_what_to_fill_or_that_nothing_can_be_la
     # a first version's pair: the majority-class rule stands in for the champion (tasks.served.served_rule)
     rule = pair | {"learners": ["LR", "majority-class rule"]}
     assert "LR and the majority-class rule (label_plan pair) disagree on only 12 rows" in labels_request_lines(rule)[1]
+    # beside a champion the rule is a third contender (shiftlib.decisions.RULE_CONTENDER)
+    three = pair | {"learners": ["LR", "champion v3", "majority-class rule"]}
+    assert ("LR, the champion and the majority-class rule (label_plan pair) disagree on only 12 rows"
+            in labels_request_lines(three)[1])
     # a pair that agrees on every row: no file to fill, and no resume line pointing at an empty one
     assert labels_request_lines(pair | {"n_rows": 0, "n_planned": 0, "n_disagreement": 0}) == [
         "shiftflow: nothing to label: LR and the champion (label_plan pair) predict the same class on every target "

@@ -15,6 +15,7 @@ from shiftlib.decisions import (
     OUTSIDE_SHARE,
     OVERLAP_AUC,
     PROMOTE_CONFIDENCE,
+    RULE_CONTENDER,
     UNVOUCHED_CHAMPION,
     accuracy_alert,
     baseline_components,
@@ -606,6 +607,27 @@ def test_gate_with_labels_decides_by_them_and_exact_labels_settle_it():
     assert far.decision == "promoted"
     # the guards still come first
     assert gate(champ, new, labels=(0.5, 0.01, 50)).decision == "refused"
+
+
+def test_labels_that_place_the_new_version_at_or_below_the_majority_rule_refuse_it():
+    # revision 10 (RULE_CONTENDER): the pair plan's third contender is the rule, and step 1's guard reads its labels.
+    # Labels that find new 0.08 ahead of the champion (which would promote: the test above) but 0.01 behind the
+    # rule refuse it, whatever P; at exactly 0 (no better) too; 0.01 ahead of the rule leaves P in charge.
+    _, new = _pair()
+    assert RULE_CONTENDER is True  # what ships
+    behind = gate(new, _meh(), shared_source=True, n_boot=30, random_state=1, labels=(0.08, 0.01, 50),
+                  rule_labels=(-0.01, 0.02, 50))
+    assert behind.decision == "refused" and math.isnan(behind.p_better)
+    assert "no more accurate than the majority-class rule" in behind.reason and "-0.010 ± 0.020" in behind.reason
+    assert behind.details["rule_label_difference"] == -0.01 and behind.details["labels"] == 50
+    assert gate(new, _meh(), shared_source=True, n_boot=30, random_state=1, labels=(0.08, 0.01, 50),
+                rule_labels=(0.0, 0.0, 50)).decision == "refused"
+    ahead = gate(new, _meh(), shared_source=True, n_boot=30, random_state=1, labels=(0.08, 0.01, 50),
+                 rule_labels=(0.01, 0.02, 50))
+    assert ahead.decision == "promoted" and ahead.details["rule_label_difference"] == 0.01
+    # without labels on the pair the rule's labels are not read (they come from the same plan)
+    assert gate(new, _meh(), shared_source=True, n_boot=30, random_state=1,
+                rule_labels=(-0.5, 0.0, 50)).decision == "promoted"
 
 
 def _departs(wrong: int, right: int) -> StoredPredictions:

@@ -376,3 +376,66 @@ def test_decisions_reach2_pools_the_first_trial_on_whole_rows_and_uses_unseen_ta
     used = {t[0].__code__.co_consts for reg in regs for t in reg.values()}
     assert all(TABLES[t][0].__code__.co_consts not in used for t in TABLES)
     assert {s.table for s in SEQUENCES} == set(TABLES) and len(SEQUENCES) == 16
+
+
+def test_decisions_rule_counts_promotions_below_the_rule_and_applies_its_rule() -> None:
+    """Revision 10's trial: a promoted version truly more than 0.01 below the rule's accuracy on the batch counts
+    as a promotion below the rule (0.30 against 0.77 does, 0.765 against 0.77 does not), and the rule keeps
+    revision 10 only with no more of them, no more harmful promotions and at most one more own miss per 100."""
+    import replications.decisions_fresh as F
+    import replications.decisions_heldout as H
+    import replications.decisions_heldout_champion as HC
+    import replications.decisions_heldout_champion2 as HC2
+    import replications.decisions_reach as RE
+    import replications.decisions_reach2 as RE2
+    import replications.decisions_unsure as U
+    import replications.replicate_decisions as R
+    from replications.decisions_rule import SEQUENCES, TABLES, scored, verdict
+
+    def night(gate: str, decision: str, acc_new: float, acc_champion: float, share: float) -> dict:
+        return {"gate": gate, "decision": decision, "acc_new": acc_new, "acc_champion": acc_champion,
+                "acc_after": acc_new if decision == "promoted" else acc_champion, "batch_majority_share": share, "reason": "", "labels_asked": 50 if gate == "rev10" else 40,
+                "schema_change": False}
+
+    base = [night("rev5", "promoted", 0.30, 0.20, 0.77), night("rev10", "refused", 0.30, 0.20, 0.77),
+            night("rev5", "promoted", 0.765, 0.70, 0.77), night("rev10", "promoted", 0.765, 0.70, 0.77)]
+    c = scored(pd.DataFrame(base)).set_index("gate")
+    assert (c.loc["rev5", "below rule"], c.loc["rev10", "below rule"]) == (1, 0)
+    # rev10's refusal of the 0.30 version is a miss (+0.10), mandated (no better than the rule): not its own
+    assert (c.loc["rev10", "missed"], c.loc["rev10", "own misses"]) == (1, 0)
+    assert verdict(pd.DataFrame(base)).startswith("**Keep revision 10** by the rule: promotions below the rule 0 vs 1")
+    # one own miss more in 2 decisions is beyond 1 per 100
+    worse = base + [night("rev5", "promoted", 0.90, 0.80, 0.6), night("rev10", "kept", 0.90, 0.80, 0.6)]
+    assert verdict(pd.DataFrame(worse)).startswith("**Do not keep revision 10**")
+    regs = (R.TABLES, H.HELD_TABLES, F.FRESH_TABLES, HC.TABLES, HC2.TABLES, RE.TABLES, U.TABLES, RE2.TABLES)
+    used = {t[0].__code__.co_consts for reg in regs for t in reg.values()}
+    assert all(TABLES[t][0].__code__.co_consts not in used for t in TABLES)
+    assert {s.table for s in SEQUENCES} == set(TABLES) and len(SEQUENCES) == 16
+
+
+def test_the_replayed_rule_contender_gives_the_exact_differences_when_every_disagreement_is_labeled() -> None:
+    """``labels_path(rule=True)``, revision 10 as the replay runs it: on a 30-row batch the budget (min(50, 30))
+    covers every row where two of new, champion and rule disagree, so the labels' differences are exact: new − the
+    champion and new − the rule (the source's largest class, 0 here), worked from the batch's labels."""
+    from types import SimpleNamespace
+
+    from replications.replicate_decisions import RULE_NAME, labels_path
+
+    rng = np.random.default_rng(0)
+    n_t, classes = 30, np.array([0, 1])
+    yt = rng.integers(0, 2, n_t)
+    ys = np.array([0] * 25 + [1] * 15)
+    new_pred = np.where(rng.random(n_t) < 0.7, yt, 1 - yt)
+    onehot = np.eye(2)[new_pred] * 0.8 + 0.1
+    stored = SimpleNamespace(learner="LR", classes=classes, proba_target=onehot)
+    new = SimpleNamespace(learner="LR", stored=stored)
+    ch = SimpleNamespace(fitted_night=1, learner="NB")
+    cP = SimpleNamespace(classes=classes, proba_target=np.tile([0.2, 0.8], (n_t, 1)))  # one class: 1
+    Xs, Xt = pd.DataFrame({"x": rng.normal(size=40)}), pd.DataFrame({"x": rng.normal(size=n_t)})
+    lab = labels_path([stored], new, ch, cP, Xs, ys, Xt, yt, 0, pair=True, rule=True)
+    assert lab["labels_asked"] == n_t  # every row: the champion (1) and the rule (0) disagree everywhere
+    assert lab["label_difference"] == pytest.approx(np.mean(new_pred == yt) - np.mean(yt == 1), abs=1e-12)
+    assert lab["rule_label_difference"] == pytest.approx(np.mean(new_pred == yt) - np.mean(yt == 0), abs=1e-12)
+    assert lab["rule_label_se"] == pytest.approx(0.0, abs=1e-12)
+    pair_only = labels_path([stored], new, ch, cP, Xs, ys, Xt, yt, 0, pair=True)
+    assert "rule_label_difference" not in pair_only and RULE_NAME == "majority-class rule"

@@ -510,22 +510,32 @@ def test_the_task_without_a_budget_or_a_file_asks_for_the_budget(planned: tuple[
     assert not store.stage_dir("labels").exists()
 
 
-def _pair_by_hand(store: StageStore, champion: np.ndarray) -> TargetPredictions:
-    """The pair plan's contenders assembled by hand: DT as the fixture's training stage holds it, and the champion."""
+def _pair_by_hand(store: StageStore, champion: np.ndarray, rule: bool = True) -> TargetPredictions:
+    """The pair plan's contenders assembled by hand: DT as the fixture's training stage holds it, the champion, and
+    (``rule``, ``shiftlib.decisions.RULE_CONTENDER``) the majority-class rule: the source's largest class on every
+    row, without probabilities of its own (the surrogate stays the mean of DT's and the champion's)."""
+    from tasks.served import RULE
+
     full = _by_hand(store, champion)
     keep = [full.names.index("DT"), full.names.index("champion v3")]
     dt = store.read_table("training", "predictions").query("learner == 'DT'").set_index(ROW).sort_index()
     proba = (dt[["proba_0", "proba_1"]].to_numpy() + np.column_stack([1.0 - champion, champion])) / 2
-    return TargetPredictions(["DT", "champion v3"], full.predictions[:, keep], proba, np.array([0, 1]),
-                             served=("champion v3",))
+    P, names = full.predictions[:, keep], ["DT", "champion v3"]
+    if rule:
+        _, y_s, _ = load_xy(store)
+        P = np.column_stack([P, np.full(len(P), int(np.argmax(np.bincount(np.asarray(y_s, int)))))])
+        names.append(RULE)
+    return TargetPredictions(names, P, proba, np.array([0, 1]), served=tuple(names[1:]))
 
 
 def test_a_pair_plan_draws_where_the_pair_disagrees_and_its_labels_give_the_exact_difference(
         planned: tuple[StageStore, Path], tmp_path: Path) -> None:
-    """``label_plan='pair'`` (reports/decisions_pair.md): contenders DT and the served champion only. With a budget
-    of the whole batch every row where the two disagree is drawn with probability 1, so the labels' estimate of
-    DT − champion accuracy is the exact difference on the batch, computed here from the target's own labels."""
+    """``label_plan='pair'`` (reports/decisions_pair.md): contenders DT, the served champion and the majority-class
+    rule (``RULE_CONTENDER``, revision 10). With a budget of the whole batch every row where two of them disagree
+    is drawn with probability 1, so the labels' estimates of DT − champion and DT − rule accuracy are the exact
+    differences on the batch, computed here from the target's own labels."""
     from tasks.champion import label_difference
+    from tasks.served import RULE
 
     store, _ = planned
     rng = np.random.default_rng(3)
@@ -537,15 +547,17 @@ def test_a_pair_plan_draws_where_the_pair_disagrees_and_its_labels_give_the_exac
         X_s, y_s, X_t = load_xy(run)
         tp = _pair_by_hand(run, champ)
         ref = plan_labels(tp.names, X_s, y_s, X_t, budget=BUDGET, random_state=0, prior=None, predictions=tp)
-    assert plan.learners == ["DT", "champion v3"] and list(plan.rows) == list(ref.rows)
+    assert plan.learners == ["DT", "champion v3", RULE] and list(plan.rows) == list(ref.rows)
     np.testing.assert_allclose(plan.probabilities, ref.probabilities, rtol=0, atol=0)
-    differ = np.flatnonzero(tp.predictions[:, 0] != tp.predictions[:, 1])
+    P = tp.predictions
+    differ = np.flatnonzero((P[:, 0] != P[:, 1]) | (P[:, 0] != P[:, 2]) | (P[:, 1] != P[:, 2]))
     assert set(plan.rows) <= set(differ) and list(plan.details["disagreement"]) == list(differ)
+    assert len(differ) > len(np.flatnonzero(P[:, 0] != P[:, 1]))  # the rule adds rows where DT and v3 agree
     assert run.manifest("labels")["params"]["pair"] == "DT"
     # a plan over every candidate of the same budget and seed is another plan (its own key), not this one
     other = _next_run(store, "run-3")
     _served_stage(other, 3, champ)
-    assert write_plan(other, budget=BUDGET, seed=0, label="y").learners == ["LR", "DT", "champion v3"]
+    assert write_plan(other, budget=BUDGET, seed=0, label="y").learners == ["LR", "DT", "champion v3"]  # no rule
     assert other.reused_from("labels") is None
     # the pair plan's file filled, read as a plan over every candidate: refused, naming the plan that differs
     _filled(run.stage_dir("labels") / "to_label.csv", tmp_path / "pair.csv", value="a")
@@ -571,12 +583,20 @@ def test_a_pair_plan_draws_where_the_pair_disagrees_and_its_labels_give_the_exac
     diff, se, n = label_difference(whole, got, "DT", 3)
     assert n == len(differ) and se == pytest.approx(0.0, abs=1e-12)
     assert diff == pytest.approx(exact, abs=1e-12) and exact != 0.0
-    # the plan's contenders are DT and the champion: another chosen candidate has no labels' estimate from it
+    exact_rule = float(np.mean(dt_pred == y) - np.mean(P[:, 2] == y))
+    d_rule, se_rule, n_rule = label_difference(whole, got, "DT", 3, against=RULE)
+    assert n_rule == n and se_rule == pytest.approx(0.0, abs=1e-12)
+    assert d_rule == pytest.approx(exact_rule, abs=1e-12) and exact_rule != 0.0
+    # a champion that predicts DT's class on every row: the gate keeps it without labels, so no rule beside them
+    same = _next_run(store, "run-same")
+    _served_stage(same, 3, dt_pred)
+    assert stage_predictions(same, learners=["DT"], with_rule=True).names == ["DT", "champion v3"]
+    # the plan's contenders are DT, the champion and the rule: another chosen candidate has no labels' estimate
     assert label_difference(whole, got, "LR", 3) is None
 
 
 def test_the_gate_reads_a_pair_difference_whose_labels_are_all_alike_with_the_anticipated_spread(
-        planned: tuple[StageStore, Path], tmp_path: Path) -> None:
+        planned: tuple[StageStore, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The gate's labels are a sample of the rows R where the pair disagrees. When every labeled row says the same
     (here DT right and the champion wrong on each of 12), the Hansen–Hurwitz variance sees almost no spread (0 when
     the residuals are equal too), which reads as P ≈ 1 from 12 of about 100 rows. The shipped form
@@ -592,9 +612,10 @@ def test_the_gate_reads_a_pair_difference_whose_labels_are_all_alike_with_the_an
     champ = np.random.default_rng(3).integers(0, 2, N)
     run = _next_run(store, "run-alike")
     _served_stage(run, 3, champ)
+    monkeypatch.setattr("tasks.labels.RULE_CONTENDER", False)  # the pair alone: π is uniform over R
     with threadpool_limits(1):
         plan = write_plan(run, budget=BUDGET, seed=0, label="y", pair="DT")
-    tp = _pair_by_hand(run, champ)
+    tp = _pair_by_hand(run, champ, rule=False)
     R = np.asarray(plan.details["disagreement"])
     pi = BUDGET / len(R)
     np.testing.assert_allclose(plan.probabilities, pi, rtol=1e-12)  # the pair's draw is uniform over R here
