@@ -441,17 +441,19 @@ def _promotes(decision: str) -> bool:
 
 
 def labels_path(preds: list[Any], new: Version, ch: Version, cP: Any, Xs: pd.DataFrame, ys: np.ndarray,
-                Xt: pd.DataFrame, yt: np.ndarray, seed: int, *, pair: bool = False, rule: bool = False
+                Xt: pd.DataFrame, yt: np.ndarray, seed: int, *, pair: bool = False, rule: str = "never"
                 ) -> dict[str, Any]:
     """Revision 3's labels run on an undecided night (``REV3_MD``, step 2): the plan over the night's candidates
     (``preds``, their fits on the whole source) and the served champion (``cP``: its probabilities on the batch)
     as ``tasks/labels.py:stage_predictions`` builds it, :data:`LABEL_BUDGET` rows planned by ``plan_labels``, each
     filled with the batch's true label, and the labels' estimate of new − champion accuracy as
     ``tasks/champion.py:label_difference`` computes it. Returns the numbers as row columns. ``pair``: the plan's
-    contenders are the new version and the champion only (``decisions_pair``'s pair arm). ``rule``: the
-    majority-class rule (the source's largest class on every row) is a third contender when the pair disagrees
-    somewhere, as ``tasks/labels.py:stage_predictions(with_rule=True)`` adds it (revision 10,
-    ``decisions_rule``), and the labels' estimate of new − rule is returned too (``rule_label_*``)."""
+    contenders are the new version and the champion only (``decisions_pair``'s pair arm). ``rule``: where the
+    majority-class rule (the source's largest class on every row) joins, as ``tasks/labels.py:stage_predictions``
+    puts it — ``third``: a third contender when the contenders disagree somewhere (revision 10, ``decisions_rule``);
+    ``one_class``: in place of a champion that predicts one class on ≥ ``ONE_CLASS_SHARE`` of the batch (revision
+    11, ``decisions_rule11``), when the champion's difference is NaN — and the labels' estimate of new − rule is
+    returned too (``rule_label_*``)."""
     if pair:
         preds = [P for P in preds if P.learner == new.learner]
     from shiftlib.selection.fewlabel import (
@@ -469,12 +471,17 @@ def labels_path(preds: list[Any], new: Version, ch: Version, cP: Any, Xs: pd.Dat
     champ = f"champion (night {ch.fitted_night} {ch.learner})"
     names = [P.learner for P in preds] + [champ]
     probas = [np.asarray(P.proba_target, float) for P in preds] + [np.asarray(cP.proba_target, float)]
+    from shiftlib.decisions import ONE_CLASS_SHARE
+
     P = np.column_stack([np.argmax(p, axis=1) for p in probas])
     served = (champ,)
-    with_rule = rule and bool((P != P[:, :1]).any())
+    one_class = np.bincount(P[:, -1]).max() >= ONE_CLASS_SHARE * len(P)
+    with_rule = (rule == "third" and bool((P != P[:, :1]).any())) or (rule == "one_class" and one_class)
     if with_rule:  # no probabilities of its own: the surrogate stays the models' mean
         majority = np.searchsorted(classes, pd.Series(ys).value_counts().sort_index().idxmax())
-        P, names, served = np.column_stack([P, np.full(len(P), majority)]), [*names, RULE_NAME], (champ, RULE_NAME)
+        if rule == "one_class":  # the rule stands in for the one-class champion
+            P, names, served, probas = P[:, :-1], names[:-1], (), probas[:-1]
+        P, names, served = np.column_stack([P, np.full(len(P), majority)]), [*names, RULE_NAME], (*served, RULE_NAME)
     tp = TargetPredictions(names, P, sum(probas) / len(probas), np.arange(len(classes)), served=served)
     plan = plan_labels(tp.names, Xs.to_numpy(), ys, Xt.to_numpy(), budget=min(LABEL_BUDGET, len(yt)),
                        random_state=seed, prior=None, predictions=tp)
@@ -483,12 +490,14 @@ def labels_path(preds: list[Any], new: Version, ch: Version, cP: Any, Xs: pd.Dat
         raise ValueError("a batch label is not one of the source's classes")
     labels = {int(r): int(code[r]) for r in plan.rows}
     est = fewlabel_estimate(tp, plan, labels, None, DEFAULT_ESTIMATOR, DEFAULT_VARIANCE)
-    a, b = tp.names.index(new.learner), tp.names.index(champ)
+    a = tp.names.index(new.learner)
+    b = tp.names.index(champ) if champ in tp.names else tp.names.index(RULE_NAME)
     var = est.cov[a, a] + est.cov[b, b] - 2 * est.cov[a, b]
     pair = np.flatnonzero(tp.predictions[:, a] != tp.predictions[:, b])
     out = {"labels_asked": len(plan.rows), "n_disagreement": len(tp.disagreement), "pair_disagreement": len(pair),
            "pair_labeled": int(np.isin(pair, plan.rows).sum()),
-           "label_difference": float(est.theta[a] - est.theta[b]), "label_se": float(np.sqrt(max(var, 0.0)))}
+           "label_difference": float(est.theta[a] - est.theta[b]) if champ in tp.names else np.nan,
+           "label_se": float(np.sqrt(max(var, 0.0))) if champ in tp.names else np.nan}
     if with_rule:
         r = tp.names.index(RULE_NAME)
         var_r = est.cov[a, a] + est.cov[r, r] - 2 * est.cov[a, r]
@@ -613,10 +622,13 @@ def _pair_arm(preds: list[Any], new: Version, ch: Version, cP: Any, Xs: pd.DataF
 #: the gates that ask for labels when undecided: revision 3 (plan over every candidate), ``rev3p`` (revision 3 with
 #: the pair plan, what ships since decisions_pair) and ``rev4`` (``rev3p``, and step 4 — nothing vouches for the
 #: champion — asks for the pair's labels instead of promoting; decisions_fresh)
-LABEL_GATES = ("rev3", "rev3p", "rev4", "rev5", "rev6", "rev9", "rev10")
+LABEL_GATES = ("rev3", "rev3p", "rev4", "rev5", "rev6", "rev9", "rev10", "rev11")
 #: the gates that weigh the champion estimated on today's source rows (revision 5 and its variants; ``rev10``:
-#: ``rev5`` whose pair plan has the majority-class rule as a third contender, ``decisions_rule``)
-HELDOUT_GATES = ("rev5", "rev6", "rev9", "rev10")
+#: ``rev5`` whose pair plan has the majority-class rule as a third contender, ``decisions_rule``; ``rev11``: the
+#: rule in place of a one-class champion, ``decisions_rule11``)
+HELDOUT_GATES = ("rev5", "rev6", "rev9", "rev10", "rev11")
+#: the pair plan's majority-class rule per gate (``shiftlib.decisions.RULE_CONTENDER``; the rest: ``never``)
+RULE_MODES = {"rev10": "third", "rev11": "one_class"}
 
 
 def _asks_labels(g: str, dec: Any) -> bool:
@@ -702,12 +714,13 @@ def run_sequence(spec: SeqSpec, enc: Encoded, seed: int, names: tuple[str, ...],
                     free = {"decision_free": dec.decision, "p_better_free": dec.p_better, "reason_free": dec.reason}
                     try:
                         lab = labels_path(preds, new, ch, cP, Xs, ys, Xt, yt, seed, pair=g != "rev3",
-                                          rule=g == "rev10")
+                                          rule=RULE_MODES.get(g, "never"))
                         rule_labels = (None if "rule_label_difference" not in lab else
                                        (lab["rule_label_difference"], lab["rule_label_se"], lab["labels_asked"]))
+                        labels = (None if np.isnan(lab["label_difference"]) else
+                                  (lab["label_difference"], lab["label_se"], lab["labels_asked"]))
                         dec = gate(new.stored, cP, confidence=CONFIDENCE, shared_source=shared,
-                                   new_auc=new_auc, champion_auc=champion_auc,
-                                   labels=(lab["label_difference"], lab["label_se"], lab["labels_asked"]),
+                                   new_auc=new_auc, champion_auc=champion_auc, labels=labels,
                                    rule_labels=rule_labels, unsure_margin=unsure, random_state=seed)
                     except Exception as e:  # noqa: BLE001 - recorded as an error night and reported as a bug
                         err = e

@@ -130,14 +130,19 @@ FIRST_MARGIN = True
 #: the rule beats the rule too
 UNSURE_MARGINS = ("refuse", "ask")
 UNSURE_MARGIN = "refuse"
-#: whether a pair plan beside a served champion has the majority-class rule as a third contender (revision 10), so
-#: its labels also estimate the new version's accuracy minus the rule's and :func:`gate` (``rule_labels``) refuses a
-#: version they estimate no more accurate than the rule — step 1's guard, on labels. Without it the labels are
-#: drawn only where the new version and the champion disagree: where those two agree and the rule does not
-#: (a champion that predicts one class, the rule's other), nothing measures the rule, and labels promoted a
-#: version 0.45 below it (Ecdat RetSchool). Build item 1 of the decisions issue requires it: a candidate estimated
-#: no better than the rule is never promoted, and with labels the labels' estimate is the estimate.
-RULE_CONTENDER = True
+#: where a pair plan beside a served champion puts the majority-class rule, so that its labels can refuse a version
+#: they estimate no more accurate than the rule (:func:`gate`'s ``rule_labels``; build item 1 of the decisions issue
+#: on labels). Without it the labels fall only where the new version and the champion disagree: where those two
+#: agree and the rule does not (a champion that predicts one class, the rule's other), nothing measures the rule,
+#: and labels promoted a version 0.45 below it (helper-35, Ecdat RetSchool). ``never`` (revisions 3–9): the pair
+#: alone. ``third`` (revision 10): the rule a third contender beside any champion; not adopted by the rule fixed
+#: before its run (``reports/decisions_rule.md``: it stopped 2 promotions below the rule, but split the labels
+#: three ways and missed 3 improvements of its own against 1). ``one_class`` (revision 11): the rule replaces a
+#: champion that predicts one class on ≥ :data:`ONE_CLASS_SHARE` of the batch (such a model may not serve, and
+#: it is a constant rule itself), so the labels weigh the new version against the rule alone, as for a first
+#: version; beside any other champion the pair plan is unchanged.
+RULE_CONTENDERS = ("never", "third", "one_class")
+RULE_CONTENDER = "never"
 #: the variance form of the labels' estimate of a pair's difference, from which the gate reads P
 #: (``shiftlib.selection.fewlabel`` ``variance``): ``hh_model``, the Hansen–Hurwitz variance floored by the anticipated
 #: variance under the candidates' probabilities. The gate reads a contrast's interval, and that is what the ninth
@@ -885,8 +890,11 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     accuracy on this batch (the labels path: an undecided gate asks for labels where the two disagree), step
     4 and the reach test of step 5 are skipped (the labels observe the batch itself) and P is
     :func:`p_better_with_labels`. With ``rule_labels`` too (the same labels' estimate of new − the majority-class
-    rule, the rule a third contender of their plan: :data:`RULE_CONTENDER`, revision 10), a version they estimate
-    no more accurate than the rule (difference ≤ 0) is ``refused`` whatever P: step 1's guard, on labels.
+    rule, the rule a third contender of their plan: :data:`RULE_CONTENDER` ``third``, revision 10), a version they
+    estimate no more accurate than the rule (difference ≤ 0) is ``refused`` whatever P: step 1's guard, on labels.
+    With ``rule_labels`` and no ``labels`` (the rule replaced a one-class champion in the plan: ``one_class``,
+    revision 11), the labels alone decide against the rule, as step 2 decides a first version: ``promoted`` when
+    P = Φ(difference / se) ≥ ``confidence``, ``refused`` when P ≤ 1 − it, else ``undecided``.
 
     With a champion, ``details["champion_unvouched"]`` says why nothing vouches for it on this batch (step 4's
     guards, :func:`unvouched_reason`), or is None: a refused or kept new version leaves it serving, and the run
@@ -914,8 +922,9 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
         (difference, standard error, number of labels) of the labels' estimate of new − champion accuracy
         (without a champion: new − the majority-class rule's).
     rule_labels : tuple of (float, float, int), optional
-        With a champion and ``labels``: (difference, standard error, number of labels) of the same labels'
-        estimate of new − the majority-class rule's accuracy (a plan with the rule as a third contender).
+        With a champion: (difference, standard error, number of labels) of the labels' estimate of new − the
+        majority-class rule's accuracy (a plan with the rule as a third contender, or in place of a one-class
+        champion).
     unvouched : {"ask", "promote"}, default UNVOUCHED_CHAMPION
         Step 4: ``undecided`` (ask for the pair's labels) or ``promoted``.
     reach : {"promote", "both"}, default REACH_GUARD
@@ -976,8 +985,10 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     if np.array_equal(np.argmax(champion.proba_target, axis=1), np.argmax(new.proba_target, axis=1)):
         return GateDecision("kept", 0.5, "it predicts the champion's class on every batch row: nothing to gain",
                             details)
-    if labels is not None and rule_labels is not None:
+    if rule_labels is not None:
         details |= {"rule_label_difference": float(rule_labels[0]), "rule_label_se": float(rule_labels[1])}
+        if labels is None:  # the rule stood in for a one-class champion (RULE_CONTENDER 'one_class')
+            return _stand_in_gate(rule_labels, confidence, details)
         if float(rule_labels[0]) <= 0:
             return _rule_refusal(rule_labels, details)
     if labels is not None:
@@ -1162,6 +1173,20 @@ def _rule_labeled_gate(labels: tuple[float, float, int], confidence: float, deta
     said = (f"no champion to compare with; P(more accurate than the majority-class rule on this batch) = {p:.2f} "
             f"with {n} target labels (difference {difference:+.3f} ± {se:.3f})")
     return _three_way(p, confidence, said, "refused", "nothing serves", details, tie=se <= 0 and difference == 0)
+
+
+def _stand_in_gate(rule_labels: tuple[float, float, int], confidence: float, details: dict[str, Any]
+                   ) -> GateDecision:
+    """Step 5 with labels of a plan in which the majority-class rule stood in for a champion that predicts one class
+    (revision 11): the labels alone weigh the new version against the rule, as step 2 weighs a first version,
+    P = Φ(difference / se); the one-class champion stays unless the new version is shown to beat the rule."""
+    difference, se, n = (float(rule_labels[0]), float(rule_labels[1]), int(rule_labels[2]))
+    p = _p_positive(difference, se)
+    details |= {"labels": n, "difference": difference, "difference_se": se, "prior_weight": 0.0}
+    said = (f"the champion predicts one class, so the labels weigh the new version against the majority-class rule "
+            f"in its stead: P(more accurate than the rule on this batch) = {p:.2f} with {n} target labels "
+            f"(difference {difference:+.3f} ± {se:.3f})")
+    return _three_way(p, confidence, said, "refused", "the champion stays", details, tie=se <= 0 and difference == 0)
 
 
 def _rule_refusal(rule_labels: tuple[float, float, int], details: dict[str, Any]) -> GateDecision:

@@ -66,7 +66,7 @@ from shiftlib.selection import SELECTORS
 from tasks.estimation import OOF, read_predictions
 from tasks.events import emit
 from tasks.ingest import LABEL, ROW, read_ingest, target_rows
-from tasks.labels import stage_predictions
+from tasks.labels import rule_mode, stage_predictions
 from tasks.locks import registry_lock
 from tasks.logs import run_logger
 from tasks.recalibration import read_recalibration
@@ -377,19 +377,22 @@ def label_difference(store: Any, labeled: dict[str, Any] | None, chosen: str, ve
     ``version``) on the whole batch, its standard error (variance form ``shiftlib.decisions.LABEL_VARIANCE``) and the
     number of labels: the fewlabel label estimate without a prior (``shiftlib.selection.fewlabel``) over the plan's
     contenders (every candidate, or those of a pair plan). ``against``: another contender of the plan instead of
-    the champion (:data:`tasks.served.RULE`, a pair plan's third contender: ``shiftlib.decisions.RULE_CONTENDER``).
-    None without labels or when the plan did not have this champion (and ``against``) and the chosen candidate as
-    contenders (planned before that version served, or for another pair)."""
+    the champion (:data:`tasks.served.RULE`, a pair plan's third contender, or the stand-in for a one-class
+    champion: ``shiftlib.decisions.RULE_CONTENDER``). None without labels or when the plan did not have this
+    champion (or the rule in its stead), ``against`` and the chosen candidate as contenders (planned before that
+    version served, or for another pair)."""
     from shiftlib.selection.fewlabel import DEFAULT_ESTIMATOR, fewlabel_estimate
 
     if not labeled or labeled.get("status") != "labeled" or not labeled.get("labels"):
         return None
     plan = labeled["plan"]
-    tp = stage_predictions(store, learners=list(plan.learners), with_rule=RULE in plan.learners)
     champ = served_name(version)
+    rule = rule_mode(plan.learners, champ)
+    tp = stage_predictions(store, with_served=True if rule == "one_class" else None, learners=list(plan.learners),
+                           rule=rule)
     other = champ if against is None else against
-    if (champ not in tp.served or other not in tp.names or list(plan.learners) != tp.names
-            or chosen not in tp.names):
+    if (other not in tp.served or list(plan.learners) != tp.names or chosen not in tp.names
+            or (rule != "one_class" and champ not in tp.served)):
         return None
     labels = {int(r): c for r, c in labeled["labels"].items()}
     est = fewlabel_estimate(tp, plan, labels, None, DEFAULT_ESTIMATOR, LABEL_VARIANCE)

@@ -48,7 +48,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.input import RunInput
 from pydantic import Field
 
-from shiftlib.decisions import RULE_CONTENDER
+from shiftlib.decisions import ONE_CLASS_SHARE, RULE_CONTENDER, RULE_CONTENDERS
 from shiftlib.selection import LabelPlan, TargetPredictions, plan_labels
 from tasks.estimation import FOLD_SCORES, scv_from_estimation
 from tasks.ingest import INGESTED, ROW, TARGET_ROWS, load_xy, read_ingest
@@ -95,15 +95,18 @@ def _plan_has_served(store: StageStore) -> bool | None:
 
 
 def stage_predictions(store: StageStore, with_served: bool | None = None, learners: Any = None,
-                      with_rule: bool = False) -> TargetPredictions:
+                      rule: str = "never") -> TargetPredictions:
     """The candidates' target predictions and mean class probabilities from the training stage (no refit),
     and the served champion's (``served`` stage, when this run has one) as a contender that is compared but
     never chosen (``TargetPredictions.served``). ``with_served`` None: the champion is a contender unless this
     run's labels stage holds a plan made without it (labels filled before that version served). ``learners``:
-    only these candidates (a pair plan's, ``label_plan='pair'``), in the training stage's order. ``with_rule``:
-    beside a served champion that some contender disagrees with, the majority-class rule too, a third contender
-    compared and never chosen (a pair plan's, ``shiftlib.decisions.RULE_CONTENDER``); without a champion the rule
-    is already the served contender."""
+    only these candidates (a pair plan's, ``label_plan='pair'``), in the training stage's order. ``rule``: where a
+    pair plan puts the majority-class rule beside a served champion (``shiftlib.decisions.RULE_CONTENDER``):
+    ``third``, a third contender unless the contenders never disagree; ``one_class``, in place of a champion that
+    predicts one class on ≥ ``ONE_CLASS_SHARE`` of the batch; ``never``. Without a champion the rule is already
+    the served contender (``tasks.served.served_rule``)."""
+    if rule not in RULE_CONTENDERS:
+        raise ValueError(f"rule must be one of {list(RULE_CONTENDERS)}; got {rule!r}")
     if with_served is None:
         with_served = _plan_has_served(store) is not False
     preds = store.read_table("training", "predictions")
@@ -117,16 +120,30 @@ def stage_predictions(store: StageStore, with_served: bool | None = None, learne
         tables.append(store.read_table(SERVED, "predictions").sort_values(ROW)
                       .reindex(columns=[ROW, "predicted", *proba_cols]))
     P = [g["predicted"].to_numpy() for g in tables]
-    if served is not None and served != RULE and with_rule and any((p != P[0]).any() for p in P[1:]):
-        names.append(RULE)  # not beside a pair that never disagrees: the gate keeps the champion, no label is asked
-        tables.append(rule_table(store).tables["predictions"].sort_values(ROW))
-        P.append(tables[-1]["predicted"].to_numpy())
+    if served is not None and served != RULE and rule != "never":
+        counts = np.bincount(P[-1].astype(int))
+        one_class = counts.max() >= ONE_CLASS_SHARE * len(P[-1])
+        disagree = any((p != P[0]).any() for p in P[1:])  # else the gate keeps the champion: no label is asked
+        if (rule == "third" and disagree) or (rule == "one_class" and one_class):
+            if rule == "one_class":  # a one-class champion is a constant rule itself: the rule stands in for it
+                del names[-1], tables[-1], P[-1]
+            names.append(RULE)
+            tables.append(rule_table(store).tables["predictions"].sort_values(ROW))
+            P.append(tables[-1]["predicted"].to_numpy())
     # the mean probability (the plan's and the estimate's surrogate) is the models' own: the majority-class rule,
     # a stand-in contender, has none
     models = [g for n, g in zip(names, tables, strict=True) if n != RULE]
     proba = sum(g[proba_cols].fillna(0.0).to_numpy(float) for g in models)
     return TargetPredictions(names, np.column_stack(P), np.asarray(proba) / len(models), classes,
                              served=tuple(n for n in names if n in (served, RULE)))
+
+
+def rule_mode(learners: Any, served: str | None) -> str:
+    """Where a stored plan of ``learners`` put the majority-class rule beside the served champion ``served``
+    (:func:`stage_predictions`' ``rule``), read off its contenders."""
+    if served is None or served == RULE or RULE not in learners:
+        return "never"
+    return "third" if served in learners else "one_class"
 
 
 def _keys(store: StageStore, budget: int | None, seed: int, with_served: bool = True, pair: str | None = None
@@ -283,7 +300,7 @@ def write_plan(store: StageStore, *, budget: int, seed: int, label: str, pair: s
     def compute() -> StageOutput:
         X_s, y_s, X_t = load_xy(store)
         tp = stage_predictions(store, with_served=True, learners=None if pair is None else [pair],
-                               with_rule=pair is not None and RULE_CONTENDER)
+                               rule="never" if pair is None else RULE_CONTENDER)
         plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, random_state=seed, prior=None, predictions=tp)
         return _plan_output(store, plan, label, {}, {"base_key": base})
 
@@ -340,13 +357,13 @@ def continue_plan(store: StageStore, earlier: dict[str, Any], *, budget: int, se
     classes = read_ingest(store).classes
     lab, _, digest = read_filled(target_labels, earlier["extra"].get("label", label), classes, plan0.n_target)
     served = served_contender(store)  # the next round keeps the earlier round's contenders
-    with_served = served is not None and served in plan0.learners
+    rule = rule_mode(plan0.learners, served)  # a one-class champion's stand-in rule read its predictions too
+    with_served = served is not None and (served in plan0.learners or rule == "one_class")
     _, base, params, _ = _keys(store, budget, seed, with_served, pair)
 
     def compute() -> StageOutput:
         X_s, y_s, X_t = load_xy(store)
-        tp = stage_predictions(store, with_served, learners=None if pair is None else [pair],
-                               with_rule=RULE in plan0.learners)
+        tp = stage_predictions(store, with_served, learners=None if pair is None else [pair], rule=rule)
         prior = scv_from_estimation(store, seed, k) if k is not None else None
         plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, random_state=seed, prior=prior, predictions=tp,
                            already_labeled=(plan0, pd.Series(lab, dtype=object)))

@@ -16,6 +16,7 @@ from shiftlib.decisions import (
     OVERLAP_AUC,
     PROMOTE_CONFIDENCE,
     RULE_CONTENDER,
+    RULE_CONTENDERS,
     UNVOUCHED_CHAMPION,
     accuracy_alert,
     baseline_components,
@@ -610,11 +611,11 @@ def test_gate_with_labels_decides_by_them_and_exact_labels_settle_it():
 
 
 def test_labels_that_place_the_new_version_at_or_below_the_majority_rule_refuse_it():
-    # revision 10 (RULE_CONTENDER): the pair plan's third contender is the rule, and step 1's guard reads its labels.
+    # revision 10 (RULE_CONTENDER 'third'): the pair plan's third contender is the rule, and step 1's guard reads
+    # its labels.
     # Labels that find new 0.08 ahead of the champion (which would promote: the test above) but 0.01 behind the
     # rule refuse it, whatever P; at exactly 0 (no better) too; 0.01 ahead of the rule leaves P in charge.
     _, new = _pair()
-    assert RULE_CONTENDER is True  # what ships
     behind = gate(new, _meh(), shared_source=True, n_boot=30, random_state=1, labels=(0.08, 0.01, 50),
                   rule_labels=(-0.01, 0.02, 50))
     assert behind.decision == "refused" and math.isnan(behind.p_better)
@@ -625,9 +626,28 @@ def test_labels_that_place_the_new_version_at_or_below_the_majority_rule_refuse_
     ahead = gate(new, _meh(), shared_source=True, n_boot=30, random_state=1, labels=(0.08, 0.01, 50),
                  rule_labels=(0.01, 0.02, 50))
     assert ahead.decision == "promoted" and ahead.details["rule_label_difference"] == 0.01
-    # without labels on the pair the rule's labels are not read (they come from the same plan)
-    assert gate(new, _meh(), shared_source=True, n_boot=30, random_state=1,
-                rule_labels=(-0.5, 0.0, 50)).decision == "promoted"
+
+
+@pytest.mark.parametrize(("difference", "se", "decision", "p"), [
+    (0.05, 0.02, "promoted", 0.99379033),  # Φ(2.5)
+    (-0.05, 0.02, "refused", 0.00620967),  # Φ(−2.5): no better than the rule, it must not serve
+    (0.01, 0.02, "undecided", 0.69146246),  # Φ(0.5)
+    (0.0, 0.0, "refused", 0.5),  # every row labeled and a tie: it gains nothing over the rule
+])
+def test_labels_against_the_rule_in_a_one_class_champions_stead_decide_alone(difference, se, decision, p):
+    # revision 11 (RULE_CONTENDER 'one_class'): the plan's rule replaced a one-class champion, so the gate has the
+    # labels' new − rule and no new − champion; P = Φ(d / se) against promote_confidence, as for a first version
+    _, new = _pair()
+    g = gate(new, _meh(), shared_source=True, n_boot=30, random_state=1, rule_labels=(difference, se, 50))
+    assert g.decision == decision and g.p_better == pytest.approx(p, abs=1e-8)
+    assert g.reason.startswith("the champion predicts one class, so the labels weigh the new version against the "
+                               "majority-class rule in its stead")
+    assert g.details["difference"] == difference and g.details["labels"] == 50
+
+
+def test_what_ships_leaves_the_pair_plan_a_pair():
+    # revision 10 was not adopted by its rule (reports/decisions_rule.md); revision 11's trial decides 'one_class'
+    assert RULE_CONTENDERS == ("never", "third", "one_class") and RULE_CONTENDER == "never"
 
 
 def _departs(wrong: int, right: int) -> StoredPredictions:

@@ -414,9 +414,10 @@ def test_decisions_rule_counts_promotions_below_the_rule_and_applies_its_rule() 
 
 
 def test_the_replayed_rule_contender_gives_the_exact_differences_when_every_disagreement_is_labeled() -> None:
-    """``labels_path(rule=True)``, revision 10 as the replay runs it: on a 30-row batch the budget (min(50, 30))
-    covers every row where two of new, champion and rule disagree, so the labels' differences are exact: new − the
-    champion and new − the rule (the source's largest class, 0 here), worked from the batch's labels."""
+    """``labels_path(rule=...)``, revisions 10 and 11 as the replay runs them: on a 30-row batch the budget
+    (min(50, 30)) covers every row where two contenders disagree, so the labels' differences are exact: new − the
+    champion and new − the rule (the source's largest class, 0 here), worked from the batch's labels. The champion
+    predicts class 1 everywhere: revision 11 puts the rule in its place (no champion difference)."""
     from types import SimpleNamespace
 
     from replications.replicate_decisions import RULE_NAME, labels_path
@@ -432,10 +433,54 @@ def test_the_replayed_rule_contender_gives_the_exact_differences_when_every_disa
     ch = SimpleNamespace(fitted_night=1, learner="NB")
     cP = SimpleNamespace(classes=classes, proba_target=np.tile([0.2, 0.8], (n_t, 1)))  # one class: 1
     Xs, Xt = pd.DataFrame({"x": rng.normal(size=40)}), pd.DataFrame({"x": rng.normal(size=n_t)})
-    lab = labels_path([stored], new, ch, cP, Xs, ys, Xt, yt, 0, pair=True, rule=True)
+    lab = labels_path([stored], new, ch, cP, Xs, ys, Xt, yt, 0, pair=True, rule="third")
     assert lab["labels_asked"] == n_t  # every row: the champion (1) and the rule (0) disagree everywhere
     assert lab["label_difference"] == pytest.approx(np.mean(new_pred == yt) - np.mean(yt == 1), abs=1e-12)
     assert lab["rule_label_difference"] == pytest.approx(np.mean(new_pred == yt) - np.mean(yt == 0), abs=1e-12)
     assert lab["rule_label_se"] == pytest.approx(0.0, abs=1e-12)
     pair_only = labels_path([stored], new, ch, cP, Xs, ys, Xt, yt, 0, pair=True)
     assert "rule_label_difference" not in pair_only and RULE_NAME == "majority-class rule"
+    stand_in = labels_path([stored], new, ch, cP, Xs, ys, Xt, yt, 0, pair=True, rule="one_class")
+    assert stand_in["labels_asked"] == int(np.sum(new_pred != 0)) and np.isnan(stand_in["label_difference"])
+    assert stand_in["rule_label_difference"] == pytest.approx(lab["rule_label_difference"], abs=1e-12)
+    # a champion that predicts both classes keeps revision 11's plan a pair
+    two = SimpleNamespace(classes=classes, proba_target=np.eye(2)[np.arange(n_t) % 2] * 0.8 + 0.1)
+    assert "rule_label_difference" not in labels_path([stored], new, ch, two, Xs, ys, Xt, yt, 0, pair=True,
+                                                      rule="one_class")
+
+
+def test_decisions_rule11_uses_unseen_tables_and_adopts_only_when_no_worse() -> None:
+    """Revision 11's rule: adopted only with no more promotions below the rule, harmful promotions or own misses
+    than revision 5; a night counts as the rule standing in when its labels gave new − rule and no new − champion."""
+    import replications.decisions_fresh as F
+    import replications.decisions_heldout as H
+    import replications.decisions_heldout_champion as HC
+    import replications.decisions_heldout_champion2 as HC2
+    import replications.decisions_reach as RE
+    import replications.decisions_reach2 as RE2
+    import replications.decisions_rule as RU
+    import replications.decisions_unsure as U
+    import replications.replicate_decisions as R
+    from replications.decisions_rule11 import SEQUENCES, TABLES, insample_study, scored, verdict
+
+    def night(gate: str, decision: str, acc_new: float, acc_champion: float, share: float,
+              stood_in: bool = False) -> dict:
+        return {"gate": gate, "decision": decision, "acc_new": acc_new, "acc_champion": acc_champion,
+                "acc_after": acc_new if decision == "promoted" else acc_champion, "batch_majority_share": share,
+                "reason": "", "labels_asked": 50, "schema_change": False,
+                "label_difference": float("nan") if stood_in else 0.1, "rule_label_difference": -0.2 if stood_in
+                else float("nan")}
+
+    base = [night("rev5", "promoted", 0.555, 0.24, 0.76), night("rev11", "refused", 0.555, 0.24, 0.76, True),
+            night("rev5", "kept", 0.80, 0.79, 0.6), night("rev11", "kept", 0.80, 0.79, 0.6)]
+    c = scored(pd.DataFrame(base)).set_index("gate")
+    assert (c.loc["rev5", "below rule"], c.loc["rev11", "below rule"]) == (1, 0)
+    assert (c.loc["rev5", "rule stood in"], c.loc["rev11", "rule stood in"]) == (0, 1)
+    assert verdict(pd.DataFrame(base)).startswith("**Adopt revision 11** by the rule: promotions below the rule 0 vs 1")
+    worse = base + [night("rev5", "promoted", 0.90, 0.80, 0.6), night("rev11", "undecided", 0.90, 0.80, 0.6)]
+    assert verdict(pd.DataFrame(worse)).startswith("**Do not adopt revision 11**")  # one own miss more
+    regs = (R.TABLES, H.HELD_TABLES, F.FRESH_TABLES, HC.TABLES, HC2.TABLES, RE.TABLES, U.TABLES, RE2.TABLES, RU.TABLES)
+    used = {t[0].__code__.co_consts for reg in regs for t in reg.values()}
+    assert all(TABLES[t][0].__code__.co_consts not in used for t in TABLES)
+    assert {s.table for s in SEQUENCES} == set(TABLES) and len(SEQUENCES) == 15
+    assert {s.name for s in insample_study().sequences} == {"aids2_by_diag", "doctorcontacts_by_age"}

@@ -510,32 +510,22 @@ def test_the_task_without_a_budget_or_a_file_asks_for_the_budget(planned: tuple[
     assert not store.stage_dir("labels").exists()
 
 
-def _pair_by_hand(store: StageStore, champion: np.ndarray, rule: bool = True) -> TargetPredictions:
-    """The pair plan's contenders assembled by hand: DT as the fixture's training stage holds it, the champion, and
-    (``rule``, ``shiftlib.decisions.RULE_CONTENDER``) the majority-class rule: the source's largest class on every
-    row, without probabilities of its own (the surrogate stays the mean of DT's and the champion's)."""
-    from tasks.served import RULE
-
+def _pair_by_hand(store: StageStore, champion: np.ndarray) -> TargetPredictions:
+    """The pair plan's contenders assembled by hand: DT as the fixture's training stage holds it, and the champion."""
     full = _by_hand(store, champion)
     keep = [full.names.index("DT"), full.names.index("champion v3")]
     dt = store.read_table("training", "predictions").query("learner == 'DT'").set_index(ROW).sort_index()
     proba = (dt[["proba_0", "proba_1"]].to_numpy() + np.column_stack([1.0 - champion, champion])) / 2
-    P, names = full.predictions[:, keep], ["DT", "champion v3"]
-    if rule:
-        _, y_s, _ = load_xy(store)
-        P = np.column_stack([P, np.full(len(P), int(np.argmax(np.bincount(np.asarray(y_s, int)))))])
-        names.append(RULE)
-    return TargetPredictions(names, P, proba, np.array([0, 1]), served=tuple(names[1:]))
+    return TargetPredictions(["DT", "champion v3"], full.predictions[:, keep], proba, np.array([0, 1]),
+                             served=("champion v3",))
 
 
 def test_a_pair_plan_draws_where_the_pair_disagrees_and_its_labels_give_the_exact_difference(
         planned: tuple[StageStore, Path], tmp_path: Path) -> None:
-    """``label_plan='pair'`` (reports/decisions_pair.md): contenders DT, the served champion and the majority-class
-    rule (``RULE_CONTENDER``, revision 10). With a budget of the whole batch every row where two of them disagree
-    is drawn with probability 1, so the labels' estimates of DT − champion and DT − rule accuracy are the exact
-    differences on the batch, computed here from the target's own labels."""
+    """``label_plan='pair'`` (reports/decisions_pair.md): contenders DT and the served champion only. With a budget
+    of the whole batch every row where the two disagree is drawn with probability 1, so the labels' estimate of
+    DT − champion accuracy is the exact difference on the batch, computed here from the target's own labels."""
     from tasks.champion import label_difference
-    from tasks.served import RULE
 
     store, _ = planned
     rng = np.random.default_rng(3)
@@ -547,17 +537,15 @@ def test_a_pair_plan_draws_where_the_pair_disagrees_and_its_labels_give_the_exac
         X_s, y_s, X_t = load_xy(run)
         tp = _pair_by_hand(run, champ)
         ref = plan_labels(tp.names, X_s, y_s, X_t, budget=BUDGET, random_state=0, prior=None, predictions=tp)
-    assert plan.learners == ["DT", "champion v3", RULE] and list(plan.rows) == list(ref.rows)
+    assert plan.learners == ["DT", "champion v3"] and list(plan.rows) == list(ref.rows)
     np.testing.assert_allclose(plan.probabilities, ref.probabilities, rtol=0, atol=0)
-    P = tp.predictions
-    differ = np.flatnonzero((P[:, 0] != P[:, 1]) | (P[:, 0] != P[:, 2]) | (P[:, 1] != P[:, 2]))
+    differ = np.flatnonzero(tp.predictions[:, 0] != tp.predictions[:, 1])
     assert set(plan.rows) <= set(differ) and list(plan.details["disagreement"]) == list(differ)
-    assert len(differ) > len(np.flatnonzero(P[:, 0] != P[:, 1]))  # the rule adds rows where DT and v3 agree
     assert run.manifest("labels")["params"]["pair"] == "DT"
     # a plan over every candidate of the same budget and seed is another plan (its own key), not this one
     other = _next_run(store, "run-3")
     _served_stage(other, 3, champ)
-    assert write_plan(other, budget=BUDGET, seed=0, label="y").learners == ["LR", "DT", "champion v3"]  # no rule
+    assert write_plan(other, budget=BUDGET, seed=0, label="y").learners == ["LR", "DT", "champion v3"]
     assert other.reused_from("labels") is None
     # the pair plan's file filled, read as a plan over every candidate: refused, naming the plan that differs
     _filled(run.stage_dir("labels") / "to_label.csv", tmp_path / "pair.csv", value="a")
@@ -583,20 +571,72 @@ def test_a_pair_plan_draws_where_the_pair_disagrees_and_its_labels_give_the_exac
     diff, se, n = label_difference(whole, got, "DT", 3)
     assert n == len(differ) and se == pytest.approx(0.0, abs=1e-12)
     assert diff == pytest.approx(exact, abs=1e-12) and exact != 0.0
-    exact_rule = float(np.mean(dt_pred == y) - np.mean(P[:, 2] == y))
-    d_rule, se_rule, n_rule = label_difference(whole, got, "DT", 3, against=RULE)
-    assert n_rule == n and se_rule == pytest.approx(0.0, abs=1e-12)
-    assert d_rule == pytest.approx(exact_rule, abs=1e-12) and exact_rule != 0.0
-    # a champion that predicts DT's class on every row: the gate keeps it without labels, so no rule beside them
-    same = _next_run(store, "run-same")
-    _served_stage(same, 3, dt_pred)
-    assert stage_predictions(same, learners=["DT"], with_rule=True).names == ["DT", "champion v3"]
-    # the plan's contenders are DT, the champion and the rule: another chosen candidate has no labels' estimate
+    # the plan's contenders are DT and the champion: another chosen candidate has no labels' estimate from it
     assert label_difference(whole, got, "LR", 3) is None
 
 
+def _whole_batch_labels(store: StageStore, tmp_path: Path, name: str) -> dict:
+    """The store's labels stage filled with the target's true labels and read back (a pair plan on DT)."""
+    truth = pd.read_csv(tmp_path / "tgt.csv")["y"].to_numpy()
+    filled = pd.read_csv(store.stage_dir("labels") / "to_label.csv")
+    filled["y"] = truth[filled[ROW].to_numpy()]
+    filled.to_csv(tmp_path / name, index=False)
+    return read_labels(store, budget=N, seed=0, label="y", target_labels=str(tmp_path / name), pair="DT")
+
+
+@pytest.mark.parametrize("mode", ["third", "one_class"])
+def test_the_majority_rule_beside_or_in_place_of_the_champion_gives_its_exact_difference(
+        planned: tuple[StageStore, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """``RULE_CONTENDER`` 'third' (revision 10): the rule is a third contender of the pair plan; 'one_class'
+    (revision 11): it replaces a champion that predicts one class. With the whole batch as budget every row
+    where two contenders disagree is drawn with probability 1, so the labels' DT − rule difference is exact,
+    worked here from the target's labels and the source's largest class; the champion's difference exists only
+    where it is a contender. A champion that predicts two classes keeps the 'one_class' plan a pair; a champion
+    that predicts DT's class on every row adds no rule in 'third'."""
+    from tasks.champion import label_difference
+    from tasks.served import RULE
+
+    monkeypatch.setattr("tasks.labels.RULE_CONTENDER", mode)
+    store, _ = planned
+    _, y_s, _ = load_xy(store)
+    majority = int(np.argmax(np.bincount(y_s.astype(int))))
+    dt = store.read_table("training", "predictions").query("learner == 'DT'").set_index(ROW).sort_index()
+    dt_pred = dt["predicted"].to_numpy()
+    # 'third' beside a champion that disagrees with DT on about half the rows; 'one_class' beside one that predicts
+    # the class the rule does not
+    champ = np.random.default_rng(3).integers(0, 2, N) if mode == "third" else np.full(N, 1 - majority)
+    run = _next_run(store, f"run-{mode}")
+    _served_stage(run, 3, champ)
+    with threadpool_limits(1):
+        plan = write_plan(run, budget=N, seed=0, label="y", pair="DT")
+    P = np.column_stack([dt_pred, champ, np.full(N, majority)])
+    if mode == "third":
+        assert plan.learners == ["DT", "champion v3", RULE]
+        differ = (P[:, 0] != P[:, 1]) | (P[:, 0] != P[:, 2]) | (P[:, 1] != P[:, 2])
+    else:
+        assert plan.learners == ["DT", RULE]
+        differ = P[:, 0] != P[:, 2]
+    assert sorted(plan.rows) == sorted(np.flatnonzero(differ))
+    np.testing.assert_allclose(plan.probabilities, 1.0, rtol=1e-12)
+    got = _whole_batch_labels(run, tmp_path, f"{mode}.csv")
+    y = (pd.read_csv(tmp_path / "tgt.csv")["y"].to_numpy() == "b").astype(int)
+    d_rule, se_rule, n = label_difference(run, got, "DT", 3, against=RULE)
+    exact = float(np.mean(dt_pred == y) - np.mean(y == majority))
+    assert n == int(differ.sum()) and se_rule == pytest.approx(0.0, abs=1e-12)
+    assert d_rule == pytest.approx(exact, abs=1e-12) and exact != 0.0
+    champion_d = label_difference(run, got, "DT", 3)
+    if mode == "third":
+        assert champion_d[0] == pytest.approx(float(np.mean(dt_pred == y) - np.mean(champ == y)), abs=1e-12)
+    else:  # the champion was not a contender: the gate weighs DT against the rule alone
+        assert champion_d is None
+    # where the rule does not join the pair
+    other = _next_run(store, f"run-{mode}-pair")
+    _served_stage(other, 3, dt_pred if mode == "third" else np.random.default_rng(3).integers(0, 2, N))
+    assert stage_predictions(other, learners=["DT"], rule=mode).names == ["DT", "champion v3"]
+
+
 def test_the_gate_reads_a_pair_difference_whose_labels_are_all_alike_with_the_anticipated_spread(
-        planned: tuple[StageStore, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        planned: tuple[StageStore, Path], tmp_path: Path) -> None:
     """The gate's labels are a sample of the rows R where the pair disagrees. When every labeled row says the same
     (here DT right and the champion wrong on each of 12), the Hansen–Hurwitz variance sees almost no spread (0 when
     the residuals are equal too), which reads as P ≈ 1 from 12 of about 100 rows. The shipped form
@@ -612,10 +652,9 @@ def test_the_gate_reads_a_pair_difference_whose_labels_are_all_alike_with_the_an
     champ = np.random.default_rng(3).integers(0, 2, N)
     run = _next_run(store, "run-alike")
     _served_stage(run, 3, champ)
-    monkeypatch.setattr("tasks.labels.RULE_CONTENDER", False)  # the pair alone: π is uniform over R
     with threadpool_limits(1):
         plan = write_plan(run, budget=BUDGET, seed=0, label="y", pair="DT")
-    tp = _pair_by_hand(run, champ, rule=False)
+    tp = _pair_by_hand(run, champ)
     R = np.asarray(plan.details["disagreement"])
     pi = BUDGET / len(R)
     np.testing.assert_allclose(plan.probabilities, pi, rtol=1e-12)  # the pair's draw is uniform over R here
