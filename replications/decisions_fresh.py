@@ -164,6 +164,7 @@ class FreshStudy:
     verdict: Callable[[pd.DataFrame], str]
     tol: float = 0.0  # ``counts``' (> 0: harmful and missed counted on whole rows; decisions_unsure on)
     by_nights: bool = False  # ``verdict`` reads the nights table itself, not ``counts``' (decisions_rule)
+    command: str = ""  # the command the stamp names (default ``python -m replications.<module>``)
 
 
 def run_study(study: FreshStudy, argv: list[str] | None, description: str) -> int:
@@ -194,7 +195,8 @@ def run_study(study: FreshStudy, argv: list[str] | None, description: str) -> in
             R.TABLES.pop(t, None)
     nights.to_csv(out / f"{prefix}_nights.csv", index=False)
     c = counts(nights, study.tol)
-    stamp = (f"This run: `python -m replications.{study.module}{' --quick' if args.quick else ''}` (seed "
+    stamp = (f"This run: `{study.command or f'python -m replications.{study.module}'}"
+             f"{' --quick' if args.quick else ''}` (seed "
              f"{args.seed}; {code}), started {started}, {time.perf_counter() - t0:.0f} s wall on a 2-core machine "
              f"(not a speed claim): {len(seqs)} sequences. Rows: `{prefix}_nights.csv`.")
     said = study.verdict(nights if study.by_nights else c)

@@ -144,7 +144,8 @@ def insample_study() -> FreshStudy:
     return FreshStudy(tables, seqs, (), GATES, "decisions_rule11_insample",
                       "Revision 11 on the two replay sequences that motivated it (in-sample, reported only)",
                       ["Reported only: these sequences were seen before revision 11 was written; the rule's run is",
-                       "`reports/decisions_rule11.md`."], verdict, tol=TOL, by_nights=True)
+                       "`reports/decisions_rule11.md`."], verdict, tol=TOL, by_nights=True,
+                      command="python -m replications.decisions_rule11 --insample")
 
 
 def main(argv: list[str] | None = None) -> int:

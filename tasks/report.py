@@ -168,6 +168,11 @@ def pair_labels_sentence(s: dict[str, Any]) -> str | None:
     if not n or s["selection"].get("fewlabel"):
         return None
     chosen, d_rule = s["selection"]["chosen"], champ.get("rule_label_difference")
+    if champ.get("rule_stood_in"):  # the rule in place of a one-class champion (RULE_CONTENDER 'one_class')
+        return (f"the {n} target labels were drawn where {chosen} and the majority-class rule disagree (v"
+                f"{champ['incumbent_version']} predicts one class, and the rule stands in for it): they measure the "
+                "difference between the two (the registry's P), not the accuracy of either, so the estimated "
+                "accuracy is label-free")
     if d_rule is not None and champ.get("incumbent_version") is not None:  # the rule, a third contender
         return (f"the {n} target labels were drawn where {chosen}, v{champ['incumbent_version']} and the "
                 f"majority-class rule disagree: they measure the differences among the three (the registry's P, and "

@@ -645,9 +645,9 @@ def test_labels_against_the_rule_in_a_one_class_champions_stead_decide_alone(dif
     assert g.details["difference"] == difference and g.details["labels"] == 50
 
 
-def test_what_ships_leaves_the_pair_plan_a_pair():
-    # revision 10 was not adopted by its rule (reports/decisions_rule.md); revision 11's trial decides 'one_class'
-    assert RULE_CONTENDERS == ("never", "third", "one_class") and RULE_CONTENDER == "never"
+def test_what_ships_puts_the_rule_in_place_of_a_one_class_champion_only():
+    # revision 10 was not adopted by its rule (reports/decisions_rule.md); revision 11 was (decisions_rule11.md)
+    assert RULE_CONTENDERS == ("never", "third", "one_class") and RULE_CONTENDER == "one_class"
 
 
 def _departs(wrong: int, right: int) -> StoredPredictions:

@@ -147,7 +147,12 @@ def test_labels_of_a_pair_plan_are_said_to_measure_the_difference_not_the_accura
     assert pair_labels_sentence(s) == said
     assert f"- target labels: {said}" in summary_markdown(s, SCORES[2:])
     assert "LR and v3 disagree" in pair_labels_sentence(s | {"champion": champ | {"incumbent_version": "3"}})
-    three = champ | {"incumbent_version": "3", "rule_label_difference": -0.0412}  # RULE_CONTENDER's plan
+    stood_in = champ | {"incumbent_version": "3", "rule_label_difference": 0.03, "rule_stood_in": True}
+    assert pair_labels_sentence(s | {"champion": stood_in}) == (
+        "the 50 target labels were drawn where LR and the majority-class rule disagree (v3 predicts one class, and "
+        "the rule stands in for it): they measure the difference between the two (the registry's P), not the "
+        "accuracy of either, so the estimated accuracy is label-free")
+    three = champ | {"incumbent_version": "3", "rule_label_difference": -0.0412}  # RULE_CONTENDER 'third'
     assert pair_labels_sentence(s | {"champion": three}) == (
         "the 50 target labels were drawn where LR, v3 and the majority-class rule disagree: they measure the "
         "differences among the three (the registry's P, and LR against the rule: -0.041), not the accuracy of any, "
