@@ -38,6 +38,8 @@ RUNS = {
     "decisions_heldout_champion2": ("unseen: six other tables (revision 5's adopting trial)", "rev4"),
     "decisions_reach": ("unseen: six further tables (revision 6's trial)", "rev6"),
     "decisions_unsure": ("unseen: six further tables (revision 9's trial)", "rev9"),
+    "decisions_rule": ("unseen: RetSchool and four further tables (revision 10's trial)", "rev10"),
+    "decisions_rule11": ("unseen: five further tables (revision 11's adopting trial)", "rev11"),
     "decisions_reach2": ("unseen: five further tables (revision 6's second trial)", "rev6"),
 }
 SHIPPED = "rev5"
@@ -85,7 +87,8 @@ def report(d: pd.DataFrame) -> list[str]:
     shipped = d[d.gate == SHIPPED]
     unseen = shipped[shipped.run != "decisions_shipped"]
     per_run = counts(d, ["run", "gate"])
-    pooled = pd.concat([counts(unseen.assign(pool="unseen tables (five runs)"), ["pool"]),
+    n_unseen = unseen.run.nunique()
+    pooled = pd.concat([counts(unseen.assign(pool=f"unseen tables ({n_unseen} runs)"), ["pool"]),
                         counts(shipped.assign(pool="every run"), ["pool"])], ignore_index=True)
     own = shipped[shipped.missed & ~shipped.mandated]
     stays = shipped[~shipped.promoted]
@@ -98,7 +101,7 @@ def report(d: pd.DataFrame) -> list[str]:
         "",
         "## Answer",
         "",
-        f"On the {int(u.decisions)} decisions of the five runs on tables no revision was designed on, revision 5 "
+        f"On the {int(u.decisions)} decisions of the {n_unseen} runs on tables no revision was designed on, revision 5 "
         f"made {int(u.harmful)} harmful promotions ({u['harmful /100']} per 100; target ≤ 2) and missed "
         f"{int(u.missed)} improvements ({u['missed /100']} per 100; target ≤ 5), counted on whole rows "
         f"({int(u.harmful_float)} and {int(u.missed_float)} as the runs counted floating-point shares). "
