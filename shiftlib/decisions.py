@@ -966,6 +966,7 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     refusal = unvouched_reason(new, None)
     if champion is not None:  # whether anything vouches for the model that serves on (step 4's guards)
         details["champion_unvouched"] = unvouched_reason(champion, champion_auc)
+        details["champion_one_class"] = one_class_share(champion) >= ONE_CLASS_SHARE  # RULE_CONTENDER's case
     if refusal is not None and (unsure_margin == "refuse" or champion is None
                                 or details["one_class_share"] >= ONE_CLASS_SHARE
                                 or details["champion_unvouched"] is not None):
@@ -1118,7 +1119,8 @@ def refused_beside(refused: GateDecision, champion_P: StoredPredictions, *, cham
     GateDecision
         The refusal, its reason and details completed.
     """
-    details = refused.details | {"champion_unvouched": unvouched_reason(champion_P, champion_auc)}
+    details = refused.details | {"champion_unvouched": unvouched_reason(champion_P, champion_auc),
+                                 "champion_one_class": one_class_share(champion_P) >= ONE_CLASS_SHARE}
     reason = refused.reason
     if details["one_class_share"] < ONE_CLASS_SHARE and new_auc is not None and new_auc >= OVERLAP_AUC:
         reason += (f" — a label-free estimate made where its source does not reach this batch (the gate's domain AUC "

@@ -569,6 +569,7 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
                     f"version, fingerprint {facts['fingerprint'][:12]})")
         new_version = twin is None
         p_better, g_labels, unvouched, rule_d, stood_in = float("nan"), None, None, None, False
+        one_class_champion = False
         if inc is not None and not new_version and str(inc.version) == str(mv.version):
             decision, gate_decision, inc_score, inc_version = "unchanged", "kept", None, inc.version
             reason = f"{same}; it stays champion" + (f" ({hold_champion} on this run)" if hold_champion else "")
@@ -586,6 +587,7 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
                 gate_decision, p_better, reason = g.decision, g.p_better, g.reason
                 g_labels, rule_d = g.details.get("labels"), g.details.get("rule_label_difference")
                 stood_in = rule_d is not None and "label_difference" not in g.details  # RULE_CONTENDER 'one_class'
+                one_class_champion = bool(g.details.get("champion_one_class"))
                 decision, inc_score = ALIAS[g.decision], g.details.get("champion_estimate")
                 if decision != "champion":  # the champion serves on: say when nothing vouches for it here
                     unvouched = g.details.get("champion_unvouched")
@@ -605,7 +607,7 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
               "incumbent_score": inc_score, "incumbent_version": None if inc_version is None else str(inc_version),
               "reason": reason, "candidate": chosen, "fingerprint": facts["fingerprint"],
               "labels": None if g_labels is None else int(g_labels), "champion_unvouched": unvouched,
-              "rule_label_difference": rule_d, "rule_stood_in": stood_in}
+              "rule_label_difference": rule_d, "rule_stood_in": stood_in, "champion_one_class": one_class_champion}
     _announce(client, ctx, record, waited)
     log.info("champion: %s v%s is %s, %s (%s)", model_name, mv.version, decision, gate_decision, reason)
     if unvouched:

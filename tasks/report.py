@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shiftlib.decisions import UNDECIDED_LABEL_PLAN
+from shiftlib.decisions import RULE_CONTENDER, UNDECIDED_LABEL_PLAN
 from shiftlib.selection.fewlabel import OVERCONFIDENT_BELOW
 from tasks.estimation import summary_lines
 from tasks.ingest import label_rule_sentence
@@ -50,6 +50,10 @@ def cautions(s: dict[str, Any]) -> list[str]:
         if ch.get("incumbent_version") is None:  # a first version: the pair is it and the majority-class rule
             out.append("the gate is undecided and nothing serves yet: label the rows where the new version and the "
                        f"majority-class rule disagree ({flags}); the labels then decide whether it serves")
+        elif _rule_stands_in(ch):
+            out.append(f"the gate is undecided: label the rows where the new version and the majority-class rule "
+                       f"disagree ({flags}); v{ch['incumbent_version']} predicts one class, so the rule stands in "
+                       "for it and the labels weigh the new version against the rule")
         else:
             out.append(f"the gate is undecided: label the rows where the new version and the champion disagree "
                        f"({flags})")
@@ -63,12 +67,15 @@ def cautions(s: dict[str, Any]) -> list[str]:
                    f"{'' if other else 'may '}pass the gate")
     why = ch.get("champion_unvouched")  # a refused or kept new version leaves it serving; labels would weigh both
     if why and ch.get("incumbent_version") and ch.get("gate_decision") in ("refused", "kept") and not ch.get("labels"):
+        weigh = ("Labels on the rows where the new version and the majority-class rule disagree (--label-budget "
+                 f"{budget()} --label-plan {UNDECIDED_LABEL_PLAN}) weigh the new version against the rule, which "
+                 f"stands in for v{ch['incumbent_version']} (it predicts one class)" if _rule_stands_in(ch) else
+                 "Labels on the rows where it and the new version disagree "
+                 f"(--label-budget {budget()} --label-plan {UNDECIDED_LABEL_PLAN}) weigh the two against each "
+                 "other (the reason then gives their difference), not either against the majority-class rule")
         out.append(f"v{ch['incumbent_version']} serves on, but nothing vouches for it on this batch: {why}, so "
-                   "its accuracy here is not known. Labels on the rows where it and the new version disagree "
-                   f"(--label-budget {budget()} --label-plan {UNDECIDED_LABEL_PLAN}) weigh the two against each "
-                   "other (the reason then gives their difference), not either against the majority-class rule; "
-                   f"`shiftflow champion --model {ch.get('registered_model', 'NAME')} --set VERSION` serves another "
-                   "version by hand")
+                   f"its accuracy here is not known. {weigh}; `shiftflow champion --model "
+                   f"{ch.get('registered_model', 'NAME')} --set VERSION` serves another version by hand")
     if s.get("label_columns"):  # the ingest stage's check (tasks.ingest.label_rule_sentence)
         out.append(label_rule_sentence(list(s["label_columns"])))
     chosen, classes = s["selection"]["chosen"], s.get("classes") or []
@@ -156,6 +163,12 @@ def has_target_labels(s: dict[str, Any]) -> bool:
     (a pair plan), or the target carried its own (held out: the measured accuracy says more than advice to label
     rows, as :func:`cautions` has it for a wide interval)."""
     return bool(s["selection"].get("fewlabel") or (s.get("champion") or {}).get("labels") or s.get("target_scores"))
+
+
+def _rule_stands_in(ch: dict[str, Any]) -> bool:
+    """Whether a pair plan beside this run's champion puts the majority-class rule in its place (it predicts one
+    class: ``shiftlib.decisions.RULE_CONTENDER`` 'one_class')."""
+    return bool(ch.get("champion_one_class")) and RULE_CONTENDER == "one_class"
 
 
 def pair_labels_sentence(s: dict[str, Any]) -> str | None:

@@ -241,7 +241,8 @@ def test_beside_a_one_class_champion_the_pair_labels_weigh_the_new_version_again
 
     args = ["--learners", "LR,NB"]
     out = _run(root, *args)
-    assert "--label-plan pair" in out
+    assert ("label the rows where the new version and the majority-class rule disagree (--label-budget 50 "
+            "--label-plan pair); v1 predicts one class, so the rule stands in for it") in out
     n = str(len(batch))
     out = _run(root, *args, "--label-budget", n, "--label-plan", "pair")
     csv = Path(out.split("target rows to label in ")[1].split("\n")[0].strip())

@@ -722,6 +722,12 @@ def test_the_gate_says_when_nothing_vouches_for_the_champion_it_leaves_serving()
     d = gate(one, champ, n_boot=30, random_state=1)
     assert d.decision == "refused" and "predicts one class for 100.0% of the batch" in d.details["champion_unvouched"]
     assert gate(one, sure, n_boot=30, random_state=1).details["champion_unvouched"] is None
+    # whether the pair plan puts the majority-class rule in the champion's place (RULE_CONTENDER 'one_class')
+    assert d.details["champion_one_class"] is True
+    assert gate(one, sure, n_boot=30, random_state=1).details["champion_one_class"] is False
+    from shiftlib.decisions import refused_beside
+
+    assert refused_beside(gate(one, None), champ, champion_auc=None, new_auc=None).details["champion_one_class"]
     far = gate(one, sure, champion_auc=0.97, n_boot=30, random_state=1)
     assert far.details["champion_unvouched"] == "its source does not reach this batch (the gate's domain AUC 0.970 ≥ 0.95)"
     assert unvouched_reason(sure, 0.97) == far.details["champion_unvouched"] and unvouched_reason(sure, 0.94) is None

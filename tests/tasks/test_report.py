@@ -184,3 +184,14 @@ def test_a_champion_left_serving_that_nothing_vouches_for_is_named_with_the_labe
     assert cautions(base | {"champion": ch | {"champion_unvouched": None}}) == []
     assert cautions(base | {"champion": ch | {"labels": 50}}) == []
     assert cautions(base | {"champion": ch | {"gate_decision": "promoted"}}) == []
+    # a champion that predicts one class: the pair plan puts the majority-class rule in its place (RULE_CONTENDER)
+    one = ch | {"champion_one_class": True, "champion_unvouched": "it predicts one class for 100.0% of the batch (≥ 99%)"}
+    assert cautions(base | {"champion": one}) == [
+        "v1 serves on, but nothing vouches for it on this batch: it predicts one class for 100.0% of the batch "
+        "(≥ 99%), so its accuracy here is not known. Labels on the rows where the new version and the majority-class "
+        "rule disagree (--label-budget 50 --label-plan pair) weigh the new version against the rule, which stands in "
+        "for v1 (it predicts one class); `shiftflow champion --model m --set VERSION` serves another version by hand"]
+    (undecided,) = cautions(base | {"champion": one | {"gate_decision": "undecided"}})
+    assert undecided == ("the gate is undecided: label the rows where the new version and the majority-class rule "
+                         "disagree (--label-budget 50 --label-plan pair); v1 predicts one class, so the rule stands in "
+                         "for it and the labels weigh the new version against the rule")
