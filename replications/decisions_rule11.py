@@ -22,7 +22,8 @@ import pandas as pd
 import replications.replicate_decisions as R
 from replications._common import rdata
 from replications.decisions_fresh import FreshStudy, run_study
-from replications.decisions_pooled import TOL, counts, on_rows
+from replications.decisions_pooled import TOL
+from replications.decisions_rule import scored as rule10_scored
 from replications.decisions_unsure import _derived
 from replications.replicate_decisions import SeqSpec, _lv
 
@@ -104,15 +105,12 @@ RULE_MD = [
 
 
 def scored(nights: pd.DataFrame) -> pd.DataFrame:
-    """Per gate: ``decisions_pooled.counts`` on whole rows, the promotions below the rule and the nights whose
+    """Per gate: ``decisions_rule.scored`` (counts on whole rows, promotions below the rule) and the nights whose
     labels weighed the new version against the rule in a one-class champion's place."""
-    d = on_rows(nights)
-    d["below_rule"] = d.promoted & (d.acc_new < d.batch_majority_share - R.MARGIN - TOL)
-    stood_in = d.label_difference.isna() & d.get("rule_label_difference", pd.Series(index=d.index)).notna()
-    d["stood_in"] = stood_in
-    extra = d.groupby("gate", sort=False).agg(**{"below rule": ("below_rule", "sum"),
-                                                 "rule stood in": ("stood_in", "sum")}).reset_index()
-    return counts(d, ["gate"]).merge(extra, on="gate")
+    d = nights.assign(stood_in=nights.label_difference.isna()
+                      & nights.get("rule_label_difference", pd.Series(index=nights.index)).notna())
+    stood = d.groupby("gate", sort=False).stood_in.sum().rename("rule stood in").reset_index()
+    return rule10_scored(nights).merge(stood, on="gate")
 
 
 def verdict(nights: pd.DataFrame) -> str:

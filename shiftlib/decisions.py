@@ -851,7 +851,8 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
          new_estimate: float | None = None, confidence: float = PROMOTE_CONFIDENCE, shared_source: bool = False,
          new_auc: float | None = None, champion_auc: float | None = None,
          labels: tuple[float, float, int] | None = None, rule_labels: tuple[float, float, int] | None = None,
-         unvouched: str = UNVOUCHED_CHAMPION, reach: str = REACH_GUARD, first_reach: bool = FIRST_REACH, first_margin: bool = FIRST_MARGIN,
+         unvouched: str = UNVOUCHED_CHAMPION, reach: str = REACH_GUARD, first_reach: bool = FIRST_REACH,
+         first_margin: bool = FIRST_MARGIN,
          unsure_margin: str = UNSURE_MARGIN, target_labels: int = 0, n_boot: int | None = None,
          random_state: int | None = None) -> GateDecision:
     """Decide whether ``new`` replaces the served ``champion`` (both as stored predictions on today's batch).
@@ -994,6 +995,7 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
         if labels is None:  # the rule stood in for a one-class champion (RULE_CONTENDER 'one_class')
             return _stand_in_gate(rule_labels, confidence, details)
         if float(rule_labels[0]) <= 0:
+            details |= {"label_difference": float(labels[0]), "label_se": float(labels[1])}
             return _rule_refusal(rule_labels, details)
     if labels is not None:
         return _labeled_gate(new, champion, labels, confidence, shared_source, n_boot, random_state, details)

@@ -621,6 +621,7 @@ def test_labels_that_place_the_new_version_at_or_below_the_majority_rule_refuse_
     assert behind.decision == "refused" and math.isnan(behind.p_better)
     assert "no more accurate than the majority-class rule" in behind.reason and "-0.010 ± 0.020" in behind.reason
     assert behind.details["rule_label_difference"] == -0.01 and behind.details["labels"] == 50
+    assert behind.details["label_difference"] == 0.08  # the pair's labels too: the rule did not stand in
     assert gate(new, _meh(), shared_source=True, n_boot=30, random_state=1, labels=(0.08, 0.01, 50),
                 rule_labels=(0.0, 0.0, 50)).decision == "refused"
     ahead = gate(new, _meh(), shared_source=True, n_boot=30, random_state=1, labels=(0.08, 0.01, 50),

@@ -378,6 +378,17 @@ def test_decisions_reach2_pools_the_first_trial_on_whole_rows_and_uses_unseen_ta
     assert {s.table for s in SEQUENCES} == set(TABLES) and len(SEQUENCES) == 16
 
 
+def _night(gate: str, decision: str, acc_new: float, acc_champion: float, share: float,
+           stood_in: bool = False) -> dict:
+    """One replayed night as the rule scripts read it (``stood_in``: the rule took a one-class champion's place in
+    the pair plan, so the labels gave new − rule and no new − champion)."""
+    return {"gate": gate, "decision": decision, "acc_new": acc_new, "acc_champion": acc_champion,
+            "acc_after": acc_new if decision == "promoted" else acc_champion, "batch_majority_share": share,
+            "reason": "", "labels_asked": 50, "schema_change": False,
+            "label_difference": float("nan") if stood_in else 0.1,
+            "rule_label_difference": -0.2 if stood_in else float("nan")}
+
+
 def test_decisions_rule_counts_promotions_below_the_rule_and_applies_its_rule() -> None:
     """Revision 10's trial: a promoted version truly more than 0.01 below the rule's accuracy on the batch counts
     as a promotion below the rule (0.30 against 0.77 does, 0.765 against 0.77 does not), and the rule keeps
@@ -392,20 +403,15 @@ def test_decisions_rule_counts_promotions_below_the_rule_and_applies_its_rule() 
     import replications.replicate_decisions as R
     from replications.decisions_rule import SEQUENCES, TABLES, scored, verdict
 
-    def night(gate: str, decision: str, acc_new: float, acc_champion: float, share: float) -> dict:
-        return {"gate": gate, "decision": decision, "acc_new": acc_new, "acc_champion": acc_champion,
-                "acc_after": acc_new if decision == "promoted" else acc_champion, "batch_majority_share": share, "reason": "", "labels_asked": 50 if gate == "rev10" else 40,
-                "schema_change": False}
-
-    base = [night("rev5", "promoted", 0.30, 0.20, 0.77), night("rev10", "refused", 0.30, 0.20, 0.77),
-            night("rev5", "promoted", 0.765, 0.70, 0.77), night("rev10", "promoted", 0.765, 0.70, 0.77)]
+    base = [_night("rev5", "promoted", 0.30, 0.20, 0.77), _night("rev10", "refused", 0.30, 0.20, 0.77),
+            _night("rev5", "promoted", 0.765, 0.70, 0.77), _night("rev10", "promoted", 0.765, 0.70, 0.77)]
     c = scored(pd.DataFrame(base)).set_index("gate")
     assert (c.loc["rev5", "below rule"], c.loc["rev10", "below rule"]) == (1, 0)
     # rev10's refusal of the 0.30 version is a miss (+0.10), mandated (no better than the rule): not its own
     assert (c.loc["rev10", "missed"], c.loc["rev10", "own misses"]) == (1, 0)
     assert verdict(pd.DataFrame(base)).startswith("**Keep revision 10** by the rule: promotions below the rule 0 vs 1")
     # one own miss more in 2 decisions is beyond 1 per 100
-    worse = base + [night("rev5", "promoted", 0.90, 0.80, 0.6), night("rev10", "kept", 0.90, 0.80, 0.6)]
+    worse = base + [_night("rev5", "promoted", 0.90, 0.80, 0.6), _night("rev10", "kept", 0.90, 0.80, 0.6)]
     assert verdict(pd.DataFrame(worse)).startswith("**Do not keep revision 10**")
     regs = (R.TABLES, H.HELD_TABLES, F.FRESH_TABLES, HC.TABLES, HC2.TABLES, RE.TABLES, U.TABLES, RE2.TABLES)
     used = {t[0].__code__.co_consts for reg in regs for t in reg.values()}
@@ -463,21 +469,13 @@ def test_decisions_rule11_uses_unseen_tables_and_adopts_only_when_no_worse() -> 
     import replications.replicate_decisions as R
     from replications.decisions_rule11 import SEQUENCES, TABLES, insample_study, scored, verdict
 
-    def night(gate: str, decision: str, acc_new: float, acc_champion: float, share: float,
-              stood_in: bool = False) -> dict:
-        return {"gate": gate, "decision": decision, "acc_new": acc_new, "acc_champion": acc_champion,
-                "acc_after": acc_new if decision == "promoted" else acc_champion, "batch_majority_share": share,
-                "reason": "", "labels_asked": 50, "schema_change": False,
-                "label_difference": float("nan") if stood_in else 0.1, "rule_label_difference": -0.2 if stood_in
-                else float("nan")}
-
-    base = [night("rev5", "promoted", 0.555, 0.24, 0.76), night("rev11", "refused", 0.555, 0.24, 0.76, True),
-            night("rev5", "kept", 0.80, 0.79, 0.6), night("rev11", "kept", 0.80, 0.79, 0.6)]
+    base = [_night("rev5", "promoted", 0.555, 0.24, 0.76), _night("rev11", "refused", 0.555, 0.24, 0.76, True),
+            _night("rev5", "kept", 0.80, 0.79, 0.6), _night("rev11", "kept", 0.80, 0.79, 0.6)]
     c = scored(pd.DataFrame(base)).set_index("gate")
     assert (c.loc["rev5", "below rule"], c.loc["rev11", "below rule"]) == (1, 0)
     assert (c.loc["rev5", "rule stood in"], c.loc["rev11", "rule stood in"]) == (0, 1)
     assert verdict(pd.DataFrame(base)).startswith("**Adopt revision 11** by the rule: promotions below the rule 0 vs 1")
-    worse = base + [night("rev5", "promoted", 0.90, 0.80, 0.6), night("rev11", "undecided", 0.90, 0.80, 0.6)]
+    worse = base + [_night("rev5", "promoted", 0.90, 0.80, 0.6), _night("rev11", "undecided", 0.90, 0.80, 0.6)]
     assert verdict(pd.DataFrame(worse)).startswith("**Do not adopt revision 11**")  # one own miss more
     regs = (R.TABLES, H.HELD_TABLES, F.FRESH_TABLES, HC.TABLES, HC2.TABLES, RE.TABLES, U.TABLES, RE2.TABLES, RU.TABLES)
     used = {t[0].__code__.co_consts for reg in regs for t in reg.values()}
