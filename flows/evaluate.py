@@ -1,6 +1,6 @@
 """``evaluate``: close the loop when a batch's labels arrive.
 
-    shiftflow evaluate --run <flow-run id | MLflow parent run id> --labels file:labels.csv [--id-column id]
+    shiftflow evaluate --run <flow-run id | MLflow run id> --labels file:labels.csv [--id-column id]
 
 (``python -m flows.evaluate`` takes the same arguments.)
 
@@ -17,6 +17,10 @@ are matched by it — read from ``ingest/target.parquet`` when the retrain kept 
 file has one row per target row, in the target's row order. A partial labels file (some
 rows, by id) is evaluated on the rows it has, and says how many.
 
+A score run (``shiftflow score``, its ``--out`` a file) is evaluated too: the labels are matched to the scores it
+wrote (by ``--id-column``, a column of both, else by row order) and the scored version's realised accuracy is
+logged on the score run beside the monitor's estimate, where ``shiftflow history`` shows it.
+
 Bad input (ids the batch does not have, an unknown class, a run id that does not exist, a labels file
 without the label column) raises :class:`EvaluateError` before anything is written or logged.
 """
@@ -24,6 +28,7 @@ without the label column) raises :class:`EvaluateError` before anything is writt
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -49,23 +54,94 @@ class EvaluateError(ValueError):
     """Input that ``evaluate`` refuses; nothing was written or logged."""
 
 
+def _evaluable(r: Any) -> bool:
+    """A retrain parent run (it names its run directory) or a score run (``shiftflow score``)."""
+    return "shiftflow.run_dir" in r.data.tags or r.data.tags.get("shiftflow.run_kind") == "score"
+
+
 def find_parent_run(client: Any, run: str) -> Any:
-    """The retrain parent run named by an MLflow run id or a Prefect flow-run id."""
+    """The retrain parent run, or the score run, named by an MLflow run id or a Prefect flow-run id."""
     from mlflow.exceptions import MlflowException
 
     try:
         r = client.get_run(run)
-        if "shiftflow.run_dir" in r.data.tags:
+        if _evaluable(r):
             return r
     except MlflowException:
         pass
     exps = [e.experiment_id for e in client.search_experiments()]
     runs = client.search_runs(exps, filter_string=f"tags.`prefect.flow_run_id` = '{run}'") if exps else []
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags and "shiftflow.run_dir" in r.data.tags]
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags and _evaluable(r)]
     if not parents:
-        raise EvaluateError(f"no retrain run {run!r} in the MLflow store: pass the flow-run id the retrain printed, "
-                            "or its MLflow parent run id (and --tracking-uri if the store is not the default)")
+        raise EvaluateError(f"no retrain or score run {run!r} in the MLflow store: pass the flow-run id the run "
+                            "printed, or its MLflow run id (and --tracking-uri if the store is not the default)")
     return parents[0]
+
+
+def evaluate_score_run(client: Any, run: Any, labels_spec: str, id_column: str | None) -> pd.DataFrame:
+    """A score run's realised accuracy: the labels matched to the scores it wrote (``params.out``, a file), by
+    ``id_column`` (a column of both) or by row order, and the version's predicted class compared with each
+    label. Logs ``realized.accuracy``, ``realized.n_rows`` and, beside the monitor's estimate,
+    ``estimate.abs_error`` on the score run, where ``shiftflow history`` reads them; writes nothing else (the
+    deployment's ``estimate_vs_realized.parquet`` holds retrain candidates' errors, which the next retrain
+    learns from). One row, as :func:`realized_table`'s columns."""
+    import numpy as np
+    import pandas as pd
+
+    from tasks.scoring import SCORED_TAG
+    from tasks.sources import SourceSpecError, load_table
+    from tasks.tracking import log_metrics, with_retries
+
+    name, version = run.data.tags[SCORED_TAG].rsplit(" v", 1)
+    out = run.data.params.get("out", "")
+    if not out.startswith("file:"):
+        raise EvaluateError(f"score run {run.info.run_id} wrote its scores to {out!r}, not a file this command can "
+                            "read back: evaluate a score run whose --out was file:PATH")
+    try:
+        scores, labels = load_table(out), load_table(labels_spec)
+    except SourceSpecError as err:
+        raise EvaluateError(f"{err} (the score run's scores are read back from its --out)") from err
+    mv = with_retries(client.get_model_version, name, version)
+    label = with_retries(client.get_run, mv.tags["mlflow_parent_run_id"]).data.params.get("label", "")
+    if label not in labels.columns:
+        raise EvaluateError(f"the labels file has no label column {label!r} (v{version}'s label); its columns are "
+                            f"{list(labels.columns)}")
+    if labels[label].isna().any():
+        raise EvaluateError(f"the labels file has {int(labels[label].isna().sum())} empty labels: drop those rows")
+    if id_column is None:
+        if len(labels) != len(scores):
+            raise EvaluateError(f"without --id-column the labels file needs one row per scored row, in order "
+                                f"({len(scores)}); it has {len(labels)}: pass --id-column (a column of both)")
+        predicted = scores["predicted"].reset_index(drop=True)
+    else:
+        for what, table in (("labels file", labels), ("scores", scores)):
+            if id_column not in table.columns:
+                raise EvaluateError(f"the {what} has no id column {id_column!r}; its columns are "
+                                    f"{list(table.columns)}" + (" (score with --id-column to keep a row key)"
+                                                                if what == "scores" else ""))
+        ids = scores[id_column].astype(str)
+        if ids.duplicated().any() or labels[id_column].astype(str).duplicated().any():
+            raise EvaluateError(f"id column {id_column!r} repeats values: it is not a row key")
+        by_id = pd.Series(scores["predicted"].to_numpy(), index=ids.to_numpy())
+        unknown = sorted(set(labels[id_column].astype(str)) - set(by_id.index))
+        if unknown:
+            raise EvaluateError(f"{len(unknown)} ids in the labels file are not among the scored rows, e.g. "
+                                f"{unknown[:3]}: check the run id and the id column")
+        predicted = by_id.loc[labels[id_column].astype(str).to_numpy()].reset_index(drop=True)
+    classes = {str(c) for c in json.loads(mv.tags.get("shiftflow.classes", "[]"))}
+    bad = sorted({str(v) for v in labels[label]} - classes) if classes else []
+    if bad:
+        raise EvaluateError(f"labels {bad[:3]} are not classes of v{version} ({sorted(classes)}): use the same "
+                            "label coding")
+    acc = float(np.mean(predicted.astype(str).to_numpy() == labels[label].astype(str).to_numpy()))
+    m = run.data.metrics
+    est, lo, hi = (float(m.get(k, float("nan"))) for k in ("estimate.accuracy", "estimate.ci_low", "estimate.ci_high"))
+    vals = {"realized.accuracy": acc, "realized.n_rows": len(labels), "estimate.abs_error": abs(est - acc)}
+    log_metrics(client, run.info.run_id, {k: v for k, v in vals.items() if not math.isnan(v)}, skip_missing=True)
+    return pd.DataFrame([{"candidate": f"{name} v{version}", "method": run.data.tags.get("estimate.method", "-"),
+                          "estimate": est, "ci_low": lo, "ci_high": hi, "realized_accuracy": acc,
+                          "realized_auc": float("nan"), "n_rows": len(labels), "abs_error": abs(est - acc),
+                          "covered": bool(lo <= acc <= hi) if not math.isnan(lo) else float("nan")}])
 
 
 def match_labels(store: StageStore, labels: pd.DataFrame, id_column: str | None) -> tuple[np.ndarray, np.ndarray]:
@@ -209,6 +285,8 @@ def evaluate_run(run: str, labels_spec: str, *, id_column: str | None = None,
                             "SHIFTFLOW_HOME / MLFLOW_TRACKING_URI as it was)")
     client = MlflowClient(tracking_uri)
     parent = find_parent_run(client, run)
+    if "shiftflow.run_dir" not in parent.data.tags:  # a score run: its version's realised accuracy
+        return evaluate_score_run(client, parent, labels_spec, id_column)
     run_dir = Path(parent.data.tags["shiftflow.run_dir"])
     store = StageStore(run_dir.parent, run_dir.name)
     if not store.has_stage("estimation"):
@@ -246,7 +324,8 @@ def evaluate_run(run: str, labels_spec: str, *, id_column: str | None = None,
 
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The ``shiftflow evaluate`` flags (shared with ``python -m flows.evaluate``)."""
-    p.add_argument("--run", required=True, help="Prefect flow-run id or MLflow parent run id of a retrain run")
+    p.add_argument("--run", required=True, help="Prefect flow-run id or MLflow run id of a retrain run (its parent "
+                   "run) or of a score run (its scores file read back)")
     p.add_argument("--labels", required=True, help="labels table: file:PATH.csv|.parquet with the label column")
     p.add_argument("--id-column", help="row key in both the labels file and the run's target table "
                    "(default: the labels file is in the target's row order, one row per target row)")

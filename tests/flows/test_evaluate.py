@@ -114,10 +114,10 @@ def test_bad_labels_change_nothing(finished_run, make, message):
 
 def test_unknown_run_is_named(finished_run, capsys):
     r = finished_run
-    with pytest.raises(EvaluateError, match="no retrain run 'no-such-run'"):
+    with pytest.raises(EvaluateError, match="no retrain or score run 'no-such-run'"):
         evaluate_run("no-such-run", _labels(r, [0], "one.csv"), id_column="id", tracking_uri=r["uri"])
     assert main(["--run", "no-such-run", "--labels", "file:/x.csv", "--tracking-uri", r["uri"]]) == 2
-    assert capsys.readouterr().err.startswith("shiftflow: error: no retrain run")
+    assert capsys.readouterr().err.startswith("shiftflow: error: no retrain or score run")
 
 
 def test_a_store_that_does_not_exist_is_refused_and_not_created(tmp_path, capsys):

