@@ -482,3 +482,16 @@ def test_decisions_rule11_uses_unseen_tables_and_adopts_only_when_no_worse() -> 
     assert all(TABLES[t][0].__code__.co_consts not in used for t in TABLES)
     assert {s.table for s in SEQUENCES} == set(TABLES) and len(SEQUENCES) == 15
     assert {s.name for s in insample_study().sequences} == {"aids2_by_diag", "doctorcontacts_by_age"}
+
+
+def test_the_pool_leaves_out_a_table_replayed_twice_under_two_names() -> None:
+    """Ecdat OFP is AER NMES1988 (same rows, same private-insurance label): decisions_unsure's ofp sequences are
+    decisions_heldout_champion's nmes sequences again, so decisions_pooled counts them once."""
+    from replications._common import rdata
+    from replications.decisions_pooled import DUPLICATES, RUNS
+
+    ofp, nmes = rdata("Ecdat", "OFP"), rdata("AER", "NMES1988")
+    assert len(ofp) == len(nmes) == 4406
+    assert (ofp["privins"] == "yes").sum() == (nmes["insurance"] == "yes").sum()
+    assert sorted(ofp["age"] * 10) == pytest.approx(sorted(nmes["age"] * 10))
+    assert DUPLICATES == {"decisions_unsure": ("ofp_",)} and "decisions_heldout_champion" in RUNS
