@@ -265,10 +265,13 @@ def _fewlabel_table(res: Any) -> pd.DataFrame | None:
         return None
     p_best = res.details["p_best"]
     names = list(p_best.index)
-    # the posterior accuracy θ and its standard deviation: the labels' estimate of each candidate's accuracy
+    # the posterior accuracy θ and its standard deviation as an absolute accuracy: the labels' estimate of each
+    # candidate's accuracy, with the variance of the part every candidate shares where they all agree (no label
+    # there; it cancels in the selection's contrasts, shiftlib.selection.fewlabel.common_variance)
     theta = pd.Series(res.details.get("accuracy", res.scores), dtype=float).reindex(names)
-    sd = np.sqrt(np.clip(np.diag(np.asarray(res.details["cov"], float)), 0.0, None)) if "cov" in res.details \
-        else np.full(len(names), np.nan)
+    shared = float(res.details.get("common_var", 0.0))
+    sd = np.sqrt(np.clip(np.diag(np.asarray(res.details["cov"], float)) + shared, 0.0, None)) \
+        if "cov" in res.details else np.full(len(names), np.nan)
     return pd.DataFrame({"learner": names, "p_best": p_best.to_numpy(float),
                          "n_labels": int(res.details.get("n_labels", 0)),
                          "decision": str(res.details.get("decision", "")),

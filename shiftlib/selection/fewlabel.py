@@ -113,6 +113,7 @@ __all__ = [
     "LabelPlan",
     "TargetPredictions",
     "check_budget",
+    "common_variance",
     "decide",
     "fewlabel_estimate",
     "fewlabel_select",
@@ -706,6 +707,34 @@ def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[
     return theta, V_s / (N * N), details
 
 
+def common_variance(tp: TargetPredictions, labels: Mapping[int, Any]) -> float:
+    """The variance of the accuracy every contender shares on the rows where they all agree, as an absolute
+    accuracy reads it: Σ p̄(1 − p̄) / N² over those rows not labeled, p̄ the contenders' mean probability that the
+    common class is right (the estimate's stand-in there, :func:`fewlabel_estimate`), 0 on a labeled row (exact).
+
+    That part is the same for every contender, so it cancels in every contrast θ_a − θ_b and the selection
+    ignores it; an interval for one contender's accuracy needs it. Binomial: the spread of the shared part if
+    p̄ were calibrated on the batch, a floor when shift miscalibrates it (``reports/label_budget_intervals.md``).
+
+    Parameters
+    ----------
+    tp : TargetPredictions
+        The contenders' predictions and mean probabilities on the batch.
+    labels : Mapping
+        Row → label of the labeled rows.
+
+    Returns
+    -------
+    float
+        The variance of the shared part of each contender's accuracy, on the accuracy's scale (÷ N²).
+    """
+    agree = np.ones(tp.n_target, bool)
+    agree[tp.disagreement] = False
+    agree[[int(r) for r in labels if 0 <= int(r) < tp.n_target]] = False
+    p = tp.right_proba(np.flatnonzero(agree))[:, 0] if agree.any() else np.zeros(0)
+    return float(np.sum(p * (1.0 - p)) / tp.n_target ** 2)
+
+
 def _loewner_max(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """``B + (A − B)₊`` (the positive part by eigendecomposition): positive semi-definite and ≥ both A and B in
     the Loewner order, so every contrast's variance is at least the larger of the two."""
@@ -1118,7 +1147,8 @@ def fewlabel_select(learners: Any, X_source: Any, y_source: Any, X_target: Any, 
     candidates disagree, so the accuracy all candidates share on the other rows is their mean probability
     there, without labels and without a variance; under shift that common level can be off by several points
     (``reports/label_budget_intervals.md``), while the contrasts θ_a − θ_b and ``p_better`` do not depend on
-    it. ``details['p_better']`` holds P(row learner beats column learner), ``details['p_best']``
+    it; ``details['common_var']`` (:func:`common_variance`) is the variance that shared part adds to an absolute
+    accuracy. ``details['p_better']`` holds P(row learner beats column learner), ``details['p_best']``
     the probability of being the best (candidates with the same predictions on every batch row share theirs), ``details['tau2']`` the learned shift variance of the prior and
     ``details['prior_weight']`` the prior's share (0 = labels only, 1 = prior only). ``estimator``:
     the label estimate, ``'ht'`` (Horvitz–Thompson over the drawn rows), ``'difference'`` (the default;
@@ -1180,7 +1210,7 @@ def fewlabel_select(learners: Any, X_source: Any, y_source: Any, X_target: Any, 
     p_best = pd.Series(_p_best(est, rng, same=_same_predictions(tp.predictions[:, keep])), index=names)
     details = {**est.details, "p_better": _p_better(full, tp.names),  # every pair, the served contenders' too
                "p_best": p_best, "served": _served_posterior(full, tp), "cov": est.cov, "n_labels": len(labels),
-               "n_disagreement": int(len(tp.disagreement)),
+               "n_disagreement": int(len(tp.disagreement)), "common_var": common_variance(tp, labels),
                "params": _select_params(prior, confidence, random_state, estimator, variance)}
     return SelectorScores("fewlabel", scores, _select_fits(predictions, prior, len(names)), intervals, details)
 

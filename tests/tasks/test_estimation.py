@@ -261,3 +261,20 @@ def test_the_overlap_line_says_which_share_of_the_batch_is_unreached():
     assert overlap_line({"overlap": "ok"}) == "overlap ok: the source reaches the batch"
     assert overlap_line({}) is None
 
+
+
+def test_the_posterior_reported_as_an_accuracy_carries_the_shared_rows_variance() -> None:
+    """helper-36's BankWages run printed `0.766 [0.766, 0.766]` against a measured 0.746: every row where the
+    candidates disagreed was labeled, so the labels' variance was 0, while the accuracy they share where they all
+    agree rests on no label. The stage's posterior table adds that part's variance (``common_var``) to each
+    accuracy's: √(0.0004 + 0.0009) and √(0 + 0.0009) here, by hand."""
+    from types import SimpleNamespace
+
+    from tasks.selection import _fewlabel_table
+
+    res = SimpleNamespace(scores=pd.Series({"LR": 0.70, "NB": 0.766}), details={
+        "p_best": pd.Series({"LR": 0.1, "NB": 0.9}), "accuracy": {"LR": 0.70, "NB": 0.766},
+        "cov": np.array([[0.0004, 0.0], [0.0, 0.0]]), "common_var": 0.0009, "n_labels": 7, "decision": "posterior"})
+    t = _fewlabel_table(res).set_index("learner")
+    assert t.loc["LR", "se"] == pytest.approx(np.sqrt(0.0013), abs=1e-15)
+    assert t.loc["NB", "se"] == pytest.approx(0.03, abs=1e-15)

@@ -866,3 +866,16 @@ def test_every_row_labeled_without_a_plan_is_a_census_with_zero_variance() -> No
         np.testing.assert_allclose(theta, [4 / 6, 4 / 6], atol=1e-12)
         np.testing.assert_allclose(cov, 0.0, atol=1e-15)
         assert info["n_extra"] == 6
+
+
+def test_the_shared_part_of_an_accuracy_has_the_binomial_variance_of_the_rows_where_all_agree():
+    """``common_variance``: rows 0, 1, 2 are where A and B agree (row 1 labeled: exact, no variance), rows 3 and 4
+    where they disagree (their variance is the labels'). By hand: p̄ of the common class is 0.9 on row 0 (class
+    0) and 0.3 on row 2 (class 1): (0.9·0.1 + 0.3·0.7) / 5² = 0.012."""
+    from shiftlib.selection.fewlabel import TargetPredictions, common_variance
+
+    P = np.array([[0, 0], [1, 1], [1, 1], [0, 1], [1, 0]])
+    proba = np.array([[0.9, 0.1], [0.2, 0.8], [0.7, 0.3], [0.5, 0.5], [0.4, 0.6]])
+    tp = TargetPredictions(["A", "B"], P, proba, np.array([0, 1]))
+    assert common_variance(tp, {1: 1}) == pytest.approx((0.9 * 0.1 + 0.3 * 0.7) / 25, abs=1e-15)
+    assert common_variance(tp, {0: 0, 1: 1, 2: 1}) == 0.0  # every shared row labeled: exact
