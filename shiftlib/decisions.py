@@ -146,6 +146,14 @@ UNSURE_MARGIN = "refuse"
 #: the two replay sequences that motivated it it stopped both promotions below the rule (reported only).
 RULE_CONTENDERS = ("never", "third", "one_class")
 RULE_CONTENDER = "one_class"
+#: whether a first version's plan over every candidate (no champion serves, ``label_plan='candidates'``) has the
+#: majority-class rule among its contenders (compared, never chosen), so the labels that choose the model also
+#: weigh it against the rule, and :func:`gate`'s step 2 refuses a first version they estimate no more accurate
+#: than the rule (build item 1 on labels). Without it step 2 promoted whatever those labels chose: helper-36 saw a
+#: version its own pair labels had just refused (exactly 0.094 below the rule) promoted by the labels of a plan
+#: over every candidate. Item 1 requires it, as :data:`RULE_CONTENDER` for a one-class champion; no replay covers
+#: first versions with labels, so it rests on that requirement and its tests.
+FIRST_RULE_LABELS = True
 #: the variance form of the labels' estimate of a pair's difference, from which the gate reads P
 #: (``shiftlib.selection.fewlabel`` ``variance``): ``hh_model``, the Hansen–Hurwitz variance floored by the anticipated
 #: variance under the candidates' probabilities. The gate reads a contrast's interval, and that is what the ninth
@@ -875,7 +883,9 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
        made where the source has no rows. With ``labels`` (then the labels' estimate of new − the
        majority-class rule, from a plan for that pair) the labels alone decide: ``promoted`` when
        P = Φ(difference / se) ≥ ``confidence``, ``refused`` when P ≤ 1 − it, else ``undecided``; with other target
-       labels (``target_labels``: they chose the model) step 2 promotes. Without target labels and with
+       labels (``target_labels``: they chose the model) step 2 promotes, unless ``rule_labels`` (their estimate of
+       new − the rule, the rule a contender of their plan over every candidate: :data:`FIRST_RULE_LABELS`) is
+       ≤ 0: then ``refused``, step 1's guard on labels. Without target labels and with
        ``first_margin`` (:data:`FIRST_MARGIN`, revision 8), a version whose source reaches the batch is weighed
        against the rule as step 5 weighs it against a champion: P = :func:`p_beats_rule`, ``promoted`` when
        P ≥ ``confidence``, ``refused`` when P ≤ 1 − it, else ``undecided`` (the pair's labels decide).
@@ -926,9 +936,9 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
         (difference, standard error, number of labels) of the labels' estimate of new − champion accuracy
         (without a champion: new − the majority-class rule's).
     rule_labels : tuple of (float, float, int), optional
-        With a champion: (difference, standard error, number of labels) of the labels' estimate of new − the
-        majority-class rule's accuracy (a plan with the rule as a third contender, or in place of a one-class
-        champion).
+        (difference, standard error, number of labels) of the labels' estimate of new − the majority-class rule's
+        accuracy: with a champion, from a pair plan with the rule as a third contender or in place of a one-class
+        champion; without one, from a plan over every candidate with the rule among its contenders (step 2).
     unvouched : {"ask", "promote"}, default UNVOUCHED_CHAMPION
         Step 4: ``undecided`` (ask for the pair's labels) or ``promoted``.
     reach : {"promote", "both"}, default REACH_GUARD
@@ -977,6 +987,10 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
                                    details)
     if champion is None and labels is not None:
         return _rule_labeled_gate(labels, confidence, details)
+    if champion is None and rule_labels is not None:  # a plan over every candidate, the rule among its contenders
+        details |= {"rule_label_difference": float(rule_labels[0]), "rule_label_se": float(rule_labels[1])}
+        if float(rule_labels[0]) <= 0:
+            return _rule_refusal(rule_labels, details)
     if champion is None:
         if first_reach and not target_labels and new_auc is not None and new_auc >= OVERLAP_AUC:
             return GateDecision("undecided", float("nan"), (

@@ -66,7 +66,7 @@ from shiftlib.selection import SELECTORS
 from tasks.estimation import OOF, read_predictions
 from tasks.events import emit
 from tasks.ingest import LABEL, ROW, read_ingest, target_rows
-from tasks.labels import rule_mode, stage_predictions
+from tasks.labels import stage_predictions
 from tasks.locks import registry_lock
 from tasks.logs import run_logger
 from tasks.recalibration import read_recalibration
@@ -387,7 +387,7 @@ def label_difference(store: Any, labeled: dict[str, Any] | None, chosen: str, ve
         return None
     plan = labeled["plan"]
     champ = served_name(version)
-    rule = rule_mode(plan.learners, champ)
+    rule = labeled.get("rule", "never")
     tp = stage_predictions(store, with_served=True if rule == "one_class" else None, learners=list(plan.learners),
                            rule=rule)
     other = champ if against is None else against
@@ -420,10 +420,12 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
     def reach_auc() -> float:  # the new version's reach: read by step 2 (no champion) and step 5, not by a refusal
         return domain_auc(X_new, _today_encoded(store, seed, rows, features), random_state=seed)
 
-    if inc is None:
+    if inc is None:  # a pair plan's labels decide alone; a plan's over every candidate refuse at or below the rule
+        lab = label_difference(store, labeled, chosen, RULE_VERSION)
+        pair = bool(labeled and labeled.get("pair"))
         return gate(new_P, None, new_estimate=est, confidence=confidence, random_state=seed, new_auc=reach_auc(),
-                    target_labels=n_labels(labeled),
-                    labels=label_difference(store, labeled, chosen, RULE_VERSION)), ""
+                    target_labels=n_labels(labeled), labels=lab if pair else None,
+                    rule_labels=None if pair else lab), ""
     first = gate(new_P, None, new_estimate=est, confidence=confidence, random_state=seed,  # step 1's guards
                  first_margin=False)
     refused = first if refusal_stands(first) else None  # final: the champion's side below is only reported

@@ -48,14 +48,14 @@ from prefect.cache_policies import NO_CACHE
 from prefect.input import RunInput
 from pydantic import Field
 
-from shiftlib.decisions import ONE_CLASS_SHARE, RULE_CONTENDER, RULE_CONTENDERS
+from shiftlib.decisions import FIRST_RULE_LABELS, ONE_CLASS_SHARE, RULE_CONTENDER, RULE_CONTENDERS
 from shiftlib.selection import LabelPlan, TargetPredictions, plan_labels
 from tasks.estimation import FOLD_SCORES, scv_from_estimation
 from tasks.ingest import INGESTED, ROW, TARGET_ROWS, load_xy, read_ingest
 from tasks.inputs import LabelsInputError, check_label_budget, filled_rows, planned_rows, read_filled
 from tasks.logs import run_logger
 from tasks.served import PREDICTIONS as SERVED_PREDICTIONS
-from tasks.served import RULE, SERVED, rule_table, served_contender
+from tasks.served import RULE, SERVED, served_contender
 from tasks.store import Read, StageOutput, StageStore, code_version, stage_key, stage_manifests
 from tasks.tracking import RunContext, log_metrics, with_retries
 from tasks.training import PREDICTIONS
@@ -103,10 +103,11 @@ def stage_predictions(store: StageStore, with_served: bool | None = None, learne
     only these candidates (a pair plan's, ``label_plan='pair'``), in the training stage's order. ``rule``: where a
     pair plan puts the majority-class rule beside a served champion (``shiftlib.decisions.RULE_CONTENDER``):
     ``third``, a third contender unless the contenders never disagree; ``one_class``, in place of a champion that
-    predicts one class on ≥ ``ONE_CLASS_SHARE`` of the batch; ``never``. Without a champion the rule is already
-    the served contender (``tasks.served.served_rule``)."""
-    if rule not in RULE_CONTENDERS:
-        raise ValueError(f"rule must be one of {list(RULE_CONTENDERS)}; got {rule!r}")
+    predicts one class on ≥ ``ONE_CLASS_SHARE`` of the batch; ``first``, a contender of a plan over every
+    candidate while no champion serves (``shiftlib.decisions.FIRST_RULE_LABELS``); ``never``. A pair plan without
+    a champion has the rule as its served contender already (``tasks.served.served_rule``)."""
+    if rule not in RULE_MODES:
+        raise ValueError(f"rule must be one of {list(RULE_MODES)}; got {rule!r}")
     if with_served is None:
         with_served = _plan_has_served(store) is not False
     preds = store.read_table("training", "predictions")
@@ -120,7 +121,11 @@ def stage_predictions(store: StageStore, with_served: bool | None = None, learne
         tables.append(store.read_table(SERVED, "predictions").sort_values(ROW)
                       .reindex(columns=[ROW, "predicted", *proba_cols]))
     P = [g["predicted"].to_numpy() for g in tables]
-    if served is not None and served != RULE and rule != "never":
+    if rule == "first" and served is None:  # the plan's contenders when it was made: no champion served
+        names.append(RULE)
+        tables.append(_rule_rows(store, tables[0][ROW]))
+        P.append(tables[-1]["predicted"].to_numpy())
+    if served is not None and served != RULE and rule in ("third", "one_class"):
         counts = np.bincount(P[-1].astype(int))
         one_class = counts.max() >= ONE_CLASS_SHARE * len(P[-1])
         disagree = any((p != P[0]).any() for p in P[1:])  # else the gate keeps the champion: no label is asked
@@ -128,7 +133,7 @@ def stage_predictions(store: StageStore, with_served: bool | None = None, learne
             if rule == "one_class":  # a one-class champion is a constant rule itself: the rule stands in for it
                 del names[-1], tables[-1], P[-1]
             names.append(RULE)
-            tables.append(rule_table(store).tables["predictions"].sort_values(ROW))
+            tables.append(_rule_rows(store, tables[0][ROW]))
             P.append(tables[-1]["predicted"].to_numpy())
     # the mean probability (the plan's and the estimate's surrogate) is the models' own: the majority-class rule,
     # a stand-in contender, has none
@@ -138,12 +143,31 @@ def stage_predictions(store: StageStore, with_served: bool | None = None, learne
                              served=tuple(n for n in names if n in (served, RULE)))
 
 
-def rule_mode(learners: Any, served: str | None) -> str:
-    """Where a stored plan of ``learners`` put the majority-class rule beside the served champion ``served``
-    (:func:`stage_predictions`' ``rule``), read off its contenders."""
-    if served is None or served == RULE or RULE not in learners:
-        return "never"
-    return "third" if served in learners else "one_class"
+def _rule_rows(store: StageStore, rows: pd.Series) -> pd.DataFrame:
+    """The majority-class rule on the batch ``rows`` (the candidates' row keys): the source's largest class on
+    each, as ``tasks.served.served_rule`` writes it for a first version's pair plan, read from the ingested tables
+    every reader of a plan declares (not the raw target rows)."""
+    _, y_source, _ = load_xy(store)
+    c = int(np.argmax(np.bincount(np.asarray(y_source, int), minlength=len(read_ingest(store).classes))))
+    return pd.DataFrame({ROW: rows.to_numpy(), "predicted": c})
+
+
+#: :func:`stage_predictions`' ``rule``: the pair plan's (``shiftlib.decisions.RULE_CONTENDERS``) and ``first``
+RULE_MODES = (*RULE_CONTENDERS, "first")
+
+
+def plan_rule(man: dict[str, Any]) -> str:
+    """Where the stored plan of manifest ``man`` put the majority-class rule (:func:`stage_predictions`' ``rule``,
+    kept in the labels stage's ``extra``)."""
+    return str(man.get("extra", {}).get("rule", "never"))
+
+
+def new_plan_rule(store: StageStore, pair: str | None) -> str:
+    """Where a new plan puts the majority-class rule: a pair plan as ``shiftlib.decisions.RULE_CONTENDER`` says;
+    a plan over every candidate among its contenders while no champion serves (``FIRST_RULE_LABELS``)."""
+    if pair is not None:
+        return RULE_CONTENDER
+    return "first" if FIRST_RULE_LABELS and served_contender(store) is None else "never"
 
 
 def _keys(store: StageStore, budget: int | None, seed: int, with_served: bool = True, pair: str | None = None
@@ -297,12 +321,13 @@ def write_plan(store: StageStore, *, budget: int, seed: int, label: str, pair: s
     check_label_budget(budget, read_ingest(store).n_target)
     _, base, params, _ = _keys(store, budget, seed, pair=pair)
 
+    rule = new_plan_rule(store, pair)
+
     def compute() -> StageOutput:
         X_s, y_s, X_t = load_xy(store)
-        tp = stage_predictions(store, with_served=True, learners=None if pair is None else [pair],
-                               rule="never" if pair is None else RULE_CONTENDER)
+        tp = stage_predictions(store, with_served=True, learners=None if pair is None else [pair], rule=rule)
         plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, random_state=seed, prior=None, predictions=tp)
-        return _plan_output(store, plan, label, {}, {"base_key": base})
+        return _plan_output(store, plan, label, {}, {"base_key": base, "rule": rule})
 
     store.find_or_write(STAGE, params, _reads(True), compute)
     return plan_from_stage(store)
@@ -357,7 +382,7 @@ def continue_plan(store: StageStore, earlier: dict[str, Any], *, budget: int, se
     classes = read_ingest(store).classes
     lab, _, digest = read_filled(target_labels, earlier["extra"].get("label", label), classes, plan0.n_target)
     served = served_contender(store)  # the next round keeps the earlier round's contenders
-    rule = rule_mode(plan0.learners, served)  # a one-class champion's stand-in rule read its predictions too
+    rule = plan_rule(earlier)  # a one-class champion's stand-in rule read its predictions too
     with_served = served is not None and (served in plan0.learners or rule == "one_class")
     _, base, params, _ = _keys(store, budget, seed, with_served, pair)
 
@@ -372,7 +397,7 @@ def continue_plan(store: StageStore, earlier: dict[str, Any], *, budget: int, se
             raise LabelsInputError(f"label_budget={budget} adds no row to the {len(plan0.rows)} already planned "
                                    f"({plan.details.get('note', 'nothing left to draw')}): resume with "
                                    f"--label-budget {plan0.budget} and the filled file")
-        extra = {"base_key": base, "continued_from": earlier.get("run_id"), "n_prefilled": len(lab)}
+        extra = {"base_key": base, "continued_from": earlier.get("run_id"), "n_prefilled": len(lab), "rule": rule}
         return _plan_output(store, plan, label, {r: classes[c] for r, c in lab.items()}, extra)
 
     params = params | {"continues": earlier["key"], "labels_sha256": digest}
@@ -407,7 +432,7 @@ def read_labels(store: StageStore, *, budget: int | None, seed: int, label: str,
                                    f"are not rows this configuration's plan asked for{other}")
     # adopted as it is, not found by key: a filled file answers the stored plan that asked for its rows
     store.adopt(STAGE, found)
-    return {"status": "labeled", "plan": plan, "labels": lab, "labels_sha256": digest,
+    return {"status": "labeled", "plan": plan, "rule": plan_rule(found), "labels": lab, "labels_sha256": digest,
             "plan_sha256": store.file_hash(STAGE, "plan.parquet"), "n_empty": n_empty,
             "n_unrequested": len(set(lab) - requested), "n_requested_empty": len(requested - set(lab))}
 

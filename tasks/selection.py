@@ -320,7 +320,8 @@ def _results(store: StageStore, selectors: list[str], *, seed: int, k: int, rows
             prior = scv()
             posterior = fewlabel_select(cands, data.X_s, data.y_s, _whole_target(store, data), plan=labeled["plan"],
                                         y_labeled=pd.Series(labeled["labels"], dtype=object), prior=prior,
-                                        random_state=seed, predictions=stage_predictions(store))
+                                        random_state=seed,
+                                        predictions=stage_predictions(store, rule=labeled.get("rule", "never")))
             results[sel] = decide(posterior, prior)  # the deciding rule is shiftlib's (DEFAULT_DECISION)
         elif sel == SOURCE_CV:
             results[sel] = scv()

@@ -214,7 +214,7 @@ def served(store: Any, *, ctx: RunContext, model_name: str) -> dict[str, Any] | 
     return {"name": served_name(inc.version), "version": str(inc.version), "model_name": model_name}
 
 
-def rule_table(store: Any) -> StageOutput:
+def _rule_table(store: Any) -> StageOutput:
     """The majority-class rule on every raw target row: the source's largest class, with probability 1."""
     from tasks.ingest import load_xy
 
@@ -234,5 +234,5 @@ def served_rule(store: Any, *, model_name: str) -> dict[str, Any]:
     choice predicts another class than the rule, and the labels decide whether that version may serve (a first
     version left ``undecided`` by ``shiftlib.decisions.gate``'s step 2 asks for them)."""
     store.find_or_write(SERVED, {"model_name": model_name, "version": RULE_VERSION}, READS,
-                        lambda: rule_table(store))
+                        lambda: _rule_table(store))
     return {"name": RULE, "version": RULE_VERSION, "model_name": model_name}

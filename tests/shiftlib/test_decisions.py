@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from shiftlib.decisions import (
+    FIRST_RULE_LABELS,
     LOW_ESS_SHARE,
     ONE_CLASS_SHARE,
     OUTSIDE_SHARE,
@@ -644,6 +645,21 @@ def test_labels_against_the_rule_in_a_one_class_champions_stead_decide_alone(dif
     assert g.reason.startswith("the champion predicts one class, so the labels weigh the new version against the "
                                "majority-class rule in its stead")
     assert g.details["difference"] == difference and g.details["labels"] == 50
+
+
+def test_a_first_versions_labels_over_every_candidate_refuse_it_at_or_below_the_rule():
+    # FIRST_RULE_LABELS: the plan over every candidate has the rule among its contenders; step 2 promotes what those
+    # labels chose (target_labels) unless their new − rule is ≤ 0 (helper-36: −0.094 exactly, promoted before)
+    _, new = _pair()
+    assert FIRST_RULE_LABELS is True
+    below = gate(new, None, target_labels=50, rule_labels=(-0.094, 0.0, 50), n_boot=30, random_state=1)
+    assert below.decision == "refused" and "no more accurate than the majority-class rule" in below.reason
+    assert below.details["rule_label_difference"] == -0.094
+    assert gate(new, None, target_labels=50, rule_labels=(0.0, 0.01, 50)).decision == "refused"  # no better
+    above = gate(new, None, target_labels=50, rule_labels=(0.02, 0.05, 50), n_boot=30, random_state=1)
+    assert above.decision == "promoted" and above.details["rule_label_difference"] == 0.02
+    # a pair plan's labels (labels=) still decide alone, three ways (revision 7)
+    assert gate(new, None, target_labels=50, labels=(0.02, 0.05, 50)).decision == "undecided"
 
 
 def test_what_ships_puts_the_rule_in_place_of_a_one_class_champion_only():

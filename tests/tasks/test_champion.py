@@ -325,6 +325,33 @@ def test_the_gate_policy_passes_what_to_do_with_an_unvouched_champion(monkeypatc
         assert seen[-1]["champion_auc"] == 0.97 and seen[-1]["new_auc"] == 0.6
 
 
+def test_a_first_versions_labels_reach_the_gate_by_their_plans_kind(monkeypatch):
+    """No champion: the labels' new − rule decide alone from a pair plan (``labels``); from a plan over every
+    candidate they are ``rule_labels`` (the model they chose is refused at or below the rule, else promoted)."""
+    import pandas as pd
+
+    import tasks.champion as tc
+    from shiftlib.decisions import GateDecision
+
+    seen: list[dict] = []
+
+    def fake_gate(new, champion=None, **kw):
+        seen.append({"champion": champion, **kw})
+        return GateDecision("promoted", float("nan"), "recorded", {})
+
+    monkeypatch.setattr(tc, "gate", fake_gate)
+    monkeypatch.setattr(tc, "label_difference", lambda *a, **k: (-0.094, 0.0, 17))
+    monkeypatch.setattr(tc, "_today_encoded", lambda *a, **k: pd.DataFrame({"a": [0.0, 1.0]}))
+    monkeypatch.setattr(tc, "domain_auc", lambda *a, **k: 0.6)
+    evidence = pd.DataFrame({"x:a": [0.0, 1.0], "y": [0, 1]})
+    for pair, labels, rule_labels in (("HGB", (-0.094, 0.0, 17), None), (None, None, (-0.094, 0.0, 17))):
+        labeled = {"status": "labeled", "labels": {0: 1}, "pair": pair}
+        tc._gate(None, None, "m", None, "new-P", evidence, None, "sha", seed=0, rows=None, confidence=0.9,
+                 labeled=labeled, chosen="HGB")
+        assert seen[-1]["champion"] is None and seen[-1]["target_labels"] == 1
+        assert (seen[-1]["labels"], seen[-1]["rule_labels"]) == (labels, rule_labels)
+
+
 def test_heldout_evidence_falls_back_with_the_reason(monkeypatch, tmp_path):
     """Each way revision 5 cannot be used returns why (the stored evidence then decides): no hashes kept, every
     row seen, a batch column missing from today's source rows, a model that cannot take them."""

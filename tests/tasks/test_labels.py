@@ -234,9 +234,13 @@ def test_a_larger_budget_with_a_filled_file_plans_the_next_round(planned: tuple[
 # --- the plan and the predictions it is made from ---------------------------------------------------------------
 
 
-def _by_hand(store: StageStore, champion: np.ndarray | None = None) -> TargetPredictions:
+def _by_hand(store: StageStore, champion: np.ndarray | None = None, rule: bool = True) -> TargetPredictions:
     """The contenders' predictions as the fixture's training stage holds them (LR, DT), read by row, and the served
-    champion's when given: what a plan is made from, assembled here without the stage's reader."""
+    champion's when given: what a plan is made from, assembled here without the stage's reader. Without a
+    champion (and ``rule``) the majority-class rule too, the source's largest class on every row, with no
+    probabilities of its own (``shiftlib.decisions.FIRST_RULE_LABELS``)."""
+    from tasks.served import RULE
+
     preds = store.read_table("training", "predictions")
     lr, dt = (preds[preds["learner"] == n].set_index(ROW).sort_index() for n in ("LR", "DT"))
     P = [lr["predicted"].to_numpy(), dt["predicted"].to_numpy()]
@@ -246,8 +250,12 @@ def _by_hand(store: StageStore, champion: np.ndarray | None = None) -> TargetPre
         names.append("champion v3")
         P.append(champion)
         proba.append(np.column_stack([1.0 - champion, champion]))
-    return TargetPredictions(names, np.column_stack(P), sum(proba) / len(names), np.array([0, 1]),
-                             served=("champion v3",) if champion is not None else ())
+    served: tuple[str, ...] = ("champion v3",) if champion is not None else ()
+    if champion is None and rule:
+        _, y_s, _ = load_xy(store)
+        P.append(np.full(len(P[0]), int(np.argmax(np.bincount(np.asarray(y_s, int))))))
+        names, served = [*names, RULE], (RULE,)
+    return TargetPredictions(names, np.column_stack(P), sum(proba) / len(proba), np.array([0, 1]), served=served)
 
 
 def _served_stage(store: StageStore, version: int, predicted: np.ndarray) -> None:
@@ -267,7 +275,9 @@ def test_the_plan_is_plan_labels_on_the_stage_predictions_and_to_label_holds_the
     plan = plan_from_stage(store)
     assert list(plan.rows) == list(ref.rows) and list(plan.rounds) == list(ref.rounds) == [1] * BUDGET
     np.testing.assert_allclose(plan.probabilities, ref.probabilities, rtol=0, atol=0)
-    assert (plan.budget, plan.n_target, plan.learners) == (BUDGET, N, ["LR", "DT"])
+    # no champion serves: the majority-class rule is a contender too (FIRST_RULE_LABELS), and the plan says so
+    assert (plan.budget, plan.n_target, plan.learners) == (BUDGET, N, ["LR", "DT", "majority-class rule"])
+    assert store.manifest("labels")["extra"]["rule"] == "first"
     assert list(plan.details["disagreement"]) == list(tp.disagreement)
     assert set(plan.rows) <= set(tp.disagreement)  # drawn only where the candidates disagree
     # the file to fill: the row key, the target's columns as the user gave them, an empty label column
@@ -327,8 +337,10 @@ def test_a_run_with_a_served_champion_plans_with_it_and_still_finds_a_plan_made_
     _served_stage(later, 3, yes)
     assert stage_predictions(later).names == ["LR", "DT", "champion v3"]  # no labels stage yet: a contender
     got = read_labels(later, budget=BUDGET, seed=0, label="y", target_labels=str(tmp_path / "f1.csv"))
-    assert got["status"] == "labeled" and got["plan"].learners == ["LR", "DT"] and got["n_unrequested"] == 0
-    assert later.reused_from("labels") == "run-1" and stage_predictions(later).names == ["LR", "DT"]
+    rule = "majority-class rule"  # run-1's plan had it as a contender (no champion served then)
+    assert got["status"] == "labeled" and got["plan"].learners == ["LR", "DT", rule] and got["n_unrequested"] == 0
+    assert got["rule"] == "first" and later.reused_from("labels") == "run-1"
+    assert stage_predictions(later, rule=got["rule"]).names == ["LR", "DT", rule]  # as the selection reads it
     # a new plan in a run where v3 serves: the champion is a contender, its disagreements are drawn from too
     fresh = _next_run(store, "run-3")
     _served_stage(fresh, 3, yes)
@@ -445,9 +457,11 @@ def test_the_task_plans_then_reads_the_filled_file_logging_both_on_the_parent_ru
     csv = run2.stage_dir("labels") / "to_label.csv"
     assert out == {"status": "awaiting_labels", "csv": str(csv), "parquet": str(csv.with_suffix(".parquet")),
                    "n_rows": BUDGET, "n_prefilled": 0, "budget": BUDGET, "n_planned": BUDGET,
-                   "n_disagreement": len(_by_hand(run2).disagreement), "pair": None, "learners": ["LR", "DT"]}
+                   "n_disagreement": len(_by_hand(run2).disagreement), "pair": None,
+                   "learners": ["LR", "DT", "majority-class rule"]}
     preds = run2.read_table("training", "predictions").pivot(index=ROW, columns="learner", values="predicted")
-    n_disagree = int((preds["LR"] != preds["DT"]).sum())
+    majority = int(np.argmax(np.bincount(np.asarray(load_xy(run2)[1], int))))  # the rule, a contender too
+    n_disagree = int(((preds["LR"] != preds["DT"]) | (preds["LR"] != majority)).sum())
     data = client.get_run(parent).data
     assert data.metrics == {"labels.budget": BUDGET, "labels.n_requested": BUDGET, "labels.n_disagreement": n_disagree}
     plan_sha = _sha(run2.stage_dir("labels") / "plan.parquet")
@@ -575,13 +589,14 @@ def test_a_pair_plan_draws_where_the_pair_disagrees_and_its_labels_give_the_exac
     assert label_difference(whole, got, "LR", 3) is None
 
 
-def _whole_batch_labels(store: StageStore, tmp_path: Path, name: str) -> dict:
-    """The store's labels stage filled with the target's true labels and read back (a pair plan on DT)."""
+def _whole_batch_labels(store: StageStore, tmp_path: Path, name: str, pair: str | None = "DT") -> dict:
+    """The store's labels stage filled with the target's true labels and read back (a pair plan on DT, or
+    ``pair`` None: a plan over every candidate)."""
     truth = pd.read_csv(tmp_path / "tgt.csv")["y"].to_numpy()
     filled = pd.read_csv(store.stage_dir("labels") / "to_label.csv")
     filled["y"] = truth[filled[ROW].to_numpy()]
     filled.to_csv(tmp_path / name, index=False)
-    return read_labels(store, budget=N, seed=0, label="y", target_labels=str(tmp_path / name), pair="DT")
+    return read_labels(store, budget=N, seed=0, label="y", target_labels=str(tmp_path / name), pair=pair)
 
 
 @pytest.mark.parametrize("mode", ["third", "one_class"])
@@ -712,6 +727,30 @@ def test_without_a_champion_a_pair_plan_weighs_the_choice_against_the_majority_c
     diff, se, n = label_difference(whole, got, "DT", RULE_VERSION)
     assert n == len(differ) and se == pytest.approx(0.0, abs=1e-12)
     assert diff == pytest.approx(exact, abs=1e-12) and exact != 0.0
+
+
+def test_a_first_versions_plan_over_every_candidate_weighs_the_choice_against_the_rule(
+        planned: tuple[StageStore, Path], tmp_path: Path) -> None:
+    """No champion serves: the plan over every candidate has the majority-class rule among its contenders
+    (``FIRST_RULE_LABELS``, kept as the plan's ``rule``). With the whole batch as budget every row where two of LR,
+    DT and the rule disagree is drawn with probability 1, so the labels' DT − rule difference is exact, worked
+    from the target's labels; the selection reads the same contenders back."""
+    from tasks.champion import label_difference
+    from tasks.served import RULE, RULE_VERSION
+
+    store, _ = planned
+    whole = _next_run(store, "run-first")
+    with threadpool_limits(1):
+        plan = write_plan(whole, budget=N, seed=0, label="y")
+    tp = _by_hand(whole)
+    assert plan.learners == ["LR", "DT", RULE] and sorted(plan.rows) == sorted(tp.disagreement)
+    got = _whole_batch_labels(whole, tmp_path, "first.csv", pair=None)
+    assert got["rule"] == "first" and stage_predictions(whole, rule=got["rule"]).names == plan.learners
+    y = (pd.read_csv(tmp_path / "tgt.csv")["y"].to_numpy() == "b").astype(int)
+    d, se, n = label_difference(whole, got, "DT", RULE_VERSION)
+    exact = float(np.mean(tp.predictions[:, 1] == y) - np.mean(tp.predictions[:, 2] == y))
+    assert n == len(tp.disagreement) and se == pytest.approx(0.0, abs=1e-12)
+    assert d == pytest.approx(exact, abs=1e-12) and exact != 0.0
 
 
 def test_a_file_no_stored_plan_of_this_code_seed_and_kind_can_take_is_refused_at_the_door(
