@@ -487,8 +487,10 @@ def baseline_words(served: Mapping[str, Any]) -> str:
         return ""
     words = f"; majority-class rule {b:.3f}"
     if served.get("same_as_rule"):  # shiftlib.decisions.majority_margin: 0 exactly
-        return words + (", and this model predicts the rule's class on every target row, so on this batch it is "
-                        "exactly as accurate as the rule")
+        # one accuracy, two estimates: the model's is the median of every estimator, the rule's of the seven that
+        # pair with it (shiftlib.decisions.BASELINE_PAIRS); helper-36 read 0.746 beside 0.699 as a contradiction
+        return (f"; this model predicts the majority-class rule's class on every target row, so on this batch it is "
+                f"exactly as accurate as the rule (estimated {b:.3f} by the estimators the rule is paired with)")
     m, est = served.get("majority_margin"), served.get("accuracy")
     if m is not None and m == m and est is not None and (est - b > 0) != (m > 0):
         words += (f", yet estimator by estimator this model is {m:+.3f} against it (the paired margin the "

@@ -66,7 +66,15 @@ def cautions(s: dict[str, Any]) -> list[str]:
                    f"{other}a later run with other learners (--learners) or more source rows "
                    f"{'' if other else 'may '}pass the gate")
     why = ch.get("champion_unvouched")  # a refused or kept new version leaves it serving; labels would weigh both
-    if why and ch.get("incumbent_version") and ch.get("gate_decision") in ("refused", "kept") and not ch.get("labels"):
+    if why and ch.get("incumbent_version") and ch.get("gate_decision") in ("refused", "kept") and ch.get("labels"):
+        # the labels came and the champion still serves (helper-36: the note went, and no next step was left)
+        weighed = ("the new version against the majority-class rule in its stead" if ch.get("rule_stood_in")
+                   else "it against the new version")
+        out.append(f"v{ch['incumbent_version']} serves on, and nothing vouches for it on this batch: {why}; the "
+                   f"{ch['labels']} target labels weighed {weighed} (the reason above gives what "
+                   f"they showed). `shiftflow champion --model {ch.get('registered_model', 'NAME')} --set VERSION` "
+                   "serves another version by hand; a run with other learners (--learners) may pass the gate")
+    elif why and ch.get("incumbent_version") and ch.get("gate_decision") in ("refused", "kept"):
         weigh = ("Labels on the rows where the new version and the majority-class rule disagree (--label-budget "
                  f"{budget()} --label-plan {UNDECIDED_LABEL_PLAN}) weigh the new version against the rule, which "
                  f"stands in for v{ch['incumbent_version']} (it predicts one class)" if _rule_stands_in(ch) else

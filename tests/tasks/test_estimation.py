@@ -156,8 +156,9 @@ def test_the_report_names_the_paired_margin_when_it_disagrees_with_estimate_minu
     assert baseline_words(served | {"majority_margin": float("nan")}) == "; majority-class rule 0.956"
     assert baseline_words({"accuracy": 0.9}) == ""
     same = served | {"accuracy": 0.915, "majority_baseline": 0.91, "majority_margin": 0.0, "same_as_rule": True}
-    assert baseline_words(same) == ("; majority-class rule 0.910, and this model predicts the rule's class on every "
-                                    "target row, so on this batch it is exactly as accurate as the rule")
+    assert baseline_words(same) == ("; this model predicts the majority-class rule's class on every target row, so "
+                                    "on this batch it is exactly as accurate as the rule (estimated 0.910 by the "
+                                    "estimators the rule is paired with)")
 
 
 def test_a_poor_overlap_widens_every_interval_to_what_the_source_cannot_rule_out(tmp_path, mlflow_runs):

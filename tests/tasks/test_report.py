@@ -182,7 +182,14 @@ def test_a_champion_left_serving_that_nothing_vouches_for_is_named_with_the_labe
                     "majority-class rule; `shiftflow champion --model m --set VERSION` serves another version by hand")
     assert cautions(base | {"champion": ch | {"gate_decision": "kept"}}) == [note]
     assert cautions(base | {"champion": ch | {"champion_unvouched": None}}) == []
-    assert cautions(base | {"champion": ch | {"labels": 50}}) == []
+    # after the labels: the champion still serves, and the note leaves the next step (helper-36)
+    assert cautions(base | {"champion": ch | {"labels": 50}}) == [
+        "v1 serves on, and nothing vouches for it on this batch: its source does not reach this batch (the gate's "
+        "domain AUC 0.998 ≥ 0.95); the 50 target labels weighed it against the new version (the reason above gives "
+        "what they showed). `shiftflow champion --model m --set VERSION` serves another version by hand; a run "
+        "with other learners (--learners) may pass the gate"]
+    stood = cautions(base | {"champion": ch | {"labels": 50, "rule_stood_in": True}})[0]
+    assert "the 50 target labels weighed the new version against the majority-class rule in its stead" in stood
     assert cautions(base | {"champion": ch | {"gate_decision": "promoted"}}) == []
     # a champion that predicts one class: the pair plan puts the majority-class rule in its place (RULE_CONTENDER)
     one = ch | {"champion_one_class": True, "champion_unvouched": "it predicts one class for 100.0% of the batch (≥ 99%)"}
