@@ -103,11 +103,7 @@ def evaluate_score_run(client: Any, run: Any, labels_spec: str, id_column: str |
         raise EvaluateError(f"{err} (the score run's scores are read back from its --out)") from err
     mv = with_retries(client.get_model_version, name, version)
     label = with_retries(client.get_run, mv.tags["mlflow_parent_run_id"]).data.params.get("label", "")
-    if label not in labels.columns:
-        raise EvaluateError(f"the labels file has no label column {label!r} (v{version}'s label); its columns are "
-                            f"{list(labels.columns)}")
-    if labels[label].isna().any():
-        raise EvaluateError(f"the labels file has {int(labels[label].isna().sum())} empty labels: drop those rows")
+    _check_label_column(labels, label, f"v{version}'s label")
     if id_column is None:
         if len(labels) != len(scores):
             raise EvaluateError(f"without --id-column the labels file needs one row per scored row, in order "
@@ -144,6 +140,15 @@ def evaluate_score_run(client: Any, run: Any, labels_spec: str, id_column: str |
                           "covered": bool(lo <= acc <= hi) if not math.isnan(lo) else float("nan")}])
 
 
+def _check_label_column(labels: pd.DataFrame, label: str, whose: str) -> None:
+    """The labels file has the label column, with no empty cell (``whose``: how the refusal names the label)."""
+    if label not in labels.columns:
+        raise EvaluateError(f"the labels file has no label column {label!r} ({whose}); its columns are "
+                            f"{list(labels.columns)}")
+    if labels[label].isna().any():
+        raise EvaluateError(f"the labels file has {int(labels[label].isna().sum())} empty labels: drop those rows")
+
+
 def match_labels(store: StageStore, labels: pd.DataFrame, id_column: str | None) -> tuple[np.ndarray, np.ndarray]:
     """(target row positions, label codes) of the labeled rows, checked against the run's batch and classes."""
     import numpy as np
@@ -154,11 +159,7 @@ def match_labels(store: StageStore, labels: pd.DataFrame, id_column: str | None)
 
     ing = read_ingest(store)
     label, classes, n_target = ing.label, list(ing.classes), ing.n_target
-    if label not in labels.columns:
-        raise EvaluateError(f"the labels file has no label column {label!r} (the run's label); its columns are "
-                            f"{list(labels.columns)}")
-    if labels[label].isna().any():
-        raise EvaluateError(f"the labels file has {int(labels[label].isna().sum())} empty labels: drop those rows")
+    _check_label_column(labels, label, "the run's label")
     if id_column is None:
         if len(labels) != n_target:
             kept = ing.id_column
