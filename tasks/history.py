@@ -112,8 +112,8 @@ def log_history(tracking_uri: str, parent_run_id: str, model_name: str) -> None:
 
 
 def plot_history(table: pd.DataFrame, model_name: str) -> Any:
-    """The estimate with its interval per run, the realised accuracy where known, and a line where the serving
-    version changed; returns a matplotlib Figure."""
+    """The estimate with its interval per run (hollow where the version it judged did not serve after the run),
+    the realised accuracy where known, and a line where the serving version changed; returns a matplotlib Figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -122,11 +122,23 @@ def plot_history(table: pd.DataFrame, model_name: str) -> Any:
     fig, ax = plt.subplots(figsize=(max(6.0, 0.5 * len(table) + 3), 4), layout="constrained")
     x = list(range(len(table)))
     if len(table):
-        lo, hi = table["estimate"] - table["ci_low"], table["ci_high"] - table["estimate"]
-        ax.errorbar(x, table["estimate"], yerr=[lo, hi], fmt="o", capsize=3, label="estimated (95% interval)")
-        known = table["realized"].notna()
-        ax.plot([i for i, k in zip(x, known, strict=True) if k], table.loc[known, "realized"], "s", color="black",
-                label="realised")
+        # a run's estimate is of the version it judged: filled where that version served after the run, hollow
+        # where it did not (refused, kept or undecided: helper-36 read a refused version's point as the served one)
+        served = (table["version"].astype(str) == table["serving"].astype(str)).to_numpy()
+        for mask, how, style in ((served, "the version that served after the run", {"fmt": "o"}),
+                                 (~served, "a version that did not serve", {"fmt": "o", "mfc": "none",
+                                                                            "color": "grey"})):
+            if mask.any():
+                part = table[mask]
+                ax.errorbar([i for i, m in zip(x, mask, strict=True) if m], part["estimate"],
+                            yerr=[part["estimate"] - part["ci_low"], part["ci_high"] - part["estimate"]], capsize=3,
+                            label=f"estimated: {how} (95% interval)", **style)
+        known = table["realized"].notna().to_numpy()
+        for mask, how, face in ((known & served, "realised", "black"), (known & ~served, "realised: not served",
+                                                                         "none")):
+            if mask.any():
+                ax.plot([i for i, m in zip(x, mask, strict=True) if m], table.loc[mask, "realized"], "s",
+                        color="black", mfc=face, label=how)
         last = None  # the serving version as far as known ("?": a run before the tag was kept)
         for i, v in enumerate(table["serving"].tolist()):
             if v in ("?", "-") or v == last:

@@ -61,6 +61,10 @@ def test_the_chart_has_one_interval_per_run_and_marks_the_serving_change(store: 
     ax = fig.axes[0]
     assert ax.get_title() == "m: accuracy over time (3 runs)"
     assert len(ax.lines) >= 2 and [t.get_text() for t in ax.texts] == ["v1 serves", "v3 serves"]
+    # night-1 judged v2, which did not serve after it (undecided): its point is apart from the served ones
+    labels = set(ax.get_legend_handles_labels()[1])
+    assert labels == {"estimated: the version that served after the run (95% interval)",
+                      "estimated: a version that did not serve (95% interval)", "realised", "realised: not served"}
 
 
 def test_the_cli_prints_the_table_writes_the_chart_and_refuses_an_unknown_model(store: str, tmp_path: Path,
