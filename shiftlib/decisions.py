@@ -1144,7 +1144,8 @@ def refused_beside(refused: GateDecision, champion_P: StoredPredictions, *, cham
     if labels is not None:
         d, se, n = labels
         details |= {"labels": int(n), "label_difference": float(d), "label_se": float(se)}
-        reason += f"; with {n} target labels it is {d:+.3f} ± {se:.3f} more accurate than {champion} on this batch"
+        more = "more" if d >= 0 else "less"  # helper-36 stumbled on "−0.068 ± 0.040 more accurate"
+        reason += f"; with {n} target labels it is {abs(d):.3f} ± {se:.3f} {more} accurate than {champion} on this batch"
     return replace(refused, details=details, reason=reason)
 
 

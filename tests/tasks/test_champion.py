@@ -446,8 +446,12 @@ def test_a_refused_new_version_says_whether_anything_vouches_for_the_champion_it
         assert g.details["champion_unvouched"] == why
     monkeypatch.setattr(tc, "label_difference", lambda *a, **k: (0.3, 0.05, 40))
     g, _ = tc._gate(None, None, "m", inc, one, evidence, None, "sha", seed=0, rows=None, confidence=0.9)
-    assert g.decision == "refused" and g.reason.endswith("; with 40 target labels it is +0.300 ± 0.050 more accurate "
+    assert g.decision == "refused" and g.reason.endswith("; with 40 target labels it is 0.300 ± 0.050 more accurate "
                                                          "than v1 on this batch")
+    monkeypatch.setattr(tc, "label_difference", lambda *a, **k: (-0.068, 0.04, 40))
+    g, _ = tc._gate(None, None, "m", inc, one, evidence, None, "sha", seed=0, rows=None, confidence=0.9)
+    assert g.reason.endswith("; with 40 target labels it is 0.068 ± 0.040 less accurate than v1 on this batch")
+    monkeypatch.setattr(tc, "label_difference", lambda *a, **k: (0.3, 0.05, 40))
     assert g.details["labels"] == 40
     # a refusal on the margin over the rule, where the new version's source does not reach the batch: said so
     low = StoredPredictions("low", np.array([0, 1]), y, onehot[1 - y] * 0.8 + 0.1,
