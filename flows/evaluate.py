@@ -132,11 +132,12 @@ def evaluate_score_run(client: Any, run: Any, labels_spec: str, id_column: str |
     acc = float(np.mean(predicted.astype(str).to_numpy() == labels[label].astype(str).to_numpy()))
     m = run.data.metrics
     est, lo, hi = (float(m.get(k, float("nan"))) for k in ("estimate.accuracy", "estimate.ci_low", "estimate.ci_high"))
-    vals = {"realized.accuracy": acc, "realized.n_rows": len(labels), "estimate.abs_error": abs(est - acc)}
+    error = abs(est - acc)  # NaN without the monitor's estimate: then not logged
+    vals = {"realized.accuracy": acc, "realized.n_rows": len(labels), "estimate.abs_error": error}
     log_metrics(client, run.info.run_id, {k: v for k, v in vals.items() if not math.isnan(v)}, skip_missing=True)
     return pd.DataFrame([{"candidate": f"{name} v{version}", "method": run.data.tags.get("estimate.method", "-"),
                           "estimate": est, "ci_low": lo, "ci_high": hi, "realized_accuracy": acc,
-                          "realized_auc": float("nan"), "n_rows": len(labels), "abs_error": abs(est - acc),
+                          "realized_auc": float("nan"), "n_rows": len(labels), "abs_error": error,
                           "covered": bool(lo <= acc <= hi) if not math.isnan(lo) else float("nan")}])
 
 

@@ -471,15 +471,15 @@ def labels_path(preds: list[Any], new: Version, ch: Version, cP: Any, Xs: pd.Dat
     champ = f"champion (night {ch.fitted_night} {ch.learner})"
     names = [P.learner for P in preds] + [champ]
     probas = [np.asarray(P.proba_target, float) for P in preds] + [np.asarray(cP.proba_target, float)]
-    from shiftlib.decisions import ONE_CLASS_SHARE
+    from shiftlib.decisions import rule_class, rule_placement
 
     P = np.column_stack([np.argmax(p, axis=1) for p in probas])
     served = (champ,)
-    one_class = np.bincount(P[:, -1]).max() >= ONE_CLASS_SHARE * len(P)
-    with_rule = (rule == "third" and bool((P != P[:, :1]).any())) or (rule == "one_class" and one_class)
+    place = rule_placement(rule, P[:, -1], list(P[:, :-1].T))  # as tasks/labels.py:stage_predictions places it
+    with_rule = place is not None
     if with_rule:  # no probabilities of its own: the surrogate stays the models' mean
-        majority = np.searchsorted(classes, pd.Series(ys).value_counts().sort_index().idxmax())
-        if rule == "one_class":  # the rule stands in for the one-class champion
+        majority = rule_class(np.searchsorted(classes, ys), len(classes))
+        if place == "instead":  # the rule stands in for the one-class champion
             P, names, served, probas = P[:, :-1], names[:-1], (), probas[:-1]
         P, names, served = np.column_stack([P, np.full(len(P), majority)]), [*names, RULE_NAME], (*served, RULE_NAME)
     tp = TargetPredictions(names, P, sum(probas) / len(probas), np.arange(len(classes)), served=served)

@@ -28,7 +28,7 @@ already computed; nothing here is fitted again.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
@@ -389,6 +389,54 @@ def baseline_components(P: StoredPredictions) -> dict[str, float]:
     return out
 
 
+def rule_class(y_source: Any, n_classes: int) -> int:
+    """The majority-class rule's class: the source's largest (the lowest code among ties).
+
+    Parameters
+    ----------
+    y_source : array-like of int
+        The source labels as class codes.
+    n_classes : int
+        How many classes there are.
+
+    Returns
+    -------
+    int
+        The code of the class the rule predicts on every row.
+    """
+    return int(np.argmax(np.bincount(np.asarray(y_source, int), minlength=n_classes)))
+
+
+def rule_placement(mode: str, champion: Any, others: Sequence[Any]) -> str | None:
+    """Where a pair plan beside a served champion puts the majority-class rule (:data:`RULE_CONTENDER`):
+    ``"beside"`` (a third contender: ``third`` when some contender disagrees with another), ``"instead"`` (in the
+    champion's place: ``one_class`` when the champion predicts one class on ≥ :data:`ONE_CLASS_SHARE` of the
+    batch), or None.
+
+    Parameters
+    ----------
+    mode : {"never", "third", "one_class"}
+        The policy (:data:`RULE_CONTENDERS`).
+    champion : array-like of int
+        The champion's predicted class codes on the batch.
+    others : sequence of array-like of int
+        The other contenders' predicted class codes on the batch.
+
+    Returns
+    -------
+    str or None
+        ``"beside"``, ``"instead"`` or None.
+    """
+    if mode not in RULE_CONTENDERS:
+        raise ValueError(f"mode must be one of {list(RULE_CONTENDERS)}; got {mode!r}")
+    champion = np.asarray(champion, int)
+    if mode == "third" and any(np.any(np.asarray(p) != champion) for p in others):
+        return "beside"
+    if mode == "one_class" and len(champion) and np.bincount(champion).max() >= ONE_CLASS_SHARE * len(champion):
+        return "instead"
+    return None
+
+
 def predicts_the_rule(P: StoredPredictions) -> bool:
     """Whether ``P``'s model predicts the majority-class rule's class (the source's largest) on every batch row.
 
@@ -402,7 +450,7 @@ def predicts_the_rule(P: StoredPredictions) -> bool:
     bool
         True when its accuracy on the batch is the rule's, whatever the batch's labels.
     """
-    c = int(np.argmax(np.bincount(P.y_source, minlength=len(P.classes))))
+    c = rule_class(P.y_source, len(P.classes))
     return bool(len(P.proba_target) and np.all(np.argmax(P.proba_target, axis=1) == c))
 
 
@@ -1007,7 +1055,7 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     if rule_labels is not None:
         details |= {"rule_label_difference": float(rule_labels[0]), "rule_label_se": float(rule_labels[1])}
         if labels is None:  # the rule stood in for a one-class champion (RULE_CONTENDER 'one_class')
-            return _stand_in_gate(rule_labels, confidence, details)
+            return _rule_labeled_gate(rule_labels, confidence, details, stand_in=True)
         if float(rule_labels[0]) <= 0:
             details |= {"label_difference": float(labels[0]), "label_se": float(labels[1])}
             return _rule_refusal(rule_labels, details)
@@ -1184,31 +1232,24 @@ def _first_margin_gate(new: StoredPredictions, confidence: float, n_boot: int | 
                       undecided=f"{said}: not sure it beats the rule, so nothing serves until target labels decide")
 
 
-def _rule_labeled_gate(labels: tuple[float, float, int], confidence: float, details: dict[str, Any]
-                       ) -> GateDecision:
-    """Step 2 with labels of the pair (new version, majority-class rule): the labels alone decide (the label-free
-    margin is what could not be trusted), P = Φ(difference / se)."""
+def _rule_labeled_gate(labels: tuple[float, float, int], confidence: float, details: dict[str, Any], *,
+                       stand_in: bool = False) -> GateDecision:
+    """The labels of a pair (new version, majority-class rule) decide alone, P = Φ(difference / se): step 2 for a
+    first version (the label-free margin is what could not be trusted), or with ``stand_in`` step 5 for a plan in
+    which the rule stood in for a champion that predicts one class (revision 11: that champion stays unless the
+    new version is shown to beat the rule; ``details["rule_stood_in"]``)."""
     difference, se, n = (float(labels[0]), float(labels[1]), int(labels[2]))
     p = _p_positive(difference, se)
-    details |= {"labels": n, "label_difference": difference, "label_se": se, "difference": difference,
-                "difference_se": se, "prior_weight": 0.0}
-    said = (f"no champion to compare with; P(more accurate than the majority-class rule on this batch) = {p:.2f} "
-            f"with {n} target labels (difference {difference:+.3f} ± {se:.3f})")
-    return _three_way(p, confidence, said, "refused", "nothing serves", details, tie=se <= 0 and difference == 0)
-
-
-def _stand_in_gate(rule_labels: tuple[float, float, int], confidence: float, details: dict[str, Any]
-                   ) -> GateDecision:
-    """Step 5 with labels of a plan in which the majority-class rule stood in for a champion that predicts one class
-    (revision 11): the labels alone weigh the new version against the rule, as step 2 weighs a first version,
-    P = Φ(difference / se); the one-class champion stays unless the new version is shown to beat the rule."""
-    difference, se, n = (float(rule_labels[0]), float(rule_labels[1]), int(rule_labels[2]))
-    p = _p_positive(difference, se)
     details |= {"labels": n, "difference": difference, "difference_se": se, "prior_weight": 0.0}
-    said = (f"the champion predicts one class, so the labels weigh the new version against the majority-class rule "
-            f"in its stead: P(more accurate than the rule on this batch) = {p:.2f} with {n} target labels "
-            f"(difference {difference:+.3f} ± {se:.3f})")
-    return _three_way(p, confidence, said, "refused", "the champion stays", details, tie=se <= 0 and difference == 0)
+    if stand_in:
+        details["rule_stood_in"] = True
+        lead, stays = ("the champion predicts one class, so the labels weigh the new version against the "
+                       "majority-class rule in its stead: P(more accurate than the rule", "the champion stays")
+    else:
+        details |= {"label_difference": difference, "label_se": se}
+        lead, stays = "no champion to compare with; P(more accurate than the majority-class rule", "nothing serves"
+    said = f"{lead} on this batch) = {p:.2f} with {n} target labels (difference {difference:+.3f} ± {se:.3f})"
+    return _three_way(p, confidence, said, "refused", stays, details, tie=se <= 0 and difference == 0)
 
 
 def _rule_refusal(rule_labels: tuple[float, float, int], details: dict[str, Any]) -> GateDecision:

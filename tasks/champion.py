@@ -371,34 +371,49 @@ def n_labels(labeled: dict[str, Any] | None) -> int:
     return len(labeled.get("labels") or {})
 
 
-def label_difference(store: Any, labeled: dict[str, Any] | None, chosen: str, version: Any, *,
-                     against: str | None = None) -> tuple[float, float, int] | None:
-    """The labels' estimate of the chosen candidate's accuracy minus the served champion's (version
-    ``version``) on the whole batch, its standard error (variance form ``shiftlib.decisions.LABEL_VARIANCE``) and the
-    number of labels: the fewlabel label estimate without a prior (``shiftlib.selection.fewlabel``) over the plan's
-    contenders (every candidate, or those of a pair plan). ``against``: another contender of the plan instead of
-    the champion (:data:`tasks.served.RULE`, a pair plan's third contender, or the stand-in for a one-class
-    champion: ``shiftlib.decisions.RULE_CONTENDER``). None without labels or when the plan did not have this
-    champion (or the rule in its stead), ``against`` and the chosen candidate as contenders (planned before that
-    version served, or for another pair)."""
+def label_differences(store: Any, labeled: dict[str, Any] | None, chosen: str, version: Any
+                      ) -> tuple[tuple[float, float, int] | None, tuple[float, float, int] | None]:
+    """The labels' estimates of the chosen candidate's accuracy minus the served champion's (version ``version``)
+    and minus the majority-class rule's (:data:`tasks.served.RULE`, a contender of the plan: a pair plan's third,
+    the stand-in for a one-class champion, or a first version's plan over every candidate:
+    ``shiftlib.decisions.RULE_CONTENDER``, ``FIRST_RULE_LABELS``), on the whole batch, from one fewlabel label
+    estimate without a prior (``shiftlib.selection.fewlabel``) over the plan's contenders. Each is (difference, its
+    standard error in the variance form ``shiftlib.decisions.LABEL_VARIANCE``, number of labels), or None without
+    labels or when the plan did not have that contender, this champion (or the rule in its stead) and the chosen
+    candidate (planned before that version served, or for another pair)."""
     from shiftlib.selection.fewlabel import DEFAULT_ESTIMATOR, fewlabel_estimate
 
     if not labeled or labeled.get("status") != "labeled" or not labeled.get("labels"):
-        return None
+        return None, None
     plan = labeled["plan"]
     champ = served_name(version)
     rule = labeled.get("rule", "never")
     tp = stage_predictions(store, with_served=True if rule == "one_class" else None, learners=list(plan.learners),
                            rule=rule)
-    other = champ if against is None else against
-    if (other not in tp.served or list(plan.learners) != tp.names or chosen not in tp.names
+    if (list(plan.learners) != tp.names or chosen not in tp.names
             or (rule != "one_class" and champ not in tp.served)):
-        return None
+        return None, None
     labels = {int(r): c for r, c in labeled["labels"].items()}
     est = fewlabel_estimate(tp, plan, labels, None, DEFAULT_ESTIMATOR, LABEL_VARIANCE)
-    a, b = tp.names.index(chosen), tp.names.index(other)
-    var = est.cov[a, a] + est.cov[b, b] - 2 * est.cov[a, b]
-    return float(est.theta[a] - est.theta[b]), float(np.sqrt(max(var, 0.0))), len(labels)
+    a = tp.names.index(chosen)
+
+    def against(other: str) -> tuple[float, float, int] | None:
+        if other not in tp.served:
+            return None
+        b = tp.names.index(other)
+        var = est.cov[a, a] + est.cov[b, b] - 2 * est.cov[a, b]
+        return float(est.theta[a] - est.theta[b]), float(np.sqrt(max(var, 0.0))), len(labels)
+
+    return against(champ), against(RULE)
+
+
+def label_difference(store: Any, labeled: dict[str, Any] | None, chosen: str, version: Any, *,
+                     against: str | None = None) -> tuple[float, float, int] | None:
+    """One of :func:`label_differences`: the chosen candidate against the champion, or ``against`` the
+    majority-class rule (:data:`tasks.served.RULE`)."""
+    if against not in (None, RULE):
+        raise ValueError(f"against must be None (the champion) or {RULE!r}; got {against!r}")
+    return label_differences(store, labeled, chosen, version)[0 if against is None else 1]
 
 
 def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPredictions | None,
@@ -421,7 +436,7 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
         return domain_auc(X_new, _today_encoded(store, seed, rows, features), random_state=seed)
 
     if inc is None:  # a pair plan's labels decide alone; a plan's over every candidate refuse at or below the rule
-        lab = label_difference(store, labeled, chosen, RULE_VERSION)
+        lab, _ = label_differences(store, labeled, chosen, RULE_VERSION)  # the rule is the "champion" here
         pair = bool(labeled and labeled.get("pair"))
         return gate(new_P, None, new_estimate=est, confidence=confidence, random_state=seed, new_auc=reach_auc(),
                     target_labels=n_labels(labeled), labels=lab if pair else None,
@@ -441,13 +456,13 @@ def _gate(client: MlflowClient, store: Any, name: str, inc: Any, new_P: StoredPr
         if isinstance(found, str):
             return (refused, "") if refused is not None else (None, found)
         (champ, champ_auc), new_g = found, new_P
+    pair_labels, rule_labels = label_differences(store, labeled, chosen, inc.version)
     if refused is not None:
         return refused_beside(refused, champ, champion_auc=champ_auc, new_auc=new_auc, champion=f"v{inc.version}",
-                              labels=label_difference(store, labeled, chosen, inc.version)), ""
+                              labels=pair_labels), ""
     g = gate(new_g, champ, new_estimate=est, confidence=confidence, random_state=seed, new_auc=new_auc,
-             champion_auc=champ_auc, shared_source=shared,
-             labels=label_difference(store, labeled, chosen, inc.version), unvouched=unvouched,
-             rule_labels=label_difference(store, labeled, chosen, inc.version, against=RULE))
+             champion_auc=champ_auc, shared_source=shared, labels=pair_labels, unvouched=unvouched,
+             rule_labels=rule_labels)
     if isinstance(held, tuple):
         n = len(new_g.y_source)
         g = replace(g, reason=f"{g.reason} (both estimated on the {n} of today's {len(new_P.y_source)} labeled source "
@@ -588,7 +603,7 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
             else:
                 gate_decision, p_better, reason = g.decision, g.p_better, g.reason
                 g_labels, rule_d = g.details.get("labels"), g.details.get("rule_label_difference")
-                stood_in = rule_d is not None and "label_difference" not in g.details  # RULE_CONTENDER 'one_class'
+                stood_in = bool(g.details.get("rule_stood_in"))  # RULE_CONTENDER 'one_class'
                 one_class_champion = bool(g.details.get("champion_one_class"))
                 decision, inc_score = ALIAS[g.decision], g.details.get("champion_estimate")
                 if decision != "champion":  # the champion serves on: say when nothing vouches for it here

@@ -261,6 +261,11 @@ def load_xy(store: StageStore) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
     return X_s, y_s, store.read_table(STAGE, "target", columns=list(X_s.columns))
 
 
+def source_labels(store: StageStore) -> np.ndarray:
+    """The source's label codes from a finished ingest stage (its label column only)."""
+    return store.read_table(STAGE, "source", columns=[LABEL])[LABEL].to_numpy()
+
+
 def load_target_labels(store: StageStore) -> np.ndarray | None:
     """Held-out target labels (evaluation only), or None when the target had none."""
     if not read_ingest(store).has_target_labels:

@@ -48,10 +48,10 @@ from prefect.cache_policies import NO_CACHE
 from prefect.input import RunInput
 from pydantic import Field
 
-from shiftlib.decisions import FIRST_RULE_LABELS, ONE_CLASS_SHARE, RULE_CONTENDER, RULE_CONTENDERS
+from shiftlib.decisions import FIRST_RULE_LABELS, RULE_CONTENDER, RULE_CONTENDERS, rule_class, rule_placement
 from shiftlib.selection import LabelPlan, TargetPredictions, plan_labels
 from tasks.estimation import FOLD_SCORES, scv_from_estimation
-from tasks.ingest import INGESTED, ROW, TARGET_ROWS, load_xy, read_ingest
+from tasks.ingest import INGESTED, ROW, TARGET_ROWS, load_xy, read_ingest, source_labels
 from tasks.inputs import LabelsInputError, check_label_budget, filled_rows, planned_rows, read_filled
 from tasks.logs import run_logger
 from tasks.served import PREDICTIONS as SERVED_PREDICTIONS
@@ -121,20 +121,16 @@ def stage_predictions(store: StageStore, with_served: bool | None = None, learne
         tables.append(store.read_table(SERVED, "predictions").sort_values(ROW)
                       .reindex(columns=[ROW, "predicted", *proba_cols]))
     P = [g["predicted"].to_numpy() for g in tables]
-    if rule == "first" and served is None:  # the plan's contenders when it was made: no champion served
+    if served is None or served == RULE:  # no champion: the rule joins a plan over every candidate ('first')
+        place = "beside" if rule == "first" and served is None else None
+    else:  # beside a champion: where shiftlib's policy puts it (none beside a pair that never disagrees)
+        place = rule_placement("never" if rule == "first" else rule, P[-1], P[:-1])
+    if place is not None:
+        if place == "instead":  # a one-class champion is a constant rule itself: the rule stands in for it
+            del names[-1], tables[-1], P[-1]
         names.append(RULE)
         tables.append(_rule_rows(store, tables[0][ROW]))
         P.append(tables[-1]["predicted"].to_numpy())
-    if served is not None and served != RULE and rule in ("third", "one_class"):
-        counts = np.bincount(P[-1].astype(int))
-        one_class = counts.max() >= ONE_CLASS_SHARE * len(P[-1])
-        disagree = any((p != P[0]).any() for p in P[1:])  # else the gate keeps the champion: no label is asked
-        if (rule == "third" and disagree) or (rule == "one_class" and one_class):
-            if rule == "one_class":  # a one-class champion is a constant rule itself: the rule stands in for it
-                del names[-1], tables[-1], P[-1]
-            names.append(RULE)
-            tables.append(_rule_rows(store, tables[0][ROW]))
-            P.append(tables[-1]["predicted"].to_numpy())
     # the mean probability (the plan's and the estimate's surrogate) is the models' own: the majority-class rule,
     # a stand-in contender, has none
     models = [g for n, g in zip(names, tables, strict=True) if n != RULE]
@@ -147,8 +143,7 @@ def _rule_rows(store: StageStore, rows: pd.Series) -> pd.DataFrame:
     """The majority-class rule on the batch ``rows`` (the candidates' row keys): the source's largest class on
     each, as ``tasks.served.served_rule`` writes it for a first version's pair plan, read from the ingested tables
     every reader of a plan declares (not the raw target rows)."""
-    _, y_source, _ = load_xy(store)
-    c = int(np.argmax(np.bincount(np.asarray(y_source, int), minlength=len(read_ingest(store).classes))))
+    c = rule_class(source_labels(store), len(read_ingest(store).classes))
     return pd.DataFrame({ROW: rows.to_numpy(), "predicted": c})
 
 

@@ -66,15 +66,15 @@ def cautions(s: dict[str, Any]) -> list[str]:
                    f"{other}a later run with other learners (--learners) or more source rows "
                    f"{'' if other else 'may '}pass the gate")
     why = ch.get("champion_unvouched")  # a refused or kept new version leaves it serving; labels would weigh both
-    if why and ch.get("incumbent_version") and ch.get("gate_decision") in ("refused", "kept") and ch.get("labels"):
-        # the labels came and the champion still serves (helper-36: the note went, and no next step was left)
+    by_hand = f"`shiftflow champion --model {ch.get('registered_model', 'NAME')} --set VERSION` serves another version"
+    serves_on = bool(why and ch.get("incumbent_version") and ch.get("gate_decision") in ("refused", "kept"))
+    if serves_on and ch.get("labels"):  # they came and the champion still serves (helper-36: the note went, no next step left)
         weighed = ("the new version against the majority-class rule in its stead" if ch.get("rule_stood_in")
                    else "it against the new version")
         out.append(f"v{ch['incumbent_version']} serves on, and nothing vouches for it on this batch: {why}; the "
-                   f"{ch['labels']} target labels weighed {weighed} (the reason above gives what "
-                   f"they showed). `shiftflow champion --model {ch.get('registered_model', 'NAME')} --set VERSION` "
-                   "serves another version by hand; a run with other learners (--learners) may pass the gate")
-    elif why and ch.get("incumbent_version") and ch.get("gate_decision") in ("refused", "kept"):
+                   f"{ch['labels']} target labels weighed {weighed} (the reason above gives what they showed). "
+                   f"{by_hand} by hand; a run with other learners (--learners) may pass the gate")
+    elif serves_on:
         weigh = ("Labels on the rows where the new version and the majority-class rule disagree (--label-budget "
                  f"{budget()} --label-plan {UNDECIDED_LABEL_PLAN}) weigh the new version against the rule, which "
                  f"stands in for v{ch['incumbent_version']} (it predicts one class)" if _rule_stands_in(ch) else
@@ -82,8 +82,7 @@ def cautions(s: dict[str, Any]) -> list[str]:
                  f"(--label-budget {budget()} --label-plan {UNDECIDED_LABEL_PLAN}) weigh the two against each "
                  "other (the reason then gives their difference), not either against the majority-class rule")
         out.append(f"v{ch['incumbent_version']} serves on, but nothing vouches for it on this batch: {why}, so "
-                   f"its accuracy here is not known. {weigh}; `shiftflow champion --model "
-                   f"{ch.get('registered_model', 'NAME')} --set VERSION` serves another version by hand")
+                   f"its accuracy here is not known. {weigh}; {by_hand} by hand")
     if s.get("label_columns"):  # the ingest stage's check (tasks.ingest.label_rule_sentence)
         out.append(label_rule_sentence(list(s["label_columns"])))
     chosen, classes = s["selection"]["chosen"], s.get("classes") or []

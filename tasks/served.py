@@ -216,11 +216,11 @@ def served(store: Any, *, ctx: RunContext, model_name: str) -> dict[str, Any] | 
 
 def _rule_table(store: Any) -> StageOutput:
     """The majority-class rule on every raw target row: the source's largest class, with probability 1."""
-    from tasks.ingest import load_xy
+    from shiftlib.decisions import rule_class
+    from tasks.ingest import source_labels
 
-    _, y_source, _ = load_xy(store)
     n_classes = len(read_ingest(store).classes)
-    c = int(np.argmax(np.bincount(np.asarray(y_source, int), minlength=n_classes)))
+    c = rule_class(source_labels(store), n_classes)
     rows, _ = raw_target(store)
     table = pd.DataFrame({ROW: rows, "predicted": c})
     for k in range(n_classes):

@@ -749,3 +749,18 @@ def test_the_gate_says_when_nothing_vouches_for_the_champion_it_leaves_serving()
     assert far.details["champion_unvouched"] == "its source does not reach this batch (the gate's domain AUC 0.970 ≥ 0.95)"
     assert unvouched_reason(sure, 0.97) == far.details["champion_unvouched"] and unvouched_reason(sure, 0.94) is None
     assert "champion_unvouched" not in gate(one, None).details  # no champion: nothing serves on
+
+
+def test_where_the_rule_joins_a_pair_plan_and_which_class_it_predicts():
+    # rule_class: the source's largest class, the lowest code on a tie; rule_placement, worked by hand: beside a
+    # champion some contender disagrees with ('third'), in place of one that predicts one class on ≥ 99 % ('one_class')
+    from shiftlib.decisions import rule_class, rule_placement
+
+    assert rule_class([1, 1, 0, 2, 1], 3) == 1 and rule_class([0, 1, 1, 0], 2) == 0 and rule_class([2, 2], 4) == 2
+    champ, new = np.array([1] * 99 + [0]), np.array([0] * 100)
+    assert rule_placement("third", champ, [new]) == "beside" and rule_placement("third", champ, [champ]) is None
+    assert rule_placement("one_class", champ, [new]) == "instead"  # 99 of 100 rows: one class
+    assert rule_placement("one_class", np.array([1] * 98 + [0, 0]), [new]) is None  # 98 %
+    assert rule_placement("never", champ, [new]) is None
+    with pytest.raises(ValueError, match="mode must be one of"):
+        rule_placement("first", champ, [new])

@@ -340,7 +340,7 @@ def test_a_first_versions_labels_reach_the_gate_by_their_plans_kind(monkeypatch)
         return GateDecision("promoted", float("nan"), "recorded", {})
 
     monkeypatch.setattr(tc, "gate", fake_gate)
-    monkeypatch.setattr(tc, "label_difference", lambda *a, **k: (-0.094, 0.0, 17))
+    monkeypatch.setattr(tc, "label_differences", lambda *a, **k: ((-0.094, 0.0, 17), None))
     monkeypatch.setattr(tc, "_today_encoded", lambda *a, **k: pd.DataFrame({"a": [0.0, 1.0]}))
     monkeypatch.setattr(tc, "domain_auc", lambda *a, **k: 0.6)
     evidence = pd.DataFrame({"x:a": [0.0, 1.0], "y": [0, 1]})
@@ -444,19 +444,19 @@ def test_a_refused_new_version_says_whether_anything_vouches_for_the_champion_it
         g, _ = tc._gate(None, None, "m", inc, one, evidence, None, "sha", seed=0, rows=None, confidence=0.9)
         assert g.decision == "refused" and g.reason.startswith("it predicts one class for 100.0% of the batch")
         assert g.details["champion_unvouched"] == why
-    monkeypatch.setattr(tc, "label_difference", lambda *a, **k: (0.3, 0.05, 40))
+    monkeypatch.setattr(tc, "label_differences", lambda *a, **k: ((0.3, 0.05, 40), None))
     g, _ = tc._gate(None, None, "m", inc, one, evidence, None, "sha", seed=0, rows=None, confidence=0.9)
     assert g.decision == "refused" and g.reason.endswith("; with 40 target labels it is 0.300 ± 0.050 more accurate "
                                                          "than v1 on this batch")
-    monkeypatch.setattr(tc, "label_difference", lambda *a, **k: (-0.068, 0.04, 40))
+    monkeypatch.setattr(tc, "label_differences", lambda *a, **k: ((-0.068, 0.04, 40), None))
     g, _ = tc._gate(None, None, "m", inc, one, evidence, None, "sha", seed=0, rows=None, confidence=0.9)
     assert g.reason.endswith("; with 40 target labels it is 0.068 ± 0.040 less accurate than v1 on this batch")
-    monkeypatch.setattr(tc, "label_difference", lambda *a, **k: (0.3, 0.05, 40))
+    monkeypatch.setattr(tc, "label_differences", lambda *a, **k: ((0.3, 0.05, 40), None))
     assert g.details["labels"] == 40
     # a refusal on the margin over the rule, where the new version's source does not reach the batch: said so
     low = StoredPredictions("low", np.array([0, 1]), y, onehot[1 - y] * 0.8 + 0.1,
                             onehot[np.arange(40) % 2] * 0.8 + 0.1, np.arange(60) % 2)  # wrong on every source row
-    monkeypatch.setattr(tc, "label_difference", lambda *a, **k: None)
+    monkeypatch.setattr(tc, "label_differences", lambda *a, **k: (None, None))
     monkeypatch.setattr(tc, "champion_evidence", lambda *a, **k: (champ, 0.6))
     for auc, said in ((0.99, True), (0.6, False)):
         monkeypatch.setattr(tc, "domain_auc", lambda *a, auc=auc, **k: auc)
