@@ -67,6 +67,9 @@ __all__ = [
     "majority_baseline",
     "majority_margin",
     "predicts_the_rule",
+    "rule_class",
+    "rule_placement",
+    "rule_ties",
     "margin_draws",
     "p_beats_rule",
     "one_class",
@@ -154,6 +157,15 @@ RULE_CONTENDER = "one_class"
 #: over every candidate. Item 1 requires it, as :data:`RULE_CONTENDER` for a one-class champion; no replay covers
 #: first versions with labels, so it rests on that requirement and its tests.
 FIRST_RULE_LABELS = True
+#: whether target labels that weigh a first version against the majority-class rule (a pair plan's, or a plan over
+#: every candidate with the rule among its contenders, :data:`FIRST_RULE_LABELS`) decide in place of step 1's
+#: refusal on the label-free margin (True), or that refusal stands whatever they show (False, revisions 1–11).
+#: The margin is a label-free estimate, and where labels measure the same difference on the batch they are the
+#: better evidence (build item 4: labels change the numbers): helper-36 saw a first version refused at an estimated
+#: margin of +0.000 that was truly 0.043 above the rule (Ecdat Housing), with no labels route. A refusal for
+#: predicting one class stands (item 1), and beside a champion nothing changes (the pair's labels do not measure
+#: the rule: :data:`UNSURE_MARGIN`). No replay labels first versions, so this rests on item 4 and its tests
+FIRST_LABELS_DECIDE = True
 #: the variance form of the labels' estimate of a pair's difference, from which the gate reads P
 #: (``shiftlib.selection.fewlabel`` ``variance``): ``hh_model``, the Hansen–Hurwitz variance floored by the anticipated
 #: variance under the candidates' probabilities. The gate reads a contrast's interval, and that is what the ninth
@@ -405,6 +417,26 @@ def rule_class(y_source: Any, n_classes: int) -> int:
         The code of the class the rule predicts on every row.
     """
     return int(np.argmax(np.bincount(np.asarray(y_source, int), minlength=n_classes)))
+
+
+def rule_ties(y_source: Any, n_classes: int) -> list[int]:
+    """The classes tied with the majority-class rule's in the source (its own first, :func:`rule_class`): the
+    report names them, since which one the rule predicts is then a convention, not the data's.
+
+    Parameters
+    ----------
+    y_source : array-like of int
+        The source labels as class codes.
+    n_classes : int
+        How many classes there are.
+
+    Returns
+    -------
+    list of int
+        The codes of every class with the source's largest count, lowest first.
+    """
+    counts = np.bincount(np.asarray(y_source, int), minlength=n_classes)
+    return [int(c) for c in np.flatnonzero(counts == counts.max())]
 
 
 def rule_placement(mode: str, champion: Any, others: Sequence[Any]) -> str | None:
@@ -924,7 +956,9 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
        P = :func:`p_beats_rule` ≤ 1 − ``confidence``; otherwise the decision is ``undecided`` (the pair's labels
        decide), and with ``labels`` they decide as in step 5 (``promoted`` when P(better) ≥ ``confidence``):
        more accurate than a champion estimated more accurate than the rule, it is estimated more accurate
-       than the rule too.
+       than the rule too. Without a champion, target labels that weigh new against the rule (``labels`` or
+       ``rule_labels`` below) decide in place of a refusal on the margin (:data:`FIRST_LABELS_DECIDE`; the
+       label-free reason is kept as ``details["label_free_refusal"]``).
     2. Without a champion: ``promoted``; but ``undecided`` (nothing serves) when the new version's source does not
        reach the batch (``new_auc`` ≥ :data:`OVERLAP_AUC`), the run has no target labels (``target_labels`` 0)
        and ``first_reach`` (:data:`FIRST_REACH`, revision 7): as in step 5, a promotion must not rest on estimates
@@ -1026,6 +1060,11 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     if champion is not None:  # whether anything vouches for the model that serves on (step 4's guards)
         details["champion_unvouched"] = unvouched_reason(champion, champion_auc)
         details["champion_one_class"] = one_class_share(champion) >= ONE_CLASS_SHARE  # RULE_CONTENDER's case
+    overruled = None  # step 1's refusal on the label-free margin, when labels weigh a first version instead
+    if (refusal is not None and champion is None and FIRST_LABELS_DECIDE and details["one_class_share"] < ONE_CLASS_SHARE
+            and (labels is not None or rule_labels is not None)):
+        overruled, refusal = refusal, None
+        details["label_free_refusal"] = overruled
     if refusal is not None and (unsure_margin == "refuse" or champion is None
                                 or details["one_class_share"] >= ONE_CLASS_SHARE
                                 or details["champion_unvouched"] is not None):
@@ -1033,22 +1072,10 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     if refusal is not None:
         return _unsure_margin_gate(new, champion, refusal, labels, confidence, shared_source, n_boot, random_state,
                                    details)
-    if champion is None and labels is not None:
-        return _rule_labeled_gate(labels, confidence, details)
-    if champion is None and rule_labels is not None:  # a plan over every candidate, the rule among its contenders
-        details |= {"rule_label_difference": float(rule_labels[0]), "rule_label_se": float(rule_labels[1])}
-        if float(rule_labels[0]) <= 0:
-            return _rule_refusal(rule_labels, details)
     if champion is None:
-        if first_reach and not target_labels and new_auc is not None and new_auc >= OVERLAP_AUC:
-            return GateDecision("undecided", float("nan"), (
-                "no champion to compare with, and its source does not reach this batch (the gate's domain AUC "
-                f"{new_auc:.3f} ≥ {OVERLAP_AUC}): its estimated margin over the majority-class rule "
-                f"({details['majority_margin']:+.3f}) rests on no rows like the batch's, so nothing serves until "
-                "target labels decide"), details)
-        if first_margin and not target_labels:
-            return _first_margin_gate(new, confidence, n_boot, random_state, details)
-        return GateDecision("promoted", float("nan"), "no champion to compare with", details)
+        g = _first_gate(new, labels, rule_labels, confidence, new_auc, first_reach, first_margin, target_labels,
+                        n_boot, random_state, details)
+        return g if overruled is None else replace(g, reason=f"{g.reason} (without labels {overruled})")
     if np.array_equal(np.argmax(champion.proba_target, axis=1), np.argmax(new.proba_target, axis=1)):
         return GateDecision("kept", 0.5, "it predicts the champion's class on every batch row: nothing to gain",
                             details)
@@ -1219,6 +1246,33 @@ def _unsure_margin_gate(new: StoredPredictions, champion: StoredPredictions, ref
     return replace(g, reason=f"{g.reason} (without labels it was estimated no more accurate than the majority-class "
                    f"rule, margin {margin:+.3f} at P = {p_rule:.2f}; the champion is estimated more accurate than the "
                    "rule)")
+
+
+def _first_gate(new: StoredPredictions, labels: tuple[float, float, int] | None,
+                rule_labels: tuple[float, float, int] | None, confidence: float, new_auc: float | None,
+                first_reach: bool, first_margin: bool, target_labels: int, n_boot: int | None,
+                random_state: int | None, details: dict[str, Any]) -> GateDecision:
+    """Step 2 of :func:`gate`: a first version (no champion) past step 1's guards."""
+    if labels is not None:
+        return _rule_labeled_gate(labels, confidence, details)
+    if rule_labels is not None:  # a plan over every candidate, the rule among its contenders
+        details |= {"rule_label_difference": float(rule_labels[0]), "rule_label_se": float(rule_labels[1])}
+        if float(rule_labels[0]) <= 0:
+            return _rule_refusal(rule_labels, details)
+    if first_reach and not target_labels and new_auc is not None and new_auc >= OVERLAP_AUC:
+        return GateDecision("undecided", float("nan"), (
+            "no champion to compare with, and its source does not reach this batch (the gate's domain AUC "
+            f"{new_auc:.3f} ≥ {OVERLAP_AUC}): its estimated margin over the majority-class rule "
+            f"({details['majority_margin']:+.3f}) rests on no rows like the batch's, so nothing serves until "
+            "target labels decide"), details)
+    if first_margin and not target_labels:
+        return _first_margin_gate(new, confidence, n_boot, random_state, details)
+    if rule_labels is not None:
+        d, se, n = float(rule_labels[0]), float(rule_labels[1]), int(rule_labels[2])
+        return GateDecision("promoted", float("nan"), "no champion to compare with; with "
+                            f"{n} target labels it is estimated more accurate than the majority-class rule (difference "
+                            f"{d:+.3f} ± {se:.3f})", details)
+    return GateDecision("promoted", float("nan"), "no champion to compare with", details)
 
 
 def _first_margin_gate(new: StoredPredictions, confidence: float, n_boot: int | None, random_state: int | None,

@@ -50,6 +50,7 @@ from prefect.cache_policies import NO_CACHE
 from shiftlib.catalog import LABELED_SELECTOR, SOURCE_CV
 from shiftlib.decisions import (
     LABEL_VARIANCE,
+    ONE_CLASS_SHARE,
     PROMOTE_CONFIDENCE,
     UNVOUCHED_CHAMPION,
     GateDecision,
@@ -586,7 +587,7 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
                     f"version, fingerprint {facts['fingerprint'][:12]})")
         new_version = twin is None
         p_better, g_labels, unvouched, rule_d, stood_in = float("nan"), None, None, None, False
-        one_class_champion = False
+        one_class_champion, new_one_class, label_free = False, False, None
         if inc is not None and not new_version and str(inc.version) == str(mv.version):
             decision, gate_decision, inc_score, inc_version = "unchanged", "kept", None, inc.version
             reason = f"{same}; it stays champion" + (f" ({hold_champion} on this run)" if hold_champion else "")
@@ -605,6 +606,8 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
                 g_labels, rule_d = g.details.get("labels"), g.details.get("rule_label_difference")
                 stood_in = bool(g.details.get("rule_stood_in"))  # RULE_CONTENDER 'one_class'
                 one_class_champion = bool(g.details.get("champion_one_class"))
+                new_one_class = bool(g.details.get("one_class_share", 0.0) >= ONE_CLASS_SHARE)
+                label_free = g.details.get("label_free_refusal")  # labels overruled it (FIRST_LABELS_DECIDE)
                 decision, inc_score = ALIAS[g.decision], g.details.get("champion_estimate")
                 if decision != "champion":  # the champion serves on: say when nothing vouches for it here
                     unvouched = g.details.get("champion_unvouched")
@@ -624,7 +627,8 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
               "incumbent_score": inc_score, "incumbent_version": None if inc_version is None else str(inc_version),
               "reason": reason, "candidate": chosen, "fingerprint": facts["fingerprint"],
               "labels": None if g_labels is None else int(g_labels), "champion_unvouched": unvouched,
-              "rule_label_difference": rule_d, "rule_stood_in": stood_in, "champion_one_class": one_class_champion}
+              "rule_label_difference": rule_d, "rule_stood_in": stood_in, "champion_one_class": one_class_champion,
+              "new_one_class": new_one_class, "label_free_refusal": label_free}
     _announce(client, ctx, record, waited)
     log.info("champion: %s v%s is %s, %s (%s)", model_name, mv.version, decision, gate_decision, reason)
     if unvouched:
@@ -634,6 +638,9 @@ def champion(store: Any, selection_result: dict[str, Any], *, ctx: RunContext, m
 
 PREVIOUS = "shiftflow.previous_champion"  # on a version made champion: the version it replaced
 ALIAS_SET = "shiftflow.champion_set"  # on a version made champion by hand: when, by whom, why
+#: on a run that records one move of the alias by hand: "<model> v<version>" (its tag ALIAS_SET says when, who,
+#: why). The version's tag keeps only its latest move; these runs keep every one, for ``shiftflow history``
+MOVED = "shiftflow.champion_moved"
 
 
 def set_champion(tracking_uri: str, name: str, *, version: str | None = None, previous: bool = False,
@@ -681,7 +688,24 @@ def set_champion(tracking_uri: str, name: str, *, version: str | None = None, pr
                      f"{when} by {who}: {reason}")
         if inc is not None:
             with_retries(client.set_model_version_tag, name, str(target.version), PREVIOUS, str(inc.version))
+    _record_move(client, name, target, inc, f"{when} by {who}: {reason}")
     return {"from": None if inc is None else str(inc.version), "to": str(target.version)}
+
+
+def _record_move(client: MlflowClient, name: str, target: Any, inc: Any, said: str) -> None:
+    """A finished run that records one move by hand (tags :data:`MOVED`, :data:`ALIAS_SET`, the version replaced),
+    in the experiment of the run that registered ``target``: MLflow's runs are the audit log, every move kept
+    (the version's tag holds its latest only). Skipped when that run is gone (the tag still records the move)."""
+    try:
+        exp = with_retries(client.get_run, target.run_id).info.experiment_id if target.run_id else None
+    except MlflowException:
+        exp = None
+    if exp is None:
+        return
+    run = with_retries(client.create_run, exp, run_name=f"champion set to v{target.version} by hand", tags={
+        MOVED: f"{name} v{target.version}", ALIAS_SET: said,
+        PREVIOUS: "-" if inc is None else str(inc.version)})
+    with_retries(client.set_terminated, run.info.run_id)
 
 
 def _log_decision(client: MlflowClient, parent_run_id: str, record: dict[str, Any], waited: float) -> None:

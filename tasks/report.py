@@ -61,6 +61,10 @@ def cautions(s: dict[str, Any]) -> list[str]:
         other = (f"labels over every candidate (--label-budget {budget()} without --label-plan "
                  "pair) choose among all of them, and another may pass; so may "
                  if ch.get("labels") else "")  # a pair plan's labels judged only the label-free choice
+        if not ch.get("labels") and not ch.get("new_one_class"):  # refused on the label-free margin: labels decide
+            other = (f"target labels (--label-budget {budget()}, then --target-labels with the filled file) weigh "
+                     "the candidates against the majority-class rule on this batch and decide in place of the "
+                     "label-free estimate, and may pass it or another; so may ")
         out.append(f"nothing serves yet: {ch.get('registered_model', 'the model')} v{ch.get('version', '?')} was "
                    "refused (the reason above) and no version is champion, so `shiftflow score` has none to use; "
                    f"{other}a later run with other learners (--learners) or more source rows "
@@ -84,7 +88,7 @@ def cautions(s: dict[str, Any]) -> list[str]:
         out.append(f"v{ch['incumbent_version']} serves on, but nothing vouches for it on this batch: {why}, so "
                    f"its accuracy here is not known. {weigh}; {by_hand} by hand")
     if s.get("label_columns"):  # the ingest stage's check (tasks.ingest.label_rule_sentence)
-        out.append(label_rule_sentence(list(s["label_columns"])))
+        out.append(label_rule_sentence(list(s["label_columns"]), *(s.get("label_units") or ())))
     chosen, classes = s["selection"]["chosen"], s.get("classes") or []
     predicted = (s.get("predicted_classes") or {}).get(chosen)
     if predicted is not None and len(predicted) == 1 and len(classes) > 1 and not s.get("recalibration"):

@@ -662,6 +662,39 @@ def test_a_first_versions_labels_over_every_candidate_refuse_it_at_or_below_the_
     assert gate(new, None, target_labels=50, labels=(0.02, 0.05, 50)).decision == "undecided"
 
 
+def test_a_first_versions_labels_against_the_rule_decide_in_place_of_the_label_free_margin():
+    # FIRST_LABELS_DECIDE: a first version estimated without labels no better than the rule (_departs(3, 2):
+    # 3 wrong and 2 right where it departs from the rule, margin < 0) is refused; labels that weigh it against the
+    # rule decide instead (helper-36, Housing: refused at +0.000, truly 0.043 above the rule)
+    from shiftlib.decisions import FIRST_LABELS_DECIDE
+
+    assert FIRST_LABELS_DECIDE is True
+    P = _departs(3, 2)
+    assert majority_margin(P) < 0
+    kw = {"n_boot": 30, "random_state": 1}
+    bare = gate(P, None, **kw)
+    assert bare.decision == "refused" and "no more accurate than the majority-class rule" in bare.reason
+    # a pair plan (it and the rule): P = Φ(d / se) three ways, as for any first version
+    pair = gate(P, None, target_labels=50, labels=(0.05, 0.02, 50), **kw)
+    assert pair.decision == "promoted" and pair.p_better == pytest.approx(0.99379033, abs=1e-8)  # Φ(2.5)
+    assert pair.details["label_free_refusal"] == bare.reason
+    assert gate(P, None, target_labels=50, labels=(0.01, 0.02, 50), **kw).decision == "undecided"  # Φ(0.5)
+    assert gate(P, None, target_labels=50, labels=(-0.05, 0.02, 50), **kw).decision == "refused"
+    # a plan over every candidate with the rule among its contenders: refused at or below it, else promoted
+    assert pair.reason.endswith(f"(without labels {bare.reason})")  # what the labels overruled stays in view
+    over = gate(P, None, target_labels=50, rule_labels=(0.03, 0.02, 50), **kw)
+    assert over.decision == "promoted" and over.reason.startswith(
+        "no champion to compare with; with 50 target labels it is estimated more accurate than the majority-class "
+        "rule (difference +0.030 ± 0.020) (without labels it is estimated no more accurate")
+    low = gate(P, None, target_labels=50, rule_labels=(-0.02, 0.02, 50), **kw)
+    assert low.decision == "refused" and "with 50 target labels" in low.reason
+    # a one-class version is refused whatever the labels say (item 1), and so is one beside a champion
+    champ, sure = _pair()
+    assert gate(champ, None, target_labels=50, labels=(0.3, 0.01, 50), **kw).decision == "refused"
+    assert "label_free_refusal" not in gate(champ, None, target_labels=50, labels=(0.3, 0.01, 50), **kw).details
+    assert gate(P, sure, shared_source=True, labels=(0.3, 0.01, 50), **kw).decision == "refused"
+
+
 def test_what_ships_puts_the_rule_in_place_of_a_one_class_champion_only():
     # revision 10 was not adopted by its rule (reports/decisions_rule.md); revision 11 was (decisions_rule11.md)
     assert RULE_CONTENDERS == ("never", "third", "one_class") and RULE_CONTENDER == "one_class"
@@ -754,9 +787,11 @@ def test_the_gate_says_when_nothing_vouches_for_the_champion_it_leaves_serving()
 def test_where_the_rule_joins_a_pair_plan_and_which_class_it_predicts():
     # rule_class: the source's largest class, the lowest code on a tie; rule_placement, worked by hand: beside a
     # champion some contender disagrees with ('third'), in place of one that predicts one class on ≥ 99 % ('one_class')
-    from shiftlib.decisions import rule_class, rule_placement
+    from shiftlib.decisions import rule_class, rule_placement, rule_ties
 
     assert rule_class([1, 1, 0, 2, 1], 3) == 1 and rule_class([0, 1, 1, 0], 2) == 0 and rule_class([2, 2], 4) == 2
+    assert rule_ties([1, 1, 0, 2, 1], 3) == [1] and rule_ties([0, 1, 1, 0], 2) == [0, 1]
+    assert rule_ties([2, 0, 2, 0, 1], 4) == [0, 2] and rule_ties([2, 2], 4) == [2]  # counts 2, 1, 2, 0
     champ, new = np.array([1] * 99 + [0]), np.array([0] * 100)
     assert rule_placement("third", champ, [new]) == "beside" and rule_placement("third", champ, [champ]) is None
     assert rule_placement("one_class", champ, [new]) == "instead"  # 99 of 100 rows: one class

@@ -263,6 +263,7 @@ def test_a_one_class_model_is_never_champion(registry):
     rec = _run(registry, store, parent, name="far-model")
     assert (rec["decision"], rec["gate_decision"]) == ("challenger", "refused")
     assert "one class" in rec["reason"]
+    assert rec["new_one_class"] is True and rec["label_free_refusal"] is None  # no label can pass it: the report
     assert {k: str(v) for k, v in client.get_registered_model("far-model").aliases.items()} == {"challenger": "1"}
 
 
@@ -292,6 +293,7 @@ def test_a_first_version_beyond_its_sources_reach_serves_nothing_until_labels(re
     again = tc.champion.fn(store2, _selection(), ctx=_ctx(registry, parent2, store2.run_id),
                            model_name="first-far-model", policy=tc.GatePolicy(k=5), labeled=labeled)
     assert (again["decision"], again["gate_decision"], again["version"]) == ("champion", "promoted", "1")
+    assert again["new_one_class"] is False and again["label_free_refusal"] is None
     # the version that serves is no longer the challenger (helper-32 saw {'challenger': 2, 'champion': 2})
     assert {k: str(v) for k, v in client.get_registered_model("first-far-model").aliases.items()} == {"champion": "1"}
 

@@ -88,10 +88,18 @@ def test_an_undecided_gate_says_which_labels_settle_it() -> None:
         assert cautions(base | {"champion": undecided | {"gate_decision": decided}}) == []
     # a refused first version: nothing serves, and the note says so (helper-31's sweep: the report said nothing)
     no_champion = undecided | {"gate_decision": "refused", "incumbent_version": None, "version": "2"}
-    (refused,) = cautions(base | {"champion": no_champion})  # v2: the version refused, whichever came before
+    # refused for predicting one class: no label can pass it (item 1)
+    (refused,) = cautions(base | {"champion": no_champion | {"new_one_class": True}})  # v2: the version refused
     assert refused == ("nothing serves yet: m v2 was refused (the reason above) and no version is champion, so "
                        "`shiftflow score` has none to use; a later run with other learners (--learners) or more "
                        "source rows may pass the gate")
+    # refused on the label-free margin over the rule: target labels decide in its place (FIRST_LABELS_DECIDE)
+    (margin,) = cautions(base | {"champion": no_champion | {"new_one_class": False}})
+    assert margin == ("nothing serves yet: m v2 was refused (the reason above) and no version is champion, so "
+                      "`shiftflow score` has none to use; target labels (--label-budget 30, then --target-labels with "
+                      "the filled file) weigh the candidates against the majority-class rule on this batch and decide "
+                      "in place of the label-free estimate, and may pass it or another; so may a later run with other "
+                      "learners (--learners) or more source rows pass the gate")
     # refused by a pair plan's labels: they judged the label-free choice only; labels over every candidate choose
     (by_labels,) = cautions(base | {"n_target": 500, "champion": no_champion | {"labels": 26}})  # a new plan
     assert by_labels.endswith("no version is champion, so `shiftflow score` has none to use; labels over every "
