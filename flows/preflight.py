@@ -129,11 +129,12 @@ def preflight(config: RetrainConfig) -> Checked:
     return checked
 
 
-def _check_filled(config: RetrainConfig, classes: list[Any], n_target: int) -> None:
+def _check_filled(config: RetrainConfig, classes: list[Any], n_target: int,
+                  ingested: tuple[dict[str, Any], dict[str, str]]) -> None:
     """The filled labels file on its own (readable, its columns, row keys, classes: ``tasks.inputs.read_filled``)
-    and that some run under the run root has planned labels at all, with this code, seed and kind of plan
-    (``tasks.inputs.check_plan_kind``); whether the plan is this configuration's needs the training stage, so the
-    labels stage checks that."""
+    and that some run under the run root has planned labels at all, with this code, seed, kind of plan and
+    ingested tables (``ingested``: ``tasks.ingest.ingest_identity``; ``tasks.inputs.check_plan_kind``); whether the
+    plan is this configuration's (its candidates) needs the training stage, so the labels stage checks that."""
     from flows.paths import default_run_root
     from tasks.inputs import LabelsInputError, check_plan_kind, read_filled
     from tasks.store import stage_manifests
@@ -145,7 +146,7 @@ def _check_filled(config: RetrainConfig, classes: list[Any], n_target: int) -> N
                                "(same configuration and run root), fill the file it writes, then pass it with "
                                "--target-labels")
     check_plan_kind(root, config.target_labels, config.label, seed=config.seed,
-                    pair_plan=config.label_plan == "pair")
+                    pair_plan=config.label_plan == "pair", ingest=ingested)
 
 
 def _preflight(config: RetrainConfig) -> Checked:
@@ -186,7 +187,10 @@ def _preflight(config: RetrainConfig) -> Checked:
 
         check_label_budget(config.label_budget, prepared.n_target)
     if config.target_labels is not None:
-        _check_filled(config, list(prepared.classes), prepared.n_target)
+        from tasks.ingest import ingest_identity
+
+        ingested = ingest_identity(raw_source, raw_target, config.source, config.target, config.label, options)
+        _check_filled(config, list(prepared.classes), prepared.n_target, ingested)
     if config.label_plan != "candidates" and config.label_budget is None and config.target_labels is None:
         notes.append(f"label_plan={config.label_plan!r} has no effect without --label-budget (or --target-labels): "
                      "no labels are planned")

@@ -29,7 +29,7 @@ from tasks.drift import drift
 from tasks.estimation import estimation, realized_history, served_estimate
 from tasks.evaluation import evaluate
 from tasks.history import log_history
-from tasks.ingest import IngestManifest, IngestOptions, ingest, log_data_inputs, read_ingest
+from tasks.ingest import IngestManifest, IngestOptions, ingest, log_data_inputs, read_ingest, rule_classes
 from tasks.labels import labels, labels_form
 from tasks.limits import task_threads
 from tasks.recalibration import recalibration
@@ -192,7 +192,8 @@ def _decide(run: _Run, prep: dict[str, Any], labeled: dict[str, Any] | None) -> 
                                   cv_folds=config.cv_folds)
     model_name = registered_name(run)
     estimate = served_estimate(prep["estimates"], chosen["chosen"], ctx=ctx, min_accuracy=config.min_accuracy,
-                               model_name=model_name, labeled=chosen.get("fewlabel"), history=prep["history"])
+                               model_name=model_name, labeled=chosen.get("fewlabel"), history=prep["history"],
+                               rule=rule_classes(run.store))
     with run.stage("champion"):
         policy = GatePolicy(k=config.selection_folds, rows=config.selection_rows,
                             promote_confidence=config.promote_confidence, unvouched=config.unvouched_champion,
@@ -233,6 +234,7 @@ def _summary(run: _Run, prep: dict[str, Any], dec: dict[str, Any]) -> dict[str, 
         "skipped_candidates": training.skipped,
         "classes": ing.classes,
         "label_columns": ing.label_columns,
+        "label_units": ing.label_units,
         "n_target": ing.n_target,
         "predicted_classes": {n: None if m.predicted_classes is None else list(m.predicted_classes)
                               for n, m in training.models.items()},

@@ -97,7 +97,7 @@ def oof_metrics(y: np.ndarray, proba: np.ndarray, classes: np.ndarray,
     sw = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
     out = {
         "accuracy": float(accuracy_score(y, pred, sample_weight=sw)),
-        "log_loss": float(log_loss(y, np.clip(proba, 1e-15, 1), labels=classes, sample_weight=sw)),
+        "log_loss": float(log_loss(y, _rows_sum_to_one(proba), labels=classes, sample_weight=sw)),
     }
     if len(classes) == 2:
         out["auc"] = float(roc_auc_score(y, proba[:, 1], sample_weight=sw))
@@ -105,3 +105,11 @@ def oof_metrics(y: np.ndarray, proba: np.ndarray, classes: np.ndarray,
     else:
         out["auc"] = float(roc_auc_score(y, proba, multi_class="ovr", labels=classes))
     return out
+
+
+def _rows_sum_to_one(proba: np.ndarray) -> np.ndarray:
+    """``proba`` clipped away from 0 and each row rescaled to sum to one: a learner's rounding (or a 0 clipped up)
+    leaves rows a little off, and scikit-learn's ``log_loss`` warns on them since 1.5 instead of rescaling as it did
+    (helper-36 saw the warning on the console, NB+kmm)."""
+    p = np.clip(np.asarray(proba, dtype=float), 1e-15, 1)
+    return p / p.sum(axis=1, keepdims=True)

@@ -358,7 +358,7 @@ def labeled_estimate(r: Mapping[str, Any], labeled: Mapping[str, Any] | None) ->
 @task(name="served-estimate", cache_policy=NO_CACHE)
 def served_estimate(table: pd.DataFrame, served: str, *, ctx: RunContext, min_accuracy: float | None,
                     model_name: str | None = None, labeled: Mapping[str, Any] | None = None,
-                    history: pd.DataFrame | None = None) -> dict[str, Any]:
+                    history: pd.DataFrame | None = None, rule: list[Any] | None = None) -> dict[str, Any]:
     """The served candidate's estimate on ``ctx``'s parent run (``estimate.*``, ``estimate.majority_baseline``, the
     tags ``shiftflow.estimate.overlap`` and ``shiftflow.estimate.regime``; with this deployment's realised-labels
     ``history`` (:func:`realized_history`) ``estimate.realized.*``, the estimate corrected by its past errors,
@@ -366,7 +366,8 @@ def served_estimate(table: pd.DataFrame, served: str, *, ctx: RunContext, min_ac
     with the label-free one — the corrected one when there is one — :func:`labeled_estimate`). ``alert`` is
     True (the parent is tagged ``shiftflow.alert=accuracy`` and the event ``shiftflow.alert.accuracy`` is
     emitted) when the upper end of the last of these intervals is below ``min_accuracy``; an interval that
-    straddles ``min_accuracy`` is a warning."""
+    straddles ``min_accuracy`` is a warning. ``rule``: the majority-class rule's class and those tied with it in the source
+    (``tasks.ingest.rule_classes``), named beside its accuracy."""
     rows = table[table["candidate"] == served]
     if rows.empty:
         raise ValueError(f"no accuracy estimate for the served candidate {served!r}; "
@@ -413,7 +414,7 @@ def served_estimate(table: pd.DataFrame, served: str, *, ctx: RunContext, min_ac
     return {"candidate": served, "method": r["method"], "accuracy": float(r["estimate"]),
             "ci_low": float(r["ci_low"]), "ci_high": float(r["ci_high"]), "confidence": float(r["confidence"]),
             "min_accuracy": min_accuracy, "alert": bool(alert), "straddles": bool(straddles),
-            "majority_baseline": baseline, "majority_margin": margin,
+            "majority_baseline": baseline, "majority_margin": margin, "majority_classes": rule,
             "same_as_rule": bool(r.get("one_class_share") == 1.0 and margin == 0.0),  # its class on every row
             "overlap": overlap, "labeled": lab, "realized": real,
             "realized_batches": _batches(r, history),
@@ -477,6 +478,17 @@ def labeled_line(served: Mapping[str, Any]) -> str | None:
             f"estimate, whose weight is {lab['prior_weight']:.2f})")
 
 
+def rule_class_words(rule: list[Any] | None) -> str:
+    """`` ('No')`` after "majority-class rule": the class it predicts; when the source's largest classes tie, which
+    of them it took, since that is the label's order and not the data's (helper-36 could not tell)."""
+    if not rule:
+        return ""
+    if len(rule) == 1:
+        return f" ({rule[0]!r})"
+    return (f" ({rule[0]!r}, tied in the source with {', '.join(repr(c) for c in rule[1:])}: the first in the "
+            "label's order)")
+
+
 def baseline_words(served: Mapping[str, Any]) -> str:
     """``; majority-class rule 0.650`` beside an estimate (empty when unknown). When the paired margin the
     champion gate's guard reads (``shiftlib.decisions.majority_margin``) has the other sign than estimate −
@@ -485,7 +497,7 @@ def baseline_words(served: Mapping[str, Any]) -> str:
     b = served.get("majority_baseline")
     if b is None or b != b:
         return ""
-    words = f"; majority-class rule {b:.3f}"
+    words = f"; majority-class rule{rule_class_words(served.get('majority_classes'))} {b:.3f}"
     if served.get("same_as_rule"):  # shiftlib.decisions.majority_margin: 0 exactly
         # one accuracy, two estimates: the model's is the median of every estimator, the rule's of the seven that
         # pair with it (shiftlib.decisions.BASELINE_PAIRS); helper-36 read 0.746 beside 0.699 as a contradiction

@@ -39,26 +39,33 @@ def model_history(tracking_uri: str, model_name: str) -> pd.DataFrame:
                      order_by=["attributes.start_time ASC"], max_results=5000) if exps else [])]
     rows = [_row(r, tag) for tag, r in runs
             if r.data.tags[tag].rsplit(" v", 1)[0] == model_name]  # LIKE's _ and % match more than the name
-    rows += _set_by_hand(client, name)
+    rows += _set_by_hand(client, name, exps)
     return pd.DataFrame(sorted(rows, key=lambda r: r["started"]), columns=COLUMNS)
 
 
-def _set_by_hand(client: MlflowClient, quoted_name: str) -> list[dict[str, Any]]:
-    """A row per version made champion by hand (``shiftflow champion --set`` / ``--previous``: its tag
-    ``tasks.champion.ALIAS_SET``, "<when> by <who>: <why>"), the latest such move of each version; no estimate.
-    ``quoted_name``: the model's name with ``'`` doubled, as :func:`model_history` puts it in a filter."""
+def _set_by_hand(client: MlflowClient, quoted_name: str, exps: list[str]) -> list[dict[str, Any]]:
+    """A row per move of the champion alias by hand (``shiftflow champion --set`` / ``--previous``): each move's
+    run (tag ``tasks.champion.MOVED``), and, for stores older than those runs, a version's tag
+    ``tasks.champion.ALIAS_SET`` ("<when> by <who>: <why>", its latest move) where no run records that move; no
+    estimate. ``quoted_name``: the model's name with ``'`` doubled, as :func:`model_history` puts it in a
+    filter."""
     from mlflow.exceptions import MlflowException
 
-    from tasks.champion import ALIAS_SET
+    from tasks.champion import ALIAS_SET, MOVED
 
+    moves = [(r.data.tags[MOVED].rsplit(" v", 1)[1], r.data.tags.get(ALIAS_SET, ""), r.info.run_id) for r in (
+        with_retries(client.search_runs, exps, f"tags.`{MOVED}` LIKE '{quoted_name} v%'", max_results=5000)
+        if exps else []) if r.data.tags[MOVED].rsplit(" v", 1)[0] == quoted_name.replace("''", "'")]
     try:
         versions = with_retries(client.search_model_versions, f"name = '{quoted_name}'")
     except MlflowException:  # no such registered model: runs only
-        return []
+        versions = []
+    recorded = {(version, said) for version, said, _ in moves}
+    moves += [(str(v.version), v.tags[ALIAS_SET], "") for v in versions
+              if v.tags.get(ALIAS_SET) and (str(v.version), v.tags[ALIAS_SET]) not in recorded]
     out = []
-    for v in versions:
-        said = v.tags.get(ALIAS_SET)
-        if not said or " by " not in said:
+    for version, said, run_id in moves:
+        if " by " not in said:
             continue
         when, rest = said.split(" by ", 1)
         try:
@@ -68,9 +75,9 @@ def _set_by_hand(client: MlflowClient, quoted_name: str) -> list[dict[str, Any]]
         started = started.tz_localize("UTC") if started.tzinfo is None else started.tz_convert("UTC")
         who, _, why = rest.partition(": ")
         out.append({c: float("nan") for c in COLUMNS} | {
-            "started": started, "run_id": "", "run_name": f"champion set by {who}", "candidate": "",
-            "version": str(v.version), "decision": f"set by hand: {why}", "serving": str(v.version),
-            "realized_from": "", "drift": "", "overlap": "", "regime": ""})
+            "started": started, "run_id": run_id, "run_name": f"champion set by {who}", "candidate": "",
+            "version": version, "decision": "set by hand" + (f": {why}" if why and why != "set by hand" else ""),
+            "serving": version, "realized_from": "", "drift": "", "overlap": "", "regime": ""})
     return out
 
 

@@ -100,23 +100,31 @@ def ingest(
     ``target_rows.parquet``, so in the labels stage's ``to_label.csv``); None: rows are known by order."""
     log = run_logger()
     opts = options or IngestOptions()
-    simulate_bias, id_column = opts.simulate_bias, opts.id_column
+    simulate_bias = opts.simulate_bias
     raw_source, raw_target, notes = read_inputs(source_spec, target_spec, label, simulate_bias)
     for note in notes:
         log.info("ingest: %s", note)
+    params, hashes = ingest_identity(raw_source, raw_target, source_spec, target_spec, label, opts)
+    # the fitted preprocessor is a companion stage: written first, reused only together with the tables
+    return store.find_or_write(STAGE, params, (), lambda: _compute(raw_source, raw_target, label, opts, hashes),
+                               also=hashes, companions=(PREPROCESSOR_STAGE,)).manifest
+
+
+def ingest_identity(raw_source: pd.DataFrame, raw_target: pd.DataFrame | None, source_spec: str,
+                    target_spec: str | None, label: str, opts: IngestOptions) -> tuple[dict[str, Any], dict[str, str]]:
+    """The ingest stage's parameters and input hashes (its key, ``tasks.store.stage_key``, is made of them): the
+    preflight compares them with a stored label plan's run before any stage runs."""
     # the raw tables' hashes: ingest reads no earlier stage, its inputs are the tables it is given
     hashes = {"source": frame_hash(raw_source)}
     if raw_target is not None:
         hashes["target"] = frame_hash(raw_target)
     # the manifest keeps the references without their passwords (tasks.sources.mask_secrets)
     params = {"source": mask_secrets(source_spec), "target": target_spec and mask_secrets(target_spec), "label": label,
-              "positive_label": opts.positive_label, "simulate_bias": simulate_bias, "seed": opts.seed,
+              "positive_label": opts.positive_label, "simulate_bias": opts.simulate_bias, "seed": opts.seed,
               "drop_columns": sorted(opts.drop_columns or []), "max_levels": opts.max_levels}
-    if id_column is not None:  # only when set: runs without it keep their stage keys
-        params["id_column"] = id_column
-    # the fitted preprocessor is a companion stage: written first, reused only together with the tables
-    return store.find_or_write(STAGE, params, (), lambda: _compute(raw_source, raw_target, label, opts, hashes),
-                               also=hashes, companions=(PREPROCESSOR_STAGE,)).manifest
+    if opts.id_column is not None:  # only when set: runs without it keep their stage keys
+        params["id_column"] = opts.id_column
+    return params, hashes
 
 
 def _compute(raw_source: pd.DataFrame, raw_target: pd.DataFrame | None, label: str, opts: IngestOptions,
@@ -148,7 +156,7 @@ def _compute(raw_source: pd.DataFrame, raw_target: pd.DataFrame | None, label: s
     if p_select is not None:  # the true P(s=1|x,y) of each source row: oracle weights, evaluation only
         tables["source_selection"] = pd.DataFrame({ROW: source[ROW], "p_select": p_select})
     extra = prepared.to_dict() | {"label": label, "bias": bias_info, "data_hashes": hashes,
-                                  "label_columns": _label_columns(prepared, opts.seed)}
+                                  **_label_columns(prepared, opts.seed)}
     preprocessor = StageOutput(files={PREPROCESSOR: pickle.dumps(prepared.preprocessor, protocol=5),
                                       RAW_EXAMPLE: pickle.dumps(inp.example, protocol=5)},
                                extra={"raw_columns": [str(c) for c in inp.example.columns]})
@@ -158,23 +166,36 @@ def _compute(raw_source: pd.DataFrame, raw_target: pd.DataFrame | None, label: s
     return StageOutput(tables, extra=extra, before={PREPROCESSOR_STAGE: preprocessor})
 
 
-def _label_columns(prepared: Any, seed: int) -> list[str]:
+def _label_columns(prepared: Any, seed: int) -> dict[str, Any]:
     """The two or more source columns the label follows from exactly (``shiftlib.ingest.label_rule_columns``),
-    with a warning; [] otherwise (one such column is named at the door by ``check_tables``)."""
-    cols = label_rule_columns(prepared.source_X, prepared.source_y, feature_origins(prepared.preprocessor.plan_),
-                              random_state=seed)
+    with a warning, and how many distinct rows of them the source holds (``label_units``: [distinct, rows]);
+    ``label_columns`` [] otherwise (one such column is named at the door by ``check_tables``)."""
+    origins = feature_origins(prepared.preprocessor.plan_)
+    cols = label_rule_columns(prepared.source_X, prepared.source_y, origins, random_state=seed)
     if len(cols) < 2:
-        return []
-    run_logger().warning("ingest: %s", label_rule_sentence([str(c) for c in cols]))
-    return [str(c) for c in cols]
+        return {"label_columns": []}
+    names = [str(c) for c in cols]
+    encoded = [c for c in prepared.source_X.columns if str(origins.get(str(c), c)) in names]
+    units = [int(len(prepared.source_X[encoded].drop_duplicates())), int(len(prepared.source_X))]
+    run_logger().warning("ingest: %s", label_rule_sentence(names, *units))
+    return {"label_columns": names, "label_units": units}
 
 
-def label_rule_sentence(columns: list[str]) -> str:
-    """What to do when the label follows from ``columns`` (the run's log and the closing report say it alike)."""
+def label_rule_sentence(columns: list[str], distinct: int | None = None, rows: int | None = None) -> str:
+    """What to do when the label follows from ``columns`` (the run's log and the closing report say it alike).
+    When the source's ``rows`` hold at most half as many ``distinct`` rows of those columns, the rows repeat: they
+    may be repeated records of a few units (a professor's courses), whose label is the unit's own, and then the
+    columns are no leak (helper-36's TeachingRatings run read as one)."""
     names = ", ".join(repr(c) for c in columns)
-    return (f"the label follows exactly from columns {names} (a tree of depth {LEAK_DEPTH} on them is right on every "
-            "source row, and on all but a few out of fold): if it was computed from them, or they are recorded after the outcome, every "
-            f"estimate will look perfect; then drop them (--drop-columns {','.join(columns)})")
+    out = (f"the label follows exactly from columns {names} (a tree of depth {LEAK_DEPTH} on them is right on every "
+           "source row, and on all but a few out of fold): if it was computed from them, or they are recorded after "
+           f"the outcome, every estimate will look perfect; then drop them (--drop-columns {','.join(columns)})")
+    if distinct is not None and rows is not None and 2 * distinct <= rows:
+        out += (f". But the {rows} source rows hold only {distinct} distinct values of them: if the rows are repeated "
+                f"records of {distinct} units (people, firms, places), the label may be each unit's own and the columns "
+                "no leak; keep them then, and know that the candidates' cross-validation sees each unit on both "
+                "sides of a fold, so the source-side estimates are optimistic")
+    return out
 
 
 def readable_rows(table: pd.DataFrame, label: str, id_column: str | None = None) -> pd.DataFrame:
@@ -220,6 +241,7 @@ class IngestManifest:
     id_column: str | None
     data_hashes: dict[str, str]
     label_columns: list[str] = field(default_factory=list)  # the label follows from them (``_label_columns``)
+    label_units: list[int] = field(default_factory=list)  # [distinct rows of those columns, source rows]
 
     @property
     def n_source(self) -> int:
@@ -249,7 +271,8 @@ def read_ingest(store: StageStore) -> IngestManifest:
                           has_source_selection="source_selection.parquet" in files,
                           source_ref=params.get("source"), target_ref=params.get("target"),
                           id_column=params.get("id_column"), data_hashes=dict(extra.get("data_hashes", {})),
-                          label_columns=list(extra.get("label_columns", [])))
+                          label_columns=list(extra.get("label_columns", [])),
+                          label_units=list(extra.get("label_units", [])))
 
 
 def load_xy(store: StageStore) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
@@ -264,6 +287,15 @@ def load_xy(store: StageStore) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
 def source_labels(store: StageStore) -> np.ndarray:
     """The source's label codes from a finished ingest stage (its label column only)."""
     return store.read_table(STAGE, "source", columns=[LABEL])[LABEL].to_numpy()
+
+
+def rule_classes(store: StageStore) -> list[Any]:
+    """The majority-class rule's class and the classes tied with it in the source, by name
+    (``shiftlib.decisions.rule_ties``: the rule's first)."""
+    from shiftlib.decisions import rule_ties
+
+    classes = read_ingest(store).classes
+    return [classes[c] for c in rule_ties(source_labels(store), len(classes))]
 
 
 def load_target_labels(store: StageStore) -> np.ndarray | None:

@@ -9,6 +9,7 @@ import hashlib
 import threading
 import warnings
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -373,16 +374,19 @@ def planned_rows(manifest: Path) -> set[int] | None:
         return None
 
 
-def check_plan_kind(run_root: Path, spec: str, label: str, *, seed: int, pair_plan: bool) -> None:
+def check_plan_kind(run_root: Path, spec: str, label: str, *, seed: int, pair_plan: bool,
+                    ingest: tuple[Mapping[str, Any], Mapping[str, str]] | None = None) -> None:
     """Refuse a filled labels file in seconds when no label plan stored under ``run_root`` can be this run's: a plan
-    is answered only by the code that wrote it, with the same seed and the same kind of plan (a pair or every
-    candidate; ``tasks.labels`` keys plans so), and those three are known before training. Which plan of the rest
-    the file answers is found by its labeled rows (the one holding most of them, else the newest), and the message
-    names what differs. Whether a plan of the right kind is this configuration's (the same tables and candidates)
-    needs the training stage, so ``tasks.labels.read_labels`` checks that. Raises ``LabelsInputError``."""
+    is answered only by the code that wrote it, with the same seed, the same kind of plan (a pair or every
+    candidate; ``tasks.labels`` keys plans so) and, given ``ingest`` (this run's ingest parameters and table hashes,
+    ``tasks.ingest.ingest_identity``), the same ingested tables: all are known before training. The plan the file
+    answers is the one whose stage folder holds it (filled in place), else the one holding most of its labeled rows
+    (the newest among equals), and the message names what differs. Whether a plan that passes is this
+    configuration's (the same candidates) needs the training stage, so ``tasks.labels.read_labels`` checks that.
+    Raises ``LabelsInputError``."""
     import json
 
-    from tasks.store import code_version, stage_manifests
+    from tasks.store import MANIFEST, code_version, stage_manifests
 
     now = code_version()
     manifests = []
@@ -392,14 +396,18 @@ def check_plan_kind(run_root: Path, spec: str, label: str, *, seed: int, pair_pl
         except (OSError, ValueError):
             continue
         params = man.get("params", {})
-        if man.get("code_version") == now and params.get("seed") == seed and ("pair" in params) == pair_plan:
+        if (man.get("code_version") == now and params.get("seed") == seed and ("pair" in params) == pair_plan
+                and (ingest is None or not _ingest_diffs(_run_ingest(m), ingest))):
             return
         manifests.append((m, man))
     rows = filled_rows(spec, label)  # only a refusal reads the rows: which plan the file answers
-    plans = [(planned, m.stat().st_mtime, man) for m, man in manifests if (planned := planned_rows(m)) is not None]
+    own = labels_path(spec).resolve().parent / MANIFEST
+    plans = [(m.resolve() == own, planned, m.stat().st_mtime, man) for m, man in manifests
+             if (planned := planned_rows(m)) is not None]
     if not plans:
         return  # nothing readable to diagnose: the labels stage says what is missing
-    planned, _, man = max(plans, key=lambda p: (len(p[0] & rows), p[1]))
+    in_place, planned, _, man = max(plans, key=lambda p: (p[0], len(p[1] & rows), p[2]))
+    m = next(m for m, x in manifests if x is man)
     params = man.get("params", {})
     diffs = []
     if man.get("code_version") != now:
@@ -410,11 +418,40 @@ def check_plan_kind(run_root: Path, spec: str, label: str, *, seed: int, pair_pl
         kinds = ("--label-plan pair", "a plan over every candidate")
         then, now_kind = (kinds[0], kinds[1]) if "pair" in params else (kinds[1], kinds[0])
         diffs.append(f"the label plan ({then} then, {now_kind} now)")
-    whose = ("whose rows the file holds" if rows and planned & rows else "the newest stored")
+    if ingest is not None:
+        diffs += _ingest_diffs(_run_ingest(m), ingest)
+    whose = ("whose folder holds the file" if in_place else "whose rows the file holds" if rows and planned & rows
+             else "the newest stored")
     raise LabelsInputError(f"{labels_path(spec)}: no label plan under the run root {run_root} can take it: the plan "
                            f"{whose} (run {man.get('run_id')}) differs from this run in {', '.join(diffs)}. Resume "
                            "with that run's configuration and shiftflow version, or plan anew with --label-budget "
                            "and fill the new file")
+
+
+def _run_ingest(labels_manifest: Path) -> dict[str, Any]:
+    """The ingest manifest of the run folder holding a labels stage's manifest ({} when unreadable)."""
+    import json
+
+    try:
+        return json.loads((labels_manifest.parent.parent / "ingest" / labels_manifest.name).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _ingest_diffs(then: Mapping[str, Any], now: tuple[Mapping[str, Any], Mapping[str, str]]) -> list[str]:
+    """What differs, in words, between a stored ingest manifest and this run's (parameters, table hashes) in what
+    the ingested tables are made of: the tables' contents and the settings, not where the tables were read from
+    (the same rows under another path make the same plan). [] when nothing differs or ``then`` is unreadable."""
+    if not then:
+        return []
+    names = {"source": "the source table", "target": "the target batch"}
+    hashes = then.get("inputs", {})
+    out = [f"{names.get(k, k)} (other rows or values)" for k in sorted(set(hashes) | set(now[1]))
+           if hashes.get(k) != now[1].get(k)]
+    params = then.get("params", {})
+    return out + [f"the setting {k} ({params.get(k)!r} then, {now[0].get(k)!r} now)"
+                  for k in sorted(set(params) | set(now[0]))
+                  if k not in ("source", "target", "seed") and params.get(k) != now[0].get(k)]  # seed: said above
 
 
 def _is_int(v: str) -> bool:

@@ -52,11 +52,18 @@ from shiftlib.decisions import FIRST_RULE_LABELS, RULE_CONTENDER, RULE_CONTENDER
 from shiftlib.selection import LabelPlan, TargetPredictions, plan_labels
 from tasks.estimation import FOLD_SCORES, scv_from_estimation
 from tasks.ingest import INGESTED, ROW, TARGET_ROWS, load_xy, read_ingest, source_labels
-from tasks.inputs import LabelsInputError, check_label_budget, filled_rows, planned_rows, read_filled
+from tasks.inputs import (
+    LabelsInputError,
+    check_label_budget,
+    filled_rows,
+    labels_path,
+    planned_rows,
+    read_filled,
+)
 from tasks.logs import run_logger
 from tasks.served import PREDICTIONS as SERVED_PREDICTIONS
 from tasks.served import RULE, SERVED, served_contender
-from tasks.store import Read, StageOutput, StageStore, code_version, stage_key, stage_manifests
+from tasks.store import MANIFEST, Read, StageOutput, StageStore, code_version, stage_key, stage_manifests
 from tasks.tracking import RunContext, log_metrics, with_retries
 from tasks.training import PREDICTIONS
 
@@ -269,11 +276,14 @@ _INPUT_NAMES = {"source": "the source table", "target": "the target batch",
 
 
 def _other_plan(store: StageStore, budget: int | None, seed: int, rows: set[int], *, whole: bool,
-                pair: str | None = None) -> str:
+                pair: str | None = None, spec: str | None = None) -> str:
     """Which stored plan (not this configuration's) the labeled ``rows`` belong to, and what differs: '' if none
-    holds all of them (``whole``) or at least half of them."""
+    holds all of them (``whole``) or at least half of them. Among those, the plan whose folder holds the file
+    ``spec`` (filled in place), else the one holding most rows, the newest among equals (plans of the same seed ask
+    for the same rows: helper-36 was named the run of another plan than the file's)."""
     key, _, _, inputs = _keys(store, budget, seed, pair=pair)
-    best: tuple[int, dict[str, Any]] | None = None
+    own = None if spec is None else labels_path(spec).resolve().parent / MANIFEST
+    best: tuple[tuple[bool, int, float], dict[str, Any]] | None = None
     for m in stage_manifests(store.run_root, STAGE):
         try:
             man = json.loads(m.read_text())
@@ -284,8 +294,9 @@ def _other_plan(store: StageStore, budget: int | None, seed: int, rows: set[int]
             continue
         hit = len(planned & rows)
         enough = hit == len(rows) if whole else 2 * hit >= len(rows)
-        if rows and man.get("key") != key and enough and (best is None or hit > best[0]):
-            best = (hit, man)
+        rank = (m.resolve() == own, hit, m.stat().st_mtime)
+        if rows and man.get("key") != key and enough and (best is None or rank > best[0]):
+            best = (rank, man)
     if best is None:
         return ""
     man = best[1]
@@ -415,13 +426,13 @@ def read_labels(store: StageStore, *, budget: int | None, seed: int, label: str,
             "no stored label plan for this configuration (same source, target, learners, seed"
             + (f", budget {budget}" if budget is not None else "") + "): run with --label-budget first, with the "
             "same configuration, and fill the file it writes"
-            + _other_plan(store, budget, seed, rows, whole=False, pair=pair))
+            + _other_plan(store, budget, seed, rows, whole=False, pair=pair, spec=target_labels))
     plan = _plan(found, pd.read_parquet(Path(found["_dir"]) / "plan.parquet"))  # verified by _find_plan
     classes = read_ingest(store).classes
     lab, n_empty, digest = read_filled(target_labels, found["extra"].get("label", label), classes, plan.n_target)
     requested = set(plan.rows.tolist())
     if set(lab) - requested:  # rows this plan did not ask for: extra uniform draws, unless another plan asked
-        other = _other_plan(store, budget, seed, set(lab), whole=True, pair=pair)
+        other = _other_plan(store, budget, seed, set(lab), whole=True, pair=pair, spec=target_labels)
         if other:  # every labeled row is a row of another configuration's plan: the wrong file, refuse it
             raise LabelsInputError(f"{target_labels}: {len(set(lab) - requested)} of its {len(lab)} labeled rows "
                                    f"are not rows this configuration's plan asked for{other}")

@@ -82,3 +82,19 @@ def test_oof_metrics_worked_by_hand():
     w = oof_metrics(np.array([0, 0, 1, 1]), np.c_[1 - p1, p1], np.array([0, 1]), np.array([1.0, 1, 1, 3]))
     assert w["accuracy"] == pytest.approx(2 / 6)
     assert w["brier"] == pytest.approx((0.01 + 0.36 + 0.09 + 3 * 0.64) / 6)
+
+
+def test_oof_log_loss_rescales_rows_that_do_not_sum_to_one_without_a_warning():
+    """Rows (0.45, 0.45) and (0.2, 0.6) are read as (0.5, 0.5) and (0.25, 0.75): log-loss −(ln 0.5 + ln 0.75)/2 for
+    labels 0, 1; scikit-learn would warn on them (helper-36 saw it on the console). A row with a 0 is clipped to
+    1e-15 first: labels 1, 0 on (1, 0) twice cost −(ln(1e-15 / (1 + 1e-15)) + ln(1 / (1 + 1e-15))) / 2."""
+    import warnings
+
+    from shiftlib.cv import oof_metrics
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = oof_metrics(np.array([0, 1]), np.array([[0.45, 0.45], [0.2, 0.6]]), np.array([0, 1]))
+        zero = oof_metrics(np.array([1, 0]), np.array([[1.0, 0.0], [1.0, 0.0]]), np.array([0, 1]))
+    assert got["log_loss"] == pytest.approx(-(np.log(0.5) + np.log(0.75)) / 2)
+    assert zero["log_loss"] == pytest.approx(-(np.log(1e-15 / (1 + 1e-15)) + np.log(1 / (1 + 1e-15))) / 2)

@@ -155,6 +155,12 @@ def test_the_report_names_the_paired_margin_when_it_disagrees_with_estimate_minu
         "this model is -0.010 against it (the paired margin the promotion guard reads)")
     assert baseline_words(served | {"majority_margin": float("nan")}) == "; majority-class rule 0.956"
     assert baseline_words({"accuracy": 0.9}) == ""
+    # the rule's class, by name; on a tie in the source, which one it took (helper-36 could not tell)
+    named = served_estimate.fn(table, "LR", min_accuracy=None, ctx=RunContext(uri, "", parent, "", 0), rule=["no"])
+    assert baseline_words(named | {"majority_margin": -0.01}) == "; majority-class rule ('no') 0.956"
+    tied = named | {"majority_margin": -0.01, "majority_classes": ["no", "yes", "maybe"]}
+    assert baseline_words(tied) == ("; majority-class rule ('no', tied in the source with 'yes', 'maybe': the first "
+                                    "in the label's order) 0.956")
     same = served | {"accuracy": 0.915, "majority_baseline": 0.91, "majority_margin": 0.0, "same_as_rule": True}
     assert baseline_words(same) == ("; this model predicts the majority-class rule's class on every target row, so "
                                     "on this batch it is exactly as accurate as the rule (estimated 0.910 by the "

@@ -105,6 +105,36 @@ def test_a_champion_set_by_hand_is_a_row_with_who_and_why(tmp_path: Path, capsys
     assert [x.get_text() for x in plot_history(t, "h").axes[0].texts] == ["v1 serves", "v2 serves"]
 
 
+def test_every_move_by_hand_is_a_row_not_only_each_versions_latest(tmp_path: Path) -> None:
+    """helper-36: five moves by hand left two rows (a version's tag keeps its latest move), one reading "set by
+    hand: set by hand". Each move of tasks.champion.set_champion is now a finished run (tag MOVED) in the
+    registering run's experiment, and the history has a row per move, the default reason read as "set by hand"."""
+    from tasks.champion import ALIAS_SET, MOVED, set_champion
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp = client.create_experiment("e")
+    run = client.create_run(exp, run_name="night-0", start_time=1_800_000_000_000,
+                            tags={"champion.registered_model": "h v1", "shiftflow.decision": "promoted",
+                                  "champion.decision": "champion", "champion.serving": "1"})
+    client.create_registered_model("h")
+    for _ in range(2):
+        client.create_model_version("h", "file:///nowhere", run_id=run.info.run_id)
+    client.set_registered_model_alias("h", "champion", "1")
+    moves = [("2", "v1 misbehaves", "2027-01-16T09:30:00Z"), ("1", "set by hand", "2027-01-17T09:30:00Z"),
+             ("2", "v1 again", "2027-01-18T09:30:00Z")]
+    for version, reason, when in moves:
+        set_champion(uri, "h", version=version, reason=reason, who="ana", when=when)
+    assert client.get_model_version("h", "2").tags[ALIAS_SET] == "2027-01-18T09:30:00Z by ana: v1 again"
+    runs = client.search_runs([exp], f"tags.`{MOVED}` = 'h v2'")
+    assert len(runs) == 2 and all(r.info.status == "FINISHED" for r in runs)
+    t = model_history(uri, "h")
+    assert t["run_name"].tolist() == ["night-0"] + ["champion set by ana"] * 3
+    assert t["decision"].tolist()[1:] == ["set by hand: v1 misbehaves", "set by hand", "set by hand: v1 again"]
+    assert t["serving"].tolist() == ["1", "2", "1", "2"]
+    assert t["started"].tolist()[1:] == [pd.Timestamp(w) for _, _, w in moves]
+
+
 def test_a_score_run_of_an_older_version_keeps_the_champion_as_serving(tmp_path: Path) -> None:
     """helper-34: after `shiftflow score --model kd-headache/1` while v2 was champion, the history said v1 served
     (the score run tagged the version it scored as serving). A score run's row has the version scored and, as

@@ -297,6 +297,19 @@ def test_a_label_that_follows_from_two_columns_is_named_in_the_manifest_and_the_
     assert note.startswith(f"the label follows exactly from columns {found[0]!r}, {found[1]!r} (a tree of depth 3 "
                            "on them is right on every source row, and on all but a few out of fold)")
     assert note.endswith(f"then drop them (--drop-columns {found[0]},{found[1]})")
+    assert read_ingest(store).label_units == [300, 300]  # every row its own: nothing repeats
+    # 30 units of 10 rows each (a professor's courses): the label is each unit's, and the note says it may be no leak
+    units = df.iloc[np.repeat(np.arange(30), 10)].reset_index(drop=True).assign(x=rng.normal(size=300))
+    units.to_csv(tmp_path / "srcu.csv", index=False)
+    storeu = StageStore(tmp_path / "runs", "run-units")
+    ingest.fn(storeu, f"file:{tmp_path / 'srcu.csv'}", f"file:{tmp_path / 'tgt.csv'}", "y")
+    ing = read_ingest(storeu)
+    assert sorted(ing.label_columns) == ["lower", "upper"] and ing.label_units == [30, 300]
+    (repeated,) = cautions(summary | {"label_columns": ing.label_columns, "label_units": ing.label_units})
+    assert repeated.endswith("But the 300 source rows hold only 30 distinct values of them: if the rows are repeated "
+                             "records of 30 units (people, firms, places), the label may be each unit's own and the "
+                             "columns no leak; keep them then, and know that the candidates' cross-validation sees "
+                             "each unit on both sides of a fold, so the source-side estimates are optimistic")
     one = df.assign(y=np.where(df["lower"] > 0.4, "yes", "no"))
     one.to_csv(tmp_path / "src1.csv", index=False)
     store1 = StageStore(tmp_path / "runs", "run-2")

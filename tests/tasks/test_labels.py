@@ -777,6 +777,25 @@ def test_a_file_no_stored_plan_of_this_code_seed_and_kind_can_take_is_refused_at
     config = RetrainConfig(source=f"file:{tmp_path / 'src.csv'}", target=f"file:{tmp_path / 'tgt.csv'}", label="y",
                            learners=["LR", "DT"], run_root=str(root), target_labels=spec, seed=0)
     preflight(config)  # passes the door
+    # the same rows under another path pass; another target batch is refused at the door, naming it (helper-36: it
+    # was refused by the labels stage after training, leaving a FAILED run)
+    shutil.copy(tmp_path / "tgt.csv", tmp_path / "tgt_copy.csv")
+    preflight(config.model_copy(update={"target": f"file:{tmp_path / 'tgt_copy.csv'}"}))
+    other = pd.read_csv(tmp_path / "tgt.csv")
+    other.loc[0, "x1"] += 1.0
+    other.to_csv(tmp_path / "tgt_other.csv", index=False)
+    with pytest.raises(LabelsInputError, match=r"the plan whose rows the file holds \(run run-1\) differs from this "
+                                               r"run in the target batch \(other rows or values\)\. Resume"):
+        preflight(config.model_copy(update={"target": f"file:{tmp_path / 'tgt_other.csv'}"}))
+    with pytest.raises(LabelsInputError, match=r"differs from this run in the setting max_levels \(20 then, 7 now\)"):
+        preflight(config.model_copy(update={"max_levels": 7}))
+    # two plans holding the same rows (run-0 a copy of run-1): the one whose folder holds the file is named
+    shutil.copytree(store.run_dir, root / "run-0")
+    in_place = store.stage_dir("labels") / "filled.csv"
+    shutil.copy(tmp_path / "filled.csv", in_place)
+    with pytest.raises(LabelsInputError, match=r"the plan whose folder holds the file \(run run-1\)"):
+        check_plan_kind(root, f"file:{in_place}", "y", seed=1, pair_plan=False)
+    shutil.rmtree(root / "run-0")
     manifest = store.stage_dir("labels") / "manifest.json"
     before = manifest.read_text()
     manifest.write_text(before.replace(json.loads(before)["code_version"], "0" * 16))  # written by other code
