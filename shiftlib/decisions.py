@@ -416,7 +416,7 @@ def rule_class(y_source: Any, n_classes: int) -> int:
     int
         The code of the class the rule predicts on every row.
     """
-    return int(np.argmax(np.bincount(np.asarray(y_source, int), minlength=n_classes)))
+    return rule_ties(y_source, n_classes)[0]
 
 
 def rule_ties(y_source: Any, n_classes: int) -> list[int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -77,22 +78,28 @@ def test_the_cli_prints_the_table_writes_the_chart_and_refuses_an_unknown_model(
     assert "no retrain or score run of a registered model 'nope'" in capsys.readouterr().err
 
 
-def test_a_champion_set_by_hand_is_a_row_with_who_and_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """helper-33: after `shiftflow champion --set 2 --reason ...` the history had no row for the move. A version
-    made champion by hand (its tag tasks.champion.ALIAS_SET, "<when> by <who>: <why>") is a row at that time,
-    serving that version; the printed table names each run's MLflow id, which `shiftflow evaluate --run` takes."""
-    from tasks.champion import ALIAS_SET
-
+def _two_versions(tmp_path: Path) -> tuple[str, MlflowClient, str, Any]:
+    """A store with one retrain run (night-0, v1 promoted) and model ``h``'s versions 1 and 2 registered by it."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
     exp = client.create_experiment("e")
     run = client.create_run(exp, run_name="night-0", start_time=1_800_000_000_000,
                             tags={"champion.registered_model": "h v1", "shiftflow.decision": "promoted",
                                   "champion.decision": "champion", "champion.serving": "1"})
-    client.log_metric(run.info.run_id, "estimate.accuracy", 0.8)
     client.create_registered_model("h")
     for _ in range(2):
         client.create_model_version("h", "file:///nowhere", run_id=run.info.run_id)
+    return uri, client, exp, run
+
+
+def test_a_champion_set_by_hand_is_a_row_with_who_and_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """helper-33: after `shiftflow champion --set 2 --reason ...` the history had no row for the move. A version
+    made champion by hand (its tag tasks.champion.ALIAS_SET, "<when> by <who>: <why>") is a row at that time,
+    serving that version; the printed table names each run's MLflow id, which `shiftflow evaluate --run` takes."""
+    from tasks.champion import ALIAS_SET
+
+    uri, client, exp, run = _two_versions(tmp_path)
+    client.log_metric(run.info.run_id, "estimate.accuracy", 0.8)
     client.set_model_version_tag("h", "2", ALIAS_SET, "2027-01-16T09:30:00Z by ana: test rollback")
     t = model_history(uri, "h")
     assert t["run_name"].tolist() == ["night-0", "champion set by ana"]
@@ -111,15 +118,7 @@ def test_every_move_by_hand_is_a_row_not_only_each_versions_latest(tmp_path: Pat
     registering run's experiment, and the history has a row per move, the default reason read as "set by hand"."""
     from tasks.champion import ALIAS_SET, MOVED, set_champion
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(uri)
-    exp = client.create_experiment("e")
-    run = client.create_run(exp, run_name="night-0", start_time=1_800_000_000_000,
-                            tags={"champion.registered_model": "h v1", "shiftflow.decision": "promoted",
-                                  "champion.decision": "champion", "champion.serving": "1"})
-    client.create_registered_model("h")
-    for _ in range(2):
-        client.create_model_version("h", "file:///nowhere", run_id=run.info.run_id)
+    uri, client, exp, _ = _two_versions(tmp_path)
     client.set_registered_model_alias("h", "champion", "1")
     moves = [("2", "v1 misbehaves", "2027-01-16T09:30:00Z"), ("1", "set by hand", "2027-01-17T09:30:00Z"),
              ("2", "v1 again", "2027-01-18T09:30:00Z")]
