@@ -166,6 +166,14 @@ FIRST_RULE_LABELS = True
 #: predicting one class stands (item 1), and beside a champion nothing changes (the pair's labels do not measure
 #: the rule: :data:`UNSURE_MARGIN`). No replay labels first versions, so this rests on item 4 and its tests
 FIRST_LABELS_DECIDE = True
+#: step 1 of :func:`gate` for a first version (no champion) estimated no more accurate than the majority-class rule
+#: (:func:`majority_margin` ≤ 0), without target labels: ``refused`` on the margin's sign (False, revisions 1–11),
+#: or weighed by step 2 as a positive margin is (True, revision 12): within reach by P = :func:`p_beats_rule`
+#: (refused only when P ≤ 1 − ``promote_confidence``, else ``undecided``: labels on the rows where it and the rule
+#: disagree decide, :data:`FIRST_LABELS_DECIDE`), beyond reach ``undecided``. A margin of −0.007 and one of +0.007
+#: are equally unsure; only the second asked for labels (helper-36's Housing first version, refused at +0.000).
+#: Needs ``first_margin``. A version that predicts one class stays refused (item 1)
+FIRST_UNSURE = False
 #: the variance form of the labels' estimate of a pair's difference, from which the gate reads P
 #: (``shiftlib.selection.fewlabel`` ``variance``): ``hh_model``, the Hansen–Hurwitz variance floored by the anticipated
 #: variance under the candidates' probabilities. The gate reads a contrast's interval, and that is what the ninth
@@ -940,7 +948,7 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
          new_auc: float | None = None, champion_auc: float | None = None,
          labels: tuple[float, float, int] | None = None, rule_labels: tuple[float, float, int] | None = None,
          unvouched: str = UNVOUCHED_CHAMPION, reach: str = REACH_GUARD, first_reach: bool = FIRST_REACH,
-         first_margin: bool = FIRST_MARGIN,
+         first_margin: bool = FIRST_MARGIN, first_unsure: bool = FIRST_UNSURE,
          unsure_margin: str = UNSURE_MARGIN, target_labels: int = 0, n_boot: int | None = None,
          random_state: int | None = None) -> GateDecision:
     """Decide whether ``new`` replaces the served ``champion`` (both as stored predictions on today's batch).
@@ -1031,6 +1039,9 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     first_margin : bool, default FIRST_MARGIN
         Step 2: a first version within reach is promoted only when P(more accurate than the majority-class rule)
         ≥ ``confidence``.
+    first_unsure : bool, default FIRST_UNSURE
+        Step 1 without a champion or target labels: a margin ≤ 0 over the majority-class rule is weighed by step 2
+        (with ``first_margin``: refused only when P ≤ 1 − ``confidence``), not refused on its sign (revision 12).
     unsure_margin : {"refuse", "ask"}, default UNSURE_MARGIN
         Step 1 with a vouched champion, for a new version estimated no better than the majority-class rule:
         refuse it (``refuse``), or refuse it only when P(more accurate than the rule) ≤ 1 − ``confidence`` and
@@ -1065,6 +1076,9 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
             and (labels is not None or rule_labels is not None)):
         overruled, refusal = refusal, None
         details["label_free_refusal"] = overruled
+    elif (refusal is not None and champion is None and first_unsure and first_margin and not target_labels
+          and labels is None and rule_labels is None and details["one_class_share"] < ONE_CLASS_SHARE):
+        details["label_free_refusal"], refusal = refusal, None  # step 2 weighs the margin by P (revision 12)
     if refusal is not None and (unsure_margin == "refuse" or champion is None
                                 or details["one_class_share"] >= ONE_CLASS_SHARE
                                 or details["champion_unvouched"] is not None):

@@ -695,6 +695,30 @@ def test_a_first_versions_labels_against_the_rule_decide_in_place_of_the_label_f
     assert gate(P, sure, shared_source=True, labels=(0.3, 0.01, 50), **kw).decision == "refused"
 
 
+def test_first_unsure_weighs_a_first_versions_nonpositive_margin_by_p_instead_of_its_sign():
+    # revision 12 (FIRST_UNSURE): _departs(3, 2) is estimated below the rule (margin < 0) but not surely
+    # (0.1 < P < 0.9, the revision-9 test above): undecided, as a margin as unsure above 0 is (revision 8), and the
+    # pair's labels decide; surely below (_departs(10, 0), P = 0) it is refused, by P; beyond reach undecided
+    from shiftlib.decisions import FIRST_UNSURE
+
+    assert FIRST_UNSURE is False  # what ships until reports/decisions_first_unsure.md's rule adopts it
+    kw = {"n_boot": 30, "random_state": 1}
+    P = _departs(3, 2)
+    p, margin = p_beats_rule(P, **kw)
+    assert margin < 0 and 0.1 < p < 0.9
+    assert gate(P, None, **kw).decision == "refused"
+    asked = gate(P, None, first_unsure=True, **kw)
+    assert asked.decision == "undecided" and asked.details["label_free_refusal"].startswith(
+        "it is estimated no more accurate than the majority-class rule")
+    assert f"P(more accurate than the majority-class rule on this batch) = {p:.2f}" in asked.reason
+    sure_no = gate(_departs(10, 0), None, first_unsure=True, **kw)
+    assert sure_no.decision == "refused" and "= 0.00" in sure_no.reason
+    assert gate(P, None, first_unsure=True, new_auc=0.97, **kw).decision == "undecided"  # beyond reach
+    assert gate(P, None, first_unsure=True, first_margin=False, **kw).decision == "refused"  # needs step 2's P
+    champ, _ = _pair()  # predicts one class: refused whatever
+    assert gate(champ, None, first_unsure=True, **kw).decision == "refused"
+
+
 def test_what_ships_puts_the_rule_in_place_of_a_one_class_champion_only():
     # revision 10 was not adopted by its rule (reports/decisions_rule.md); revision 11 was (decisions_rule11.md)
     assert RULE_CONTENDERS == ("never", "third", "one_class") and RULE_CONTENDER == "one_class"
