@@ -172,8 +172,10 @@ FIRST_LABELS_DECIDE = True
 #: (refused only when P ≤ 1 − ``promote_confidence``, else ``undecided``: labels on the rows where it and the rule
 #: disagree decide, :data:`FIRST_LABELS_DECIDE`), beyond reach ``undecided``. A margin of −0.007 and one of +0.007
 #: are equally unsure; only the second asked for labels (helper-36's Housing first version, refused at +0.000).
-#: Needs ``first_margin``. A version that predicts one class stays refused (item 1)
-FIRST_UNSURE = False
+#: Needs ``first_margin``. A version that predicts one class stays refused (item 1). Adopted by the rule fixed before
+#: its run on six tables no replay had used (``reports/decisions_first_unsure.md``: good first versions held back 0
+#: against 1, harmful first promotions 0 against 0, in 48 first versions; 36 more labels)
+FIRST_UNSURE = True
 #: the variance form of the labels' estimate of a pair's difference, from which the gate reads P
 #: (``shiftlib.selection.fewlabel`` ``variance``): ``hh_model``, the Hansen–Hurwitz variance floored by the anticipated
 #: variance under the candidates' probabilities. The gate reads a contrast's interval, and that is what the ninth

@@ -246,9 +246,13 @@ def test_gate_refuses_a_model_no_better_than_the_majority_rule():
     y = np.array([0] * 6 + [1] * 4)
     pred = np.array([0, 0, 0, 1, 1, 1, 1, 1, 0, 0])  # right on rows 0–2 and 6–7: 5 of 10
     proba = _onehot(pred, conf=0.8)
-    d = gate(_P(list(y), proba, proba), None)
+    d = gate(_P(list(y), proba, proba), None, first_unsure=False)  # step 1 on the sign (revisions 1–11)
     assert d.decision == "refused" and "majority-class rule" in d.reason
     assert d.details["majority_margin"] == pytest.approx(-0.1, abs=1e-9)
+    # what ships (FIRST_UNSURE): step 2 weighs it by P, refused only when P ≤ 0.1
+    weighed = gate(_P(list(y), proba, proba), None, n_boot=50, random_state=0)
+    assert weighed.decision == ("refused" if weighed.p_better <= 0.1 else "undecided")
+    assert weighed.details["label_free_refusal"] == d.reason
 
 
 @pytest.mark.heavy
@@ -672,7 +676,7 @@ def test_a_first_versions_labels_against_the_rule_decide_in_place_of_the_label_f
     P = _departs(3, 2)
     assert majority_margin(P) < 0
     kw = {"n_boot": 30, "random_state": 1}
-    bare = gate(P, None, **kw)
+    bare = gate(P, None, first_unsure=False, **kw)  # revisions 1–11: refused on the sign
     assert bare.decision == "refused" and "no more accurate than the majority-class rule" in bare.reason
     # a pair plan (it and the rule): P = Φ(d / se) three ways, as for any first version
     pair = gate(P, None, target_labels=50, labels=(0.05, 0.02, 50), **kw)
@@ -701,13 +705,13 @@ def test_first_unsure_weighs_a_first_versions_nonpositive_margin_by_p_instead_of
     # pair's labels decide; surely below (_departs(10, 0), P = 0) it is refused, by P; beyond reach undecided
     from shiftlib.decisions import FIRST_UNSURE
 
-    assert FIRST_UNSURE is False  # what ships until reports/decisions_first_unsure.md's rule adopts it
+    assert FIRST_UNSURE is True  # adopted by reports/decisions_first_unsure.md's rule
     kw = {"n_boot": 30, "random_state": 1}
     P = _departs(3, 2)
     p, margin = p_beats_rule(P, **kw)
     assert margin < 0 and 0.1 < p < 0.9
-    assert gate(P, None, **kw).decision == "refused"
-    asked = gate(P, None, first_unsure=True, **kw)
+    assert gate(P, None, first_unsure=False, **kw).decision == "refused"  # revisions 1–11
+    asked = gate(P, None, **kw)
     assert asked.decision == "undecided" and asked.details["label_free_refusal"].startswith(
         "it is estimated no more accurate than the majority-class rule")
     assert f"P(more accurate than the majority-class rule on this batch) = {p:.2f}" in asked.reason
