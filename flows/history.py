@@ -11,7 +11,8 @@ from pathlib import Path
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The ``shiftflow history`` flags."""
     p.add_argument("--model", required=True, help="registered model name")
-    p.add_argument("--out", help="where to write the chart (PNG; default: history-<model>.png here)")
+    p.add_argument("--out", help="where to write the chart (PNG; default: history/<model>.png beside the default run "
+                                 "root, not the current directory)")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or the local store)")
     return p
 
@@ -33,7 +34,8 @@ def run(ns: argparse.Namespace) -> int:
         print(f"shiftflow: error: no retrain or score run of a registered model {ns.model!r} in {uri}; check "
               "--model (the registry's name) and --tracking-uri", file=sys.stderr)
         return 2
-    out = Path(ns.out or f"history-{ns.model}.png")
+    out = Path(ns.out) if ns.out else default_chart(ns.model)
+    out.parent.mkdir(parents=True, exist_ok=True)
     plot_history(table, ns.model).savefig(out, dpi=120)
     shown = table.assign(started=table["started"].dt.strftime("%Y-%m-%d %H:%M"))
     print(shown[["started", "run_name", "run_id", "candidate", "version", "decision", "serving", "estimate", "ci_low",
@@ -41,3 +43,14 @@ def run(ns: argparse.Namespace) -> int:
     print("run_id: the MLflow parent run (what `shiftflow evaluate --run` takes)")
     print(f"chart: {out.resolve()}")
     return 0
+
+
+def default_chart(model: str) -> Path:
+    """Where ``shiftflow history`` writes a model's chart without ``--out``: ``history/<model>.png`` beside the
+    default run root (``flows.paths.default_run_root``), the name's characters outside letters, digits and ``._-``
+    replaced by ``_`` (helper-37: a PNG dropped into whatever directory the command ran in)."""
+    import re
+
+    from flows.paths import default_run_root
+
+    return default_run_root().parent / "history" / f"{re.sub(r'[^A-Za-z0-9._-]', '_', model)}.png"

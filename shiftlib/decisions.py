@@ -1090,7 +1090,7 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
                                    details)
     if champion is None:
         g = _first_gate(new, labels, rule_labels, confidence, new_auc, first_reach, first_margin, target_labels,
-                        n_boot, random_state, details)
+                        n_boot, random_state, details, weigh=overruled is not None)
         return g if overruled is None else replace(g, reason=f"{g.reason} (without labels {overruled})")
     if np.array_equal(np.argmax(champion.proba_target, axis=1), np.argmax(new.proba_target, axis=1)):
         return GateDecision("kept", 0.5, "it predicts the champion's class on every batch row: nothing to gain",
@@ -1141,7 +1141,7 @@ def _unlabeled_gate(new: StoredPredictions, champion: StoredPredictions, confide
     p, est_c, est_n = p_better(champion, new, shared_source=shared_source, n_boot=n_boot,
                                random_state=random_state)
     details |= {"champion_estimate": est_c, "new_estimate_paired": est_n}
-    said = f"P(new more accurate than the champion on this batch) = {p:.2f} ({est_n:.3f} vs {est_c:.3f})"
+    said = f"P(new more accurate than the champion on this batch) = {_p_words(p, confidence)} ({est_n:.3f} vs {est_c:.3f})"
     if p >= confidence and not new_reaches:
         return GateDecision("undecided", p, f"{said}, but the new version's source does not reach this batch "
                             f"either (the gate's domain AUC {new_auc:.3f}): the champion stays", details)
@@ -1154,6 +1154,13 @@ def _unlabeled_gate(new: StoredPredictions, champion: StoredPredictions, confide
     if p <= 1.0 - confidence:
         return GateDecision("kept", p, f"{said} ≤ {1.0 - confidence:.2g}", details)
     return GateDecision("undecided", p, f"{said}: not sure either way, the champion stays", details)
+
+
+def _p_words(p: float, confidence: float) -> str:
+    """P with two decimals, or four where two would round it onto a threshold it has not reached (helper-37 read
+    "P = 0.90 … still not sure" for P = 0.8967 against 0.9)."""
+    near = any(abs(p - t) < 0.005 and p != t for t in (confidence, 1.0 - confidence))
+    return f"{p:.4f}" if near else f"{p:.2f}"
 
 
 def _three_way(p: float, confidence: float, said: str, low: str, stays: str, details: dict[str, Any],
@@ -1236,7 +1243,8 @@ def refused_beside(refused: GateDecision, champion_P: StoredPredictions, *, cham
         d, se, n = labels
         details |= {"labels": int(n), "label_difference": float(d), "label_se": float(se)}
         more = "more" if d >= 0 else "less"  # helper-36 stumbled on "−0.068 ± 0.040 more accurate"
-        reason += f"; with {n} target labels it is {abs(d):.3f} ± {se:.3f} {more} accurate than {champion} on this batch"
+        reason += (f"; with {n} target labels it is {abs(d):.3f} ± {se:.3f} (one standard error) {more} accurate than "
+                   f"{champion} on this batch")
     return replace(refused, details=details, reason=reason)
 
 
@@ -1248,7 +1256,7 @@ def _unsure_margin_gate(new: StoredPredictions, champion: StoredPredictions, ref
     else the pair's labels decide (``undecided`` until they come)."""
     p_rule, margin = p_beats_rule(new, n_boot=n_boot, random_state=random_state, margin=details["majority_margin"])
     details["p_beats_rule"] = p_rule
-    said = f"{refusal}; P(more accurate than the rule on this batch) = {p_rule:.2f}"
+    said = f"{refusal}; P(more accurate than the rule on this batch) = {_p_words(p_rule, confidence)}"
     if p_rule <= 1.0 - confidence:
         return GateDecision("refused", float("nan"), f"{said} ≤ {1.0 - confidence:.2g}", details)
     if np.array_equal(np.argmax(champion.proba_target, axis=1), np.argmax(new.proba_target, axis=1)):
@@ -1267,14 +1275,18 @@ def _unsure_margin_gate(new: StoredPredictions, champion: StoredPredictions, ref
 def _first_gate(new: StoredPredictions, labels: tuple[float, float, int] | None,
                 rule_labels: tuple[float, float, int] | None, confidence: float, new_auc: float | None,
                 first_reach: bool, first_margin: bool, target_labels: int, n_boot: int | None,
-                random_state: int | None, details: dict[str, Any]) -> GateDecision:
-    """Step 2 of :func:`gate`: a first version (no champion) past step 1's guards."""
+                random_state: int | None, details: dict[str, Any], *, weigh: bool = False) -> GateDecision:
+    """Step 2 of :func:`gate`: a first version (no champion) past step 1's guards. ``weigh``: the labels overruled
+    a label-free refusal (:data:`FIRST_LABELS_DECIDE`), so those of a plan over every candidate decide three ways
+    by P = Φ(d / se), as a pair plan's do, not on their sign: they must show it above the rule."""
     if labels is not None:
         return _rule_labeled_gate(labels, confidence, details)
     if rule_labels is not None:  # a plan over every candidate, the rule among its contenders
         details |= {"rule_label_difference": float(rule_labels[0]), "rule_label_se": float(rule_labels[1])}
         if float(rule_labels[0]) <= 0:
             return _rule_refusal(rule_labels, details)
+        if weigh:
+            return _rule_labeled_gate(rule_labels, confidence, details)
     if first_reach and not target_labels and new_auc is not None and new_auc >= OVERLAP_AUC:
         return GateDecision("undecided", float("nan"), (
             "no champion to compare with, and its source does not reach this batch (the gate's domain AUC "
@@ -1287,7 +1299,7 @@ def _first_gate(new: StoredPredictions, labels: tuple[float, float, int] | None,
         d, se, n = float(rule_labels[0]), float(rule_labels[1]), int(rule_labels[2])
         return GateDecision("promoted", float("nan"), "no champion to compare with; with "
                             f"{n} target labels it is estimated more accurate than the majority-class rule (difference "
-                            f"{d:+.3f} ± {se:.3f})", details)
+                            f"{d:+.3f} ± {se:.3f}, one standard error)", details)
     return GateDecision("promoted", float("nan"), "no champion to compare with", details)
 
 
@@ -1296,7 +1308,8 @@ def _first_margin_gate(new: StoredPredictions, confidence: float, n_boot: int | 
     """Step 2 without labels (revision 8): the first version against the majority-class rule by P from the
     resampled margin (:func:`p_beats_rule`)."""
     p, margin = p_beats_rule(new, n_boot=n_boot, random_state=random_state, margin=details["majority_margin"])
-    said = (f"no champion to compare with; P(more accurate than the majority-class rule on this batch) = {p:.2f} "
+    said = (f"no champion to compare with; P(more accurate than the majority-class rule on this batch) = "
+            f"{_p_words(p, confidence)} "
             f"(estimated margin {margin:+.3f})")
     return _three_way(p, confidence, said, "refused", "nothing serves", details,
                       undecided=f"{said}: not sure it beats the rule, so nothing serves until target labels decide")
@@ -1318,7 +1331,8 @@ def _rule_labeled_gate(labels: tuple[float, float, int], confidence: float, deta
     else:
         details |= {"label_difference": difference, "label_se": se}
         lead, stays = "no champion to compare with; P(more accurate than the majority-class rule", "nothing serves"
-    said = f"{lead} on this batch) = {p:.2f} with {n} target labels (difference {difference:+.3f} ± {se:.3f})"
+    said = (f"{lead} on this batch) = {_p_words(p, confidence)} with {n} target labels (difference "
+            f"{difference:+.3f} ± {se:.3f}, one standard error)")
     return _three_way(p, confidence, said, "refused", stays, details, tie=se <= 0 and difference == 0)
 
 
@@ -1329,7 +1343,8 @@ def _rule_refusal(rule_labels: tuple[float, float, int], details: dict[str, Any]
     details["labels"] = n
     return GateDecision("refused", float("nan"), (
         f"with {n} target labels it is estimated no more accurate than the majority-class rule on this batch "
-        f"(difference {d:+.3f} ± {se:.3f}): a model that does not beat the constant rule must not serve"), details)
+        f"(difference {d:+.3f} ± {se:.3f}, one standard error): a model that does not beat the constant rule must "
+        "not serve"), details)
 
 
 def _labeled_gate(new: StoredPredictions, champion: StoredPredictions, labels: tuple[float, float, int],
@@ -1340,8 +1355,8 @@ def _labeled_gate(new: StoredPredictions, champion: StoredPredictions, labels: t
                                        random_state=random_state)
     details |= {"labels": int(n), "label_difference": float(difference), "label_se": float(se_l),
                 "difference": d, "difference_se": se, "prior_weight": w}
-    said = (f"P(new more accurate than the champion on this batch) = {p:.2f} with {n} target labels "
-            f"(difference {d:+.3f} ± {se:.3f}; the label-free estimate weighs {w:.0%})")
+    said = (f"P(new more accurate than the champion on this batch) = {_p_words(p, confidence)} with {n} target labels "
+            f"(difference {d:+.3f} ± {se:.3f}, one standard error; the label-free estimate weighs {w:.0%})")
     return _three_way(p, confidence, said, "kept", "the champion stays", details, tie=se <= 0 and d == 0)
 
 

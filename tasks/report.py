@@ -32,13 +32,16 @@ def cautions(s: dict[str, Any]) -> list[str]:
     def budget(so_far: int = 0) -> int:  # a label budget the batch can hold (1 ≤ b ≤ its rows), 50 beyond so_far
         return min(50 + so_far, s.get("n_target") or 50 + so_far)
 
+    def new_plan_budget() -> int:  # a plan over every candidate after a pair's labels: no fewer rows than those
+        return min(max(50, int(ch.get("labels") or 0)), s.get("n_target") or 50)  # (helper-37: 50 after 100)
+
     est = s.get("estimate") or {}
     labeled = s["selection"].get("fewlabel") or s.get("target_scores")
     if est and est["ci_high"] - est["ci_low"] >= WIDE_INTERVAL and not labeled:
         wide = "a wide interval: the label-free estimators disagree on this shift"
         if ch.get("labels"):  # a pair plan's: they weigh the two versions, not this accuracy (pair_labels_sentence)
             out.append(f"{wide}; the pair's labels weigh the two versions, not this accuracy: labels over every "
-                       f"candidate (--label-budget {budget()} without --label-plan pair) would narrow it")
+                       f"candidate (--label-budget {new_plan_budget()} without --label-plan pair) would narrow it")
         elif ch.get("gate_decision") == "undecided":  # the note below asks for the labels that settle the gate
             out.append(wide)
         else:
@@ -58,7 +61,7 @@ def cautions(s: dict[str, Any]) -> list[str]:
             out.append(f"the gate is undecided: label the rows where the new version and the champion disagree "
                        f"({flags})")
     if ch.get("gate_decision") == "refused" and ch.get("incumbent_version") is None:  # nothing serves: say so
-        other = (f"labels over every candidate (--label-budget {budget()} without --label-plan "
+        other = (f"labels over every candidate (--label-budget {new_plan_budget()} without --label-plan "
                  "pair) choose among all of them, and another may pass; so may "
                  if ch.get("labels") else "")  # a pair plan's labels judged only the label-free choice
         if not ch.get("labels") and not ch.get("new_one_class"):  # refused on the label-free margin: labels decide

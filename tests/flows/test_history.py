@@ -87,8 +87,10 @@ def test_the_table_is_printed_and_the_chart_written(store: str, monkeypatch: pyt
     monkeypatch.setattr(tasks.history, "model_history", lambda uri, name: _table())
     monkeypatch.setattr(tasks.history, "plot_history", lambda table, name: drawn.append((len(table), name)) or fig)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SHIFTFLOW_RUN_ROOT", str(tmp_path / "home" / "runs"))
+    default = (tmp_path / "home" / "history" / "m.png").resolve()
     assert run(_ns("--model", "m", "--tracking-uri", store)) == 0
-    assert drawn == [(2, "m")] and fig.saved == [(Path("history-m.png"), 120)]  # the default --out, here
+    assert drawn == [(2, "m")] and fig.saved == [(default, 120)]  # the default --out, beside the run root
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["started", "run_name", "run_id", "candidate", "version", "decision", "serving",
                                 "estimate", "ci_low", "ci_high", "realized", "drift", "overlap", "regime"]  # no domain_auc
@@ -97,7 +99,7 @@ def test_the_table_is_printed_and_the_chart_written(store: str, monkeypatch: pyt
                                 "0.700", "0.800", "NaN", "True", "ok", "covariate"]
     assert lines[2].split()[8:11] == ["0.713", "0.650", "0.775"] and lines[2].split()[11] == "0.720"
     assert lines[-2] == "run_id: the MLflow parent run (what `shiftflow evaluate --run` takes)"
-    assert lines[-1] == f"chart: {(tmp_path / 'history-m.png').resolve()}"
+    assert lines[-1] == f"chart: {default}"
     out = tmp_path / "charts" / "h.png"
     out.parent.mkdir()
     assert run(_ns("--model", "m", "--tracking-uri", store, "--out", str(out))) == 0

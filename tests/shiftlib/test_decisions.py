@@ -470,7 +470,8 @@ def test_a_first_version_with_labels_against_the_majority_rule_is_decided_by_the
     d = gate(new, None, new_auc=0.99, labels=(difference, se, 40))
     assert d.decision == decision and d.p_better == pytest.approx(p, abs=1e-12)
     assert d.reason.startswith("no champion to compare with; P(more accurate than the majority-class rule on this "
-                               f"batch) = {p:.2f} with 40 target labels (difference {difference:+.3f} ± {se:.3f})")
+                               f"batch) = {p:.2f} with 40 target labels (difference {difference:+.3f} ± {se:.3f}, one standard "
+                               "error)")
     assert d.details["labels"] == 40 and d.details["prior_weight"] == 0.0
     # step 1 still comes first: a one-class first version is refused whatever the labels say
     champ, _ = _pair()
@@ -686,10 +687,16 @@ def test_a_first_versions_labels_against_the_rule_decide_in_place_of_the_label_f
     assert gate(P, None, target_labels=50, labels=(-0.05, 0.02, 50), **kw).decision == "refused"
     # a plan over every candidate with the rule among its contenders: refused at or below it, else promoted
     assert pair.reason.endswith(f"(without labels {bare.reason})")  # what the labels overruled stays in view
-    over = gate(P, None, target_labels=50, rule_labels=(0.03, 0.02, 50), **kw)
-    assert over.decision == "promoted" and over.reason.startswith(
+    # ... three ways by P = Φ(d / se) where they overrule the label-free refusal: Φ(2.5) promotes, Φ(1) does not
+    over = gate(P, None, target_labels=50, rule_labels=(0.05, 0.02, 50), **kw)
+    assert over.decision == "promoted" and over.p_better == pytest.approx(0.99379033, abs=1e-8)
+    assert over.reason.endswith(f"(without labels {bare.reason})")
+    assert gate(P, None, target_labels=50, rule_labels=(0.02, 0.02, 50), **kw).decision == "undecided"
+    # above the rule by the labels of a plan over every candidate, and not refused without them: promoted on the sign
+    fine = gate(_pair()[1], None, target_labels=50, rule_labels=(0.03, 0.02, 50), **kw)
+    assert fine.decision == "promoted" and fine.reason == (
         "no champion to compare with; with 50 target labels it is estimated more accurate than the majority-class "
-        "rule (difference +0.030 ± 0.020) (without labels it is estimated no more accurate")
+        "rule (difference +0.030 ± 0.020, one standard error)")
     low = gate(P, None, target_labels=50, rule_labels=(-0.02, 0.02, 50), **kw)
     assert low.decision == "refused" and "with 50 target labels" in low.reason
     # a one-class version is refused whatever the labels say (item 1), and so is one beside a champion
@@ -721,6 +728,15 @@ def test_first_unsure_weighs_a_first_versions_nonpositive_margin_by_p_instead_of
     assert gate(P, None, first_unsure=True, first_margin=False, **kw).decision == "refused"  # needs step 2's P
     champ, _ = _pair()  # predicts one class: refused whatever
     assert gate(champ, None, first_unsure=True, **kw).decision == "refused"
+
+
+def test_p_is_printed_with_four_decimals_where_two_would_round_it_onto_a_threshold():
+    # helper-37 read "P = 0.90 … still not sure" for P = 0.8967 against promote_confidence 0.9
+    from shiftlib.decisions import _p_words
+
+    assert _p_words(0.8967, 0.9) == "0.8967" and _p_words(0.1033, 0.9) == "0.1033"
+    assert _p_words(0.9, 0.9) == "0.90" and _p_words(0.884, 0.9) == "0.88" and _p_words(0.5, 0.9) == "0.50"
+    assert _p_words(0.9497, 0.95) == "0.9497" and _p_words(0.8967, 0.95) == "0.90"
 
 
 def test_what_ships_puts_the_rule_in_place_of_a_one_class_champion_only():

@@ -448,11 +448,12 @@ def test_a_refused_new_version_says_whether_anything_vouches_for_the_champion_it
         assert g.details["champion_unvouched"] == why
     monkeypatch.setattr(tc, "label_differences", lambda *a, **k: ((0.3, 0.05, 40), None))
     g, _ = tc._gate(None, None, "m", inc, one, evidence, None, "sha", seed=0, rows=None, confidence=0.9)
-    assert g.decision == "refused" and g.reason.endswith("; with 40 target labels it is 0.300 ± 0.050 more accurate "
-                                                         "than v1 on this batch")
+    assert g.decision == "refused" and g.reason.endswith("; with 40 target labels it is 0.300 ± 0.050 (one standard "
+                                                         "error) more accurate than v1 on this batch")
     monkeypatch.setattr(tc, "label_differences", lambda *a, **k: ((-0.068, 0.04, 40), None))
     g, _ = tc._gate(None, None, "m", inc, one, evidence, None, "sha", seed=0, rows=None, confidence=0.9)
-    assert g.reason.endswith("; with 40 target labels it is 0.068 ± 0.040 less accurate than v1 on this batch")
+    assert g.reason.endswith("; with 40 target labels it is 0.068 ± 0.040 (one standard error) less accurate than v1 "
+                             "on this batch")
     monkeypatch.setattr(tc, "label_differences", lambda *a, **k: ((0.3, 0.05, 40), None))
     assert g.details["labels"] == 40
     # a refusal on the margin over the rule, where the new version's source does not reach the batch: said so

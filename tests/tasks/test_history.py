@@ -78,6 +78,23 @@ def test_the_cli_prints_the_table_writes_the_chart_and_refuses_an_unknown_model(
     assert "no retrain or score run of a registered model 'nope'" in capsys.readouterr().err
 
 
+def test_without_out_the_chart_goes_beside_the_run_root_not_into_the_current_directory(
+        store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """helper-37: `shiftflow history` without --out dropped a PNG into whatever directory it ran in."""
+    from flows.history import default_chart
+
+    monkeypatch.setenv("SHIFTFLOW_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("SHIFTFLOW_RUN_ROOT", raising=False)
+    here = tmp_path / "elsewhere"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert main(["history", "--model", "m", "--tracking-uri", store]) == 0
+    chart = (tmp_path / "home" / "history" / "m.png").resolve()
+    assert f"chart: {chart}" in capsys.readouterr().out and chart.read_bytes()[:4] == b"\x89PNG"
+    assert list(here.iterdir()) == []
+    assert default_chart("team/churn v2").name == "team_churn_v2.png"
+
+
 def _two_versions(tmp_path: Path) -> tuple[str, MlflowClient, str, Any]:
     """A store with one retrain run (night-0, v1 promoted) and model ``h``'s versions 1 and 2 registered by it."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -106,6 +106,9 @@ def test_an_undecided_gate_says_which_labels_settle_it() -> None:
                               "candidate (--label-budget 50 without --label-plan pair) choose among all of them, and "
                               "another may pass; so may a later run with other learners (--learners) or more source "
                               "rows pass the gate")
+    # after 100 pair labels, a plan over every candidate is not offered fewer rows (helper-37 saw 50)
+    (after_100,) = cautions(base | {"n_target": 500, "champion": no_champion | {"labels": 100}})
+    assert "labels over every candidate (--label-budget 100 without --label-plan pair)" in after_100
     # a first version (no champion) left undecided: the pair is it and the majority-class rule
     (first,) = cautions(base | {"champion": undecided | {"incumbent_version": None, "p_better": float("nan")}})
     assert first == ("the gate is undecided and nothing serves yet: label the rows where the new version and the "
