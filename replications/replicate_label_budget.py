@@ -33,6 +33,7 @@ from replications.label_budget.detectability import detectability_main
 from replications.label_budget.fresh import fresh_eighth, fresh_ninth, fresh_seventh, fresh_tenth
 from replications.label_budget.intervals import intervals_main
 from replications.label_budget.replication import replication_main
+from replications.label_budget.uniform import uniform_main
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -55,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="coverage of the shipped posterior's intervals on the eighth rule's fresh fullbatch draws")
     ap.add_argument("--detectability", action="store_true",
                     help="per-pair ceilings of labels alone on the fresh fullbatch draws (a measurement)")
+    ap.add_argument("--uniform", action="store_true",
+                    help="a uniform share of each plan, 0 against 0.2, on the eleventh fresh draws (a trial, its rule "
+                         "in replications/label_budget/uniform.py)")
     ap.add_argument("--ceiling", action="store_true",
                     help="only the batch-sampling reference (all batch rows labeled): writes <prefix>_ceiling.csv")
     return ap
@@ -72,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     t0, c0 = time.perf_counter(), time.process_time()
     if args.intervals:
         return intervals_main(args, groups, out, t0)
+    if args.uniform:
+        return uniform_main(args, groups, out, t0)
     if args.detectability:
         return detectability_main(args, out, t0)
     if args.fresh == "eighth":

@@ -50,6 +50,7 @@ from pydantic import Field
 
 from shiftlib.decisions import FIRST_RULE_LABELS, RULE_CONTENDER, RULE_CONTENDERS, rule_class, rule_placement
 from shiftlib.selection import LabelPlan, TargetPredictions, plan_labels
+from shiftlib.selection.fewlabel import UNIFORM_SHARE
 from tasks.estimation import FOLD_SCORES, scv_from_estimation
 from tasks.ingest import INGESTED, ROW, TARGET_ROWS, load_xy, read_ingest, source_labels
 from tasks.inputs import (
@@ -319,6 +320,12 @@ def _plan_words(pair: str | None) -> str:
     return "every candidate" if pair is None else f"the pair {pair} and the champion"
 
 
+def _uniform_share(pair: str | None) -> float:
+    """The plan's uniform share (``shiftlib.selection.fewlabel.UNIFORM_SHARE``) over every candidate; none for a
+    pair: its labels weigh a difference, in which the accuracy the contenders share where they agree cancels."""
+    return UNIFORM_SHARE if pair is None else 0.0
+
+
 def write_plan(store: StageStore, *, budget: int, seed: int, label: str, pair: str | None = None) -> LabelPlan:
     """Plan the rows to label and write the labels stage (or adopt a stored plan of the same key); ``pair``: the
     contenders are that candidate and the served champion only (``label_plan='pair'``).
@@ -332,7 +339,8 @@ def write_plan(store: StageStore, *, budget: int, seed: int, label: str, pair: s
     def compute() -> StageOutput:
         X_s, y_s, X_t = load_xy(store)
         tp = stage_predictions(store, with_served=True, learners=None if pair is None else [pair], rule=rule)
-        plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, random_state=seed, prior=None, predictions=tp)
+        plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, random_state=seed, prior=None, predictions=tp,
+                           uniform_share=_uniform_share(pair))
         return _plan_output(store, plan, label, {}, {"base_key": base, "rule": rule})
 
     store.find_or_write(STAGE, params, _reads(True), compute)
@@ -397,7 +405,7 @@ def continue_plan(store: StageStore, earlier: dict[str, Any], *, budget: int, se
         tp = stage_predictions(store, with_served, learners=None if pair is None else [pair], rule=rule)
         prior = scv_from_estimation(store, seed, k) if k is not None else None
         plan = plan_labels(tp.names, X_s, y_s, X_t, budget=budget, random_state=seed, prior=prior, predictions=tp,
-                           already_labeled=(plan0, pd.Series(lab, dtype=object)))
+                           already_labeled=(plan0, pd.Series(lab, dtype=object)), uniform_share=_uniform_share(pair))
         n_new = len(plan.rows) - len(plan0.rows)
         if n_new <= 0:
             raise LabelsInputError(f"label_budget={budget} adds no row to the {len(plan0.rows)} already planned "

@@ -67,7 +67,8 @@ FRESH_SEEDS = {"seventh": {"natural": [3, 4, 5], "trcv_pairs": [3, 4, 5], "featu
                "eighth": {"natural": [6, 7, 8], "trcv_pairs": [6, 7, 8], "feature_bias": [4, 5]},
                "ninth": {"natural": [9, 10, 11], "trcv_pairs": [9, 10, 11], "feature_bias": [6, 7]},
                "tenth": {"natural": [12, 13, 14], "trcv_pairs": [12, 13, 14], "feature_bias": [8, 9],
-                         "feature_bias_large": [12, 13]}}
+                         "feature_bias_large": [12, 13]},
+               "eleventh": {"natural": [15, 16, 17], "trcv_pairs": [15, 16, 17], "feature_bias": [10, 11]}}
 #: the tenth measurement's large feature-bias tables: (table, the column rt_sort and kmm_threshold sort on)
 LARGE_BIAS_TABLES = {"spam7": "crl.tot", "credit": "Seniority", "churn": "tenure"}
 

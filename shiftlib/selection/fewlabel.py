@@ -153,6 +153,13 @@ DEFAULT_DECISION = "posterior"
 OVERCONFIDENT_BELOW = 100
 #: prior variance of a contender the source estimate cannot score: p(1 − p) ≤ 1/4 for any accuracy p
 UNINFORMED_VAR = 0.25
+#: share of each new round's rows :func:`plan_labels` draws uniformly from the whole batch (round 0, as labels no
+#: plan asked for) instead of where the candidates disagree: the only labels that measure the accuracy every
+#: candidate shares on the rows where they all agree (:func:`_common_part`, :func:`common_variance`). Without them
+#: that level is the candidates' mean probability, which shift miscalibrates: helper-37 saw an accuracy "with
+#: 50 labels" of 0.559 [0.494, 0.623] whose truth was 0.270 (the candidates agreed on 346 rows at a mean
+#: probability 0.93, right on 22 % of them). The contrasts that order the candidates do not read that level
+UNIFORM_SHARE = 0.0
 _NORMAL = NormalDist()
 
 
@@ -661,10 +668,27 @@ def _pool_rounds(parts: list[tuple[Any, ...]], variance: str) -> tuple[np.ndarra
     return s_hat, V_floored, V_s
 
 
-def _common_part(lb: _LabeledBatch) -> float:
-    """Σ c over the rows where every candidate agrees: exact where labeled, p̄ of the common class otherwise."""
+def _agreement_residuals(tp: TargetPredictions, labels: Mapping[int, Any], extra: Any) -> tuple[np.ndarray, int]:
+    """(c − p̄) on the uniformly drawn rows ``extra`` (labels no plan round asked for) that fall where every
+    candidate agrees, and how many rows agree (N_A)."""
+    agree = np.ones(tp.n_target, bool)
+    agree[tp.disagreement] = False
+    ex = np.asarray([int(i) for i in extra if agree[int(i)]], int)
+    c = np.array([float(tp.predictions[i, 0] == labels[i]) for i in ex])
+    return (c - tp.right_proba(ex)[:, 0] if len(ex) else np.zeros(0)), int(agree.sum())
+
+
+def _common_part(lb: _LabeledBatch, extra: list[int]) -> float:
+    """Σ c over the rows A where every candidate agrees. With m_A ≥ 1 uniform draws ``extra`` in A (a simple
+    random sample of A given m_A), the post-stratified difference estimator Σ_A p̄ + (N_A / m_A) Σ (c − p̄) over
+    them (Särndal, Swensson & Wretman 1992, §6.3 and §7.6): unbiased however shift miscalibrates p̄, and exact when
+    every row of A is labeled; without them p̄ of the common class, exact where labeled."""
     P, labels, p_right = lb.tp.predictions, lb.labels, lb.correct_prob
-    return sum((float(P[i, 0] == labels[i]) if i in labels else p_right[i, 0]) for i in np.flatnonzero(~lb.in_D))
+    A = np.flatnonzero(~lb.in_D)
+    r, n_agree = _agreement_residuals(lb.tp, labels, extra)
+    if len(r):
+        return float(p_right[A, 0].sum() + n_agree * r.mean())
+    return sum((float(P[i, 0] == labels[i]) if i in labels else p_right[i, 0]) for i in A)
 
 
 def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[int, Any],
@@ -703,14 +727,17 @@ def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[
                                "n_extra": len(extra), "estimator": estimator, "variance": variance}
     if V_hh is not None:  # the floored variance weighs the labels; τ²'s moments keep the "hh" one
         details["_cov_moments"] = V_hh / (N * N)
-    theta = (_common_part(lb) + s_hat) / N
+    theta = (_common_part(lb, extra) + s_hat) / N
     return theta, V_s / (N * N), details
 
 
-def common_variance(tp: TargetPredictions, labels: Mapping[int, Any]) -> float:
+def common_variance(tp: TargetPredictions, labels: Mapping[int, Any], plan: LabelPlan | None = None) -> float:
     """The variance of the accuracy every contender shares on the rows where they all agree, as an absolute
     accuracy reads it: Σ p̄(1 − p̄) / N² over those rows not labeled, p̄ the contenders' mean probability that the
     common class is right (the estimate's stand-in there, :func:`fewlabel_estimate`), 0 on a labeled row (exact).
+    With m_A ≥ 2 uniform draws (labels no round of ``plan`` asked for) among the N_A rows where all agree, at least
+    the variance of :func:`_common_part`'s estimator, N_A² (1 − m_A/N_A) s² / m_A / N², s² their sample variance
+    of c − p̄.
 
     That part is the same for every contender, so it cancels in every contrast θ_a − θ_b and the selection
     ignores it; an interval for one contender's accuracy needs it. Binomial: the spread of the shared part if
@@ -722,17 +749,27 @@ def common_variance(tp: TargetPredictions, labels: Mapping[int, Any]) -> float:
         The contenders' predictions and mean probabilities on the batch.
     labels : Mapping
         Row → label of the labeled rows.
+    plan : LabelPlan or None, default None
+        The plan the labels answer (its rounds > 0 drew where the candidates disagree); None: every label is a
+        uniform draw.
 
     Returns
     -------
     float
         The variance of the shared part of each contender's accuracy, on the accuracy's scale (÷ N²).
     """
-    agree = np.ones(tp.n_target, bool)
+    N = tp.n_target
+    agree = np.ones(N, bool)
     agree[tp.disagreement] = False
-    agree[[int(r) for r in labels if 0 <= int(r) < tp.n_target]] = False
+    agree[[int(r) for r in labels if 0 <= int(r) < N]] = False
     p = tp.right_proba(np.flatnonzero(agree))[:, 0] if agree.any() else np.zeros(0)
-    return float(np.sum(p * (1.0 - p)) / tp.n_target ** 2)
+    floor = float(np.sum(p * (1.0 - p)) / N ** 2)
+    planned = set() if plan is None else set(plan.rows[plan.rounds > 0].tolist())
+    r, n_agree = _agreement_residuals(tp, labels, [int(i) for i in labels if int(i) not in planned])
+    m = len(r)
+    if m < 2:
+        return floor
+    return max(floor, float(n_agree ** 2 * (1 - m / n_agree) * np.var(r, ddof=1) / m / N ** 2))
 
 
 def _loewner_max(A: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -1009,7 +1046,7 @@ def _draw_round(tp: TargetPredictions, remaining: np.ndarray, w: dict[tuple[int,
 def plan_labels(learners: Any, X_source: Any, y_source: Any, X_target: Any, *, budget: int,
                 already_labeled: Any = None, random_state: int | None = None, prior: Any = "cv",
                 predictions: TargetPredictions | None = None, estimator: str = PLAN_ESTIMATOR,
-                variance: str = DEFAULT_VARIANCE) -> LabelPlan:
+                variance: str = DEFAULT_VARIANCE, uniform_share: float = UNIFORM_SHARE) -> LabelPlan:
     """Which target rows to label (Sawade et al. 2012 variance-optimal sampling for ℓ candidates); returns a ``LabelPlan``.
 
     ``budget`` is the total number of labeled rows, including ``already_labeled`` — ``(plan, labels)``
@@ -1046,12 +1083,18 @@ def plan_labels(learners: Any, X_source: Any, y_source: Any, X_target: Any, *, b
         The label estimate (module docstring).
     variance : {"hh", "hh_model", "sample"}, default "hh"
         The label estimate's variance form (module docstring).
+    uniform_share : float, default UNIFORM_SHARE
+        Share of this round's new rows drawn uniformly from the rows not labeled or requested yet (round 0, as
+        labels no plan asked for): they measure the accuracy the candidates share where they all agree
+        (:data:`UNIFORM_SHARE`).
 
     Returns
     -------
     LabelPlan
         All rows requested so far; ``new_rows`` are those to label now.
     """
+    if not 0.0 <= float(uniform_share) < 1.0:
+        raise ValueError(f"uniform_share must be in [0, 1); got {uniform_share!r}")
     _check_estimator(estimator)
     _check_variance(variance)
     X_s, y_s, X_t = _check_batch(X_source, y_source, X_target)
@@ -1080,10 +1123,19 @@ def plan_labels(learners: Any, X_source: Any, y_source: Any, X_target: Any, *, b
     w, posterior = _pair_weights(est, tp.names, rng)
     if posterior is not None:
         details["posterior"] = posterior
-    rows_new, pi_new, rounds_new, info, q_range = _draw_round(tp, remaining, w, n_new, rounds_old, done, rng)
+    n_uniform = int(round(float(uniform_share) * n_new))
+    rows_new, pi_new, rounds_new, info, q_range = _draw_round(tp, remaining, w, n_new - n_uniform, rounds_old, done,
+                                                              rng)
     details.update({"round_info": round_info + [info], "q_min_max": q_range})
-    return LabelPlan(np.concatenate([rows_old, rows_new]).astype(int), np.concatenate([probs_old, pi_new]),
-                     np.concatenate([rounds_old, rounds_new]), int(budget), N, tp.names, details)
+    rows = np.concatenate([rows_old, rows_new]).astype(int)
+    probs, rounds = np.concatenate([probs_old, pi_new]), np.concatenate([rounds_old, rounds_new])
+    if n_uniform:  # uniform draws over the rows neither labeled nor requested: round 0, π = m / N over all of them
+        pool = np.setdiff1d(np.arange(N), np.union1d(rows, np.fromiter(done, int, len(done))))
+        drawn = np.sort(rng.choice(pool, size=min(n_uniform, len(pool)), replace=False))
+        rows, rounds = np.concatenate([rows, drawn]), np.concatenate([rounds, np.zeros(len(drawn), int)])
+        probs = np.where(rounds == 0, (rounds == 0).sum() / N, np.concatenate([probs, np.zeros(len(drawn))]))
+        details["uniform"] = {"share": float(uniform_share), "n": int(len(drawn))}
+    return LabelPlan(rows, probs, rounds, int(budget), N, tp.names, details)
 
 
 def _check_select_args(plan: Any, confidence: float) -> None:
@@ -1210,7 +1262,7 @@ def fewlabel_select(learners: Any, X_source: Any, y_source: Any, X_target: Any, 
     p_best = pd.Series(_p_best(est, rng, same=_same_predictions(tp.predictions[:, keep])), index=names)
     details = {**est.details, "p_better": _p_better(full, tp.names),  # every pair, the served contenders' too
                "p_best": p_best, "served": _served_posterior(full, tp), "cov": est.cov, "n_labels": len(labels),
-               "n_disagreement": int(len(tp.disagreement)), "common_var": common_variance(tp, labels),
+               "n_disagreement": int(len(tp.disagreement)), "common_var": common_variance(tp, labels, plan),
                "params": _select_params(prior, confidence, random_state, estimator, variance)}
     return SelectorScores("fewlabel", scores, _select_fits(predictions, prior, len(names)), intervals, details)
 

@@ -775,8 +775,9 @@ def test_labels_without_a_plan_carry_the_finite_population_factor() -> None:
     # m = 3 labels on rows no plan asked for (0, 1 and 4): a simple random sample of the N = 6 rows
     theta, cov, details = _label_estimate(tp, None, {0: 0, 1: 1, 4: 1}, "ht", "hh")
     # residuals on D: a is right on rows 0 and 1, row 4 is outside D → r_a = (1, 1, 0), r_b = (0, 0, 0)
-    # estimate N·mean(r) = 6·2/3 = 4 for a, 0 for b; common part: row 4 labeled (both right: 1), row 5 p̄ 0.8
-    np.testing.assert_allclose(theta, [(1.8 + 4.0) / 6, 1.8 / 6])
+    # estimate N·mean(r) = 6·2/3 = 4 for a, 0 for b; common part (rows 4, 5 where both agree, p̄ 0.8 each), the
+    # difference estimator over the uniform draws there (row 4 only, c − p̄ = 0.2): 1.6 + N_A·0.2 = 1.6 + 2·0.2 = 2.0
+    np.testing.assert_allclose(theta, [(2.0 + 4.0) / 6, 2.0 / 6])
     # variance N²(1 − m/N)·s²/m with s²_a = var(1, 1, 0) = 1/3 (ddof 1): 36·(1/2)·(1/3)/3 = 2, over N² → 2/36
     np.testing.assert_allclose(cov, [[2.0 / 36, 0.0], [0.0, 0.0]], atol=1e-12)
     assert details["n_extra"] == 3
@@ -841,7 +842,7 @@ def test_unanswered_requests_rescale_the_pi_of_the_model_floor_hand_worked() -> 
 def test_labels_without_a_plan_through_plan_labels_and_fewlabel_select_hand_worked() -> None:
     """The public path of the previous test: 3 labels given as a mapping (rows 0, 1, 4, no plan) become round 0
     with probability m/N = 3/6, and the selector's estimate and covariance are the hand-worked ones:
-    θ = [(1.8 + 4)/6, 1.8/6], Var(θ_a) = N²(1 − m/N)s²/m / N² = 36·(1/2)·(1/3)/3 / 36 = 2/36."""
+    θ = [(2.0 + 4)/6, 2.0/6], Var(θ_a) = N²(1 − m/N)s²/m / N² = 36·(1/2)·(1/3)/3 / 36 = 2/36."""
     Xs, ys, Xt = _side_xy()
     tp = _side_batch()
     labels = pd.Series({0: 0, 1: 1, 4: 1})
@@ -851,7 +852,7 @@ def test_labels_without_a_plan_through_plan_labels_and_fewlabel_select_hand_work
     np.testing.assert_allclose(plan.probabilities, 3 / 6)
     res = fewlabel_select(["a", "b"], Xs, ys, Xt, plan=plan, y_labeled=labels, prior=None, predictions=tp,
                           estimator="ht", variance="hh")
-    np.testing.assert_allclose(res.scores.to_numpy(), [(1.8 + 4.0) / 6, 1.8 / 6], atol=1e-12)
+    np.testing.assert_allclose(res.scores.to_numpy(), [(2.0 + 4.0) / 6, 2.0 / 6], atol=1e-12)
     np.testing.assert_allclose(res.details["cov"], [[2.0 / 36, 0.0], [0.0, 0.0]], atol=1e-12)
 
 
@@ -879,3 +880,41 @@ def test_the_shared_part_of_an_accuracy_has_the_binomial_variance_of_the_rows_wh
     tp = TargetPredictions(["A", "B"], P, proba, np.array([0, 1]))
     assert common_variance(tp, {1: 1}) == pytest.approx((0.9 * 0.1 + 0.3 * 0.7) / 25, abs=1e-15)
     assert common_variance(tp, {0: 0, 1: 1, 2: 1}) == 0.0  # every shared row labeled: exact
+    # uniform draws (no plan) on rows 0 and 2 of the N_A = 3 shared rows: c − p̄ = 1 − 0.9 = 0.1 and 1 − 0.3 = 0.7,
+    # s² = 0.18 (ddof 1); N_A²(1 − 2/3)·0.18/2 / 5² = 9·(1/3)·0.09/25 = 0.0108, above the binomial floor of row 1
+    # left unlabeled (0.8·0.2/25 = 0.0064)
+    assert common_variance(tp, {0: 0, 2: 1}) == pytest.approx(0.0108, abs=1e-12)
+
+
+def test_a_uniform_share_of_the_plan_measures_the_level_the_candidates_share_where_they_agree() -> None:
+    """``uniform_share`` (UNIFORM_SHARE): 40 rows, a and b disagree on the first 20. Budget 10 at share 0.2: 8 rows
+    drawn where they disagree (round 1) and round(0.2·10) = 2 uniformly from the other rows (round 0, π = 2/40).
+    Then labels on every requested row, with the shared rows truly right on 2 of 20 although p̄ = 0.9 there (shift
+    miscalibrates it): the shared part is Σ_A p̄ + N_A·mean(c − p̄) over the uniform draws in A, not Σ_A p̄."""
+    from shiftlib.selection.fewlabel import UNIFORM_SHARE
+
+    assert UNIFORM_SHARE == 0.0  # what ships until its trial's rule adopts a share
+    N = 40
+    P = np.array([[0, 1]] * 10 + [[1, 0]] * 10 + [[1, 1]] * 20)
+    proba = np.array([[0.5, 0.5]] * 20 + [[0.1, 0.9]] * 20)
+    tp = TargetPredictions(["a", "b"], P, proba, np.array([0, 1]))
+    rng = np.random.default_rng(0)
+    Xs, ys, Xt = rng.normal(size=(10, 2)), np.tile([0, 1], 5), rng.normal(size=(N, 2))
+    plan = plan_labels(["a", "b"], Xs, ys, Xt, budget=10, prior=None, predictions=tp, random_state=0,
+                       uniform_share=0.2)
+    round0 = plan.rows[plan.rounds == 0]
+    assert (plan.rounds == 1).sum() == 8 and np.all(plan.rows[plan.rounds == 1] < 20) and len(round0) == 2
+    np.testing.assert_allclose(plan.probabilities[plan.rounds == 0], 2 / N)
+    assert len(set(plan.rows.tolist())) == 10 and plan.details["uniform"] == {"share": 0.2, "n": 2}
+    # the shared part, hand-worked: truth right on shared rows 20 and 21 only (Σ_A c = 2; Σ_A p̄ = 18)
+    from shiftlib.selection.fewlabel import _common_part, _LabeledBatch
+
+    truth = np.r_[np.zeros(20, int), np.where(np.arange(20) < 2, 1, 0)]
+    lb = _LabeledBatch.of(tp, {i: int(truth[i]) for i in range(N)})
+    assert _common_part(lb, [25, 30]) == pytest.approx(18 + 20 * (-0.9))  # m_A = 2, c − p̄ = −0.9 on both
+    assert _common_part(lb, [3, 20, 25]) == pytest.approx(18 + 20 * (0.1 - 0.9) / 2)  # row 3 is in D: left out
+    assert _common_part(lb, list(range(20, 40))) == pytest.approx(2.0)  # every shared row drawn: exact
+    assert _common_part(lb, []) == pytest.approx(2.0)  # no uniform draw: exact where labeled (here, every row)
+    with pytest.raises(ValueError, match="uniform_share must be in"):
+        plan_labels(["a", "b"], Xs, ys, Xt, budget=10, prior=None, predictions=tp, uniform_share=1.0)
+
