@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from shiftlib.estimation import StoredPredictions
 
 # shiftlib.estimation (scikit-learn, SciPy) is imported inside the functions: flows.config reads this module's
@@ -74,7 +76,9 @@ __all__ = [
     "p_beats_rule",
     "one_class",
     "one_class_share",
+    "outside_rows",
     "outside_share",
+    "unseen_level_rows",
     "overlap_verdict",
     "p_better",
     "p_better_with_labels",
@@ -212,6 +216,8 @@ class OverlapVerdict:
         Each criterion that made it poor, in words (empty when ``ok``).
     domain_auc, ess_share, outside_share : float
         The three numbers it rests on (NaN where not known).
+    unseen_share : float, default 0.0
+        The part of ``outside_share`` with levels of text columns the source never had.
     """
 
     verdict: str
@@ -219,6 +225,7 @@ class OverlapVerdict:
     domain_auc: float
     ess_share: float
     outside_share: float
+    unseen_share: float = 0.0
 
     def sentence(self) -> str:
         """One line for the closing report: the verdict and what to do."""
@@ -228,6 +235,32 @@ class OverlapVerdict:
         return ("overlap POOR: " + "; ".join(self.reasons) + ". The estimates cannot be trusted on the rows the "
                 "source does not reach and their intervals are widened to say so; label some target rows "
                 "(`shiftflow retrain --label-budget`) to know")
+
+
+def unseen_level_rows(source: pd.DataFrame, target: pd.DataFrame, columns: Sequence[Any]) -> np.ndarray:
+    """Target rows with a level of a text column that no source row has (build item 3's "rows with unseen
+    levels"): such a level encodes as all zeros, so no weight and no candidate has seen a row like it, and the
+    domain classifier, which reads the same encoding, may not tell it from the source's rare levels.
+
+    Parameters
+    ----------
+    source, target : pandas.DataFrame
+        The tables as the user gave them.
+    columns : sequence
+        The text columns (compared as text; missing values are not levels).
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        One flag per target row.
+    """
+    out = np.zeros(len(target), bool)
+    for c in columns:
+        if c in source.columns and c in target.columns:
+            seen = set(source[c].dropna().astype(str))
+            t = target[c]
+            out |= (t.notna() & ~t.astype(str).isin(seen)).to_numpy(bool)
+    return out
 
 
 def outside_share(source_scores: Any, target_scores: Any, *, quantile: float = 0.99) -> float:
@@ -247,13 +280,32 @@ def outside_share(source_scores: Any, target_scores: Any, *, quantile: float = 0
     float
         Share of target rows scored above that source quantile, in [0, 1].
     """
+    return float(np.mean(outside_rows(source_scores, target_scores, quantile=quantile)))
+
+
+def outside_rows(source_scores: Any, target_scores: Any, *, quantile: float = 0.99) -> np.ndarray:
+    """The target rows :func:`outside_share` counts: scored above ``quantile`` of the source rows.
+
+    Parameters
+    ----------
+    source_scores, target_scores : array-like of float
+        The domain classifier's out-of-fold scores of the source rows and of the target rows.
+    quantile : float, default 0.99
+        Quantile of the source scores above which a target row counts as not reached.
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        One flag per target row.
+    """
     s, t = np.asarray(source_scores, float), np.asarray(target_scores, float)
     if len(s) == 0 or len(t) == 0:
         raise ValueError("outside_share needs source and target scores")
-    return float(np.mean(t > np.quantile(s, quantile)))
+    return t > np.quantile(s, quantile)
 
 
-def overlap_verdict(domain_auc: float, ess: float | None, n_source: int, outside: float) -> OverlapVerdict:
+def overlap_verdict(domain_auc: float, ess: float | None, n_source: int, outside: float,
+                    unseen: float = 0.0) -> OverlapVerdict:
     """``poor`` when the domain classifier separates the batch from the source (AUC ≥ :data:`OVERLAP_AUC`),
     when the importance weights rest on under :data:`LOW_ESS_SHARE` of the source rows, or when at least
     :data:`OUTSIDE_SHARE` of the batch lies beyond the source (:func:`outside_share`); else ``ok``. The
@@ -268,7 +320,10 @@ def overlap_verdict(domain_auc: float, ess: float | None, n_source: int, outside
     n_source : int
         Number of source rows the weights are on.
     outside : float
-        Share of the batch beyond the source (:func:`outside_share`).
+        Share of the batch beyond the source (:func:`outside_share`, or the rows beyond it or with levels the
+        source never had, :func:`unseen_level_rows`).
+    unseen : float, default 0.0
+        Share of the batch with levels the source never had (named in the reason when ``outside`` makes it poor).
 
     Returns
     -------
@@ -282,8 +337,10 @@ def overlap_verdict(domain_auc: float, ess: float | None, n_source: int, outside
     if np.isfinite(ess_share) and ess_share < LOW_ESS_SHARE:
         reasons.append(f"the weights rest on an effective {ess_share:.1%} of the source rows (< {LOW_ESS_SHARE:.0%})")
     if outside >= OUTSIDE_SHARE:
-        reasons.append(f"{outside:.0%} of the batch lies beyond the source (≥ {OUTSIDE_SHARE:.0%})")
-    return OverlapVerdict("poor" if reasons else "ok", reasons, float(domain_auc), ess_share, float(outside))
+        reasons.append(f"{outside:.0%} of the batch lies beyond the source (≥ {OUTSIDE_SHARE:.0%})"
+                       + (f"; {unseen:.0%} has levels of text columns the source never had" if unseen > 0 else ""))
+    return OverlapVerdict("poor" if reasons else "ok", reasons, float(domain_auc), ess_share, float(outside),
+                          float(unseen))
 
 
 def accuracy_alert(ci_low: float, ci_high: float, min_accuracy: float | None) -> str:

@@ -158,7 +158,10 @@ UNINFORMED_VAR = 0.25
 #: candidate shares on the rows where they all agree (:func:`_common_part`, :func:`common_variance`). Without them
 #: that level is the candidates' mean probability, which shift miscalibrates: helper-37 saw an accuracy "with
 #: 50 labels" of 0.559 [0.494, 0.623] whose truth was 0.270 (the candidates agreed on 346 rows at a mean
-#: probability 0.93, right on 22 % of them). The contrasts that order the candidates do not read that level
+#: probability 0.93, right on 22 % of them). The contrasts that order the candidates do not read that level.
+#: 0.2 was not adopted by the rule fixed before its trial (``reports/label_budget_uniform.md``: at 50 labels it
+#: lifted coverage on the TrCV pairs only, lowered it on feature bias, widened every interval 3–4 times and
+#: doubled the pick's regret)
 UNIFORM_SHARE = 0.0
 _NORMAL = NormalDist()
 

@@ -739,6 +739,21 @@ def test_p_is_printed_with_four_decimals_where_two_would_round_it_onto_a_thresho
     assert _p_words(0.9497, 0.95) == "0.9497" and _p_words(0.8967, 0.95) == "0.90"
 
 
+def test_unseen_level_rows_flag_target_levels_no_source_row_has():
+    # by hand: column g has source levels {a, b}; target rows 'c' (unseen), None (missing: not a level), 'a';
+    # column h compares as text, so 1 and "1" are one level, 3 is unseen; a column only one table has is skipped
+    import pandas as pd
+
+    from shiftlib.decisions import outside_rows, unseen_level_rows
+
+    src = pd.DataFrame({"g": ["a", "b", "a"], "h": [1, 2, 2]})
+    tgt = pd.DataFrame({"g": ["c", None, "a", "a"], "h": ["1", 2, 2, 3], "only": [0, 0, 0, 0]})
+    assert unseen_level_rows(src, tgt, ["g", "h", "only"]).tolist() == [True, False, False, True]
+    assert unseen_level_rows(src, tgt, []).tolist() == [False] * 4
+    # outside_rows: above the 0.99 quantile of the source scores 0 … 1 (0.99)
+    assert outside_rows(np.linspace(0, 1, 101), [0.5, 0.995, 2.0]).tolist() == [False, True, True]
+
+
 def test_what_ships_puts_the_rule_in_place_of_a_one_class_champion_only():
     # revision 10 was not adopted by its rule (reports/decisions_rule.md); revision 11 was (decisions_rule11.md)
     assert RULE_CONTENDERS == ("never", "third", "one_class") and RULE_CONTENDER == "one_class"

@@ -122,6 +122,10 @@ def test_labels_change_the_reported_accuracy_and_its_interval_covers_the_truth(t
     assert m["estimate.labeled.accuracy"] == pytest.approx(est, abs=1e-6) and m["estimate.labeled.n_labels"] == 30
     assert m["estimate.accuracy"] == 0.848
     assert labeled_line(served).startswith("accuracy with 30 target labels: 0.742 [0.637, 0.847]")
+    # helper-37: 0.559 [0.494, 0.623] with 50 labels, truth 0.270; the trial of a uniform share did not mend it
+    assert labeled_line(served).endswith("this interval may be too narrow under shift: it held 0.94 / 0.67 / 0.50 "
+                                         "of the time at 50 labels on feature bias / natural / TrCV-pair cases, "
+                                         "reports/label_budget_uniform.md)")
 
 
 def test_an_interval_that_straddles_min_accuracy_is_a_warning_not_an_alert(tmp_path, mlflow_runs, caplog):
@@ -201,6 +205,35 @@ def test_a_poor_overlap_widens_every_interval_to_what_the_source_cannot_rule_out
     assert np.allclose(t2["ci_low"], t2["ci_low_source"]) and np.allclose(t2["ci_low_source"], table["ci_low_source"])
 
 
+def test_rows_with_levels_the_source_never_had_count_as_beyond_its_reach(tmp_path):
+    """Build item 3: the overlap verdict counts "the share of target rows with unseen levels or outside the source's
+    support". helper-37's hpc_data batch was all of protocols the source lacked, yet only 23 % of it counted as
+    beyond the source, and an interval that held 0.771 [0.535, 0.884] missed the truth, 0.270. Here no target row
+    is scored beyond the source, 4 of 10 have the site 'c' no source row has and 1 of 10 a missing site (not a
+    level): 40 % beyond, poor (≥ 10 %), and the reason names the unseen levels."""
+    import json
+
+    from shiftlib.estimation import StoredPredictions
+    from tasks.estimation import stage_overlap
+
+    store = StageStore(tmp_path / "runs", "unseen")
+    src_rows = pd.DataFrame({ROW: np.arange(20), "site": ["a", "b"] * 10, "x": np.arange(20.0)})
+    tgt_rows = pd.DataFrame({ROW: np.arange(10), "site": ["a", "b", "a", "c", "c", "c", "c", None, "b", "a"],
+                             "x": np.arange(10.0)})
+    store.write_stage("ingest", {"source_rows": src_rows, "target_rows": tgt_rows}, key="k-ingest", params={},
+                      inputs={}, extra={"encodings": {"site": ["a", "b"]}})
+    scores = pd.DataFrame({"side": ["source"] * 20 + ["target"] * 10, "row": np.r_[np.arange(20), np.arange(10)],
+                           "target_score": np.r_[np.linspace(0, 1, 20), np.full(10, 0.5)]})
+    store.write_stage("drift", {"row_scores": scores}, key="k-drift", params={}, inputs={},
+                      files={"summary.json": json.dumps({"domain_auc": 0.6}).encode()})
+    y = np.tile([0, 1], 10)
+    P = StoredPredictions("LR", np.array([0, 1]), y, np.full((20, 2), 0.5), np.full((10, 2), 0.5), np.arange(20) % 5)
+    v = stage_overlap(store, P)
+    assert v.verdict == "poor" and v.outside_share == pytest.approx(0.4)
+    assert v.reasons == ["40% of the batch lies beyond the source (≥ 10%); 40% has levels of text columns the "
+                         "source never had"]
+
+
 def test_the_shift_regime_is_reported_with_every_estimate_and_tagged_on_the_parent(tmp_path, mlflow_runs):
     """A drift stage as the drift task writes it (``detect_drift``'s row scores and summary): every row of the stage
     table carries the regime ``shiftlib.regime.shift_regime`` gives, computed here again from the drift report, the
@@ -225,7 +258,7 @@ def test_the_shift_regime_is_reported_with_every_estimate_and_tagged_on_the_pare
                               settings=EstimationSettings(n_boot=20))
         preds = stored_predictions({n: make_learner(n, random_state=0) for n in NAMES}, X_s, y_s, X_t, k=5,
                                    random_state=0)
-    assert list(table.columns[-3:]) == ["regime", "regime_weighted_auc", "regime_pvalue"]
+    assert list(table.columns[-4:-1]) == ["regime", "regime_weighted_auc", "regime_pvalue"]
     src = rep.row_scores[rep.row_scores["side"] == "source"]
     assert np.array_equal(src["row"].to_numpy(), rows)  # drift's row ids are positions in the ingested source
     for P in preds:
