@@ -79,6 +79,7 @@ __all__ = [
     "outside_rows",
     "outside_share",
     "unseen_level_rows",
+    "unseen_levels",
     "overlap_verdict",
     "p_better",
     "p_better_with_labels",
@@ -254,12 +255,31 @@ def unseen_level_rows(source: pd.DataFrame, target: pd.DataFrame, columns: Seque
     numpy.ndarray of bool
         One flag per target row.
     """
+    return unseen_levels(target, {c: source[c].dropna().unique() for c in columns if c in source.columns})
+
+
+def unseen_levels(target: pd.DataFrame, levels: Mapping[Any, Sequence[Any]]) -> np.ndarray:
+    """:func:`unseen_level_rows` from the levels each text column had in the source (e.g. a fitted encoder's
+    ``EncodingPlan.encodings``), for a batch scored without the source table at hand.
+
+    Parameters
+    ----------
+    target : pandas.DataFrame
+        The batch as the user gave it.
+    levels : mapping
+        Column → the levels the source had (compared as text).
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        One flag per target row: a non-missing value in some column of ``levels`` that is not among them.
+    """
     out = np.zeros(len(target), bool)
-    for c in columns:
-        if c in source.columns and c in target.columns:
-            seen = set(source[c].dropna().astype(str))
+    for c, seen in levels.items():
+        if c in target.columns:
+            known = {str(v) for v in seen}
             t = target[c]
-            out |= (t.notna() & ~t.astype(str).isin(seen)).to_numpy(bool)
+            out |= (t.notna() & ~t.astype(str).isin(known)).to_numpy(bool)
     return out
 
 

@@ -24,7 +24,7 @@ from shiftlib.decisions import (
     accuracy_alert,
     champion_predictions,
     majority_baseline,
-    outside_share,
+    outside_rows,
     overlap_verdict,
     widen_for_overlap,
 )
@@ -109,7 +109,7 @@ def monitor_rows(n_rows: int, *, max_rows: int | None = MONITOR_ROWS, random_sta
 
 def monitor_batch(stored: StoredPredictions, proba_target: Any, X_source: Any, X_target: Any, *,
                   confidence: float = 0.95, min_accuracy: float | None = None, alpha: float = 0.05,
-                  n_boot: int = N_BOOT, random_state: int | None = None) -> BatchMonitor:
+                  n_boot: int = N_BOOT, random_state: int | None = None, unseen: Any = None) -> BatchMonitor:
     """Estimate the served version's accuracy on a batch, and say whether the batch drifted and is covered.
 
     Parameters
@@ -130,6 +130,9 @@ def monitor_batch(stored: StoredPredictions, proba_target: Any, X_source: Any, X
         Bootstrap resamples of the estimate.
     random_state : int, optional
         Seed of the weights, the tests and the bootstrap.
+    unseen : array of bool, optional
+        Per batch row, whether it has a level of a text column the source never had
+        (``shiftlib.decisions.unseen_levels``): counted beyond the source's reach, as the retrain's verdict does.
 
     Returns
     -------
@@ -143,10 +146,13 @@ def monitor_batch(stored: StoredPredictions, proba_target: Any, X_source: Any, X
     P = champion_predictions(stored, proba_target, X_source, X_target, random_state=seed)
     drift = detect_drift(X_source, X_target, alpha=alpha, random_state=seed)
     scores = drift.row_scores
-    outside = outside_share(scores.loc[scores["side"] == "source", "target_score"],
-                            scores.loc[scores["side"] == "target", "target_score"])
+    tgt = scores[scores["side"] == "target"]
+    beyond = outside_rows(scores.loc[scores["side"] == "source", "target_score"], tgt["target_score"])
+    new = (np.zeros(len(tgt), bool) if unseen is None
+           else np.asarray(unseen, bool)[tgt["row"].to_numpy(np.int64)])  # the drift test's rows of the batch
     ess = None if P.weights is None else effective_sample_size(P.weights)
-    overlap = overlap_verdict(drift.domain_auc, ess, len(P.y_source), outside)
+    overlap = overlap_verdict(drift.domain_auc, ess, len(P.y_source), float(np.mean(beyond | new)),
+                              unseen=float(np.mean(new)))
     est = estimate_from_predictions(P, "auto", confidence=confidence, n_boot=n_boot, random_state=seed)
     lo, hi = est.ci_low, est.ci_high
     if overlap.verdict == "poor":  # what the source cannot rule out (as the retrain flow's estimation stage)

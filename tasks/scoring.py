@@ -252,6 +252,7 @@ def monitor(version: Any, model: Any, batch: pd.DataFrame, inputs: list[str], pr
     """``shiftlib.monitoring.monitor_batch`` on a seeded sample of the batch, from the evidence the version keeps
     (``tasks.champion.read_evidence``); None, with a warning, for a version without it or without a
     ``prepare`` step."""
+    from shiftlib.decisions import unseen_levels
     from shiftlib.monitoring import monitor_batch, monitor_rows
     from tasks.champion import read_evidence
 
@@ -263,5 +264,8 @@ def monitor(version: Any, model: Any, batch: pd.DataFrame, inputs: list[str], pr
         return None
     stored, X_source = found
     rows = monitor_rows(len(batch), max_rows=max_rows, random_state=seed)
-    X_target = prepare.transform(batch[inputs].iloc[rows])
-    return monitor_batch(stored, proba[rows], X_source, X_target, min_accuracy=min_accuracy, random_state=seed)
+    raw = batch[inputs].iloc[rows]
+    plan = getattr(prepare, "plan_", None)  # the source's levels of each text column, as the encoder learnt them
+    unseen = unseen_levels(raw, plan.encodings) if plan is not None else None
+    return monitor_batch(stored, proba[rows], X_source, prepare.transform(raw), min_accuracy=min_accuracy,
+                         random_state=seed, unseen=unseen)

@@ -744,12 +744,14 @@ def test_unseen_level_rows_flag_target_levels_no_source_row_has():
     # column h compares as text, so 1 and "1" are one level, 3 is unseen; a column only one table has is skipped
     import pandas as pd
 
-    from shiftlib.decisions import outside_rows, unseen_level_rows
+    from shiftlib.decisions import outside_rows, unseen_level_rows, unseen_levels
 
     src = pd.DataFrame({"g": ["a", "b", "a"], "h": [1, 2, 2]})
     tgt = pd.DataFrame({"g": ["c", None, "a", "a"], "h": ["1", 2, 2, 3], "only": [0, 0, 0, 0]})
     assert unseen_level_rows(src, tgt, ["g", "h", "only"]).tolist() == [True, False, False, True]
     assert unseen_level_rows(src, tgt, []).tolist() == [False] * 4
+    # the same from an encoder's levels (no source table at hand)
+    assert unseen_levels(tgt, {"g": ["a", "b"], "h": [1, 2], "absent": ["x"]}).tolist() == [True, False, False, True]
     # outside_rows: above the 0.99 quantile of the source scores 0 … 1 (0.99)
     assert outside_rows(np.linspace(0, 1, 101), [0.5, 0.995, 2.0]).tolist() == [False, True, True]
 

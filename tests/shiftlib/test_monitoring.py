@@ -66,6 +66,20 @@ def test_a_batch_beyond_the_source_is_flagged_and_its_interval_widened_to_what_t
 
 
 @pytest.mark.heavy
+def test_batch_rows_with_levels_the_source_never_had_count_beyond_its_reach(no_shift):
+    """helper-37's hpc_data: a batch of protocols the served model's source lacked was read as mostly within
+    reach. With a third of the rows flagged unseen (``shiftlib.decisions.unseen_levels``) on a batch the source
+    otherwise reaches, the verdict is poor with at least that share beyond, and the interval is widened by it."""
+    P, X_s, X_t, _, base = no_shift
+    unseen = np.arange(len(X_t)) % 3 == 0
+    mon = monitor_batch(P, P.proba_target, X_s, X_t, random_state=0, unseen=unseen)
+    assert mon.overlap.verdict == "poor" and mon.overlap.unseen_share == pytest.approx(unseen.mean())
+    assert mon.overlap.outside_share >= unseen.mean()
+    assert (mon.ci_low, mon.ci_high) == pytest.approx(widen_for_overlap(base.ci_low, base.ci_high,
+                                                                        mon.overlap.outside_share))
+
+
+@pytest.mark.heavy
 def test_the_alert_compares_the_threshold_with_the_interval(no_shift):
     P, X_s, X_t, _, base = no_shift
     assert monitor_batch(P, P.proba_target, X_s, X_t, min_accuracy=base.ci_high + 0.01,
