@@ -537,7 +537,8 @@ def overlap_line(served: Mapping[str, Any], *, labeled: bool = False) -> str | N
     overlap = served.get("overlap")
     if overlap == "poor":
         share, unseen = served.get("outside_share", float("nan")), served.get("unseen_share", float("nan"))
-        new = f" ({unseen:.0%} has levels of text columns the source never had)" if unseen == unseen and unseen else ""
+        new = (f" ({unseen:.0%} has levels of text columns the source never had: --drop-columns leaves out a column "
+               "that should not matter)" if unseen == unseen and unseen else "")
         return (f"overlap POOR: {share:.0%} of the batch lies beyond the source's reach{new}, so the interval is "
                 "widened to what the source cannot rule out"
                 + ("" if labeled else "; label some target rows (--label-budget) to know"))

@@ -232,6 +232,11 @@ def test_rows_with_levels_the_source_never_had_count_as_beyond_its_reach(tmp_pat
     assert v.verdict == "poor" and v.outside_share == pytest.approx(0.4)
     assert v.reasons == ["40% of the batch lies beyond the source (≥ 10%); 40% has levels of text columns the "
                          "source never had"]
+    from tasks.estimation import overlap_line
+
+    line = overlap_line({"overlap": "poor", "outside_share": v.outside_share, "unseen_share": v.unseen_share})
+    assert line.startswith("overlap POOR: 40% of the batch lies beyond the source's reach (40% has levels of text "
+                           "columns the source never had: --drop-columns leaves out a column that should not matter)")
 
 
 def test_the_shift_regime_is_reported_with_every_estimate_and_tagged_on_the_parent(tmp_path, mlflow_runs):
