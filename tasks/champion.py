@@ -702,10 +702,14 @@ def _record_move(client: MlflowClient, name: str, target: Any, inc: Any, said: s
         exp = None
     if exp is None:
         return
-    run = with_retries(client.create_run, exp, run_name=f"champion set to v{target.version} by hand", tags={
-        MOVED: f"{name} v{target.version}", ALIAS_SET: said,
-        PREVIOUS: "-" if inc is None else str(inc.version)})
-    with_retries(client.set_terminated, run.info.run_id)
+    try:  # the alias has moved already: a record that cannot be written (e.g. a deleted experiment) is a warning
+        run = with_retries(client.create_run, exp, run_name=f"champion set to v{target.version} by hand", tags={
+            MOVED: f"{name} v{target.version}", ALIAS_SET: said,
+            PREVIOUS: "-" if inc is None else str(inc.version)})
+        with_retries(client.set_terminated, run.info.run_id)
+    except MlflowException as err:
+        run_logger().warning("champion: the move is not kept as a run (%s); the version's tag %s records it",
+                             str(err).splitlines()[0], ALIAS_SET)
 
 
 def _log_decision(client: MlflowClient, parent_run_id: str, record: dict[str, Any], waited: float) -> None:

@@ -252,7 +252,6 @@ def monitor(version: Any, model: Any, batch: pd.DataFrame, inputs: list[str], pr
     """``shiftlib.monitoring.monitor_batch`` on a seeded sample of the batch, from the evidence the version keeps
     (``tasks.champion.read_evidence``); None, with a warning, for a version without it or without a
     ``prepare`` step."""
-    from shiftlib.decisions import unseen_levels
     from shiftlib.monitoring import monitor_batch, monitor_rows
     from tasks.champion import read_evidence
 
@@ -265,7 +264,18 @@ def monitor(version: Any, model: Any, batch: pd.DataFrame, inputs: list[str], pr
     stored, X_source = found
     rows = monitor_rows(len(batch), max_rows=max_rows, random_state=seed)
     raw = batch[inputs].iloc[rows]
-    plan = getattr(prepare, "plan_", None)  # the source's levels of each text column, as the encoder learnt them
-    unseen = unseen_levels(raw, plan.encodings) if plan is not None else None
     return monitor_batch(stored, proba[rows], X_source, prepare.transform(raw), min_accuracy=min_accuracy,
-                         random_state=seed, unseen=unseen)
+                         random_state=seed, unseen=unseen_rows(raw, prepare))
+
+
+def unseen_rows(raw: pd.DataFrame, prepare: Any) -> Any:
+    """Batch rows with a level of a text column the served version's source never had
+    (``shiftlib.decisions.unseen_levels``), from the levels its encoder learnt (``prepare.plan_.encodings``); None
+    without them. A column at the encoder's ``max_levels`` cap kept its most frequent source levels only, so its
+    rarer source levels would read as new (helper-38): it is left out."""
+    from shiftlib.decisions import unseen_levels
+
+    plan, cap = getattr(prepare, "plan_", None), getattr(prepare, "max_levels", None)
+    if plan is None:
+        return None
+    return unseen_levels(raw, {c: v for c, v in plan.encodings.items() if cap is None or len(v) < cap})

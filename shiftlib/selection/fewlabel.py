@@ -681,15 +681,24 @@ def _agreement_residuals(tp: TargetPredictions, labels: Mapping[int, Any], extra
     return (c - tp.right_proba(ex)[:, 0] if len(ex) else np.zeros(0)), int(agree.sum())
 
 
-def _common_part(lb: _LabeledBatch, extra: list[int]) -> float:
-    """Σ c over the rows A where every candidate agrees. With m_A ≥ 1 uniform draws ``extra`` in A (a simple
-    random sample of A given m_A), the post-stratified difference estimator Σ_A p̄ + (N_A / m_A) Σ (c − p̄) over
-    them (Särndal, Swensson & Wretman 1992, §6.3 and §7.6): unbiased however shift miscalibrates p̄, and exact when
-    every row of A is labeled; without them p̄ of the common class, exact where labeled."""
+def _plan_uniform(plan: LabelPlan | None, labels: Mapping[int, Any]) -> list[int]:
+    """The labeled rows a plan itself drew uniformly (``uniform_share``, round 0 of a plan with
+    ``details['uniform']``); labels given for rows no plan asked for keep their old reading (exact where labeled)."""
+    if plan is None or not plan.details.get("uniform"):
+        return []
+    return [int(i) for i in plan.rows[plan.rounds == 0] if int(i) in labels]
+
+
+def _common_part(lb: _LabeledBatch, uniform: list[int]) -> float:
+    """Σ c over the rows A where every candidate agrees. With m_A ≥ 2 of the plan's uniform draws ``uniform`` in A
+    (a simple random sample of A given m_A), the post-stratified difference estimator Σ_A p̄ + (N_A / m_A) Σ (c − p̄)
+    over them (Särndal, Swensson & Wretman 1992, §6.3 and §7.6): unbiased however shift miscalibrates p̄, and exact
+    when every row of A is labeled; otherwise p̄ of the common class, exact where labeled (one draw cannot say how
+    far it spreads: :func:`common_variance` needs two)."""
     P, labels, p_right = lb.tp.predictions, lb.labels, lb.correct_prob
     A = np.flatnonzero(~lb.in_D)
-    r, n_agree = _agreement_residuals(lb.tp, labels, extra)
-    if len(r):
+    r, n_agree = _agreement_residuals(lb.tp, labels, uniform)
+    if len(r) >= 2:
         return float(p_right[A, 0].sum() + n_agree * r.mean())
     return sum((float(P[i, 0] == labels[i]) if i in labels else p_right[i, 0]) for i in A)
 
@@ -730,7 +739,7 @@ def _label_estimate(tp: TargetPredictions, plan: LabelPlan | None, labels: dict[
                                "n_extra": len(extra), "estimator": estimator, "variance": variance}
     if V_hh is not None:  # the floored variance weighs the labels; τ²'s moments keep the "hh" one
         details["_cov_moments"] = V_hh / (N * N)
-    theta = (_common_part(lb, extra) + s_hat) / N
+    theta = (_common_part(lb, _plan_uniform(plan, labels)) + s_hat) / N
     return theta, V_s / (N * N), details
 
 
@@ -738,7 +747,7 @@ def common_variance(tp: TargetPredictions, labels: Mapping[int, Any], plan: Labe
     """The variance of the accuracy every contender shares on the rows where they all agree, as an absolute
     accuracy reads it: Σ p̄(1 − p̄) / N² over those rows not labeled, p̄ the contenders' mean probability that the
     common class is right (the estimate's stand-in there, :func:`fewlabel_estimate`), 0 on a labeled row (exact).
-    With m_A ≥ 2 uniform draws (labels no round of ``plan`` asked for) among the N_A rows where all agree, at least
+    With m_A ≥ 2 of the plan's own uniform draws (``uniform_share``) among the N_A rows where all agree, at least
     the variance of :func:`_common_part`'s estimator, N_A² (1 − m_A/N_A) s² / m_A / N², s² their sample variance
     of c − p̄.
 
@@ -753,8 +762,7 @@ def common_variance(tp: TargetPredictions, labels: Mapping[int, Any], plan: Labe
     labels : Mapping
         Row → label of the labeled rows.
     plan : LabelPlan or None, default None
-        The plan the labels answer (its rounds > 0 drew where the candidates disagree); None: every label is a
-        uniform draw.
+        The plan the labels answer; its uniform draws (``details['uniform']``, round 0) measure the shared part.
 
     Returns
     -------
@@ -767,8 +775,7 @@ def common_variance(tp: TargetPredictions, labels: Mapping[int, Any], plan: Labe
     agree[[int(r) for r in labels if 0 <= int(r) < N]] = False
     p = tp.right_proba(np.flatnonzero(agree))[:, 0] if agree.any() else np.zeros(0)
     floor = float(np.sum(p * (1.0 - p)) / N ** 2)
-    planned = set() if plan is None else set(plan.rows[plan.rounds > 0].tolist())
-    r, n_agree = _agreement_residuals(tp, labels, [int(i) for i in labels if int(i) not in planned])
+    r, n_agree = _agreement_residuals(tp, labels, _plan_uniform(plan, labels))
     m = len(r)
     if m < 2:
         return floor

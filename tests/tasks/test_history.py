@@ -151,6 +151,23 @@ def test_every_move_by_hand_is_a_row_not_only_each_versions_latest(tmp_path: Pat
     assert t["started"].tolist()[1:] == [pd.Timestamp(w) for _, _, w in moves]
 
 
+def test_a_move_whose_record_cannot_be_written_still_moves_and_says_so(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """helper-38: with the registering run's experiment deleted, MLflow refuses the record's run after the alias has
+    moved; the move stands (the version's tag records it) and a warning says the run is not kept."""
+    import tasks.champion as tc
+
+    warned: list[str] = []
+    monkeypatch.setattr(tc, "run_logger", lambda: type("L", (), {"warning": lambda self, m, *a: warned.append(m % a)})())
+    uri, client, exp, _ = _two_versions(tmp_path)
+    client.set_registered_model_alias("h", "champion", "1")
+    client.delete_experiment(exp)
+    moved = tc.set_champion(uri, "h", version="2", reason="v1 misbehaves", who="ana", when="2027-01-16T09:30:00Z")
+    assert moved == {"from": "1", "to": "2"} and str(client.get_model_version_by_alias("h", "champion").version) == "2"
+    assert client.get_model_version("h", "2").tags[tc.ALIAS_SET] == "2027-01-16T09:30:00Z by ana: v1 misbehaves"
+    assert len(warned) == 1 and warned[0].startswith("champion: the move is not kept as a run (The experiment")
+
+
 def test_a_score_run_of_an_older_version_keeps_the_champion_as_serving(tmp_path: Path) -> None:
     """helper-34: after `shiftflow score --model kd-headache/1` while v2 was champion, the history said v1 served
     (the score run tagged the version it scored as serving). A score run's row has the version scored and, as

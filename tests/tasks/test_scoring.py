@@ -179,3 +179,17 @@ def _refusals_without_a_champion(registry) -> None:
     registry.set_model_version_tag("m", "2", "shiftflow.decision", "refused")
     with pytest.raises(ScoreInputError, match=r"v2, is refused: the gate refused it"):
         resolve_version(registry, parse_model_ref("m"))
+
+
+def test_unseen_rows_read_the_encoders_levels_and_skip_a_column_at_its_cap() -> None:
+    """``shiftflow score``'s rows with a level the served version's source never had: 'z' in column g (3 source
+    levels, under the cap of 3 + 1) is new; column many has 5 source levels, more than the cap of 4, so the encoder
+    kept its 4 most frequent and the rarest, 'e', would read as new: that column is left out (helper-38)."""
+    from shiftlib.preprocessor import TablePreprocessor
+    from tasks.scoring import unseen_rows
+
+    src = pd.DataFrame({"g": ["a", "b", "c"] * 4, "many": list("aaabbbcccdde"), "x": range(12)})
+    prep = TablePreprocessor(max_levels=4).fit(src)
+    batch = pd.DataFrame({"g": ["a", "z", None, "c"], "many": ["e", "a", "q", "b"], "x": [1, 2, 3, 4]})
+    assert unseen_rows(batch, prep).tolist() == [False, True, False, False]
+    assert unseen_rows(batch, object()) is None

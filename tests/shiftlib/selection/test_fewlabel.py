@@ -775,9 +775,8 @@ def test_labels_without_a_plan_carry_the_finite_population_factor() -> None:
     # m = 3 labels on rows no plan asked for (0, 1 and 4): a simple random sample of the N = 6 rows
     theta, cov, details = _label_estimate(tp, None, {0: 0, 1: 1, 4: 1}, "ht", "hh")
     # residuals on D: a is right on rows 0 and 1, row 4 is outside D → r_a = (1, 1, 0), r_b = (0, 0, 0)
-    # estimate N·mean(r) = 6·2/3 = 4 for a, 0 for b; common part (rows 4, 5 where both agree, p̄ 0.8 each), the
-    # difference estimator over the uniform draws there (row 4 only, c − p̄ = 0.2): 1.6 + N_A·0.2 = 1.6 + 2·0.2 = 2.0
-    np.testing.assert_allclose(theta, [(2.0 + 4.0) / 6, 2.0 / 6])
+    # estimate N·mean(r) = 6·2/3 = 4 for a, 0 for b; common part: row 4 labeled (both right: 1), row 5 p̄ 0.8
+    np.testing.assert_allclose(theta, [(1.8 + 4.0) / 6, 1.8 / 6])
     # variance N²(1 − m/N)·s²/m with s²_a = var(1, 1, 0) = 1/3 (ddof 1): 36·(1/2)·(1/3)/3 = 2, over N² → 2/36
     np.testing.assert_allclose(cov, [[2.0 / 36, 0.0], [0.0, 0.0]], atol=1e-12)
     assert details["n_extra"] == 3
@@ -842,7 +841,7 @@ def test_unanswered_requests_rescale_the_pi_of_the_model_floor_hand_worked() -> 
 def test_labels_without_a_plan_through_plan_labels_and_fewlabel_select_hand_worked() -> None:
     """The public path of the previous test: 3 labels given as a mapping (rows 0, 1, 4, no plan) become round 0
     with probability m/N = 3/6, and the selector's estimate and covariance are the hand-worked ones:
-    θ = [(2.0 + 4)/6, 2.0/6], Var(θ_a) = N²(1 − m/N)s²/m / N² = 36·(1/2)·(1/3)/3 / 36 = 2/36."""
+    θ = [(1.8 + 4)/6, 1.8/6], Var(θ_a) = N²(1 − m/N)s²/m / N² = 36·(1/2)·(1/3)/3 / 36 = 2/36."""
     Xs, ys, Xt = _side_xy()
     tp = _side_batch()
     labels = pd.Series({0: 0, 1: 1, 4: 1})
@@ -852,7 +851,7 @@ def test_labels_without_a_plan_through_plan_labels_and_fewlabel_select_hand_work
     np.testing.assert_allclose(plan.probabilities, 3 / 6)
     res = fewlabel_select(["a", "b"], Xs, ys, Xt, plan=plan, y_labeled=labels, prior=None, predictions=tp,
                           estimator="ht", variance="hh")
-    np.testing.assert_allclose(res.scores.to_numpy(), [(2.0 + 4.0) / 6, 2.0 / 6], atol=1e-12)
+    np.testing.assert_allclose(res.scores.to_numpy(), [(1.8 + 4.0) / 6, 1.8 / 6], atol=1e-12)
     np.testing.assert_allclose(res.details["cov"], [[2.0 / 36, 0.0], [0.0, 0.0]], atol=1e-12)
 
 
@@ -880,10 +879,13 @@ def test_the_shared_part_of_an_accuracy_has_the_binomial_variance_of_the_rows_wh
     tp = TargetPredictions(["A", "B"], P, proba, np.array([0, 1]))
     assert common_variance(tp, {1: 1}) == pytest.approx((0.9 * 0.1 + 0.3 * 0.7) / 25, abs=1e-15)
     assert common_variance(tp, {0: 0, 1: 1, 2: 1}) == 0.0  # every shared row labeled: exact
-    # uniform draws (no plan) on rows 0 and 2 of the N_A = 3 shared rows: c − p̄ = 1 − 0.9 = 0.1 and 1 − 0.3 = 0.7,
-    # s² = 0.18 (ddof 1); N_A²(1 − 2/3)·0.18/2 / 5² = 9·(1/3)·0.09/25 = 0.0108, above the binomial floor of row 1
-    # left unlabeled (0.8·0.2/25 = 0.0064)
-    assert common_variance(tp, {0: 0, 2: 1}) == pytest.approx(0.0108, abs=1e-12)
+    # a plan's own uniform draws (uniform_share) on rows 0 and 2 of the N_A = 3 shared rows: c − p̄ = 1 − 0.9 = 0.1
+    # and 1 − 0.3 = 0.7, s² = 0.18 (ddof 1); N_A²(1 − 2/3)·0.18/2 / 5² = 9·(1/3)·0.09/25 = 0.0108, above the binomial
+    # floor of row 1 left unlabeled (0.8·0.2/25 = 0.0064); the same labels given without such a plan: the floor
+    plan = LabelPlan(np.array([0, 2]), np.full(2, 2 / 5), np.zeros(2, int), 2, 5, ["A", "B"],
+                     {"disagreement": tp.disagreement, "round_info": [], "uniform": {"share": 0.2, "n": 2}})
+    assert common_variance(tp, {0: 0, 2: 1}, plan) == pytest.approx(0.0108, abs=1e-12)
+    assert common_variance(tp, {0: 0, 2: 1}) == pytest.approx(0.8 * 0.2 / 25, abs=1e-12)
 
 
 def test_a_uniform_share_of_the_plan_measures_the_level_the_candidates_share_where_they_agree() -> None:
@@ -915,6 +917,15 @@ def test_a_uniform_share_of_the_plan_measures_the_level_the_candidates_share_whe
     assert _common_part(lb, [3, 20, 25]) == pytest.approx(18 + 20 * (0.1 - 0.9) / 2)  # row 3 is in D: left out
     assert _common_part(lb, list(range(20, 40))) == pytest.approx(2.0)  # every shared row drawn: exact
     assert _common_part(lb, []) == pytest.approx(2.0)  # no uniform draw: exact where labeled (here, every row)
+    assert _common_part(lb, [25]) == pytest.approx(2.0)  # one draw is not enough: as without (helper-38)
+    # with UNIFORM_SHARE = 0 a label on a shared row that no plan asked for keeps its old reading (helper-38: one
+    # such label had moved an accuracy from 0.901 to 0.095 with the interval unchanged)
+    from shiftlib.selection.fewlabel import _plan_uniform
+
+    assert _plan_uniform(plan, {int(i): 0 for i in plan.rows}) == sorted(int(i) for i in round0)
+    no_share = LabelPlan(plan.rows[plan.rounds == 1], plan.probabilities[plan.rounds == 1],
+                         plan.rounds[plan.rounds == 1], 8, N, ["a", "b"], {**plan.details, "uniform": None})
+    assert _plan_uniform(no_share, {25: 0}) == [] and _plan_uniform(None, {25: 0}) == []
     with pytest.raises(ValueError, match="uniform_share must be in"):
         plan_labels(["a", "b"], Xs, ys, Xt, budget=10, prior=None, predictions=tp, uniform_share=1.0)
 
