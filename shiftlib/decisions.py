@@ -77,6 +77,7 @@ __all__ = [
     "one_class",
     "one_class_share",
     "outside_rows",
+    "overlap_shares",
     "outside_share",
     "unseen_level_rows",
     "unseen_levels",
@@ -258,7 +259,8 @@ def unseen_level_rows(source: pd.DataFrame, target: pd.DataFrame, columns: Seque
     return unseen_levels(target, {c: source[c].dropna().unique() for c in columns if c in source.columns})
 
 
-def unseen_levels(target: pd.DataFrame, levels: Mapping[Any, Sequence[Any]]) -> np.ndarray:
+def unseen_levels(target: pd.DataFrame, levels: Mapping[Any, Sequence[Any]], *,
+                  max_levels: int | None = None) -> np.ndarray:
     """:func:`unseen_level_rows` from the levels each text column had in the source (e.g. a fitted encoder's
     ``EncodingPlan.encodings``), for a batch scored without the source table at hand.
 
@@ -268,6 +270,9 @@ def unseen_levels(target: pd.DataFrame, levels: Mapping[Any, Sequence[Any]]) -> 
         The batch as the user gave it.
     levels : mapping
         Column → the levels the source had (compared as text).
+    max_levels : int, optional
+        The encoder's cap: a column with that many levels or more kept only its most frequent source levels, so
+        its rarer source levels would read as new (helper-38); such a column is left out.
 
     Returns
     -------
@@ -276,7 +281,7 @@ def unseen_levels(target: pd.DataFrame, levels: Mapping[Any, Sequence[Any]]) -> 
     """
     out = np.zeros(len(target), bool)
     for c, seen in levels.items():
-        if c in target.columns:
+        if c in target.columns and (max_levels is None or len(seen) < max_levels):
             known = {str(v) for v in seen}
             t = target[c]
             out |= (t.notna() & ~t.astype(str).isin(known)).to_numpy(bool)
@@ -291,9 +296,9 @@ def outside_share(source_scores: Any, target_scores: Any, *, quantile: float = 0
     Parameters
     ----------
     source_scores, target_scores : array-like of float
-        The domain classifier's out-of-fold scores of the source rows and of the target rows.
+        As :func:`outside_rows`.
     quantile : float, default 0.99
-        Quantile of the source scores above which a target row counts as not reached.
+        As :func:`outside_rows`.
 
     Returns
     -------
@@ -322,6 +327,30 @@ def outside_rows(source_scores: Any, target_scores: Any, *, quantile: float = 0.
     if len(s) == 0 or len(t) == 0:
         raise ValueError("outside_share needs source and target scores")
     return t > np.quantile(s, quantile)
+
+
+def overlap_shares(source_scores: Any, target_scores: Any, unseen: Any = None) -> tuple[float, float]:
+    """The share of the scored target rows beyond the source (:func:`outside_rows`) or with levels it never had
+    (``unseen``, one flag per scored row; None: none), and the share with such levels: what
+    :func:`overlap_verdict` reads as ``outside`` and ``unseen`` (build item 3).
+
+    Parameters
+    ----------
+    source_scores, target_scores : array-like of float
+        The domain classifier's out-of-fold scores of the source rows and of the target rows.
+    unseen : array-like of bool, optional
+        Per scored target row, whether it has a level of a text column the source never had.
+
+    Returns
+    -------
+    tuple of float
+        (share beyond the source or unseen, share unseen); (0, 0) without target rows.
+    """
+    if len(np.asarray(target_scores)) == 0:
+        return 0.0, 0.0
+    beyond = outside_rows(source_scores, target_scores)
+    new = np.zeros(len(beyond), bool) if unseen is None else np.asarray(unseen, bool)
+    return float(np.mean(beyond | new)), float(np.mean(new))
 
 
 def overlap_verdict(domain_auc: float, ess: float | None, n_source: int, outside: float,
@@ -1151,13 +1180,12 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
         details["champion_unvouched"] = unvouched_reason(champion, champion_auc)
         details["champion_one_class"] = one_class_share(champion) >= ONE_CLASS_SHARE  # RULE_CONTENDER's case
     overruled = None  # step 1's refusal on the label-free margin, when labels weigh a first version instead
-    if (refusal is not None and champion is None and FIRST_LABELS_DECIDE and details["one_class_share"] < ONE_CLASS_SHARE
-            and (labels is not None or rule_labels is not None)):
-        overruled, refusal = refusal, None
-        details["label_free_refusal"] = overruled
-    elif (refusal is not None and champion is None and first_unsure and first_margin and not target_labels
-          and labels is None and rule_labels is None and details["one_class_share"] < ONE_CLASS_SHARE):
-        details["label_free_refusal"], refusal = refusal, None  # step 2 weighs the margin by P (revision 12)
+    if refusal is not None and champion is None and details["one_class_share"] < ONE_CLASS_SHARE:
+        labeled = labels is not None or rule_labels is not None
+        if labeled and FIRST_LABELS_DECIDE:
+            overruled = refusal
+        if (labeled and FIRST_LABELS_DECIDE) or (not labeled and first_unsure and first_margin and not target_labels):
+            details["label_free_refusal"], refusal = refusal, None  # step 2 decides (revision 12 by P without labels)
     if refusal is not None and (unsure_margin == "refuse" or champion is None
                                 or details["one_class_share"] >= ONE_CLASS_SHARE
                                 or details["champion_unvouched"] is not None):

@@ -24,7 +24,7 @@ from shiftlib.decisions import (
     accuracy_alert,
     champion_predictions,
     majority_baseline,
-    outside_rows,
+    overlap_shares,
     overlap_verdict,
     widen_for_overlap,
 )
@@ -147,12 +147,11 @@ def monitor_batch(stored: StoredPredictions, proba_target: Any, X_source: Any, X
     drift = detect_drift(X_source, X_target, alpha=alpha, random_state=seed)
     scores = drift.row_scores
     tgt = scores[scores["side"] == "target"]
-    beyond = outside_rows(scores.loc[scores["side"] == "source", "target_score"], tgt["target_score"])
-    new = (np.zeros(len(tgt), bool) if unseen is None
-           else np.asarray(unseen, bool)[tgt["row"].to_numpy(np.int64)])  # the drift test's rows of the batch
+    outside, new = overlap_shares(scores.loc[scores["side"] == "source", "target_score"], tgt["target_score"],
+                                  None if unseen is None  # the drift test's rows of the batch
+                                  else np.asarray(unseen, bool)[tgt["row"].to_numpy(np.int64)])
     ess = None if P.weights is None else effective_sample_size(P.weights)
-    overlap = overlap_verdict(drift.domain_auc, ess, len(P.y_source), float(np.mean(beyond | new)),
-                              unseen=float(np.mean(new)))
+    overlap = overlap_verdict(drift.domain_auc, ess, len(P.y_source), outside, unseen=new)
     est = estimate_from_predictions(P, "auto", confidence=confidence, n_boot=n_boot, random_state=seed)
     lo, hi = est.ci_low, est.ci_high
     if overlap.verdict == "poor":  # what the source cannot rule out (as the retrain flow's estimation stage)

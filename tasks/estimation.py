@@ -35,7 +35,7 @@ from shiftlib.decisions import (
     majority_baseline,
     majority_margin,
     one_class_share,
-    outside_rows,
+    overlap_shares,
     overlap_verdict,
     unseen_level_rows,
     widen_for_overlap,
@@ -146,20 +146,19 @@ def stage_overlap(store: StageStore, P: StoredPredictions) -> OverlapVerdict | N
     auc = float(read_drift_summary(store)["domain_auc"])
     scores = store.read_table("drift", "row_scores")
     src, tgt = scores[scores["side"] == "source"], scores[scores["side"] == "target"]
-    beyond = outside_rows(src["target_score"], tgt["target_score"])
     man = store.manifest("ingest")
     files = man["files"]
     text = [c for c in man["extra"].get("encodings", {})  # the text columns the encoding keeps, in both raw tables
             if all(c in files.get(f"{t}_rows.parquet", {}).get("schema", {}) for t in ("source", "target"))]
-    unseen = np.zeros(len(tgt), bool)
+    unseen = None
     if text:  # rows whose level no source row has (build item 3), on the rows the drift stage scored
         raw_t = store.read_table("ingest", "target_rows", columns=[ROW, *text])
         flags = unseen_level_rows(store.read_table("ingest", "source_rows", columns=text), raw_t, text)
         unseen = pd.Series(flags, index=raw_t[ROW].to_numpy(int)).reindex(tgt["row"].to_numpy(int),
                                                                           fill_value=False).to_numpy(bool)
     ess = None if P.weights is None else effective_sample_size(P.weights)
-    return overlap_verdict(auc, ess, len(P.y_source), float(np.mean(beyond | unseen)) if len(tgt) else 0.0,
-                           unseen=float(np.mean(unseen)) if len(tgt) else 0.0)
+    outside, new = overlap_shares(src["target_score"], tgt["target_score"], unseen)
+    return overlap_verdict(auc, ess, len(P.y_source), outside, unseen=new)
 
 
 def stage_regimes(store: StageStore, preds: list[StoredPredictions]) -> list[ShiftRegime | None]:

@@ -402,12 +402,11 @@ def check_plan_kind(run_root: Path, spec: str, label: str, *, seed: int, pair_pl
         manifests.append((m, man))
     rows = filled_rows(spec, label)  # only a refusal reads the rows: which plan the file answers
     own = labels_path(spec).resolve().parent / MANIFEST
-    plans = [(m.resolve() == own, planned, m.stat().st_mtime, man) for m, man in manifests
+    plans = [(m.resolve() == own, planned, m.stat().st_mtime, m, man) for m, man in manifests
              if (planned := planned_rows(m)) is not None]
     if not plans:
         return  # nothing readable to diagnose: the labels stage says what is missing
-    in_place, planned, _, man = max(plans, key=lambda p: (p[0], len(p[1] & rows), p[2]))
-    m = next(m for m, x in manifests if x is man)
+    in_place, planned, _, m, man = max(plans, key=lambda p: (p[0], len(p[1] & rows), p[2]))
     params = man.get("params", {})
     diffs = []
     if man.get("code_version") != now:

@@ -270,12 +270,9 @@ def monitor(version: Any, model: Any, batch: pd.DataFrame, inputs: list[str], pr
 
 def unseen_rows(raw: pd.DataFrame, prepare: Any) -> Any:
     """Batch rows with a level of a text column the served version's source never had
-    (``shiftlib.decisions.unseen_levels``), from the levels its encoder learnt (``prepare.plan_.encodings``); None
-    without them. A column at the encoder's ``max_levels`` cap kept its most frequent source levels only, so its
-    rarer source levels would read as new (helper-38): it is left out."""
+    (``shiftlib.decisions.unseen_levels``, which leaves out a column at the encoder's cap), from the levels its
+    encoder learnt (``prepare.plan_.encodings``); None without them."""
     from shiftlib.decisions import unseen_levels
 
-    plan, cap = getattr(prepare, "plan_", None), getattr(prepare, "max_levels", None)
-    if plan is None:
-        return None
-    return unseen_levels(raw, {c: v for c, v in plan.encodings.items() if cap is None or len(v) < cap})
+    plan = getattr(prepare, "plan_", None)
+    return None if plan is None else unseen_levels(raw, plan.encodings, max_levels=getattr(prepare, "max_levels", None))

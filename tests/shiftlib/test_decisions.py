@@ -754,6 +754,14 @@ def test_unseen_level_rows_flag_target_levels_no_source_row_has():
     assert unseen_levels(tgt, {"g": ["a", "b"], "h": [1, 2], "absent": ["x"]}).tolist() == [True, False, False, True]
     # outside_rows: above the 0.99 quantile of the source scores 0 … 1 (0.99)
     assert outside_rows(np.linspace(0, 1, 101), [0.5, 0.995, 2.0]).tolist() == [False, True, True]
+    # an encoder's cap of 2 levels: column g (2 levels) is at it, so its 'c' is not read as new; h (1 level) is read
+    assert unseen_levels(tgt, {"g": ["a", "b"], "h": [2]}, max_levels=2).tolist() == [True, False, False, True]
+    # overlap_shares: rows 2, 3 beyond, rows 0, 3 unseen → union 3 of 4, unseen 2 of 4; none scored: (0, 0)
+    from shiftlib.decisions import overlap_shares
+
+    assert overlap_shares(np.linspace(0, 1, 101), [0.5, 0.6, 2.0, 3.0], [True, False, False, True]) == (0.75, 0.5)
+    assert overlap_shares(np.linspace(0, 1, 101), [0.5, 2.0]) == (0.5, 0.0)
+    assert overlap_shares(np.linspace(0, 1, 101), []) == (0.0, 0.0)
 
 
 def test_what_ships_puts_the_rule_in_place_of_a_one_class_champion_only():
