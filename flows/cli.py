@@ -7,6 +7,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import time
 import traceback
@@ -512,27 +513,57 @@ def report_lines(summary: dict[str, Any], *, bias: str | None = None, runner: st
     return out
 
 
+def _one_sentence_error(record: logging.LogRecord) -> BaseException | None:
+    """The exception of ``record`` if the CLI prints it as one sentence: a bad input found during the run
+    (``ShiftflowInputError``: a labels file of another configuration), a service down (``ConnectionError``,
+    ``TimeoutError``) or a full disk (``StageWriteError``)."""
+    from shiftlib.errors import ShiftflowInputError
+    from tasks.store import StageWriteError
+
+    exc = record.exc_info[1] if record.exc_info else None
+    return exc if isinstance(exc, (ShiftflowInputError, ConnectionError, TimeoutError, StageWriteError)) else None
+
+
 class _NoInputErrorTraceback(logging.Filter):
-    """Drops the traceback of a log record whose exception the CLI prints as one sentence: a bad input found
-    during the run (``ShiftflowInputError``: a labels file of another configuration), a service down
-    (``ConnectionError``, ``TimeoutError``) or a full disk (``StageWriteError``) — not 175 lines of tracebacks
-    before it (issue 31)."""
+    """Drops the traceback of a log record whose exception the CLI prints as one sentence
+    (``_one_sentence_error``) — not 175 lines of tracebacks before it (issue 31)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from shiftlib.errors import ShiftflowInputError
-        from tasks.store import StageWriteError
-
-        if record.exc_info and isinstance(record.exc_info[1], (ShiftflowInputError, ConnectionError, TimeoutError,
-                                                               StageWriteError)):
+        if _one_sentence_error(record) is not None:
             record.exc_info, record.exc_text = None, None
         return True
 
 
+class _ErrorSentenceOnce(logging.Filter):
+    """On the console only: drops Prefect's records that repeat such a sentence (the task's failure, its state,
+    the flow's failure and its state: four copies before the CLI's own line). The UI's log keeps them. The
+    sentence is recognised by its first characters up to a quote or backslash, which Prefect's reprs escape."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sentences: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = _one_sentence_error(record)
+        if exc is not None:
+            head = re.split(r"[\"'\\]", str(exc))[0][:80]
+            if len(head) >= 20:  # a short text could be part of any message
+                self.sentences.add(head)
+                return False
+        if self.sentences and (record.name == "prefect" or record.name.startswith("prefect.")):
+            return not any(h in record.getMessage() for h in self.sentences)
+        return True
+
+
 def _input_errors_without_traceback() -> None:
-    """Install ``_NoInputErrorTraceback`` on every handler Prefect's logging configured (console and API)."""
+    """Install ``_NoInputErrorTraceback`` on every handler Prefect's logging configured (console and API), and
+    ``_ErrorSentenceOnce`` before it on the console's."""
     loggers = [logging.getLogger()] + [logging.getLogger(n) for n in list(logging.root.manager.loggerDict)
                                        if n == "prefect" or n.startswith("prefect.")]
     for handler in {h for lg in loggers for h in lg.handlers}:
+        if isinstance(handler, logging.StreamHandler) and not any(isinstance(f, _ErrorSentenceOnce)
+                                                                  for f in handler.filters):
+            handler.filters.insert(0, _ErrorSentenceOnce())  # first: it reads the exception the next one drops
         if not any(isinstance(f, _NoInputErrorTraceback) for f in handler.filters):
             handler.addFilter(_NoInputErrorTraceback())
 

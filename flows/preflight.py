@@ -132,9 +132,10 @@ def preflight(config: RetrainConfig) -> Checked:
 def _check_filled(config: RetrainConfig, classes: list[Any], n_target: int,
                   ingested: tuple[dict[str, Any], dict[str, str]]) -> None:
     """The filled labels file on its own (readable, its columns, row keys, classes: ``tasks.inputs.read_filled``)
-    and that some run under the run root has planned labels at all, with this code, seed, kind of plan and
-    ingested tables (``ingested``: ``tasks.ingest.ingest_identity``; ``tasks.inputs.check_plan_kind``); whether the
-    plan is this configuration's (its candidates) needs the training stage, so the labels stage checks that."""
+    and that some run under the run root has planned labels at all, with this code, seed, kind of plan, ingested
+    tables (``ingested``: ``tasks.ingest.ingest_identity``) and candidates (``tasks.inputs.check_plan_kind``);
+    whether the plan is this configuration's (the candidates' predictions) needs the training stage, so the labels
+    stage checks that."""
     from flows.paths import default_run_root
     from tasks.inputs import LabelsInputError, check_plan_kind, read_filled
     from tasks.store import stage_manifests
@@ -146,7 +147,8 @@ def _check_filled(config: RetrainConfig, classes: list[Any], n_target: int,
                                "(same configuration and run root), fill the file it writes, then pass it with "
                                "--target-labels")
     check_plan_kind(root, config.target_labels, config.label, seed=config.seed,
-                    pair_plan=config.label_plan == "pair", ingest=ingested)
+                    pair_plan=config.label_plan == "pair", ingest=ingested, learners=config.learners,
+                    weighting=None if config.weighting == "auto" else config.weighting)
 
 
 def _preflight(config: RetrainConfig) -> Checked:

@@ -9,7 +9,7 @@ import hashlib
 import threading
 import warnings
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -375,15 +375,18 @@ def planned_rows(manifest: Path) -> set[int] | None:
 
 
 def check_plan_kind(run_root: Path, spec: str, label: str, *, seed: int, pair_plan: bool,
-                    ingest: tuple[Mapping[str, Any], Mapping[str, str]] | None = None) -> None:
+                    ingest: tuple[Mapping[str, Any], Mapping[str, str]] | None = None,
+                    learners: Collection[str] | None = None, weighting: str | None = None) -> None:
     """Refuse a filled labels file in seconds when no label plan stored under ``run_root`` can be this run's: a plan
     is answered only by the code that wrote it, with the same seed, the same kind of plan (a pair or every
     candidate; ``tasks.labels`` keys plans so) and, given ``ingest`` (this run's ingest parameters and table hashes,
-    ``tasks.ingest.ingest_identity``), the same ingested tables: all are known before training. The plan the file
-    answers is the one whose stage folder holds it (filled in place), else the one holding most of its labeled rows
-    (the newest among equals), and the message names what differs. Whether a plan that passes is this
-    configuration's (the same candidates) needs the training stage, so ``tasks.labels.read_labels`` checks that.
-    Raises ``LabelsInputError``."""
+    ``tasks.ingest.ingest_identity``), the same ingested tables; given ``learners`` and ``weighting`` (None for
+    ``auto``, which the drift stage settles), the same candidates: a plan reads every candidate's predictions, so
+    another set of them can never take it. All are known before training. The plan the file answers is the one
+    whose stage folder holds it (filled in place), else the one holding most of its labeled rows (the newest among
+    equals), and the message names what differs. Whether a plan that passes is this configuration's (the same
+    predictions) needs the training stage, so ``tasks.labels.read_labels`` checks that. Raises
+    ``LabelsInputError``."""
     import json
 
     from tasks.store import MANIFEST, code_version, stage_manifests
@@ -397,7 +400,8 @@ def check_plan_kind(run_root: Path, spec: str, label: str, *, seed: int, pair_pl
             continue
         params = man.get("params", {})
         if (man.get("code_version") == now and params.get("seed") == seed and ("pair" in params) == pair_plan
-                and (ingest is None or not _ingest_diffs(_run_ingest(m), ingest))):
+                and (ingest is None or not _ingest_diffs(_run_stage(m, "ingest"), ingest))
+                and not _candidate_diffs(_run_stage(m, "training"), learners, weighting)):
             return
         manifests.append((m, man))
     rows = filled_rows(spec, label)  # only a refusal reads the rows: which plan the file answers
@@ -418,7 +422,8 @@ def check_plan_kind(run_root: Path, spec: str, label: str, *, seed: int, pair_pl
         then, now_kind = (kinds[0], kinds[1]) if "pair" in params else (kinds[1], kinds[0])
         diffs.append(f"the label plan ({then} then, {now_kind} now)")
     if ingest is not None:
-        diffs += _ingest_diffs(_run_ingest(m), ingest)
+        diffs += _ingest_diffs(_run_stage(m, "ingest"), ingest)
+    diffs += _candidate_diffs(_run_stage(m, "training"), learners, weighting)
     whose = ("whose folder holds the file" if in_place else "whose rows the file holds" if rows and planned & rows
              else "the newest stored")
     raise LabelsInputError(f"{labels_path(spec)}: no label plan under the run root {run_root} can take it: the plan "
@@ -427,14 +432,35 @@ def check_plan_kind(run_root: Path, spec: str, label: str, *, seed: int, pair_pl
                            "and fill the new file")
 
 
-def _run_ingest(labels_manifest: Path) -> dict[str, Any]:
-    """The ingest manifest of the run folder holding a labels stage's manifest ({} when unreadable)."""
+def _run_stage(labels_manifest: Path, stage: str) -> dict[str, Any]:
+    """The ``stage`` manifest of the run folder holding a labels stage's manifest ({} when unreadable)."""
     import json
 
     try:
-        return json.loads((labels_manifest.parent.parent / "ingest" / labels_manifest.name).read_text())
+        return json.loads((labels_manifest.parent.parent / stage / labels_manifest.name).read_text())
     except (OSError, ValueError):
         return {}
+
+
+def _candidate_diffs(then: Mapping[str, Any], learners: Collection[str] | None, weighting: str | None) -> list[str]:
+    """What differs, in words, between a stored training manifest's candidates and this run's ``learners`` and
+    ``weighting`` (None: not compared). Sets, not lists: another order of the same learners is left to the labels
+    stage. [] when nothing differs or ``then`` records no candidates."""
+    cands = then.get("params", {}).get("candidates") if isinstance(then.get("params"), Mapping) else None
+    if not isinstance(cands, list) or not all(isinstance(c, Mapping) for c in cands):
+        return []
+    out = []
+    names = {str(c.get("learner")) for c in cands}
+    if learners is not None and names != set(learners):
+        out.append(f"the learners ({', '.join(sorted(names, key=str.lower))} then, "
+                   f"{', '.join(sorted(set(learners), key=str.lower))} now)")
+    from shiftlib.learners import LEARNERS, make_learner, needs_target
+
+    methods = {str(c.get("weighting")) for c in cands} - {"none"}
+    weighted = any(not needs_target(make_learner(n)) for n in names & set(LEARNERS))  # CSLR has no weighted variant
+    if weighting is not None and weighted and methods != {weighting} - {"none"}:
+        out.append(f"the weighting ({', '.join(sorted(methods)) or 'none'} then, {weighting} now)")
+    return out
 
 
 def _ingest_diffs(then: Mapping[str, Any], now: tuple[Mapping[str, Any], Mapping[str, str]]) -> list[str]:

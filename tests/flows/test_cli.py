@@ -263,6 +263,38 @@ def test_an_input_error_found_during_the_run_is_logged_without_its_traceback():
     assert "Traceback" in logging.Formatter().format(bug)
 
 
+def test_the_console_shows_a_refusal_found_during_the_run_once() -> None:
+    """Prefect logged a refusal found during the run four times before the CLI's own line (the task's failure
+    with the exception, its state, the flow's failure, its state; 1aedf8e's closing note). On the console the
+    filter drops every Prefect record carrying the sentence; other records, and other loggers', pass."""
+    import logging
+
+    from flows.cli import _ErrorSentenceOnce
+    from tasks.inputs import LabelsInputError
+
+    text = "no stored label plan for this configuration (same source, target, learners, seed): run with 'x'"
+    exc = LabelsInputError(text)
+
+    def record(name: str, level: int, msg: str, exc_info: bool = False) -> logging.LogRecord:
+        return logging.LogRecord(name, level, __file__, 1, msg, None, (type(exc), exc, None) if exc_info else None)
+
+    once = _ErrorSentenceOnce()
+    before = record("prefect.task_runs", logging.INFO, "labels: reading the filled file")
+    assert once.filter(before)
+    assert not once.filter(record("prefect.task_runs", logging.ERROR, f"Task run failed with exception: {exc!r}",
+                                  exc_info=True))
+    for name, msg in [("prefect.task_runs", f"Finished in state Failed({f'Task run encountered {text}'!r})"),
+                      ("prefect.flow_runs", f"Encountered exception during execution: {exc!r}"),
+                      ("prefect.flow_runs", f"Finished in state Failed({f'Flow run encountered {text}'!r})")]:
+        assert not once.filter(record(name, logging.ERROR, msg))
+    assert once.filter(record("prefect.flow_runs", logging.INFO, "Finished in state Completed()"))
+    assert once.filter(record("shiftflow", logging.ERROR, f"error: {text}"))  # not Prefect's: kept
+    exc = LabelsInputError("bad file")  # a short sentence could be part of any message: nothing is dropped for it
+    short = _ErrorSentenceOnce()
+    assert short.filter(record("prefect.task_runs", logging.ERROR, "failed", exc_info=True))
+    assert short.sentences == set()
+
+
 # --------------------------------------------------------------------------------------------- task-runner flags
 # (importing prefect_dask/distributed takes ~10 s on a loaded box, so even the cheap Dask checks are slow)
 

@@ -789,6 +789,19 @@ def test_a_file_no_stored_plan_of_this_code_seed_and_kind_can_take_is_refused_at
         preflight(config.model_copy(update={"target": f"file:{tmp_path / 'tgt_other.csv'}"}))
     with pytest.raises(LabelsInputError, match=r"differs from this run in the setting max_levels \(20 then, 7 now\)"):
         preflight(config.model_copy(update={"max_levels": 7}))
+    # other candidates never take a plan over every candidate's predictions: refused at the door too, once the plan's
+    # run records its candidates (the fixture's training stage records none: nothing to compare, so it passed)
+    training = store.stage_dir("training") / "manifest.json"
+    recorded = json.loads(training.read_text())
+    recorded["params"] = {"candidates": [{"learner": n, "weighting": w} for w in ("none", "kmm") for n in ("LR", "DT")]}
+    training.write_text(json.dumps(recorded))
+    preflight(config.model_copy(update={"learners": ["DT", "LR"], "weighting": "kmm"}))  # another order: passes
+    flows.preflight._PASSED.clear()
+    preflight(config)  # weighting 'auto' is settled by the drift stage: not compared
+    with pytest.raises(LabelsInputError, match=r"differs from this run in the learners \(DT, LR then, LR, NB now\)\. "):
+        preflight(config.model_copy(update={"learners": ["LR", "NB"]}))
+    with pytest.raises(LabelsInputError, match=r"differs from this run in the weighting \(kmm then, none now\)\. "):
+        preflight(config.model_copy(update={"weighting": "none"}))
     # two plans holding the same rows (run-0 a copy of run-1): the one whose folder holds the file is named
     shutil.copytree(store.run_dir, root / "run-0")
     in_place = store.stage_dir("labels") / "filled.csv"
