@@ -334,6 +334,28 @@ def test_counting_on_whole_rows_drops_a_change_of_exactly_two_rows_of_200() -> N
     assert on_rows(nights.assign(batch_majority_share=0.70)).mandated.tolist() == [False, True, False, False]
 
 
+def test_the_floor_of_misses_counts_item_1s_nights_whatever_was_decided() -> None:
+    """decisions_pooled.floor_table, worked by hand on four nights (rule 0.72, champion 0.60 or 0.70): A promoted a
+    version truly below the rule (0.70) over a worse champion: on the floor, not a miss; B refused a one-class
+    version 0.10 better: on the floor and a miss; C refused a version 0.10 better and above the rule: a miss off
+    the floor; D kept one 0.025 better and 0.005 above the rule: a miss off the floor (the floor takes no 0.01
+    tolerance). Floor 2 of 4 (50 per 100), missed 3, off the floor 2 (50 per 100), one floor night promoted."""
+    import pandas as pd
+
+    from replications.decisions_pooled import floor_table, on_rows
+
+    nights = pd.DataFrame({"gate": ["rev5"] * 4, "decision": ["promoted", "refused", "refused", "kept"],
+                           "acc_new": [0.70, 0.80, 0.80, 0.725], "acc_champion": [0.60, 0.70, 0.70, 0.70],
+                           "acc_after": [0.70, 0.70, 0.70, 0.70], "labels_asked": [0] * 4,
+                           "schema_change": [False] * 4, "batch_majority_share": [0.72] * 4,
+                           "reason": ["P ≥ 0.9", "it predicts one class for 99.5% of the batch (≥ 99%)",
+                                      "it is estimated no more accurate than the majority-class rule", "P ≤ 0.1"]})
+    d = on_rows(nights)
+    row = floor_table(d, d, 1).iloc[0]
+    assert (row["floor"], row["floor /100"], row["revision 5 missed"]) == (2, 50.0, 3)
+    assert (row["missed off the floor /100"], row["floor nights revision 5 promoted"]) == (50.0, 1)
+
+
 def test_decisions_unsure_uses_unseen_tables_and_counts_on_rows() -> None:
     import replications.decisions_fresh as F
     import replications.decisions_heldout as H
