@@ -215,7 +215,8 @@ def t_factor(k: int, confidence: float = CONFIDENCE) -> float:
     return float(student_t.ppf((1 + confidence) / 2, k - 1)) * math.sqrt(1 + 1 / k)
 
 
-def corrections(nights: pd.DataFrame, histories: tuple[int, ...], *, window_all: bool = False) -> pd.DataFrame:
+def corrections(nights: pd.DataFrame, histories: tuple[int, ...], *, window_all: bool = False,
+                n_target_floor: bool = False) -> pd.DataFrame:
     """Every (table, candidate, night, k) with night > k: ``realized_correction`` from nights night − k..night − 1
     (rule, item 7) beside the label-free interval of the same night.
 
@@ -228,6 +229,9 @@ def corrections(nights: pd.DataFrame, histories: tuple[int, ...], *, window_all:
     window_all : bool
         Instead, the shipped default: every earlier night, window ``REALIZED_WINDOW``, from the third on
         (``histories`` then names nothing; k = the nights used).
+    n_target_floor : bool
+        Pass each night's batch rows as ``n_target`` (the spread raised to the batch's binomial noise;
+        ``replications/realized_floor.py``). False, as this replication's own rule ran.
 
     Returns
     -------
@@ -249,10 +253,11 @@ def corrections(nights: pd.DataFrame, histories: tuple[int, ...], *, window_all:
                 past = g.loc[g.index < night] if k is None else g.loc[(g.index >= night - k) & (g.index < night)]
                 if (k is None and len(past) < MIN_REALIZED_BATCHES) or (k is not None and len(past) < k):
                     continue
+                n = int(g.at[night, "n_target"]) if n_target_floor else None
                 r = (realized_correction(g.at[night, "estimate"], past["estimate"], past["realized"],
-                                         confidence=CONFIDENCE) if k is None else
+                                         confidence=CONFIDENCE, n_target=n) if k is None else
                      realized_correction(g.at[night, "estimate"], past["estimate"], past["realized"],
-                                         confidence=CONFIDENCE, window=k))
+                                         confidence=CONFIDENCE, window=k, n_target=n))
                 used = r.n_batches
                 row = g.loc[night]
                 a, lo, hi = float(row["realized"]), float(row["lf_low"]), float(row["lf_high"])

@@ -24,6 +24,24 @@ def test_hand_worked_three_batches():
     assert r.ci_high == pytest.approx(0.7733333 + 0.1034236, abs=2e-6)
 
 
+def test_the_spread_is_raised_to_the_batchs_binomial_noise_when_its_size_is_given():
+    # helper-37's guImmun night 4, rounded: residuals 0.522−0.60, 0.532−0.62, 0.507−0.58 = −0.078, −0.088, −0.073
+    # agree: s = 0.0076376 (deviations 0.001667, −0.008333, 0.006667; Σd² = 1.16667e-4; /2; √). ē = −0.0796667,
+    # centre 0.59 − 0.0796667 = 0.5103333. A batch of 200 rows: √(0.5103333 · 0.4896667 / 200) = 0.0353478 > s,
+    # so half = t_{2, 0.975} 4.302653 · 0.0353478 · √(4/3) 1.1547005 = 0.1756175 (without it, 0.0379445)
+    args = (0.59, [0.60, 0.62, 0.58], [0.522, 0.532, 0.507])
+    plain, floored = realized_correction(*args), realized_correction(*args, n_target=200)
+    assert plain.spread == pytest.approx(0.0076376, abs=1e-6) and floored.spread == pytest.approx(0.0353478, abs=1e-6)
+    assert floored.accuracy == plain.accuracy == pytest.approx(0.5103333, abs=1e-6)
+    assert floored.ci_high - floored.accuracy == pytest.approx(0.1756175, abs=2e-6)
+    assert plain.ci_high - plain.accuracy == pytest.approx(0.0379445, abs=2e-6)
+    # the hand-worked three batches above: s 0.0208167 beats √(0.7733333 · 0.2266667 / 10,000) = 0.0041868
+    spread = [0.80, 0.70, 0.90], [0.78, 0.69, 0.85]
+    assert realized_correction(0.80, *spread, n_target=10_000) == realized_correction(0.80, *spread)
+    with pytest.raises(ValueError, match="n_target must be a positive number of batch rows"):
+        realized_correction(*args, n_target=0)
+
+
 def test_the_shipped_defaults():
     assert (MIN_REALIZED_BATCHES, REALIZED_WINDOW) == (3, 10)
     assert realized_correction(0.8, [0.8, 0.7], [0.78, 0.69]) is None  # two batches: the label-free interval stays
