@@ -30,3 +30,17 @@ def test_truth_within_the_component_estimates_and_floors_skip_failed_cells():
     f = floors(pd.DataFrame(rows)).set_index("method")
     assert "trcv" not in f.index and f.loc["cv", "cells"] == 2
     assert f.loc["cv", "mae"] == pytest.approx((0.1 + 0.1) / 2)
+
+
+def test_mae_ratios_divide_by_the_peers_mae_on_the_same_cells():
+    """Two cells, truth 0.7: the peer errs 0.10 and 0.20 (MAE 0.15), median 0.03 and 0.09 (MAE 0.06): 0.06 / 0.15
+    = 0.4; the peer's own ratio is 1."""
+    from replications.estimation_floor import mae_ratios
+
+    base = {"case": "c", "group": "natural", "learner": "LR", "truth": 0.7}
+    rows = [base | {"seed": 0, "method": "nannyml-cbpe", "estimate": 0.8},
+            base | {"seed": 1, "method": "nannyml-cbpe", "estimate": 0.5},
+            base | {"seed": 0, "method": "median", "estimate": 0.73},
+            base | {"seed": 1, "method": "median", "estimate": 0.61}]
+    r = mae_ratios(floors(pd.DataFrame(rows)))
+    assert r.loc["median", "natural"] == pytest.approx(0.4) and r.loc["nannyml-cbpe", "natural"] == 1.0
