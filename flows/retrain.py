@@ -193,7 +193,7 @@ def _decide(run: _Run, prep: dict[str, Any], labeled: dict[str, Any] | None) -> 
     model_name = registered_name(run)
     estimate = served_estimate(prep["estimates"], chosen["chosen"], ctx=ctx, min_accuracy=config.min_accuracy,
                                model_name=model_name, labeled=chosen.get("fewlabel"), history=prep["history"],
-                               rule=rule_classes(run.store))
+                               rule=rule_classes(run.store), n_target=read_ingest(run.store).n_target)
     with run.stage("champion"):
         policy = GatePolicy(k=config.selection_folds, rows=config.selection_rows,
                             promote_confidence=config.promote_confidence, unvouched=config.unvouched_champion,

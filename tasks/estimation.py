@@ -50,7 +50,7 @@ from shiftlib.estimation import (
     shared_source_cv,
     stored_predictions,
 )
-from shiftlib.realized import MIN_REALIZED_BATCHES, realized_correction
+from shiftlib.realized import BINOMIAL_FLOOR, MIN_REALIZED_BATCHES, realized_correction
 from shiftlib.regime import ShiftRegime, shift_regime
 from shiftlib.selection import SelectorScores
 from shiftlib.weights import effective_sample_size
@@ -335,16 +335,19 @@ def realized_history(store: StageStore, model_name: str, schema_digest: str) -> 
     return mine.reset_index(drop=True)
 
 
-def realized_estimate(r: Mapping[str, Any], history: pd.DataFrame | None) -> dict[str, Any] | None:
+def realized_estimate(r: Mapping[str, Any], history: pd.DataFrame | None, n_target: int | None = None
+                      ) -> dict[str, Any] | None:
     """Candidate ``r``'s label-free estimate corrected by its realised errors on this deployment's earlier
     batches (``shiftlib.realized.realized_correction`` on ``history``'s rows of the same candidate, one per
-    run); None with fewer than ``MIN_REALIZED_BATCHES`` such batches."""
+    run; its spread raised to the binomial noise of this batch's ``n_target`` rows when
+    ``shiftlib.realized.BINOMIAL_FLOOR``); None with fewer than ``MIN_REALIZED_BATCHES`` such batches."""
     if history is None or history.empty:
         return None
     # the history's estimate is the estimation stage's, label-free: the correction never feeds back into it
     rows = history[history["candidate"] == r["candidate"]].drop_duplicates("flow_run_id", keep="last")
     corr = realized_correction(float(r["estimate"]), rows["estimate"].to_numpy(float),
-                               rows["realized_accuracy"].to_numpy(float), confidence=float(r["confidence"]))
+                               rows["realized_accuracy"].to_numpy(float), confidence=float(r["confidence"]),
+                               n_target=n_target if BINOMIAL_FLOOR else None)
     if corr is None:
         return None
     return {"accuracy": corr.accuracy, "ci_low": corr.ci_low, "ci_high": corr.ci_high, "bias": corr.bias,
@@ -370,7 +373,8 @@ def labeled_estimate(r: Mapping[str, Any], labeled: Mapping[str, Any] | None) ->
 @task(name="served-estimate", cache_policy=NO_CACHE)
 def served_estimate(table: pd.DataFrame, served: str, *, ctx: RunContext, min_accuracy: float | None,
                     model_name: str | None = None, labeled: Mapping[str, Any] | None = None,
-                    history: pd.DataFrame | None = None, rule: list[Any] | None = None) -> dict[str, Any]:
+                    history: pd.DataFrame | None = None, rule: list[Any] | None = None,
+                    n_target: int | None = None) -> dict[str, Any]:
     """The served candidate's estimate on ``ctx``'s parent run (``estimate.*``, ``estimate.majority_baseline``, the
     tags ``shiftflow.estimate.overlap`` and ``shiftflow.estimate.regime``; with this deployment's realised-labels
     ``history`` (:func:`realized_history`) ``estimate.realized.*``, the estimate corrected by its past errors,
@@ -379,13 +383,14 @@ def served_estimate(table: pd.DataFrame, served: str, *, ctx: RunContext, min_ac
     True (the parent is tagged ``shiftflow.alert=accuracy`` and the event ``shiftflow.alert.accuracy`` is
     emitted) when the upper end of the last of these intervals is below ``min_accuracy``; an interval that
     straddles ``min_accuracy`` is a warning. ``rule``: the majority-class rule's class and those tied with it in the source
-    (``tasks.ingest.rule_classes``), named beside its accuracy."""
+    (``tasks.ingest.rule_classes``), named beside its accuracy. ``n_target``: the batch's rows, for the
+    realised correction's binomial floor."""
     rows = table[table["candidate"] == served]
     if rows.empty:
         raise ValueError(f"no accuracy estimate for the served candidate {served!r}; "
                          f"the estimation stage has {list(table['candidate'])}")
     r = rows.iloc[0].to_dict()
-    real = realized_estimate(r, history)
+    real = realized_estimate(r, history, n_target)
     prior = r if real is None else r | {"estimate": real["accuracy"], "ci_low": real["ci_low"],
                                         "ci_high": real["ci_high"]}
     lab = labeled_estimate(prior, labeled)

@@ -65,7 +65,7 @@ def test_three_evaluated_batches_correct_the_fourth_estimate(tmp_path, events_to
 
     run_id, printed = _retrain(tmp_path, uri, 4)
     m = client.get_run(run_id).data.metrics
-    want = realized_correction(m["estimate.accuracy"], hist["estimate"], hist["realized_accuracy"])
+    want = realized_correction(m["estimate.accuracy"], hist["estimate"], hist["realized_accuracy"], n_target=300)
     assert m["estimate.realized.accuracy"] == pytest.approx(want.accuracy, abs=1e-9)
     assert (m["estimate.realized.ci_low"], m["estimate.realized.ci_high"]) == pytest.approx(
         (want.ci_low, want.ci_high), abs=1e-9)

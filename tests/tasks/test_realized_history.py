@@ -69,6 +69,22 @@ def test_past_errors_correct_the_served_estimate_and_decide_the_alert(parent):
                                      "(their mean error -0.027)")
 
 
+def test_the_served_correction_takes_the_batchs_binomial_floor(parent):
+    """What ships: the flow gives the batch's rows (``BINOMIAL_FLOOR``). PAST's spread 0.0208167 beats the
+    binomial sd of 10,000 rows at 0.773 (0.0041868): unchanged. Of 100 rows it is √(0.7733333 · 0.2266667 / 100)
+    = 0.0418676, so the half-width is 4.302653 · 0.0418676 · √(4/3) 1.1547005 = 0.2080094."""
+    from shiftlib.realized import BINOMIAL_FLOOR
+
+    uri, _, run_id = parent
+    assert BINOMIAL_FLOOR is True
+    ctx, table = RunContext(uri, "", run_id, "", 0), pd.DataFrame([ROW])
+    big = served_estimate.fn(table, "LR", min_accuracy=None, ctx=ctx, history=PAST, n_target=10_000)["realized"]
+    assert (big["ci_low"], big["ci_high"]) == pytest.approx((LOW, HIGH), abs=2e-6)
+    small = served_estimate.fn(table, "LR", min_accuracy=None, ctx=ctx, history=PAST, n_target=100)["realized"]
+    assert small["accuracy"] == pytest.approx(MID, abs=2e-6) and small["spread"] == pytest.approx(0.0418676, abs=1e-6)
+    assert small["ci_high"] - small["accuracy"] == pytest.approx(0.2080094, abs=2e-6)
+
+
 def test_labels_combine_with_the_corrected_estimate_as_their_prior(parent):
     uri, _, run_id = parent
     labeled = {"accuracy": {"LR": 0.74}, "se": {"LR": 0.03}, "n_labels": 40}
