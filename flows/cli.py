@@ -524,32 +524,49 @@ def _one_sentence_error(record: logging.LogRecord) -> BaseException | None:
     return exc if isinstance(exc, (ShiftflowInputError, ConnectionError, TimeoutError, StageWriteError)) else None
 
 
+#: the heads of the one-sentence errors logged in this process (``_remember``), shared by the filters below: a
+#: record reaches the API handler of its own logger before the root's console handler, and the first filter to
+#: see it drops its exception
+_SENTENCES: set[str] = set()
+
+
+def _remember(record: logging.LogRecord, sentences: set[str]) -> bool:
+    """Whether ``record`` carries a one-sentence error; its head (up to a quote or backslash, which Prefect's
+    reprs escape; at least 20 characters: a short text could be part of any message) goes into ``sentences``."""
+    exc = _one_sentence_error(record)
+    if exc is None:
+        return False
+    head = re.split(r"[\"'\\]", str(exc))[0][:80]
+    if len(head) >= 20:
+        sentences.add(head)
+    return True
+
+
 class _NoInputErrorTraceback(logging.Filter):
     """Drops the traceback of a log record whose exception the CLI prints as one sentence
     (``_one_sentence_error``) — not 175 lines of tracebacks before it (issue 31)."""
 
+    def __init__(self, sentences: set[str] | None = None) -> None:
+        super().__init__()
+        self.sentences = _SENTENCES if sentences is None else sentences
+
     def filter(self, record: logging.LogRecord) -> bool:
-        if _one_sentence_error(record) is not None:
+        if _remember(record, self.sentences):
             record.exc_info, record.exc_text = None, None
         return True
 
 
 class _ErrorSentenceOnce(logging.Filter):
     """On the console only: drops Prefect's records that repeat such a sentence (the task's failure, its state,
-    the flow's failure and its state: four copies before the CLI's own line). The UI's log keeps them. The
-    sentence is recognised by its first characters up to a quote or backslash, which Prefect's reprs escape."""
+    the flow's failure and its state: four copies before the CLI's own line). The UI's log keeps them."""
 
-    def __init__(self) -> None:
+    def __init__(self, sentences: set[str] | None = None) -> None:
         super().__init__()
-        self.sentences: set[str] = set()
+        self.sentences = _SENTENCES if sentences is None else sentences
 
     def filter(self, record: logging.LogRecord) -> bool:
-        exc = _one_sentence_error(record)
-        if exc is not None:
-            head = re.split(r"[\"'\\]", str(exc))[0][:80]
-            if len(head) >= 20:  # a short text could be part of any message
-                self.sentences.add(head)
-                return False
+        if _remember(record, self.sentences):
+            return False
         if self.sentences and (record.name == "prefect" or record.name.startswith("prefect.")):
             return not any(h in record.getMessage() for h in self.sentences)
         return True
@@ -561,8 +578,8 @@ def _input_errors_without_traceback() -> None:
     loggers = [logging.getLogger()] + [logging.getLogger(n) for n in list(logging.root.manager.loggerDict)
                                        if n == "prefect" or n.startswith("prefect.")]
     for handler in {h for lg in loggers for h in lg.handlers}:
-        if isinstance(handler, logging.StreamHandler) and not any(isinstance(f, _ErrorSentenceOnce)
-                                                                  for f in handler.filters):
+        console = isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler)
+        if console and not any(isinstance(f, _ErrorSentenceOnce) for f in handler.filters):
             handler.filters.insert(0, _ErrorSentenceOnce())  # first: it reads the exception the next one drops
         if not any(isinstance(f, _NoInputErrorTraceback) for f in handler.filters):
             handler.addFilter(_NoInputErrorTraceback())
