@@ -26,13 +26,16 @@ def score_batch(config: ScoreConfig) -> dict[str, Any]:
     from tasks.history import log_history
     from tasks.scoring import (
         SCORED_TAG,
+        check_batch,
         check_out,
+        load_version,
         log_monitor,
         model_inputs,
         monitor,
         parse_model_ref,
         resolve_version,
         score,
+        used_inputs,
     )
     from tasks.served import incumbent
     from tasks.sources import mask_secrets, read_table
@@ -47,7 +50,10 @@ def score_batch(config: ScoreConfig) -> dict[str, Any]:
     v = str(version.version)
     champ = incumbent(client, ref.name)  # what serves, whichever version this run scores (history's "serving")
     inputs = model_inputs(ref.name, v)
-    batch = read_table(config.batch).frame
+    model = load_version(ref, version)
+    # refused before the run is logged: nothing is written for a batch that cannot be scored
+    batch = check_batch(read_table(config.batch).frame, inputs, id_column=config.id_column,
+                        used=used_inputs(model, inputs))
     flow_run_id = str(runtime.flow_run.id or uuid.uuid4())
     with parent_run(uri, experiment, f"score-{runtime.flow_run.name or flow_run_id[:8]}",
                     tags={"prefect.flow_run_id": flow_run_id, SCORED_TAG: f"{ref.name} v{v}",
@@ -57,8 +63,8 @@ def score_batch(config: ScoreConfig) -> dict[str, Any]:
                     params={"model": str(ref), "version": v, "batch": config.batch, "out": config.out,
                             "min_accuracy": config.min_accuracy, "monitor_rows": config.monitor_rows,
                             "seed": config.seed}) as run_id:
-        model, table, proba, written = score(ref, version, batch, inputs, out=config.out,
-                                             overwrite=config.overwrite, id_column=config.id_column)
+        table, proba, written = score(model, version, batch, inputs, out=config.out, overwrite=config.overwrite,
+                                      id_column=config.id_column)
         t_scored = time.perf_counter() - t0
         mon = monitor(version, model, batch, inputs, proba, max_rows=config.monitor_rows,
                       min_accuracy=config.min_accuracy, seed=config.seed)

@@ -93,6 +93,8 @@ def _row(r: Any, tag: str) -> dict[str, Any]:
                         else "?")
     else:
         decision, serving = "scored", t.get("champion.serving", "?")  # the champion then, not the version scored
+        if r.info.status == "FAILED":  # a score run that ended in an error scored nothing
+            decision = "score failed"
     return {"started": pd.Timestamp(r.info.start_time, unit="ms", tz="UTC"), "run_id": r.info.run_id,
             "run_name": r.info.run_name, "candidate": t.get("estimate.candidate", ""), "version": version,
             "decision": decision, "serving": serving, "estimate": _num(m, "estimate.accuracy"),

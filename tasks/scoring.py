@@ -107,16 +107,35 @@ def model_inputs(name: str, version: str) -> list[str]:
     return list(info.signature.inputs.input_names())
 
 
-def check_batch(batch: pd.DataFrame, inputs: list[str], *, id_column: str | None) -> None:
-    """Refuse a batch without rows, without one of the model's inputs, or without its ``id_column``."""
+def used_inputs(model: Any, inputs: list[str]) -> list[str]:
+    """The ``inputs`` (the signature's columns) that the version's ``prepare`` step encodes: not those its encoder
+    dropped (an id-like or date/time column). All of them for a model without that step."""
+    plan = getattr(getattr(model, "named_steps", {}).get("prepare"), "plan_", None)
+    if plan is None:
+        return list(inputs)
+    kept = {str(c) for c in plan.kept}
+    return [c for c in inputs if str(c) in kept]
+
+
+def check_batch(batch: pd.DataFrame, inputs: list[str], *, id_column: str | None,
+                used: list[str] | None = None) -> pd.DataFrame:
+    """Refuse a batch without rows, without one of the input columns the model uses (``used``, default every one
+    of ``inputs``), or without its ``id_column``; returns the batch with an empty column for each input the model
+    never uses that the batch lacks (retrain dropped it: an id or a date/time column), so it can be scored."""
     if batch.empty:
         raise ScoreInputError("the batch has no rows to score")
-    missing = [c for c in inputs if c not in batch.columns]
+    needed = list(inputs) if used is None else list(used)
+    missing = [c for c in needed if c not in batch.columns]
     if missing:
-        raise ScoreInputError(f"the batch lacks {len(missing)} of the model's {len(inputs)} input columns: "
-                              f"{quote_list(missing)}; score a table with the columns the model was trained on")
+        extra = [c for c in batch.columns if c not in inputs and c != id_column]
+        also = f"; only in the batch: {quote_list(extra[:10])}" if extra else ""
+        raise ScoreInputError(f"the batch lacks {len(missing)} of the {len(needed)} input columns the model uses: "
+                              f"{quote_list(missing)}{also}; score a table with the columns the model was trained "
+                              "on (rename a column that was renamed)")
     if id_column is not None and id_column not in batch.columns:
         raise ScoreInputError(f"--id-column {quote(id_column)} is not a column of the batch")
+    absent = [c for c in inputs if c not in batch.columns]
+    return batch.assign(**{c: np.nan for c in absent}) if absent else batch
 
 
 def _out_target(out: str) -> tuple[str, Any]:
@@ -232,17 +251,20 @@ def log_monitor(client: MlflowClient, run_id: str, monitor: Any, *, model: str, 
         log.warning("score: %s", monitor.overlap.sentence())
 
 
-@task(name="score", cache_policy=NO_CACHE)
-def score(ref: ModelRef, version: Any, batch: pd.DataFrame, inputs: list[str], *, out: str, overwrite: bool,
-          id_column: str | None) -> tuple[Any, pd.DataFrame, np.ndarray, str]:
-    """Load the version, score the batch on its ``inputs``, write the scores: (model, scores table,
-    probabilities, where)."""
+def load_version(ref: ModelRef, version: Any) -> Any:
+    """The version's scikit-learn model (a ``shiftlib.serving.ServedModel``)."""
     import mlflow.sklearn
 
-    check_batch(batch, inputs, id_column=id_column)
-    model = with_retries(mlflow.sklearn.load_model, f"models:/{ref.name}/{version.version}")
+    return with_retries(mlflow.sklearn.load_model, f"models:/{ref.name}/{version.version}")
+
+
+@task(name="score", cache_policy=NO_CACHE)
+def score(model: Any, version: Any, batch: pd.DataFrame, inputs: list[str], *, out: str, overwrite: bool,
+          id_column: str | None) -> tuple[pd.DataFrame, np.ndarray, str]:
+    """Score the batch (checked by :func:`check_batch`) on the version's ``inputs`` and write the scores: (scores
+    table, probabilities, where)."""
     table, proba = score_frame(model, batch, inputs, version=str(version.version), id_column=id_column)
-    return model, table, proba, write_scores(table, out, overwrite=overwrite)
+    return table, proba, write_scores(table, out, overwrite=overwrite)
 
 
 @task(name="monitor", cache_policy=NO_CACHE)

@@ -188,3 +188,17 @@ def test_a_score_run_of_an_older_version_keeps_the_champion_as_serving(tmp_path:
     assert t["run_name"].tolist() == ["night-1", "score-new", "score-old"]
     assert t["version"].tolist() == ["2", "1", "1"] and t["serving"].tolist() == ["2", "2", "?"]
     assert t["decision"].tolist()[1:] == ["scored", "scored"]
+
+
+def test_a_failed_score_run_reads_score_failed(tmp_path: Path) -> None:
+    """helper-39: a score run that ended in an error was listed as "scored"."""
+    from tasks.scoring import SCORED_TAG
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp = client.create_experiment("e")
+    ok = client.create_run(exp, run_name="score-ok", start_time=1_800_000_000_000, tags={SCORED_TAG: "s v1"})
+    bad = client.create_run(exp, run_name="score-bad", start_time=1_800_000_100_000, tags={SCORED_TAG: "s v1"})
+    client.set_terminated(ok.info.run_id, "FINISHED")
+    client.set_terminated(bad.info.run_id, "FAILED")
+    assert model_history(uri, "s")["decision"].tolist() == ["scored", "score failed"]

@@ -21,6 +21,7 @@ from tasks.scoring import (
     parse_model_ref,
     resolve_version,
     score_frame,
+    used_inputs,
     write_scores,
 )
 
@@ -75,12 +76,37 @@ def test_a_model_without_labels_is_refused(model_and_batch):
 
 def test_a_batch_missing_inputs_is_refused_naming_them(model_and_batch):
     _, batch = model_and_batch
-    with pytest.raises(ScoreInputError, match=r"lacks 2 of the model's 3 input columns: \['glu', 'bmi'\]"):
+    with pytest.raises(ScoreInputError, match=r"lacks 2 of the 3 input columns the model uses: \['glu', 'bmi'\]; "
+                                              r"only in the batch: \['b', 'cust', 'extra'\]"):
         check_batch(batch, ["a", "glu", "bmi"], id_column=None)
+    # a column the model never uses (retrain dropped it: an id, a date) may be absent: it is added empty
+    filled = check_batch(batch, ["a", "when"], id_column=None, used=["a"])
+    assert filled["when"].isna().all() and list(filled.columns) == [*batch.columns, "when"]
+    assert check_batch(batch, ["a"], id_column=None) is batch
     with pytest.raises(ScoreInputError, match="--id-column 'key' is not a column"):
         check_batch(batch, ["a"], id_column="key")
     with pytest.raises(ScoreInputError, match="no rows"):
         check_batch(batch.iloc[:0], ["a"], id_column=None)
+
+
+def test_a_batch_without_the_columns_retrain_dropped_is_scored():
+    """helper-39: a batch without the id and the date column that retrain dropped (never features) was refused.
+    ``used_inputs`` reads what the encoder kept; the batch is scored as if those columns were there."""
+    from shiftlib.preprocessor import TablePreprocessor
+
+    rng = np.random.default_rng(1)
+    X = pd.DataFrame({"case_id": [f"id{i}" for i in range(80)], "a": rng.normal(size=80),
+                      "b": rng.choice(["x", "y"], size=80)})
+    y = (X["a"] > 0).astype(int)
+    model = ServedModel([("prepare", TablePreprocessor()), ("model", LogisticRegression())],
+                        class_labels=["No", "Yes"]).fit(X, y)
+    inputs = ["case_id", "a", "b"]
+    assert used_inputs(model, inputs) == ["a", "b"]
+    batch = check_batch(X.drop(columns="case_id"), inputs, id_column=None, used=used_inputs(model, inputs))
+    table, proba = score_frame(model, batch, inputs, version="1", id_column=None)
+    assert np.allclose(proba, model.predict_proba(X))
+    with pytest.raises(ScoreInputError, match=r"lacks 1 of the 2 input columns the model uses: \['a'\]"):
+        check_batch(X.drop(columns=["case_id", "a"]), inputs, id_column=None, used=used_inputs(model, inputs))
 
 
 def test_an_existing_file_is_kept_unless_overwrite(model_and_batch, tmp_path):
