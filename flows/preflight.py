@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from flows.config import BiasSpec, RetrainConfig
 from shiftlib.errors import ShiftflowInputError
+from shiftlib.ingest import LabelColumnError
 
 __all__ = ["Checked", "ConfigError", "bias_label", "config_error_sentence", "preflight"]
 
@@ -120,6 +121,14 @@ def preflight(config: RetrainConfig) -> Checked:
         return _PASSED[key]
     try:
         checked = _preflight(config)
+    except LabelColumnError as exc:
+        from tasks.inputs import discard_kept
+
+        discard_kept()
+        if "label" in config.model_fields_set:
+            raise
+        raise LabelColumnError(f"no --label was given, so the label is the default {config.label!r}, the embedded "
+                               f"example's: {exc}") from None
     except BaseException:
         from tasks.inputs import discard_kept
 

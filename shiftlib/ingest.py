@@ -59,6 +59,11 @@ class IngestError(ShiftflowInputError):
     """
 
 
+class LabelColumnError(IngestError):
+    """The label column is not in the source table (:func:`check_label_column`); the flow adds what it knows of
+    where the name came from (the default of the embedded example)."""
+
+
 @dataclass
 class PreparedData:
     """Encoded source/target tables. ``X`` frames are float64 with identical column order; ``preprocessor``
@@ -605,9 +610,15 @@ def check_label_column(source: pd.DataFrame, label: str) -> None:
         When ``label`` is not a column of ``source``.
     """
     if label not in source.columns:
-        raise IngestError(
+        import difflib
+
+        names = [str(c) for c in source.columns]
+        near = ([c for c in names if c.lower() == str(label).lower()]
+                or difflib.get_close_matches(str(label), names, n=1))
+        hint = f"; did you mean {quote(near[0])}?" if near else ""
+        raise LabelColumnError(
             f"label column {quote(label)} is not in the source table (columns: {quote_list(source.columns)}); "
-            "pass the name of the column that holds the labels"
+            f"pass the name of the column that holds the labels{hint}"
         )
 
 

@@ -67,6 +67,11 @@ def _case(kind: str, d: Path) -> tuple[list[str], list[str]]:
                 "--learners", "SVM", "--config", str(d / "run.json")], ["no learner can be fitted", "'SVM'"]
     if kind == "label missing":
         return [*args[:-1], "churned"], ["label column 'churned' is not in the source"]
+    if kind == "label in another case":  # helper-39: --label died for a column Died
+        return [*args[:-1], "TARGET"], ["label column 'TARGET' is not in the source", "did you mean 'target'?"]
+    if kind == "no --label":  # helper-39: the default 'type' is the embedded example's, which the user never typed
+        return args[:-2], ["no --label was given, so the label is the default 'type', the embedded example's",
+                           "label column 'type' is not in the source"]
     if kind == "one class":
         return ["--source", _write(src.assign(target=1), d / "one.csv"), "--target", t, "--label", "target"], \
             ["only one class"]
@@ -134,7 +139,8 @@ def _case(kind: str, d: Path) -> tuple[list[str], list[str]]:
 
 CATALOGUE = ["missing file", "empty file", "truncated parquet", "latin-1 csv", "semicolon csv", "duplicate columns",
              "nested parquet column",
-             "misspelt config key", "2-row table", "12-row table, SVM", "label missing", "one class", "NaN labels",
+             "misspelt config key", "2-row table", "12-row table, SVM", "label missing", "label in another case",
+             "no --label", "one class", "NaN labels",
              "all-NaN column", "inf", "columns differ", "unknown learner", "bad bias JSON",
              "unknown bias mechanism", "label budget beyond the batch",
              "labels file missing", "labels file unreadable", "labels file, unknown class", "labels but no plan",
