@@ -61,7 +61,13 @@ class IngestError(ShiftflowInputError):
 
 class LabelColumnError(IngestError):
     """The label column is not in the source table (:func:`check_label_column`); the flow adds what it knows of
-    where the name came from (the default of the embedded example)."""
+    where the name came from (the default of the embedded example).
+
+    Parameters
+    ----------
+    *args : object
+        The exception arguments; a single string is the message.
+    """
 
 
 @dataclass
