@@ -384,7 +384,8 @@ def overlap_verdict(domain_auc: float, ess: float | None, n_source: int, outside
     if np.isfinite(domain_auc) and domain_auc >= OVERLAP_AUC:
         reasons.append(f"the domain classifier tells batch from source (AUC {domain_auc:.3f} ≥ {OVERLAP_AUC})")
     if np.isfinite(ess_share) and ess_share < LOW_ESS_SHARE:
-        reasons.append(f"the weights rest on an effective {ess_share:.1%} of the source rows (< {LOW_ESS_SHARE:.0%})")
+        reasons.append(f"the estimators' importance weights rest on an effective {ess_share:.1%} of the source rows "
+                       f"(< {LOW_ESS_SHARE:.0%})")
     if outside >= OUTSIDE_SHARE:
         reasons.append(f"{outside:.0%} of the batch lies beyond the source (≥ {OUTSIDE_SHARE:.0%})"
                        + (f"; {unseen:.0%} has levels of text columns the source never had" if unseen > 0 else ""))

@@ -67,7 +67,7 @@ STAGE = "estimation"
 COLUMNS = ["candidate", "method", "estimate", "ci_low", "ci_high", "confidence", "interval", "se_source",
            "se_target", "se_shift", "se_model", "overlap", "outside_share", "ci_low_source", "ci_high_source",
            "majority_baseline", "majority_margin", "one_class_share", "regime", "regime_weighted_auc",
-           "regime_pvalue", "unseen_share"]
+           "regime_pvalue", "unseen_share", "overlap_reasons"]
 #: the stage tables that hold every candidate's stored predictions (what the champion gate reads)
 OOF, TARGET_PROBA = "oof", "target_proba"
 #: the realised-labels history in the run root: one row per candidate and evaluated run (``shiftflow evaluate``)
@@ -134,7 +134,8 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
                      "regime": "unknown" if g is None else g.regime,
                      "regime_weighted_auc": float("nan") if g is None else g.weighted_auc,
                      "regime_pvalue": float("nan") if g is None else g.weighted_pvalue,
-                     "unseen_share": float("nan") if overlap is None else overlap.unseen_share})
+                     "unseen_share": float("nan") if overlap is None else overlap.unseen_share,
+                     "overlap_reasons": "" if overlap is None else "; ".join(overlap.reasons)})
     return pd.DataFrame(rows, columns=COLUMNS), folds, prediction_tables(preds, data.source_rows)
 
 
@@ -437,6 +438,7 @@ def served_estimate(table: pd.DataFrame, served: str, *, ctx: RunContext, min_ac
             "realized_batches": _batches(r, history),
             "outside_share": float(r.get("outside_share", float("nan"))), "regime": regime,
             "unseen_share": float(r.get("unseen_share", float("nan"))),
+            "overlap_reasons": str(r.get("overlap_reasons") or ""),
             "regime_weighted_auc": float(r.get("regime_weighted_auc", float("nan"))),
             "regime_pvalue": float(r.get("regime_pvalue", float("nan")))}
 
@@ -543,7 +545,12 @@ def overlap_line(served: Mapping[str, Any], *, labeled: bool = False) -> str | N
         share, unseen = served.get("outside_share", float("nan")), served.get("unseen_share", float("nan"))
         new = (f" ({unseen:.0%} has levels of text columns the source never had: --drop-columns leaves out a column "
                "that should not matter)" if unseen == unseen and unseen else "")
-        return (f"overlap POOR: {share:.0%} of the batch lies beyond the source's reach{new}, so the interval is "
+        # what made it poor besides the unreached share (shiftlib.decisions.overlap_verdict's reasons): helper-39 read
+        # "POOR: 5% of the batch lies beyond the source's reach" where the trigger was the weights' 1.4% ESS
+        others = [w for w in str(served.get("overlap_reasons") or "").split("; ")
+                  if w and "beyond the source" not in w and "levels of text columns" not in w]
+        first = "".join(f"{w}; " for w in others)
+        return (f"overlap POOR: {first}{share:.0%} of the batch lies beyond the source's reach{new}, so the interval is "
                 "widened to what the source cannot rule out"
                 + ("" if labeled else "; label some target rows (--label-budget) to know"))
     if overlap == "ok":
