@@ -646,8 +646,9 @@ MOVED = "shiftflow.champion_moved"
 def set_champion(tracking_uri: str, name: str, *, version: str | None = None, previous: bool = False,
                  reason: str, who: str, when: str) -> dict[str, Any]:
     """Move the ``champion`` alias of registered model ``name`` by hand (rollback): to ``version``, or with
-    ``previous`` to the version the current champion replaced (its tag ``shiftflow.previous_champion``, else the
-    newest lower version the gate promoted). Tags the new champion with who, when and why
+    ``previous`` to the version the current champion replaced when the gate promoted it (its tag
+    ``shiftflow.previous_champion``, else the newest lower version the gate promoted; a move by hand sets no such
+    tag, so ``previous`` twice goes back two promotions, and refuses at the first version). Tags the new champion with who, when and why
     (``shiftflow.champion_set``) and the version it replaced; returns {"from", "to"}. ``ShiftflowInputError``
     (one line, with the fix) for an unknown model or version, no previous champion, or a version whose inputs
     (tag ``shiftflow.schema``) differ from the serving champion's."""
@@ -686,8 +687,9 @@ def set_champion(tracking_uri: str, name: str, *, version: str | None = None, pr
         _drop_challenger(client, name, target.version)
         with_retries(client.set_model_version_tag, name, str(target.version), ALIAS_SET,
                      f"{when} by {who}: {reason}")
-        if inc is not None:
-            with_retries(client.set_model_version_tag, name, str(target.version), PREVIOUS, str(inc.version))
+        # PREVIOUS stays what the gate set when it promoted the version: --previous walks the promotions back, and a
+        # rollback is not a promotion (helper-39: a second --previous after v2 → v1 served v2 again). The run that
+        # records the move keeps the version it replaced.
     _record_move(client, name, target, inc, f"{when} by {who}: {reason}")
     return {"from": None if inc is None else str(inc.version), "to": str(target.version)}
 

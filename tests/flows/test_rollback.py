@@ -59,8 +59,11 @@ def test_previous_rolls_back_and_set_moves_forward_with_who_when_and_why(registr
     assert main(["champion", "--model", "m", "--previous", "--reason", "v2 misbehaves", "--tracking-uri", uri]) == 0
     assert _champion(client) == "1"
     tags = client.get_model_version("m", "1").tags
-    assert tags[PREVIOUS] == "2" and tags[ALIAS_SET].endswith(f"Z by {getpass.getuser()}: v2 misbehaves")
+    assert PREVIOUS not in tags and tags[ALIAS_SET].endswith(f"Z by {getpass.getuser()}: v2 misbehaves")
     assert "m: champion v2 → v1" in capsys.readouterr().out
+    # a second --previous goes back another promotion: v1 replaced none (helper-39: it served v2 again)
+    assert main(["champion", "--model", "m", "--previous", "--tracking-uri", uri]) == 2
+    assert "'m' v1 replaced no earlier champion" in capsys.readouterr().err and _champion(client) == "1"
     client.set_registered_model_alias("m", "challenger", "2")  # e.g. left undecided on its night
     assert main(["champion", "--model", "m", "--set", "2", "--tracking-uri", uri]) == 0
     assert _champion(client) == "2" and client.get_model_version("m", "2").tags[ALIAS_SET].endswith(": set by hand")
