@@ -77,6 +77,11 @@ class RetrainConfig(_Strict):
         "target.parquet so `shiftflow evaluate --id-column` matches labels by it (default: none, rows are "
         "known by their order)",
     )
+    group_column: str | None = Field(
+        None, description="source column whose value names the case a row records (a person, an event): not a "
+        "feature; the cross-validation keeps each case's rows in one fold, so a learner that memorises cases is not "
+        "rated too high (default: none, rows are split at random)",
+    )
     max_levels: int = Field(20, ge=2, description="most levels a text column keeps: beyond them it keeps its most "
                             "frequent source levels, with a warning, and rarer ones encode as an unseen level")
     max_memory: float | None = Field(

@@ -182,10 +182,16 @@ def _preflight(config: RetrainConfig) -> Checked:
         warnings.simplefilter("always")
         options = IngestOptions(positive_label=positive, simulate_bias=bias_dict, seed=config.seed,
                                 drop_columns=tuple(config.drop_columns), max_levels=config.max_levels,
-                                id_column=config.id_column)
+                                id_column=config.id_column, group_column=config.group_column)
         inp = prepare_inputs(raw_source, raw_target, config.label, options=options, encode=False)
     notes += [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
     prepared = inp.prepared
+    if inp.source_groups is not None:
+        k = max(config.cv_folds, config.selection_folds)
+        if inp.source_groups.nunique() < k:
+            raise ConfigError(f"group_column {config.group_column!r} names {inp.source_groups.nunique()} cases, fewer "
+                              f"than the {k} folds of the cross-validation: lower --cv-folds and --selection-folds, "
+                              "or leave group_column unset")
     notes += list(prepared.notes)  # a target label column not held out, target levels the source lacks
     if config.undersample is not None and len(prepared.classes) != 2:
         raise ConfigError(

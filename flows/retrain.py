@@ -145,7 +145,8 @@ def _prepare(run: _Run) -> dict[str, Any]:
         ingest(store, config.source, config.target, config.label, options=IngestOptions(
             positive_label=config.positive_label,
             simulate_bias=config.simulate_bias.model_dump() if config.simulate_bias else None, seed=config.seed,
-            drop_columns=tuple(config.drop_columns), max_levels=config.max_levels, id_column=config.id_column))
+            drop_columns=tuple(config.drop_columns), max_levels=config.max_levels, id_column=config.id_column,
+            group_column=config.group_column))
     ing = read_ingest(store)
     _tag_data(uri, ctx.parent_run_id, ing)
     schema = input_schema(store)

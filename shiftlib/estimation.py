@@ -100,7 +100,7 @@ from statistics import NormalDist
 from typing import Any
 
 import numpy as np
-from sklearn.model_selection import StratifiedKFold
+from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
 from shiftlib.selection._validation import check_X, check_y, take
 from shiftlib.selection.candidates import fit_candidate, resolve_candidates
@@ -1436,7 +1436,9 @@ def _target_rows_fn(method: str, P: StoredPredictions) -> Fn:
 # ----------------------------------------------------------------------------------------------------
 # fits: one split, OOF source probabilities, one served model per learner
 # ----------------------------------------------------------------------------------------------------
-def _folds(y: np.ndarray, k: int, seed: int) -> np.ndarray:
+def _folds(y: np.ndarray, k: int, seed: int, groups: Any = None) -> np.ndarray:
+    """Each source row's fold of a shuffled stratified k-fold split; with ``groups`` (each row's case), a
+    ``StratifiedGroupKFold``: a case's rows fall in one fold, so no fold is validated on a case it trained on."""
     if not isinstance(k, int | np.integer) or k < 2:
         raise ValueError(f"k must be an integer ≥ 2 folds; got {k!r}")
     _, counts = np.unique(y, return_counts=True)
@@ -1447,17 +1449,29 @@ def _folds(y: np.ndarray, k: int, seed: int) -> np.ndarray:
     if counts.min() < 2:
         raise ValueError("a source class has a single row: every training fold needs at least one row of each class")
     fold = np.empty(len(y), dtype=int)
+    if groups is not None:
+        groups = np.asarray(groups)
+        if groups.shape != (len(y),):
+            raise ValueError(f"groups needs one case per source row; got {groups.shape} for {len(y)} rows")
+        if len(np.unique(groups)) < k:
+            raise ValueError(f"k={k} folds but the source rows record {len(np.unique(groups))} cases: lower k (≥ 2) "
+                             "or give more cases")
     with warnings.catch_warnings():  # a class rarer than k is in some holdout folds only, as in source_cv
         warnings.filterwarnings("ignore", message="The least populated class", category=UserWarning)
-        splits = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(len(y)), y))
+        if groups is None:
+            splits = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(len(y)), y))
+        else:
+            splits = list(StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
+                          .split(np.zeros(len(y)), y, groups))
     for i, (_, hold) in enumerate(splits):
         fold[hold] = i
     return fold
 
 
-def fold_split_exists(y: Any, k: int) -> bool:
+def fold_split_exists(y: Any, k: int, groups: Any = None) -> bool:
     """Whether :func:`stored_predictions`' k-fold split exists for labels ``y`` (two classes or more, the largest
-    with k rows, every class with 2): the conditions :func:`_folds` refuses otherwise.
+    with k rows, every class with 2; with ``groups``, at least k cases): the conditions :func:`_folds` refuses
+    otherwise.
 
     Parameters
     ----------
@@ -1465,6 +1479,8 @@ def fold_split_exists(y: Any, k: int) -> bool:
         Source labels.
     k : int
         Folds.
+    groups : array-like, optional
+        Each source row's case.
 
     Returns
     -------
@@ -1472,7 +1488,7 @@ def fold_split_exists(y: Any, k: int) -> bool:
         True when the split can be made.
     """
     try:
-        _folds(np.unique(np.asarray(y), return_inverse=True)[1], k, 0)
+        _folds(np.unique(np.asarray(y), return_inverse=True)[1], k, 0, groups)
     except ValueError:
         return False
     return True
@@ -1556,6 +1572,7 @@ def stored_predictions(
     random_state: int | None = None,
     n_jobs: int = 1,
     reuse: Sequence[StoredPredictions] | None = None,
+    groups: Any = None,
 ) -> list[StoredPredictions]:
     """Every learner's OOF source and served-model target probabilities, on one shared fold split and
     one shared set of importance weights (fitted once, when ``need_weights`` or ``trcv``).
@@ -1595,6 +1612,9 @@ def stored_predictions(
         Worker processes fitting the candidates.
     reuse : sequence of StoredPredictions, optional
         Candidates' predictions computed before on this split (matched by name; used only when they match).
+    groups : array-like, optional
+        Each source row's case (a person, an event): the split is a ``StratifiedGroupKFold`` that keeps a case's
+        rows in one fold, so no learner is validated on a case it was fitted on.
 
     Returns
     -------
@@ -1604,7 +1624,7 @@ def stored_predictions(
     X_s, y_raw, X_t, classes, y_code = _checked(X_source, y_source, X_target)
     cands = resolve_candidates(learners, random_state=random_state)
     seed = int(np.random.default_rng(random_state).integers(2**31 - 1)) if random_state is None else int(random_state)
-    folds = _folds(y_code, k, seed)
+    folds = _folds(y_code, k, seed, groups)
     beta = None
     if need_weights or trcv:
         if weights is None:
@@ -1648,6 +1668,7 @@ def candidate_predictions(
     *,
     k: int = 10,
     random_state: int = 0,
+    groups: Any = None,
 ) -> tuple[StoredPredictions, Any]:
     """One candidate's stored predictions (without importance weights) and its served fit: the k fold fits on
     :func:`stored_predictions`' split and one fit on every source row, the fits that function makes for it.
@@ -1668,6 +1689,8 @@ def candidate_predictions(
         Folds of the stratified split.
     random_state : int, default 0
         Seed of the fold split (as ``stored_predictions``' ``random_state``).
+    groups : array-like, optional
+        Each source row's case: the split keeps a case's rows in one fold (as ``stored_predictions``' ``groups``).
 
     Returns
     -------
@@ -1680,7 +1703,7 @@ def candidate_predictions(
         When the split is impossible (see ``stored_predictions``) or the candidate cannot be fitted.
     """
     X_s, y_raw, X_t, classes, y_code = _checked(X_source, y_source, X_target)
-    folds = _folds(y_code, k, int(random_state))
+    folds = _folds(y_code, k, int(random_state), groups)
     candidate.source_weights(len(y_raw))
     return _fold_fits(candidate, X_s, y_raw, X_t, classes, y_code, folds, k)
 

@@ -98,7 +98,7 @@ def _compute(store: StageStore, *, method: str, seed: int, k: int, confidence: f
     n_jobs = 1 if multiprocessing.current_process().daemon else max(1, n_jobs)
     reuse = fold_predictions(store, [name for name, _, _ in specs], k=k, rows=rows, seed=seed)
     preds = stored_predictions(cands, data.X_s, data.y_s, data.X_t, k=k, random_state=seed, n_jobs=n_jobs,
-                               reuse=reuse)
+                               reuse=reuse, groups=data.groups)
     known = {P.learner: P.proba_source for P in reuse}
     read = sum(P.learner in known and P.proba_source is known[P.learner] for P in preds)  # taken, not refitted
     folds = None

@@ -38,14 +38,18 @@ __all__ = ["INGESTED", "LABEL", "PREPROCESSOR_STAGE", "ROW", "SERVED_MODEL", "SO
            "raw_input_schema", "readable_rows", "selection_data", "served_pipeline", "target_rows"]
 
 STAGE = "ingest"
+GROUPS = "source_groups"  # each source row's case (group_column), when the run names one
 PREPROCESSOR_STAGE = "ingest_preprocessor"
 PREPROCESSOR, RAW_EXAMPLE = "preprocessor.pkl", "raw_example.pkl"
 
 # --- what later stages read of this one (``tasks.store.Read``): their inputs derive from these ---------------------
 SOURCE = Read(STAGE, "source.parquet", "source")
 TARGET = Read(STAGE, "target.parquet", "target")
-#: the encoded source and target batch: every stage reads them (``load_xy``), so a new batch never reuses a stage
-INGESTED = (SOURCE, TARGET)
+#: each source row's case, when the run names a group_column: the folds keep a case whole (``selection_data``)
+SOURCE_GROUPS = Read(STAGE, f"{GROUPS}.parquet", "groups", optional=True)
+#: the encoded source and target batch (and the source's cases): every stage reads them (``load_xy``,
+#: ``selection_data``), so a new batch never reuses a stage
+INGESTED = (SOURCE, TARGET, SOURCE_GROUPS)
 #: the held-out target labels (evaluation only), when the target had them
 TARGET_LABELS = Read(STAGE, "target_labels.parquet", "labels", optional=True)
 #: the target rows as the user gave them (``raw_target``; the labels stage's ``to_label.csv``)
@@ -124,6 +128,8 @@ def ingest_identity(raw_source: pd.DataFrame, raw_target: pd.DataFrame | None, s
               "drop_columns": sorted(opts.drop_columns or []), "max_levels": opts.max_levels}
     if opts.id_column is not None:  # only when set: runs without it keep their stage keys
         params["id_column"] = opts.id_column
+    if opts.group_column is not None:
+        params["group_column"] = opts.group_column
     return params, hashes
 
 
@@ -153,6 +159,8 @@ def _compute(raw_source: pd.DataFrame, raw_target: pd.DataFrame | None, label: s
               "source_rows": readable_rows(inp.source_table, label)}
     if prepared.target_y is not None:
         tables["target_labels"] = pd.DataFrame({ROW: target[ROW], LABEL: prepared.target_y})
+    if inp.source_groups is not None:  # each source row's case: the folds keep a case whole (selection_data)
+        tables[GROUPS] = pd.DataFrame({ROW: source[ROW], "group": pd.factorize(inp.source_groups)[0]})
     if p_select is not None:  # the true P(s=1|x,y) of each source row: oracle weights, evaluation only
         tables["source_selection"] = pd.DataFrame({ROW: source[ROW], "p_select": p_select})
     extra = prepared.to_dict() | {"label": label, "bias": bias_info, "data_hashes": hashes,
@@ -242,6 +250,7 @@ class IngestManifest:
     data_hashes: dict[str, str]
     label_columns: list[str] = field(default_factory=list)  # the label follows from them (``_label_columns``)
     label_units: list[int] = field(default_factory=list)  # [distinct rows of those columns, source rows]
+    group_column: str | None = None  # each source row's case (``GROUPS``): not a feature
 
     @property
     def n_source(self) -> int:
@@ -271,6 +280,7 @@ def read_ingest(store: StageStore) -> IngestManifest:
                           has_source_selection="source_selection.parquet" in files,
                           source_ref=params.get("source"), target_ref=params.get("target"),
                           id_column=params.get("id_column"), data_hashes=dict(extra.get("data_hashes", {})),
+                          group_column=params.get("group_column"),
                           label_columns=list(extra.get("label_columns", [])),
                           label_units=list(extra.get("label_units", [])))
 
@@ -316,6 +326,7 @@ class SelectionData:
     y_s: np.ndarray
     X_t: pd.DataFrame
     source_rows: np.ndarray
+    groups: np.ndarray | None = None
 
 
 def target_rows(n_target: int, seed: int, rows: int | None) -> np.ndarray:
@@ -331,7 +342,16 @@ def selection_data(store: StageStore, seed: int, rows: int | None,
     X_s, y_s, X_t = xy if xy is not None else load_xy(store)
     i_s = subsample(len(y_s), rows, y=y_s, random_state=seed)
     i_t = target_rows(len(X_t), seed, rows)
-    return SelectionData(X_s.iloc[i_s].reset_index(drop=True), y_s[i_s], X_t.iloc[i_t].reset_index(drop=True), i_s)
+    groups = source_groups(store)
+    return SelectionData(X_s.iloc[i_s].reset_index(drop=True), y_s[i_s], X_t.iloc[i_t].reset_index(drop=True), i_s,
+                         None if groups is None else groups[i_s])
+
+
+def source_groups(store: StageStore) -> np.ndarray | None:
+    """Each ingested source row's case (``group_column``, coded 0, 1, …), or None when the run names none."""
+    if f"{GROUPS}.parquet" not in store.manifest(STAGE)["files"]:
+        return None
+    return store.read_table(STAGE, GROUPS).sort_values(ROW)["group"].to_numpy(np.int64)
 
 
 def load_preprocessor(store: StageStore) -> Any:

@@ -21,9 +21,11 @@ from shiftlib.ingest import (
     CheckedTables,
     IngestError,
     PreparedData,
+    RepeatedUnits,
     check_labels,
     check_tables,
     drop_unlabeled,
+    repeated_units,
     spelling_hint,
 )
 from tasks.sources import SourceSpecError, estimated_bytes, read_file, read_table, split_options
@@ -38,7 +40,8 @@ class Inputs:
     excluded), as a served model takes them. ``target_table``: the target rows in the encoded target's order,
     as the user gave them (after ``drop_columns`` and a simulated bias; the id column and the label, if
     present, still in it); ``source_table``: the source rows in the encoded source's order, as the user gave
-    them (after ``drop_columns``, rows without a label and a simulated bias; the id column dropped)."""
+    them (after ``drop_columns``, rows without a label and a simulated bias; the id column dropped);
+    ``source_groups``: the ``group_column``'s value of each source row, in the same order (None without one)."""
 
     raw_source: pd.DataFrame
     raw_target: pd.DataFrame | None
@@ -50,6 +53,7 @@ class Inputs:
     target_ids: pd.Series | None = None
     target_table: pd.DataFrame | None = None
     source_table: pd.DataFrame | None = None
+    source_groups: pd.Series | None = None
 
 
 EXAMPLE_ROWS = 5  # raw target rows kept as the served model's input example
@@ -185,6 +189,7 @@ class IngestOptions:
     drop_columns: tuple[str, ...] = ()
     max_levels: int = 20
     id_column: str | None = None
+    group_column: str | None = None
 
 
 def prepare_inputs(
@@ -226,6 +231,7 @@ def prepare_inputs(
     _check_readable_names(target, label)
     target_table = target
     source, target, target_ids = _split_ids(source, target, label, opts.id_column)
+    source, target, source_groups = _split_groups(source, target, label, opts.group_column)
     if encode:  # scikit-learn only for tables that will be encoded: a preflight refusal stays fast
         from shiftlib.preprocessor import prepare_tables as prepare
     else:
@@ -234,9 +240,41 @@ def prepare_inputs(
     for reserved in (ROW, LABEL):
         if reserved in prepared.feature_columns:
             raise IngestError(f"a feature column is named {reserved!r}, a name shiftflow reserves; rename it")
+    if source_groups is None:
+        plan = prepared.plan if isinstance(prepared, CheckedTables) else prepared.preprocessor.plan_
+        for u in repeated_units(source, label, list(plan.dropped)):
+            warnings.warn(repeated_units_sentence(u), UserWarning, stacklevel=2)
     example = target.drop(columns=[label], errors="ignore").head(EXAMPLE_ROWS).reset_index(drop=True)
     return Inputs(raw_source, raw_target, prepared, bias_info, p_select, notes, example, target_ids, target_table,
-                  source)
+                  source, source_groups)
+
+
+def repeated_units_sentence(u: RepeatedUnits) -> str:
+    """What ``shiftlib.ingest.repeated_units`` found, and the fix (``--group-column``)."""
+    return (f"the source rows look like repeated records of cases named by column {u.column!r}: {u.rows} rows share "
+            f"{u.units} of its values, and within {u.constant:.0%} of those the label is the same ({u.chance:.0%} "
+            "by chance). Random folds then put one case on both sides, and the cross-validation rates a learner "
+            "that memorises cases too high, and the champion gate with it: if each value is one case (an event, "
+            f"a person), pass --group-column {u.column} to keep each case's rows in one fold")
+
+
+def _split_groups(source: pd.DataFrame, target: pd.DataFrame, label: str,
+                  group_column: str | None) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series | None]:
+    """Take ``group_column`` out of the features: (source and target without it, the source's values)."""
+    if group_column is None:
+        return source, target, None
+    if group_column in (ROW, LABEL, label):
+        raise IngestError(f"group_column {group_column!r} is the label or a name shiftflow reserves; name the column "
+                          "that says which case each source row records")
+    if group_column not in source.columns:
+        raise IngestError(f"group_column {group_column!r} is not a column of the source table; its columns are "
+                          f"{sorted(map(str, source.columns))[:20]}")
+    groups = source[group_column].reset_index(drop=True)
+    if groups.isna().any():
+        raise IngestError(f"group_column {group_column!r} is empty in {int(groups.isna().sum())} source rows: every "
+                          "row needs its case (fill it, or leave group_column unset)")
+    return (source.drop(columns=[group_column]), target.drop(columns=[group_column], errors="ignore"),
+            groups.astype("string"))
 
 
 def _check_readable_names(target: pd.DataFrame, label: str) -> None:

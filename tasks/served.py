@@ -109,11 +109,12 @@ def incumbent(client: MlflowClient, name: str) -> Any:
 
 
 def raw_target(store: Any) -> tuple[np.ndarray, pd.DataFrame]:
-    """Today's row keys and raw target rows as the user gave them, without the key and the id column: what a
-    served model takes."""
+    """Today's row keys and raw target rows as the user gave them, without the key, the id column and the group
+    column: what a served model takes."""
     raw = store.read_table("ingest", "target_rows")
-    id_col = read_ingest(store).id_column
-    return raw[ROW].to_numpy(), raw.drop(columns=[ROW] + ([id_col] if id_col in raw.columns else []))
+    ing = read_ingest(store)
+    return raw[ROW].to_numpy(), raw.drop(columns=[ROW] + [c for c in (ing.id_column, ing.group_column)
+                                                         if c is not None and c in raw.columns])
 
 
 def raw_source(store: Any) -> pd.DataFrame:

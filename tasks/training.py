@@ -206,9 +206,10 @@ def _fit_part(store: StageStore, name: str, params: dict[str, Any], ctx: RunCont
     est = make_learner(learner, random_state=seed, n_rows=len(y_s))
     tables: dict[str, pd.DataFrame] = {}
     try:
-        if fold_split_exists(data.y_s, cv_folds):  # the estimation stage's fits: it reads them, fits none
+        if fold_split_exists(data.y_s, cv_folds, data.groups):  # the estimation stage's fits: it reads them
             cand = make_candidates(store, [(name, learner, weighting or "none")], seed, data)[0]
-            P, served = candidate_predictions(cand, data.X_s, data.y_s, data.X_t, k=cv_folds, random_state=seed)
+            P, served = candidate_predictions(cand, data.X_s, data.y_s, data.X_t, k=cv_folds, random_state=seed,
+                                              groups=data.groups)
             cv = oof_metrics(data.y_s, P.proba_source, P.classes, cand.sample_weight)
             whole = len(sub) == len(y_s) and (len(data.X_t) == len(X_t) or not needs_target(est))
             model = served if whole else fit_learner(clone(est), X_s, y_s, sample_weight=w, X_target=X_t)

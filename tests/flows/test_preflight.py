@@ -69,6 +69,10 @@ def _case(kind: str, d: Path) -> tuple[list[str], list[str]]:
         return [*args[:-1], "churned"], ["label column 'churned' is not in the source"]
     if kind == "label in another case":  # helper-39: --label died for a column Died
         return [*args[:-1], "TARGET"], ["label column 'TARGET' is not in the source", "did you mean 'target'?"]
+    if kind == "group column, few cases":  # every case in one fold: 10 folds need 10 cases
+        few = _write(src.assign(site=[f"s{i % 4}" for i in range(len(src))]), d / "sites.csv")
+        return ["--source", few, "--target", t, "--label", "target", "--group-column", "site"], \
+            ["group_column 'site' names 4 cases, fewer than the 10 folds", "--cv-folds"]
     if kind == "no --label":  # helper-39: the default 'type' is the embedded example's, which the user never typed
         return args[:-2], ["no --label was given, so the label is the default 'type', the embedded example's",
                            "label column 'type' is not in the source"]
@@ -140,7 +144,7 @@ def _case(kind: str, d: Path) -> tuple[list[str], list[str]]:
 CATALOGUE = ["missing file", "empty file", "truncated parquet", "latin-1 csv", "semicolon csv", "duplicate columns",
              "nested parquet column",
              "misspelt config key", "2-row table", "12-row table, SVM", "label missing", "label in another case",
-             "no --label", "one class", "NaN labels",
+             "no --label", "group column, few cases", "one class", "NaN labels",
              "all-NaN column", "inf", "columns differ", "unknown learner", "bad bias JSON",
              "unknown bias mechanism", "label budget beyond the batch",
              "labels file missing", "labels file unreadable", "labels file, unknown class", "labels but no plan",

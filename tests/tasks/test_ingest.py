@@ -315,3 +315,56 @@ def test_a_label_that_follows_from_two_columns_is_named_in_the_manifest_and_the_
     store1 = StageStore(tmp_path / "runs", "run-2")
     ingest.fn(store1, f"file:{tmp_path / 'src1.csv'}", f"file:{tmp_path / 'tgt.csv'}", "y")
     assert read_ingest(store1).label_columns == []
+
+
+def _cases(n_cases: int = 40, per: int = 3, seed: int = 0) -> pd.DataFrame:
+    """n_cases events of ``per`` records each, an event's timestamp its case, its label the same on every record."""
+    rng = np.random.default_rng(seed)
+    when = pd.date_range("2020-01-01", periods=n_cases, freq="h").strftime("%Y/%m/%d %H:%M:%S")
+    return pd.DataFrame({"when": np.repeat(when, per), "x": rng.normal(size=n_cases * per),
+                         "kind": rng.choice(["a", "b"], size=n_cases * per),
+                         "y": np.repeat(rng.choice(["no", "yes"], size=n_cases), per)})
+
+
+def test_repeated_records_of_a_dropped_column_are_found_beyond_chance():
+    """``shiftlib.ingest.repeated_units``, worked by hand. Four records 'a','a','b','b' of label 1,1,0,0: both
+    repeated values hold one label (constant 1.0); the classes are 1/2 each, so by chance a pair agrees with
+    probability 1/4 + 1/4 = 0.5: found. Labels 1,0,0,1: constant 0, not found. A column with no repeated value is
+    never one."""
+    from shiftlib.ingest import repeated_units
+
+    t = pd.DataFrame({"c": ["a", "a", "b", "b"], "u": ["p", "q", "r", "s"], "y": [1, 1, 0, 0]})
+    [u] = repeated_units(t, "y", ["c", "u"])
+    assert (u.column, u.rows, u.units, u.constant, u.chance) == ("c", 4, 2, 1.0, 0.5)
+    assert repeated_units(t.assign(y=[1, 0, 0, 1]), "y", ["c"]) == []
+    # a rare class alone makes pairs agree: shares 0.9 / 0.1 give 0.82 by chance, too close to 1 to tell
+    rare = pd.DataFrame({"c": np.repeat(np.arange(10), 2), "y": [0] * 18 + [1] * 2})
+    assert repeated_units(rare, "y", ["c"]) == []
+
+
+def test_a_group_column_keeps_cases_whole_and_is_no_feature(tmp_path):
+    """``group_column``: taken out of the features (source and target), each source row's case stored
+    (``source_groups``), ``selection_data`` hands the cases of the rows it takes; without it, the dropped
+    timestamp that names the cases is warned of, naming --group-column."""
+    from tasks.ingest import read_ingest, selection_data, source_groups
+
+    src, tgt = _cases(), _cases(seed=1)
+    src.to_csv(tmp_path / "s.csv", index=False)
+    tgt.to_csv(tmp_path / "t.csv", index=False)
+    from tasks.inputs import prepare_inputs
+
+    with pytest.warns(UserWarning, match=r"repeated records of cases named by column 'when': 120 rows share 40 .*"
+                                         r"pass --group-column when"):  # the preflight's note, as ingest's
+        prepare_inputs(src, tgt, "y", encode=False)
+    store = StageStore(tmp_path / "runs", "grouped")
+    ingest.fn(store, f"file:{tmp_path / 's.csv'}", f"file:{tmp_path / 't.csv'}", "y",
+              options=IngestOptions(group_column="when"))
+    assert read_ingest(store).group_column == "when"
+    assert not any("when" in c for c in read_ingest(store).feature_columns)
+    g = source_groups(store)
+    assert len(np.unique(g)) == 40 and all(len(set(g[i:i + 3])) == 1 for i in range(0, 120, 3))
+    data = selection_data(store, 0, 60)
+    assert np.array_equal(data.groups, g[data.source_rows])
+    with pytest.raises(IngestError, match="group_column 'nope' is not a column of the source table"):
+        ingest.fn(StageStore(tmp_path / "runs", "bad"), f"file:{tmp_path / 's.csv'}", f"file:{tmp_path / 't.csv'}",
+                  "y", options=IngestOptions(group_column="nope"))
