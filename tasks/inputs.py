@@ -263,18 +263,27 @@ def _split_groups(source: pd.DataFrame, target: pd.DataFrame, label: str,
     """Take ``group_column`` out of the features: (source and target without it, the source's values)."""
     if group_column is None:
         return source, target, None
-    if group_column in (ROW, LABEL, label):
-        raise IngestError(f"group_column {group_column!r} is the label or a name shiftflow reserves; name the column "
-                          "that says which case each source row records")
-    if group_column not in source.columns:
-        raise IngestError(f"group_column {group_column!r} is not a column of the source table; its columns are "
-                          f"{sorted(map(str, source.columns))[:20]}")
-    groups = source[group_column].reset_index(drop=True)
-    if groups.isna().any():
-        raise IngestError(f"group_column {group_column!r} is empty in {int(groups.isna().sum())} source rows: every "
-                          "row needs its case (fill it, or leave group_column unset)")
+    groups = _key_values(source, group_column, label, "group_column", "source",
+                         reserved="name the column that says which case each source row records",
+                         empty="every row needs its case (fill it, or leave group_column unset)")
     return (source.drop(columns=[group_column]), target.drop(columns=[group_column], errors="ignore"),
             groups.astype("string"))
+
+
+def _key_values(table: pd.DataFrame, column: str, label: str, option: str, which: str, *, reserved: str,
+                empty: str) -> pd.Series:
+    """``table``'s values of the key ``column`` (``option``: the setting that names it; ``which``: the table's
+    name), refused when it is the label or a reserved name, absent, or empty in a row (``reserved`` and ``empty``:
+    the fixes those refusals name)."""
+    if column in (ROW, LABEL, label):
+        raise IngestError(f"{option} {column!r} is the label or a name shiftflow reserves; {reserved}")
+    if column not in table.columns:
+        raise IngestError(f"{option} {column!r} is not a column of the {which} table; its columns are "
+                          f"{[str(c) for c in table.columns][:20]}")
+    values = table[column].reset_index(drop=True)
+    if values.isna().any():
+        raise IngestError(f"{option} {column!r} is empty in {int(values.isna().sum())} {which} rows: {empty}")
+    return values
 
 
 def _check_readable_names(target: pd.DataFrame, label: str) -> None:
@@ -295,16 +304,8 @@ def _split_ids(source: pd.DataFrame, target: pd.DataFrame, label: str,
     The key must be a column of the target with one distinct, non-empty value per row."""
     if id_column is None:
         return source, target, None
-    if id_column in (ROW, LABEL, label):
-        raise IngestError(f"id_column {id_column!r} is the label or a name shiftflow reserves; name the row-key "
-                          "column of the target")
-    if id_column not in target.columns:
-        raise IngestError(f"id_column {id_column!r} is not a column of the target table; its columns are "
-                          f"{[str(c) for c in target.columns][:20]}")
-    ids = target[id_column].reset_index(drop=True)
-    if ids.isna().any():
-        raise IngestError(f"id_column {id_column!r} is empty in {int(ids.isna().sum())} target rows: every row "
-                          "needs a key (or leave id_column unset: labels then match by row order)")
+    ids = _key_values(target, id_column, label, "id_column", "target", reserved="name the row-key column of the target",
+                      empty="every row needs a key (or leave id_column unset: labels then match by row order)")
     dup = ids[ids.astype(str).duplicated()]
     if len(dup):
         raise IngestError(f"id_column {id_column!r} repeats values in the target (e.g. {str(dup.iloc[0])!r}), so "
