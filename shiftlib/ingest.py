@@ -483,14 +483,19 @@ def plan_encoding(source: pd.DataFrame, target: pd.DataFrame | None = None, *, m
                           f"pass --drop-columns {c} (drop_columns)", UserWarning, stacklevel=3)
     if not kept:
         raise IngestError("no feature columns remain after dropping id-like and date/time columns; add feature columns")
+    # of any kind (a SQL column of NULLs arrives as text): it would be a constant indicator. All named at once
+    # (helper-39 was refused one column per run)
+    if blank := [c for c in kept if empty[c]]:
+        names_ = ", ".join(repr(c) for c in blank)
+        raise IngestError(f"column{'s' if len(blank) > 1 else ''} {names_} {'are' if len(blank) > 1 else 'is'} empty "
+                          f"(all missing) in the source; drop {'them' if len(blank) > 1 else 'it'} (--drop-columns "
+                          f"{','.join(map(str, blank))})")
     names = _Names()
     encodings: dict[Any, list[str]] = {}
     imputed: dict[Any, float] = {}
     indicators: list[Any] = []
     for c in kept:
         s, t = source[c], None if target is None else target[c]
-        if empty[c]:  # of any kind (a SQL column of NULLs arrives as text): it would be a constant indicator
-            raise IngestError(f"column {c!r} is empty (all missing) in the source; drop it (--drop-columns {c})")
         if kinds[c] == "numeric":
             sv = _numbers(s, c, "source")
             tv = None if t is None else _numbers(t, c, "target")

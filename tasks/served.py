@@ -96,8 +96,28 @@ def check_model_name(client: MlflowClient, name: str, schema: dict[str, Any]) ->
             raise ShiftflowInputError(
                 f"registered model {name!r} serves other input columns, label or classes (v{v.version}: {cols}"
                 f"{'' if theirs is None else ', classes ' + ', '.join(theirs)}; this run: "
-                f"{columns_words(schema['inputs'])}, label {schema['label']!r}{mine}); {lacks}give another "
-                "--model-name (model_name), or leave it unset: the default name carries the input schema")
+                f"{columns_words(schema['inputs'])}, label {schema['label']!r}{mine}"
+                f"{_column_diff(name, v.version, schema)}); {lacks}give another --model-name (model_name), or leave "
+                "it unset: the default name carries the input schema")
+
+
+def _column_diff(name: str, version: Any, schema: dict[str, Any]) -> str:
+    """"; columns only in vN: […]; only in this run: […]" from the version's signature, for a refusal that would
+    otherwise show only the first few names of each (helper-39: Year and Month, dropped in one run); "" when the
+    signature cannot be read or the names are the same."""
+    import mlflow.models
+
+    try:
+        info = mlflow.models.get_model_info(f"models:/{name}/{version}")
+        theirs = [] if info.signature is None else list(info.signature.inputs.input_names())
+    except Exception:  # noqa: BLE001 - a refusal is on its way: its words must not fail on an unreadable model
+        return ""
+    mine = [str(c.get("name")) for c in schema["inputs"]]
+    only_then, only_now = [c for c in theirs if c not in mine], [c for c in mine if c not in theirs]
+    if not theirs or not (only_then or only_now):
+        return ""
+    return (f"; columns only in v{version}: {only_then[:10]}" + (" …" if len(only_then) > 10 else "")
+            + f"; only in this run: {only_now[:10]}" + (" …" if len(only_now) > 10 else ""))
 
 
 def incumbent(client: MlflowClient, name: str) -> Any:

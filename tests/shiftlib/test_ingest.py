@@ -345,6 +345,10 @@ def test_columns_empty_in_the_source_or_the_target():
     src = pd.DataFrame({"y": [0, 1] * 15, "x": np.arange(30.0), "allnull": [None] * 30})
     with pytest.raises(IngestError, match=r"column 'allnull' is empty \(all missing\) in the source; drop it"):
         check_tables(src, src.drop(columns="y"), "y")
+    two = src.assign(blank=np.nan)  # every empty column named at once (helper-39 was refused one per run)
+    with pytest.raises(IngestError, match=r"columns 'allnull', 'blank' are empty \(all missing\) in the source; drop "
+                                          r"them \(--drop-columns allnull,blank\)"):
+        check_tables(two, two.drop(columns="y"), "y")
     src = src.drop(columns="allnull").assign(z=np.arange(30.0) % 7)
     notes = check_tables(src, src.drop(columns="y").assign(x=np.nan), "y").notes
     assert [n for n in notes if "empty" in n] == [

@@ -272,3 +272,26 @@ def test_without_a_champion_that_can_score_this_batch_nothing_is_written(registr
     warned = [r.getMessage() for r in caplog.records if r.getMessage().startswith("served: ")]
     assert warned == (["served: v1's model has no 'prepare' step to encode today's rows; the label plan compares "
                        "the candidates only"] if case == "no prepare step" else [])
+
+
+def test_a_refusal_names_the_columns_only_one_side_has(monkeypatch):
+    """helper-39: the refusal showed the first six names of each side, not Year and Month, which one run dropped.
+    The version's signature is read (here a stand-in for MLflow's model info) and the differences named."""
+    from types import SimpleNamespace
+
+    import mlflow.models
+
+    from tasks.served import _column_diff
+
+    inputs = SimpleNamespace(input_names=lambda: ["Year", "Month", "Age", "Sex"])
+    monkeypatch.setattr(mlflow.models, "get_model_info", lambda uri: SimpleNamespace(
+        signature=SimpleNamespace(inputs=inputs)))
+    schema = {"inputs": [{"name": "Age"}, {"name": "Sex"}, {"name": "Place"}]}
+    assert _column_diff("m", "3", schema) == "; columns only in v3: ['Year', 'Month']; only in this run: ['Place']"
+    assert _column_diff("m", "3", {"inputs": [{"name": n} for n in ("Year", "Month", "Age", "Sex")]}) == ""
+
+    def unreadable(uri):
+        raise OSError("gone")
+
+    monkeypatch.setattr(mlflow.models, "get_model_info", unreadable)
+    assert _column_diff("m", "3", schema) == ""  # the refusal keeps its other words
