@@ -352,7 +352,29 @@ def run(ns: argparse.Namespace) -> int:
     print(f"evaluated {n} labeled rows ({time.monotonic() - t0:.1f} s):")
     print(table[["candidate", "method", "estimate", "ci_low", "ci_high", "realized_accuracy", "realized_auc",
                  "abs_error", "covered"]].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    warning = unrelated_labels_warning(table)
+    if warning:
+        print(f"shiftflow: warning: {warning}", file=sys.stderr)
     return 0
+
+
+#: realised AUC at or below which a candidate's scores tell the labels' classes apart no better than chance
+CHANCE_AUC = 0.6
+
+
+def unrelated_labels_warning(table: pd.DataFrame) -> str | None:
+    """A warning when no candidate's scores rank these labels better than chance (every realised AUC ≤
+    :data:`CHANCE_AUC`, two classes): the labels may be another batch's, or in another row order (helper-39's
+    night-2 file given for night 1 was taken silently: AUC 0.52 against an estimated accuracy of 0.95). Such
+    records feed the next retrains' correction, so the warning says how to replace them. None otherwise (a
+    multi-class run has no AUC here)."""
+    aucs = table["realized_auc"].astype(float)
+    if aucs.isna().any() or not (aucs <= CHANCE_AUC).all():
+        return None
+    return (f"no candidate's scores tell these labels' classes apart better than chance (realised AUC ≤ "
+            f"{CHANCE_AUC} for all {len(table)}): if the file is another batch's, or in another row order, run "
+            "`shiftflow evaluate` again with the right file (with --id-column to match rows by key); it replaces "
+            "these records, which the next retrains of this model learn from")
 
 
 if __name__ == "__main__":

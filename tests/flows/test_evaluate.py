@@ -190,3 +190,17 @@ def test_shiftflow_evaluate_subcommand_end_to_end_with_kept_ids(kept_ids_run, ca
     assert parent["realized.accuracy"] == pytest.approx(float(np.mean(lr["predicted"].to_numpy() == r["y_t"][rows])))
     hist = pd.read_parquet(r["tmp"] / "runs" / HISTORY)
     assert set(hist["flow_run_id"]) == {"flow-2"} and sorted(hist["candidate"]) == sorted(NAMES)
+
+
+def test_labels_no_candidate_tells_apart_are_warned_of():
+    """Every realised AUC ≤ 0.6 (chance): the labels may be another batch's (helper-39: a night-2 file given for
+    night 1 was taken silently). One candidate above it, a missing AUC (more than two classes) or a score run: no
+    warning."""
+    from flows.evaluate import CHANCE_AUC, unrelated_labels_warning
+
+    assert CHANCE_AUC == 0.6
+    chance = pd.DataFrame({"candidate": ["LR", "NB"], "realized_auc": [0.52, 0.6]})
+    words = unrelated_labels_warning(chance)
+    assert words is not None and "realised AUC ≤ 0.6 for all 2" in words and "it replaces these records" in words
+    assert unrelated_labels_warning(chance.assign(realized_auc=[0.52, 0.61])) is None
+    assert unrelated_labels_warning(chance.assign(realized_auc=[0.52, float("nan")])) is None
