@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The ``shiftflow history`` flags."""
     p.add_argument("--model", required=True, help="registered model name")
-    p.add_argument("--out", help="where to write the chart (PNG; default: history/<model>.png beside the default run "
-                                 "root, not the current directory)")
+    p.add_argument("--out", help="where to write the chart (PNG; default: history/<model>.png beside the run root of "
+                                 "the model's newest retrain, else the default run root; never the current directory)")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or the local store)")
     return p
 
@@ -34,7 +35,7 @@ def run(ns: argparse.Namespace) -> int:
         print(f"shiftflow: error: no retrain or score run of a registered model {ns.model!r} in {uri}; check "
               "--model (the registry's name) and --tracking-uri", file=sys.stderr)
         return 2
-    out = Path(ns.out) if ns.out else default_chart(ns.model)
+    out = Path(ns.out) if ns.out else default_chart(ns.model, _run_root(uri, table))
     out.parent.mkdir(parents=True, exist_ok=True)
     plot_history(table, ns.model).savefig(out, dpi=120)
     shown = table.assign(started=table["started"].dt.strftime("%Y-%m-%d %H:%M"))
@@ -45,12 +46,32 @@ def run(ns: argparse.Namespace) -> int:
     return 0
 
 
-def default_chart(model: str) -> Path:
+def default_chart(model: str, run_root: Path | None = None) -> Path:
     """Where ``shiftflow history`` writes a model's chart without ``--out``: ``history/<model>.png`` beside the
-    default run root (``flows.paths.default_run_root``), the name's characters outside letters, digits and ``._-``
-    replaced by ``_`` (helper-37: a PNG dropped into whatever directory the command ran in)."""
+    model's run root (``run_root``: that of its newest retrain run, :func:`_run_root`; else the default run root,
+    ``flows.paths.default_run_root``), the name's characters outside letters, digits and ``._-`` replaced by ``_``
+    (helper-37: a PNG dropped into whatever directory the command ran in; helper-39: into the default run root's
+    folder although every run had used ``--run-root``)."""
     import re
 
     from flows.paths import default_run_root
 
-    return default_run_root().parent / "history" / f"{re.sub(r'[^A-Za-z0-9._-]', '_', model)}.png"
+    root = default_run_root() if run_root is None else run_root
+    return root.parent / "history" / f"{re.sub(r'[^A-Za-z0-9._-]', '_', model)}.png"
+
+
+def _run_root(uri: str, table: Any) -> Path | None:
+    """The run root of the newest run in ``table`` that names its run folder (tag ``shiftflow.run_dir``: a
+    retrain run); None when none does or the store cannot say."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    for run_id in reversed([r for r in table["run_id"].tolist() if r]):
+        try:
+            run_dir = client.get_run(run_id).data.tags.get("shiftflow.run_dir")
+        except MlflowException:
+            continue
+        if run_dir:
+            return Path(run_dir).parent
+    return None

@@ -93,6 +93,14 @@ def test_without_out_the_chart_goes_beside_the_run_root_not_into_the_current_dir
     assert f"chart: {chart}" in capsys.readouterr().out and chart.read_bytes()[:4] == b"\x89PNG"
     assert list(here.iterdir()) == []
     assert default_chart("team/churn v2").name == "team_churn_v2.png"
+    # helper-39: runs under --run-root /x/runs put the chart in /x/history, read off the newest retrain run's folder
+    client = MlflowClient(store)
+    newest = client.search_runs([e.experiment_id for e in client.search_experiments()],
+                                order_by=["attributes.start_time DESC"])[0]
+    client.set_tag(newest.info.run_id, "shiftflow.run_dir", str(tmp_path / "x" / "runs" / "abc"))
+    assert main(["history", "--model", "m", "--tracking-uri", store]) == 0
+    assert f"chart: {(tmp_path / 'x' / 'history' / 'm.png').resolve()}" in capsys.readouterr().out
+    client.delete_tag(newest.info.run_id, "shiftflow.run_dir")  # the module's store, as the other tests found it
 
 
 def _two_versions(tmp_path: Path) -> tuple[str, MlflowClient, str, Any]:
