@@ -372,9 +372,10 @@ def unrelated_labels_warning(table: pd.DataFrame) -> str | None:
     if aucs.isna().any() or not (aucs <= CHANCE_AUC).all():
         return None
     return (f"no candidate's scores tell these labels' classes apart better than chance (realised AUC ≤ "
-            f"{CHANCE_AUC} for all {len(table)}): if the file is another batch's, or in another row order, run "
-            "`shiftflow evaluate` again with the right file (with --id-column to match rows by key); it replaces "
-            "these records, which the next retrains of this model learn from")
+            f"{CHANCE_AUC} for all {len(table)}): either no model carries over to this batch, or the file is another "
+            "batch's or in another row order; in the second case run `shiftflow evaluate` again with the right file "
+            "(with --id-column to match rows by key): it replaces these records, which the next retrains of this "
+            "model learn from")
 
 
 if __name__ == "__main__":

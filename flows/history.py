@@ -72,6 +72,6 @@ def _run_root(uri: str, table: Any) -> Path | None:
             run_dir = client.get_run(run_id).data.tags.get("shiftflow.run_dir")
         except MlflowException:
             continue
-        if run_dir:
-            return Path(run_dir).parent
+        if run_dir:  # a path of the machine that ran the retrain: used only when it exists here (helper-40)
+            return Path(run_dir).parent if Path(run_dir).parent.is_dir() else None
     return None

@@ -139,7 +139,7 @@ def preflight(config: RetrainConfig) -> Checked:
 
 
 def _check_filled(config: RetrainConfig, classes: list[Any], n_target: int,
-                  ingested: tuple[dict[str, Any], dict[str, str]]) -> None:
+                  ingested: tuple[dict[str, Any], dict[str, str]], learners: list[str]) -> None:
     """The filled labels file on its own (readable, its columns, row keys, classes: ``tasks.inputs.read_filled``)
     and that some run under the run root has planned labels at all, with this code, seed, kind of plan, ingested
     tables (``ingested``: ``tasks.ingest.ingest_identity``) and candidates (``tasks.inputs.check_plan_kind``);
@@ -156,7 +156,7 @@ def _check_filled(config: RetrainConfig, classes: list[Any], n_target: int,
                                "(same configuration and run root), fill the file it writes, then pass it with "
                                "--target-labels")
     check_plan_kind(root, config.target_labels, config.label, seed=config.seed,
-                    pair_plan=config.label_plan == "pair", ingest=ingested, learners=config.learners,
+                    pair_plan=config.label_plan == "pair", ingest=ingested, learners=learners,
                     weighting=None if config.weighting == "auto" else config.weighting)
 
 
@@ -203,11 +203,6 @@ def _preflight(config: RetrainConfig) -> Checked:
         from tasks.inputs import check_label_budget
 
         check_label_budget(config.label_budget, prepared.n_target)
-    if config.target_labels is not None:
-        from tasks.ingest import ingest_identity
-
-        ingested = ingest_identity(raw_source, raw_target, config.source, config.target, config.label, options)
-        _check_filled(config, list(prepared.classes), prepared.n_target, ingested)
     if config.label_plan != "candidates" and config.label_budget is None and config.target_labels is None:
         notes.append(f"label_plan={config.label_plan!r} has no effect without --label-budget (or --target-labels): "
                      "no labels are planned")
@@ -216,6 +211,11 @@ def _preflight(config: RetrainConfig) -> Checked:
     plan = check_sizes(counts, prepared.n_target, config.learners, cv_folds=config.cv_folds,
                        selection_folds=config.selection_folds, selectors=config.selectors)
     notes += list(plan.dropped.values())
+    if config.target_labels is not None:  # after check_sizes: the learners the run will train (helper-40)
+        from tasks.ingest import ingest_identity
+
+        ingested = ingest_identity(raw_source, raw_target, config.source, config.target, config.label, options)
+        _check_filled(config, list(prepared.classes), prepared.n_target, ingested, plan.learners)
     resolved = config.model_copy(update={"simulate_bias": bias, "learners": plan.learners,
                                          "positive_label": positive})
     return Checked(resolved, bias_label(bias), tuple(notes), prepared.n_source, prepared.n_target)

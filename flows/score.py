@@ -28,6 +28,7 @@ def score_batch(config: ScoreConfig) -> dict[str, Any]:
         SCORED_TAG,
         check_batch,
         check_out,
+        check_scorable,
         load_version,
         log_monitor,
         model_inputs,
@@ -54,6 +55,7 @@ def score_batch(config: ScoreConfig) -> dict[str, Any]:
     # refused before the run is logged: nothing is written for a batch that cannot be scored
     batch = check_batch(read_table(config.batch).frame, inputs, id_column=config.id_column,
                         used=used_inputs(model, inputs))
+    check_scorable(model, batch, inputs, version=v)
     flow_run_id = str(runtime.flow_run.id or uuid.uuid4())
     with parent_run(uri, experiment, f"score-{runtime.flow_run.name or flow_run_id[:8]}",
                     tags={"prefect.flow_run_id": flow_run_id, SCORED_TAG: f"{ref.name} v{v}",

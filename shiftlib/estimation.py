@@ -1465,6 +1465,11 @@ def _folds(y: np.ndarray, k: int, seed: int, groups: Any = None) -> np.ndarray:
                           .split(np.zeros(len(y)), y, groups))
     for i, (_, hold) in enumerate(splits):
         fold[hold] = i
+    if groups is not None:  # a class within few cases can fall wholly in one fold (helper-40)
+        for i in range(k):
+            if len(np.unique(y[fold != i])) < len(counts):
+                raise ValueError("a source class lies within so few cases that a fold's training rows lack it: give "
+                                 "that class more cases, or lower k")
     return fold
 
 

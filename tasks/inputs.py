@@ -231,6 +231,9 @@ def prepare_inputs(
     _check_readable_names(target, label)
     target_table = target
     source, target, target_ids = _split_ids(source, target, label, opts.id_column)
+    if opts.group_column is not None and opts.group_column == opts.id_column:
+        raise IngestError(f"{opts.group_column!r} is both id_column (the target's row key) and group_column (the "
+                          "source's cases); name each its own column")
     source, target, source_groups = _split_groups(source, target, label, opts.group_column)
     if encode:  # scikit-learn only for tables that will be encoded: a preflight refusal stays fast
         from shiftlib.preprocessor import prepare_tables as prepare
@@ -255,7 +258,8 @@ def repeated_units_sentence(u: RepeatedUnits) -> str:
             f"{u.units} of its values, and within {u.constant:.0%} of those the label is the same ({u.chance:.0%} "
             "by chance). Random folds then put one case on both sides, and the cross-validation rates a learner "
             "that memorises cases too high, and the champion gate with it: if each value is one case (an event, "
-            f"a person), pass --group-column {u.column} to keep each case's rows in one fold")
+            f"a person), pass --group-column {u.column} to keep each case's rows in one fold (the column then leaves "
+            "the model's inputs: a new input schema, so a new registered model unless --model-name names one)")
 
 
 def _split_groups(source: pd.DataFrame, target: pd.DataFrame, label: str,
@@ -488,6 +492,10 @@ def _candidate_diffs(then: Mapping[str, Any], learners: Collection[str] | None, 
     cands = then.get("params", {}).get("candidates") if isinstance(then.get("params"), Mapping) else None
     if not isinstance(cands, list) or not all(isinstance(c, Mapping) for c in cands):
         return []
+    # the candidates asked for: those fitted and those skipped (extra["skipped"]: "LR" or "LR+kmm" → why), so a
+    # candidate that could not be fitted then is no difference now (helper-40)
+    skipped = [str(n).split("+", 1) for n in (then.get("extra") or {}).get("skipped", {})]
+    cands = [*cands, *({"learner": n[0], "weighting": n[1] if len(n) > 1 else "none"} for n in skipped)]
     out = []
     names = {str(c.get("learner")) for c in cands}
     if learners is not None and names != set(learners):

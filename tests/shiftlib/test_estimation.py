@@ -1013,3 +1013,13 @@ def test_groups_keep_each_case_in_one_fold_and_the_memorising_learner_loses_its_
     assert np.array_equal(P.folds, whole.folds)  # the training stage's split is the estimation stage's
     with pytest.raises(ValueError, match="the source rows record 9 cases: lower k"):
         candidate_predictions(cand, X, y, Xt, k=10, random_state=0, groups=case % 9)
+
+
+def test_a_grouped_split_whose_training_folds_lack_a_class_is_no_split() -> None:
+    """helper-40: every positive row in one case, k = 5 — that case's fold trains on one class only."""
+    from shiftlib.estimation import fold_split_exists
+
+    y = np.array([1] * 10 + [0] * 90)
+    groups = np.r_[np.zeros(10, int), np.arange(90) % 20 + 1]
+    assert not fold_split_exists(y, 5, groups)
+    assert fold_split_exists(y, 5, np.r_[np.arange(10) % 5, np.arange(90) % 20 + 5])  # positives in five cases

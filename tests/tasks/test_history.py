@@ -97,6 +97,7 @@ def test_without_out_the_chart_goes_beside_the_run_root_not_into_the_current_dir
     client = MlflowClient(store)
     newest = client.search_runs([e.experiment_id for e in client.search_experiments()],
                                 order_by=["attributes.start_time DESC"])[0]
+    (tmp_path / "x" / "runs").mkdir(parents=True)  # a run root of another machine (absent here) is not used
     client.set_tag(newest.info.run_id, "shiftflow.run_dir", str(tmp_path / "x" / "runs" / "abc"))
     assert main(["history", "--model", "m", "--tracking-uri", store]) == 0
     assert f"chart: {(tmp_path / 'x' / 'history' / 'm.png').resolve()}" in capsys.readouterr().out

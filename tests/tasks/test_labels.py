@@ -802,6 +802,11 @@ def test_a_file_no_stored_plan_of_this_code_seed_and_kind_can_take_is_refused_at
         preflight(config.model_copy(update={"learners": ["LR", "NB"]}))
     with pytest.raises(LabelsInputError, match=r"differs from this run in the weighting \(kmm then, none now\)\. "):
         preflight(config.model_copy(update={"weighting": "none"}))
+    # a candidate asked for then but skipped in training (it could not be fitted) is no difference (helper-40)
+    recorded["params"]["candidates"] = [c for c in recorded["params"]["candidates"] if c["learner"] != "DT"]
+    recorded["extra"] = recorded.get("extra", {}) | {"skipped": {"DT": "why", "DT+kmm": "why"}}
+    training.write_text(json.dumps(recorded))
+    preflight(config.model_copy(update={"learners": ["LR", "DT"], "weighting": "kmm"}))
     # two plans holding the same rows (run-0 a copy of run-1): the one whose folder holds the file is named
     shutil.copytree(store.run_dir, root / "run-0")
     in_place = store.stage_dir("labels") / "filled.csv"

@@ -83,6 +83,10 @@ def test_the_served_correction_takes_the_batchs_binomial_floor(parent):
     small = served_estimate.fn(table, "LR", min_accuracy=None, ctx=ctx, history=PAST, n_target=100)["realized"]
     assert small["accuracy"] == pytest.approx(MID, abs=2e-6) and small["spread"] == pytest.approx(0.0418676, abs=1e-6)
     assert small["ci_high"] - small["accuracy"] == pytest.approx(0.2080094, abs=2e-6)
+    # earlier batches evaluated on 100 labeled rows each: the floor is that of 100 rows, not of a 10,000-row batch
+    part = served_estimate.fn(table, "LR", min_accuracy=None, ctx=ctx, history=PAST.assign(n_rows=100),
+                              n_target=10_000)["realized"]
+    assert part["spread"] == pytest.approx(0.0418676, abs=1e-6)
 
 
 def test_labels_combine_with_the_corrected_estimate_as_their_prior(parent):
