@@ -358,18 +358,15 @@ def run(ns: argparse.Namespace) -> int:
     return 0
 
 
-#: realised AUC at or below which a candidate's scores tell the labels' classes apart no better than chance
-CHANCE_AUC = 0.6
-
-
 def unrelated_labels_warning(table: pd.DataFrame) -> str | None:
-    """A warning when no candidate's scores rank these labels better than chance (every realised AUC ≤
-    :data:`CHANCE_AUC`, two classes): the labels may be another batch's, or in another row order (helper-39's
-    night-2 file given for night 1 was taken silently: AUC 0.52 against an estimated accuracy of 0.95). Such
-    records feed the next retrains' correction, so the warning says how to replace them. None otherwise (a
-    multi-class run has no AUC here)."""
-    aucs = table["realized_auc"].astype(float)
-    if aucs.isna().any() or not (aucs <= CHANCE_AUC).all():
+    """A warning when no candidate's scores rank these labels better than chance
+    (``shiftlib.realized.at_chance``: every realised AUC ≤ ``CHANCE_AUC``, two classes): the labels may be another
+    batch's, or in another row order (helper-39's night-2 file given for night 1 was taken silently: AUC 0.52
+    against an estimated accuracy of 0.95). Such records feed the next retrains' correction, so the warning says
+    how to replace them. None otherwise (a multi-class run has no AUC here)."""
+    from shiftlib.realized import CHANCE_AUC, at_chance
+
+    if not at_chance(table["realized_auc"]):
         return None
     return (f"no candidate's scores tell these labels' classes apart better than chance (realised AUC ≤ "
             f"{CHANCE_AUC} for all {len(table)}): either no model carries over to this batch, or the file is another "

@@ -28,7 +28,6 @@ def score_batch(config: ScoreConfig) -> dict[str, Any]:
         SCORED_TAG,
         check_batch,
         check_out,
-        check_scorable,
         load_version,
         log_monitor,
         model_inputs,
@@ -37,6 +36,7 @@ def score_batch(config: ScoreConfig) -> dict[str, Any]:
         resolve_version,
         score,
         used_inputs,
+        write_scores,
     )
     from tasks.served import incumbent
     from tasks.sources import mask_secrets, read_table
@@ -55,7 +55,9 @@ def score_batch(config: ScoreConfig) -> dict[str, Any]:
     # refused before the run is logged: nothing is written for a batch that cannot be scored
     batch = check_batch(read_table(config.batch).frame, inputs, id_column=config.id_column,
                         used=used_inputs(model, inputs))
-    check_scorable(model, batch, inputs, version=v)
+    # scored before the run is logged too: what the encoder refuses (±inf, a column of another kind) and a version
+    # without class labels leave no FAILED run (helper-40); the run then only writes and logs
+    table, proba = score(model, version, batch, inputs, id_column=config.id_column)
     flow_run_id = str(runtime.flow_run.id or uuid.uuid4())
     with parent_run(uri, experiment, f"score-{runtime.flow_run.name or flow_run_id[:8]}",
                     tags={"prefect.flow_run_id": flow_run_id, SCORED_TAG: f"{ref.name} v{v}",
@@ -65,8 +67,7 @@ def score_batch(config: ScoreConfig) -> dict[str, Any]:
                     params={"model": str(ref), "version": v, "batch": config.batch, "out": config.out,
                             "min_accuracy": config.min_accuracy, "monitor_rows": config.monitor_rows,
                             "seed": config.seed}) as run_id:
-        table, proba, written = score(model, version, batch, inputs, out=config.out, overwrite=config.overwrite,
-                                      id_column=config.id_column)
+        written = write_scores(table, config.out, overwrite=config.overwrite)
         t_scored = time.perf_counter() - t0
         mon = monitor(version, model, batch, inputs, proba, max_rows=config.monitor_rows,
                       min_accuracy=config.min_accuracy, seed=config.seed)

@@ -1183,9 +1183,9 @@ def gate(new: StoredPredictions, champion: StoredPredictions | None = None, *,
     overruled = None  # step 1's refusal on the label-free margin, when labels weigh a first version instead
     if refusal is not None and champion is None and details["one_class_share"] < ONE_CLASS_SHARE:
         labeled = labels is not None or rule_labels is not None
-        if labeled and FIRST_LABELS_DECIDE:
+        if labeled and FIRST_LABELS_DECIDE:  # the labels decide in its place
             overruled = refusal
-        if (labeled and FIRST_LABELS_DECIDE) or (not labeled and first_unsure and first_margin and not target_labels):
+        if overruled is not None or (not labeled and first_unsure and first_margin and not target_labels):
             details["label_free_refusal"], refusal = refusal, None  # step 2 decides (revision 12 by P without labels)
     if refusal is not None and (unsure_margin == "refuse" or champion is None
                                 or details["one_class_share"] >= ONE_CLASS_SHARE

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-__all__ = ["BINOMIAL_FLOOR", "MIN_REALIZED_BATCHES", "REALIZED_WINDOW", "RealizedCorrection",
-           "realized_correction"]
+__all__ = ["BINOMIAL_FLOOR", "CHANCE_AUC", "MIN_REALIZED_BATCHES", "REALIZED_WINDOW", "RealizedCorrection",
+           "at_chance", "floor_rows", "realized_correction"]
 
 #: fewest realised batches before the past errors replace the label-free interval
 MIN_REALIZED_BATCHES = 3
@@ -50,6 +50,8 @@ REALIZED_WINDOW = 10
 #: batch's binomial noise: adopted by the rule of ``replications/realized_floor.py`` (its mean width 1.04 × at
 #: k = 5 and 1.03 × as shipped, within its bound of 1.25; ``reports/estimation_realized_floor.md``)
 BINOMIAL_FLOOR = True
+#: realised AUC at or below which a model's scores tell a batch's classes apart no better than chance
+CHANCE_AUC = 0.6
 
 
 @dataclass(frozen=True)
@@ -132,3 +134,47 @@ def realized_correction(estimate: float, past_estimates: ArrayLike, past_realize
     lo, mid, hi = np.clip([center - half, center, center + half], 0.0, 1.0)
     return RealizedCorrection(accuracy=float(mid), ci_low=float(lo), ci_high=float(hi), bias=bias, spread=spread,
                               n_batches=k)
+
+
+def floor_rows(n_target: int | None, past_rows: ArrayLike = ()) -> int | None:
+    """The rows the next realised accuracy will rest on, for :func:`realized_correction`'s ``n_target``: the
+    batch's ``n_target`` rows, or fewer when the earlier batches were evaluated on fewer labeled rows
+    (``past_rows``, their median): a realised accuracy of 300 labeled rows of a 10,000-row batch carries the noise
+    of 300 (helper-40). None when neither is known.
+
+    Parameters
+    ----------
+    n_target : int or None
+        Today's batch rows.
+    past_rows : array-like of float
+        The labeled rows each earlier realised accuracy rests on (missing values ignored).
+
+    Returns
+    -------
+    int or None
+        The rows, or None.
+    """
+    past = np.asarray(past_rows, dtype=float).ravel()
+    past = past[np.isfinite(past)]
+    if past.size == 0:
+        return n_target
+    labeled = int(np.median(past))
+    return labeled if n_target is None else min(int(n_target), labeled)
+
+
+def at_chance(aucs: ArrayLike) -> bool:
+    """Whether every model's realised AUC on a batch's labels is at most :data:`CHANCE_AUC`: no model tells the
+    labels' classes apart better than chance, as when the labels are another batch's or in another row order, or
+    when no model carries over to the batch. False when an AUC is missing (more than two classes) or none is given.
+
+    Parameters
+    ----------
+    aucs : array-like of float
+        One realised AUC per model.
+
+    Returns
+    -------
+    bool
+    """
+    a = np.asarray(aucs, dtype=float).ravel()
+    return bool(a.size and np.isfinite(a).all() and (a <= CHANCE_AUC).all())

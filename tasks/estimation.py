@@ -50,7 +50,7 @@ from shiftlib.estimation import (
     shared_source_cv,
     stored_predictions,
 )
-from shiftlib.realized import BINOMIAL_FLOOR, MIN_REALIZED_BATCHES, realized_correction
+from shiftlib.realized import BINOMIAL_FLOOR, MIN_REALIZED_BATCHES, floor_rows, realized_correction
 from shiftlib.regime import ShiftRegime, shift_regime
 from shiftlib.selection import SelectorScores
 from shiftlib.weights import effective_sample_size
@@ -341,18 +341,14 @@ def realized_estimate(r: Mapping[str, Any], history: pd.DataFrame | None, n_targ
     """Candidate ``r``'s label-free estimate corrected by its realised errors on this deployment's earlier
     batches (``shiftlib.realized.realized_correction`` on ``history``'s rows of the same candidate, one per
     run; its spread raised to the binomial noise of the rows the realised accuracy will be measured on, when
-    ``shiftlib.realized.BINOMIAL_FLOOR``: this batch's ``n_target`` rows, or fewer when the earlier batches were
-    evaluated on fewer labeled rows, their median ``n_rows``); None with fewer than ``MIN_REALIZED_BATCHES`` such batches."""
+    ``shiftlib.realized.BINOMIAL_FLOOR``: ``shiftlib.realized.floor_rows`` of this batch's ``n_target`` rows and
+    the earlier batches' labeled ``n_rows``); None with fewer than ``MIN_REALIZED_BATCHES`` such batches."""
     if history is None or history.empty:
         return None
     # the history's estimate is the estimation stage's, label-free: the correction never feeds back into it
     rows = history[history["candidate"] == r["candidate"]].drop_duplicates("flow_run_id", keep="last")
-    # the realised accuracy to come is measured on as many labeled rows as before, not on the whole batch when
-    # `evaluate` is given a part of it (helper-40: 300 of 10,000 rows would make the floor 6 times too low)
-    labeled = pd.to_numeric(rows["n_rows"], errors="coerce").dropna() if "n_rows" in rows else pd.Series(dtype=float)
-    n = n_target
-    if not labeled.empty:
-        n = int(np.median(labeled)) if n is None else min(n, int(np.median(labeled)))
+    past = pd.to_numeric(rows["n_rows"], errors="coerce") if "n_rows" in rows else ()
+    n = floor_rows(n_target, past)
     corr = realized_correction(float(r["estimate"]), rows["estimate"].to_numpy(float),
                                rows["realized_accuracy"].to_numpy(float), confidence=float(r["confidence"]),
                                n_target=n if BINOMIAL_FLOOR and n else None)

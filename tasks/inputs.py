@@ -243,9 +243,8 @@ def prepare_inputs(
     for reserved in (ROW, LABEL):
         if reserved in prepared.feature_columns:
             raise IngestError(f"a feature column is named {reserved!r}, a name shiftflow reserves; rename it")
-    if source_groups is None:
-        plan = prepared.plan if isinstance(prepared, CheckedTables) else prepared.preprocessor.plan_
-        for u in repeated_units(source, label, list(plan.dropped)):
+    if source_groups is None and isinstance(prepared, CheckedTables):  # the preflight's notes: ingest, which runs
+        for u in repeated_units(source, label, list(prepared.plan.dropped)):  # this again, logs its warnings at debug
             warnings.warn(repeated_units_sentence(u), UserWarning, stacklevel=2)
     example = target.drop(columns=[label], errors="ignore").head(EXAMPLE_ROWS).reset_index(drop=True)
     return Inputs(raw_source, raw_target, prepared, bias_info, p_select, notes, example, target_ids, target_table,

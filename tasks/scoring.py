@@ -251,21 +251,6 @@ def log_monitor(client: MlflowClient, run_id: str, monitor: Any, *, model: str, 
         log.warning("score: %s", monitor.overlap.sentence())
 
 
-def check_scorable(model: Any, batch: pd.DataFrame, inputs: list[str], *, version: str) -> None:
-    """Refuse, before anything is logged, what :func:`score_frame` would refuse on the way: a version registered
-    before models carried their labels, or a batch its encoder cannot read (±inf, a column of another kind)
-    (helper-40: those left a FAILED score run)."""
-    if not hasattr(model, "predict_labeled"):
-        raise ScoreInputError(f"v{version} was registered before models carried their class labels; register a "
-                              "new version with shiftflow retrain, then score with it")
-    prepare = getattr(model, "named_steps", {}).get("prepare")
-    if prepare is not None:
-        try:
-            prepare.transform(batch[inputs])
-        except ShiftflowInputError as err:
-            raise ScoreInputError(str(err)) from None
-
-
 def load_version(ref: ModelRef, version: Any) -> Any:
     """The version's scikit-learn model (a ``shiftlib.serving.ServedModel``)."""
     import mlflow.sklearn
@@ -274,12 +259,11 @@ def load_version(ref: ModelRef, version: Any) -> Any:
 
 
 @task(name="score", cache_policy=NO_CACHE)
-def score(model: Any, version: Any, batch: pd.DataFrame, inputs: list[str], *, out: str, overwrite: bool,
-          id_column: str | None) -> tuple[pd.DataFrame, np.ndarray, str]:
-    """Score the batch (checked by :func:`check_batch`) on the version's ``inputs`` and write the scores: (scores
-    table, probabilities, where)."""
-    table, proba = score_frame(model, batch, inputs, version=str(version.version), id_column=id_column)
-    return table, proba, write_scores(table, out, overwrite=overwrite)
+def score(model: Any, version: Any, batch: pd.DataFrame, inputs: list[str], *,
+          id_column: str | None) -> tuple[pd.DataFrame, np.ndarray]:
+    """Score the batch (checked by :func:`check_batch`) on the version's ``inputs``: (scores table, probabilities).
+    Writes nothing, so the flow calls it before it logs a run: a refusal here (:func:`score_frame`) leaves none."""
+    return score_frame(model, batch, inputs, version=str(version.version), id_column=id_column)
 
 
 @task(name="monitor", cache_policy=NO_CACHE)

@@ -196,7 +196,8 @@ def test_labels_no_candidate_tells_apart_are_warned_of():
     """Every realised AUC ≤ 0.6 (chance): the labels may be another batch's (helper-39: a night-2 file given for
     night 1 was taken silently). One candidate above it, a missing AUC (more than two classes) or a score run: no
     warning."""
-    from flows.evaluate import CHANCE_AUC, unrelated_labels_warning
+    from flows.evaluate import unrelated_labels_warning
+    from shiftlib.realized import CHANCE_AUC
 
     assert CHANCE_AUC == 0.6
     chance = pd.DataFrame({"candidate": ["LR", "NB"], "realized_auc": [0.52, 0.6]})

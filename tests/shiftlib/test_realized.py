@@ -96,3 +96,15 @@ def test_bounds_stay_in_the_unit_interval():
 def test_bad_input_is_refused_with_the_reason(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         realized_correction(*args, **kwargs)
+
+
+def test_floor_rows_and_chance_worked_by_hand():
+    """floor_rows: the batch's rows, or the median of the rows earlier realised accuracies rest on when fewer
+    (300, 250, 400 → 300 of 10,000; NaN ignored); at_chance: every AUC ≤ 0.6, none missing."""
+    from shiftlib.realized import CHANCE_AUC, at_chance, floor_rows
+
+    assert floor_rows(10_000, [300, 250, 400, np.nan]) == 300
+    assert floor_rows(200, [300, 250, 400]) == 200 and floor_rows(None, [300]) == 300
+    assert floor_rows(500) == 500 and floor_rows(None) is None
+    assert CHANCE_AUC == 0.6 and at_chance([0.52, 0.6]) and not at_chance([0.52, 0.61])
+    assert not at_chance([0.5, np.nan]) and not at_chance([])

@@ -109,18 +109,19 @@ def test_a_batch_without_the_columns_retrain_dropped_is_scored():
         check_batch(X.drop(columns=["case_id", "a"]), inputs, id_column=None, used=used_inputs(model, inputs))
 
 
-def test_a_batch_the_encoder_cannot_read_is_refused_before_scoring():
-    """helper-40: ±inf in a number column was refused inside the score task, after its MLflow run was logged."""
+def test_a_batch_the_encoder_cannot_read_is_refused_by_scoring_which_writes_nothing():
+    """helper-40: ±inf in a number column was refused inside the score task, after its MLflow run was logged. The
+    score task now only scores (the flow calls it before the run is logged): its refusal is one sentence."""
+    from shiftlib.errors import ShiftflowInputError
     from shiftlib.preprocessor import TablePreprocessor
-    from tasks.scoring import check_scorable
 
     rng = np.random.default_rng(2)
     X = pd.DataFrame({"a": rng.normal(size=40), "b": rng.normal(size=40)})
     model = ServedModel([("prepare", TablePreprocessor()), ("model", LogisticRegression())],
                         class_labels=["No", "Yes"]).fit(X, (X["a"] > 0).astype(int))
-    check_scorable(model, X, ["a", "b"], version="1")
-    with pytest.raises(ScoreInputError, match="inf"):
-        check_scorable(model, X.assign(a=np.inf), ["a", "b"], version="1")
+    score_frame(model, X, ["a", "b"], version="1", id_column=None)
+    with pytest.raises(ShiftflowInputError, match="inf"):
+        score_frame(model, X.assign(a=np.inf), ["a", "b"], version="1", id_column=None)
 
 
 def test_an_existing_file_is_kept_unless_overwrite(model_and_batch, tmp_path):
